@@ -1,0 +1,53 @@
+"""kspark: the Kafka Streams DSL on Apache Spark Structured Streaming over Spark Connect.
+
+Examples
+--------
+>>> from kspark import StreamsBuilder, Topic
+>>> b = StreamsBuilder()
+>>> b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int).to(
+...     Topic.jsonl("out", "/tmp/out")
+... )
+>>> b.build().sinks[0].name
+'KSTREAM-SINK-0000000001'
+"""
+
+from __future__ import annotations
+
+from kspark.config import StreamsConfig
+from kspark.dsl import (
+    Branched,
+    BranchedKStream,
+    Deduplicated,
+    Joined,
+    KStream,
+    KTable,
+    Materialized,
+    Named,
+    Repartitioned,
+    StreamsBuilder,
+)
+from kspark.plan.nodes import Topic
+from kspark.plan.topology import Topology
+from kspark.runtime.app import State, StreamsApp
+from kspark.runtime.server import connect
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Branched",
+    "BranchedKStream",
+    "Deduplicated",
+    "Joined",
+    "KStream",
+    "KTable",
+    "Materialized",
+    "Named",
+    "Repartitioned",
+    "State",
+    "StreamsApp",
+    "StreamsBuilder",
+    "StreamsConfig",
+    "Topic",
+    "Topology",
+    "connect",
+]

@@ -1,0 +1,8 @@
+"""The compiler: plan nodes to stages (:mod:`.compiler`) and stages to Spark Connect
+DataFrames (:mod:`.lower`)."""
+
+from __future__ import annotations
+
+from kspark.compiler.compiler import SPEC_VERSION, compile_topology
+
+__all__ = ["SPEC_VERSION", "compile_topology"]

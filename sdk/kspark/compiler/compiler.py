@@ -1,0 +1,441 @@
+"""The compiler: a visitor from plan nodes to physical stages.
+
+Runs of stateless steps are fused into one :class:`~kspark.compiler.stages.Chain` (one
+Python pass per record, not one UDF per step). Stateful operators become per-task
+:class:`~kspark.compiler.stages.Stateful` stages. A node type without a ``visit_<Node>``
+rule fails loudly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from kspark import errors
+from kspark.compiler import envelope as env
+from kspark.compiler import stages as st
+from kspark.config import StreamsConfig
+from kspark.errors import CompilationError, InvalidTopologyError, UnknownTypeError
+from kspark.plan import nodes as n
+from kspark.plan.topology import Topology
+from kspark.plan.types import Primitive, Record, TypeDesc
+
+__all__ = ["SPEC_VERSION", "compile_topology"]
+
+#: The operator spec version this client writes; kspark_server checks it.
+SPEC_VERSION = 1
+
+
+@attrs.frozen(kw_only=True)
+class _Pending:
+    """A stage plus stateless steps not yet flushed into a chain."""
+
+    base: st.Stage
+    steps: tuple[dict[str, Any], ...]
+    key_type: TypeDesc | None
+    value_type: TypeDesc | None
+    key_origin: str
+    value_origin: str
+    subtopology: int
+
+
+def compile_topology(topology: Topology, config: StreamsConfig) -> st.Output:
+    """Lower ``topology`` to stages for the app configured by ``config``."""
+    return _Compiler(topology, config).compile()
+
+
+def resolve_handler(value: Any, base: type, what: str, config: StreamsConfig) -> Any:
+    """An instance of a handler given as an instance or a class, configured."""
+    if value is None:
+        return None
+    handler = value() if isinstance(value, type) else value
+    if not callable(getattr(handler, "handle", None)):
+        raise errors.ConfigError(
+            f"{what} must be a {base.__name__} (an instance or a class), got {value!r}",
+            option=what,
+        )
+    configure = getattr(handler, "configure", None)
+    if callable(configure):
+        configure(config)
+    return handler
+
+
+class _Compiler:
+    def __init__(self, topology: Topology, config: StreamsConfig) -> None:
+        self.topology = topology
+        self.config = config
+        self.memo: dict[int, _Pending] = {}
+        self.subtopology_of = {
+            node.name: i for i, group in enumerate(topology.subtopologies()) for node in group
+        }
+        self.processing_handler = resolve_handler(
+            config.processing_exception_handler,
+            errors.ProcessingExceptionHandler,
+            "processing_exception_handler",
+            config,
+        )
+        if self.processing_handler is not None and _needs_dlq(self.processing_handler) and (
+            config.dead_letter_queue_topic is None
+        ):
+            raise errors.ConfigError(
+                f"{type(self.processing_handler).__name__} writes dead-letter records; set "
+                "StreamsConfig(dead_letter_queue_topic=Topic...)",
+                option="dead_letter_queue_topic",
+            )
+
+        self.deserialization = _deserialization_mode(config)
+
+    # -- driver --------------------------------------------------------------------
+    def compile(self) -> st.Output:
+        parts = []
+        sink_specs = []
+        for i, sink in enumerate(self.topology.sinks):
+            stage = self.flush(self.visit(sink.parent), sink.name)
+            parts.append(st.SinkPart(index=i, processor=sink.name, topic=sink.topic, stage=stage))
+            sink_specs.append(
+                {
+                    "index": i,
+                    "topic": _topic_dict(sink.topic),
+                    "num_partitions": self.config.num_partitions,
+                }
+            )
+        dlq = self.config.dead_letter_queue_topic
+        writer = {
+            "spec_version": SPEC_VERSION,
+            "kind": "sinks",
+            "sinks": sink_specs,
+            "dlq": _topic_dict(dlq) if dlq is not None else None,
+        }
+        return st.Output(
+            sinks=tuple(parts),
+            writer_spec=writer,
+            processors=tuple(node.name for node in self.topology.nodes()),
+            stores=self.topology.stores(),
+        )
+
+    def visit(self, node: n.Node) -> _Pending:
+        key = id(node)
+        if key not in self.memo:
+            method: Callable[[Any], _Pending] | None = getattr(
+                self, f"visit_{type(node).__name__}", None
+            )
+            if method is None:
+                raise CompilationError(
+                    f"no compiler rule for plan node {type(node).__name__} ({node.name})",
+                    processor=node.name,
+                )
+            self.memo[key] = method(node)
+        return self.memo[key]
+
+    def handling(self, subtopology: int) -> dict[str, Any]:
+        return {
+            "processing": self.processing_handler,
+            "context_cls": errors.ErrorHandlerContext,
+            "subtopology": subtopology,
+            "num_partitions": self.config.num_partitions,
+        }
+
+    def flush(self, p: _Pending, boundary: str) -> st.Stage:
+        """The stage with ``p``'s pending steps applied; types must be known here."""
+        key_type = _known(p.key_type, "key", p.key_origin, boundary)
+        value_type = _known(p.value_type, "value", p.value_origin, boundary)
+        if not p.steps:
+            return p.base
+        spec = {
+            "spec_version": SPEC_VERSION,
+            "kind": "chain",
+            "input": {"key": p.base.key_type.spec(), "value": p.base.value_type.spec()},
+            "output": {"key": key_type.spec(), "value": value_type.spec()},
+            "steps": list(p.steps),
+            "output_schema": env.envelope_json(key_type, value_type),
+            "handling": self.handling(p.subtopology),
+        }
+        return st.Chain(input=p.base, spec=spec, key_type=key_type, value_type=value_type)
+
+    def _start(self, stage: st.Stage, node: n.Node) -> _Pending:
+        return _Pending(
+            base=stage,
+            steps=(),
+            key_type=stage.key_type,
+            value_type=stage.value_type,
+            key_origin=node.name,
+            value_origin=node.name,
+            subtopology=self.subtopology_of.get(node.name, 0),
+        )
+
+    def _step(self, node: n.Node, parent: n.Node, step: dict[str, Any]) -> _Pending:
+        p = self.visit(parent)
+        step = {"processor": node.name, **step}
+        return attrs.evolve(
+            p,
+            steps=(*p.steps, step),
+            key_type=node.key_type,
+            value_type=node.value_type,
+            key_origin=node.name if isinstance(node, _KEY_CHANGING) else p.key_origin,
+            value_origin=node.name if isinstance(node, _VALUE_CHANGING) else p.value_origin,
+        )
+
+    # -- sources -------------------------------------------------------------------
+    def _read(self, node: n.Source | n.TableSource) -> st.Read:
+        assert node.key_type is not None and node.value_type is not None
+        return st.Read(
+            topic=node.topic,
+            processor=node.name,
+            read_schema=_read_schema(node.topic, node.key_type, node.value_type, node.name),
+            max_files_per_trigger=self.config.max_files_per_trigger,
+            deserialization=self.deserialization,
+            subtopology=self.subtopology_of.get(node.name, 0),
+            key_type=node.key_type,
+            value_type=node.value_type,
+        )
+
+    def visit_Source(self, node: n.Source) -> _Pending:
+        return self._start(self._read(node), node)
+
+    def visit_TableSource(self, node: n.TableSource) -> _Pending:
+        return self._start(self._read(node), node)
+
+    # -- stateless -------------------------------------------------------------------
+    def visit_Filter(self, node: n.Filter) -> _Pending:
+        return self._step(node, node.parent, {"op": "filter", "fn": node.fn, "negate": node.negate})
+
+    def visit_Map(self, node: n.Map) -> _Pending:
+        return self._step(node, node.parent, {"op": "map", "fn": node.fn})
+
+    def visit_MapValues(self, node: n.MapValues) -> _Pending:
+        return self._step(
+            node, node.parent, {"op": "map_values", "fn": node.fn, "with_key": node.with_key}
+        )
+
+    def visit_FlatMap(self, node: n.FlatMap) -> _Pending:
+        return self._step(node, node.parent, {"op": "flat_map", "fn": node.fn})
+
+    def visit_FlatMapValues(self, node: n.FlatMapValues) -> _Pending:
+        return self._step(
+            node, node.parent, {"op": "flat_map_values", "fn": node.fn, "with_key": node.with_key}
+        )
+
+    def visit_SelectKey(self, node: n.SelectKey) -> _Pending:
+        return self._step(node, node.parent, {"op": "select_key", "fn": node.fn})
+
+    def visit_Peek(self, node: n.Peek) -> _Pending:
+        return self._step(node, node.parent, {"op": "peek", "fn": node.fn})
+
+    def visit_Branch(self, node: n.Branch) -> _Pending:
+        return self._step(
+            node, node.parent,
+            {"op": "branch", "predicates": list(node.predicates), "index": node.index},
+        )
+
+    def visit_TableFilter(self, node: n.TableFilter) -> _Pending:
+        return self._step(
+            node, node.parent, {"op": "table_filter", "fn": node.fn, "negate": node.negate}
+        )
+
+    def visit_TableMapValues(self, node: n.TableMapValues) -> _Pending:
+        return self._step(
+            node, node.parent,
+            {"op": "table_map_values", "fn": node.fn, "with_key": node.with_key},
+        )
+
+    def visit_ToStream(self, node: n.ToStream) -> _Pending:
+        return self.visit(node.parent)
+
+    def visit_Merge(self, node: n.Merge) -> _Pending:
+        parts = tuple(self.flush(self.visit(i), node.name) for i in node.inputs)
+        first = parts[0]
+        for other in parts[1:]:
+            if other.key_type != first.key_type or other.value_type != first.value_type:
+                raise InvalidTopologyError(
+                    f"{node.name}: merged streams must have the same key and value types "
+                    f"({first.key_type.display()}, {first.value_type.display()}) vs "
+                    f"({other.key_type.display()}, {other.value_type.display()})",
+                    processor=node.name,
+                )
+        union = st.Union(parts=parts, key_type=first.key_type, value_type=first.value_type)
+        return self._start(union, node)
+
+    def visit_Repartition(self, node: n.Repartition) -> _Pending:
+        stage = self.flush(self.visit(node.parent), node.name)
+        shuffled = st.Shuffle(
+            input=stage,
+            num_partitions=node.num_partitions or self.config.num_partitions,
+            key_type=stage.key_type,
+            value_type=stage.value_type,
+        )
+        return self._start(shuffled, node)
+
+    # -- stateful ----------------------------------------------------------------------
+    def visit_StreamTableJoin(self, node: n.StreamTableJoin) -> _Pending:
+        stream = self.flush(self.visit(node.stream), node.name)
+        table = self.flush(self.visit(node.table), node.name)
+        if stream.key_type != table.key_type:
+            raise InvalidTopologyError(
+                f"{node.name}: stream key type {stream.key_type.display()} differs from table "
+                f"key type {table.key_type.display()}; select_key the stream first",
+                processor=node.name,
+            )
+        out_value = _known(node.value_type, "value", node.name, node.name)
+        sub = self.subtopology_of.get(node.name, 0)
+        spec = {
+            "spec_version": SPEC_VERSION,
+            "kind": "join",
+            "processor": node.name,
+            "store": node.store_name,
+            "left": node.left,
+            "versioned": node.versioned,
+            "history_retention_ms": node.history_retention_ms,
+            "grace_ms": node.grace_ms,
+            "joiner": node.joiner,
+            "joiner_with_key": node.joiner_with_key,
+            "stream": {"key": stream.key_type.spec(), "value": stream.value_type.spec()},
+            "table": {"key": table.key_type.spec(), "value": table.value_type.spec()},
+            "output": {"key": stream.key_type.spec(), "value": out_value.spec()},
+            "output_schema": env.envelope_json(stream.key_type, out_value),
+            "input_schema": env.envelope_json(
+                stream.key_type, stream.value_type,
+                [env.field("ks_tvalue", table.value_type.spark_json()), env.field("ks_jside", "integer")],
+            ),
+            "handling": self.handling(sub),
+        }
+        stage = st.Stateful(
+            stream=stream, table=table, spec=spec, num_partitions=self.config.num_partitions,
+            key_type=stream.key_type, value_type=out_value,
+        )
+        return self._start(stage, node)
+
+    def visit_Deduplicate(self, node: n.Deduplicate) -> _Pending:
+        stream = self.flush(self.visit(node.parent), node.name)
+        sub = self.subtopology_of.get(node.name, 0)
+        task_column = "key"
+        if node.mode is n.DedupMode.BY_ID:
+            id_spec = {
+                "spec_version": SPEC_VERSION,
+                "kind": "dedup_id",
+                "processor": node.name,
+                "id_selector": node.id_selector,
+                "input": {"key": stream.key_type.spec(), "value": stream.value_type.spec()},
+                "output_schema": env.envelope_json(
+                    stream.key_type, stream.value_type, [env.field("ks_id", "string")]
+                ),
+                "handling": self.handling(sub),
+            }
+            stream = st.IdStage(
+                input=stream, spec=id_spec, key_type=stream.key_type, value_type=stream.value_type
+            )
+            task_column = "ks_id"
+        spec = {
+            "spec_version": SPEC_VERSION,
+            "kind": "dedup",
+            "processor": node.name,
+            "mode": node.mode.value,
+            "interval_ms": node.interval_ms,
+            "id_selector": node.id_selector,
+            "store": node.store_name,
+            "input": {"key": stream.key_type.spec(), "value": stream.value_type.spec()},
+            "output_schema": env.envelope_json(stream.key_type, stream.value_type),
+            "handling": self.handling(sub),
+        }
+        stage = st.Stateful(
+            stream=stream, table=None, spec=spec, num_partitions=self.config.num_partitions,
+            task_column=task_column, key_type=stream.key_type, value_type=stream.value_type,
+        )
+        return self._start(stage, node)
+
+
+_KEY_CHANGING = (n.Map, n.FlatMap, n.SelectKey)
+_VALUE_CHANGING = (n.Map, n.FlatMap, n.MapValues, n.FlatMapValues, n.TableMapValues)
+
+
+def _deserialization_mode(config: StreamsConfig) -> str:
+    """Built-in deserialization handlers run in Spark itself, with no Python pass."""
+    h = config.deserialization_exception_handler
+    if h is None:
+        return "fail"
+    cls = h if isinstance(h, type) else type(h)
+    modes = {
+        errors.LogAndFailDeserializationExceptionHandler: "fail",
+        errors.LogAndContinueDeserializationExceptionHandler: "continue",
+        errors.DeadLetterQueueDeserializationExceptionHandler: "dlq",
+    }
+    if cls not in modes:
+        raise errors.ConfigError(
+            "deserialization_exception_handler must be one of the built-in handlers "
+            f"({', '.join(c.__name__ for c in modes)}) in this version; got {cls.__name__}",
+            option="deserialization_exception_handler",
+        )
+    if modes[cls] == "dlq" and config.dead_letter_queue_topic is None:
+        raise errors.ConfigError(
+            "DeadLetterQueueDeserializationExceptionHandler needs "
+            "StreamsConfig(dead_letter_queue_topic=...)",
+            option="dead_letter_queue_topic",
+        )
+    return modes[cls]
+
+
+def _needs_dlq(handler: Any) -> bool:
+    return bool(getattr(handler, "writes_dead_letters", False))
+
+
+def _known(tp: TypeDesc | None, what: str, origin: str, boundary: str) -> TypeDesc:
+    if tp is None:
+        param = "key_type" if what == "key" else "value_type"
+        raise UnknownTypeError(
+            f"{boundary} needs the {what} type of the records from {origin}, which is unknown; "
+            f"pass {param}=... to {origin}'s DSL call or annotate its function's return type",
+            processor=origin,
+            boundary=boundary,
+        )
+    return tp
+
+
+def _topic_dict(topic: n.TopicSpec) -> dict[str, Any]:
+    return {
+        "name": topic.name,
+        "format": topic.format,
+        "path": topic.path,
+        "options": list(topic.options),
+    }
+
+
+def _read_schema(topic: n.TopicSpec, key: TypeDesc, value: TypeDesc, processor: str) -> str | None:
+    if topic.format in ("kafka", "table"):
+        return None
+    if topic.layout == "envelope":
+        fields = [
+            env.field("key", key.spark_json()),
+            env.field("value", value.spark_json()),
+            env.field("timestamp", "long"),
+            env.field("headers", env.HEADERS),
+            env.field("partition", "integer"),
+            env.field("offset", "long"),
+            env.field("ks_seq", "long"),
+        ]
+    else:
+        if not isinstance(value, Record):
+            raise InvalidTopologyError(
+                f"{processor}: layout='value' needs a dataclass or attrs value type, "
+                f"not {value.display()}",
+                processor=processor,
+            )
+        names = {f.name for f in value.fields}
+        for what, fld in (("key_field", topic.key_field), ("timestamp_field", topic.timestamp_field)):
+            if fld is not None and fld not in names:
+                raise InvalidTopologyError(
+                    f"{processor}: {what} {fld!r} is not a field of {value.display()}",
+                    processor=processor,
+                )
+        if topic.key_field is not None:
+            kf = next(f for f in value.fields if f.name == topic.key_field)
+            if kf.type != key and not isinstance(key, Primitive):
+                raise InvalidTopologyError(
+                    f"{processor}: key_field {topic.key_field!r} has type {kf.type.display()}, "
+                    f"but key_type is {key.display()}",
+                    processor=processor,
+                )
+        fields = [env.field(f.name, f.type.spark_json()) for f in value.fields]
+    if topic.format == "jsonl":
+        fields.append(env.field("_corrupt_record", "string"))
+    return env.struct_json(fields)

@@ -1,0 +1,318 @@
+"""Lowering of stages to Spark Connect DataFrame operations.
+
+This is the only part of the compiler that touches pyspark, and it uses the Spark Connect
+client API only: no JVM on the client.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructType
+
+from kspark.compiler import envelope as env
+from kspark.compiler import stages as st
+from kspark.errors import CompilationError
+from kspark.plan.types import Primitive, TypeDesc
+
+__all__ = ["SIDE_METRICS", "build_dataframe", "writer_function"]
+
+#: Name of the observed metrics that carry drop counts and gauges to the client.
+SIDE_METRICS = "kspark"
+
+_FILE_FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
+
+
+def _dtype(desc_json: Any) -> DataType:
+    """A Spark type from its JSON form (a type name or a dict)."""
+    return StructType.fromJson(
+        {"type": "struct", "fields": [{"name": "x", "type": desc_json, "nullable": True, "metadata": {}}]}
+    ).fields[0].dataType
+
+
+_simple = _dtype
+
+
+def _schema(schema_json: str) -> StructType:
+    return StructType.fromJson(json.loads(schema_json))
+
+
+_SIDE_TYPE: DataType | None = None
+
+
+def side_type() -> DataType:
+    global _SIDE_TYPE
+    if _SIDE_TYPE is None:
+        _SIDE_TYPE = _dtype(env.SIDE)
+    return _SIDE_TYPE
+
+
+def _tail(offset: Column, seq: Column | None = None) -> list[Column]:
+    return [
+        (seq if seq is not None else offset).cast("long").alias("ks_seq"),
+        F.lit(0).cast("long").alias("ks_sub"),
+        F.lit(None).cast(side_type()).alias("ks_side"),
+    ]
+
+
+def _kafka_decode(c: Column, desc: TypeDesc) -> Column:
+    text = c.cast("string")
+    if isinstance(desc, Primitive):
+        if desc.spark == "binary":
+            return c
+        return text.cast(_simple(desc.spark))
+    return F.from_json(text, _dtype(desc.spark_json()))
+
+
+def _read(stage: st.Read, spark: SparkSession) -> DataFrame:
+    t = stage.topic
+    key_t, value_t = _dtype(stage.key_type.spark_json()), _dtype(stage.value_type.spark_json())
+    if t.format == "kafka":
+        reader = spark.readStream.format("kafka").option("subscribe", t.name)
+        reader = reader.option("includeHeaders", "true")
+        for k, v in t.options:
+            reader = reader.option(k, v)
+        raw = reader.load()
+        return raw.select(
+            _kafka_decode(F.col("key"), stage.key_type).alias("key"),
+            _kafka_decode(F.col("value"), stage.value_type).alias("value"),
+            F.expr("unix_millis(timestamp)").alias("timestamp"),
+            F.col("headers"),
+            F.col("topic"),
+            F.col("partition").cast("int").alias("partition"),
+            F.col("offset").cast("long").alias("offset"),
+            *_tail(F.col("offset")),
+        )
+    if t.format == "table":
+        raw = spark.readStream.table(t.path or t.name)
+    elif t.format in _FILE_FORMATS:
+        assert stage.read_schema is not None
+        reader = spark.readStream.schema(_schema(stage.read_schema))
+        if stage.max_files_per_trigger is not None:
+            reader = reader.option("maxFilesPerTrigger", stage.max_files_per_trigger)
+        if t.format == "jsonl":
+            reader = reader.option("mode", "PERMISSIVE").option(
+                "columnNameOfCorruptRecord", "_corrupt_record"
+            )
+        for k, v in t.options:
+            reader = reader.option(k, v)
+        raw = reader.format(_FILE_FORMATS[t.format]).load(t.path)
+    else:
+        raise CompilationError(f"{stage.processor}: no reader for format {t.format!r}")
+
+    cols = set(raw.columns)
+    position = _position(t.format)
+    if t.layout == "envelope":
+        offset = F.coalesce(F.col("offset"), position) if "offset" in cols else position
+        seq = F.coalesce(F.col("ks_seq"), offset) if "ks_seq" in cols else offset
+        headers = (
+            F.coalesce(F.col("headers"), F.array().cast(_dtype(env.HEADERS)))
+            if "headers" in cols
+            else F.array().cast(_dtype(env.HEADERS))
+        )
+        out = raw.select(
+            F.col("key").cast(key_t).alias("key"),
+            F.col("value").cast(value_t).alias("value"),
+            F.coalesce(F.col("timestamp").cast("long"), F.expr("unix_millis(current_timestamp())")).alias("timestamp"),
+            headers.alias("headers"),
+            F.lit(t.name).alias("topic"),
+            (F.coalesce(F.col("partition"), F.lit(0)) if "partition" in cols else F.lit(0)).cast("int").alias("partition"),
+            offset.cast("long").alias("offset"),
+            *_tail(offset, seq),
+            *([F.col("_corrupt_record")] if "_corrupt_record" in cols else []),
+        )
+    else:
+        value_fields = [f["name"] for f in stage.value_type.spark_json()["fields"]]
+        key = F.col(t.key_field).cast(key_t) if t.key_field else F.lit(None).cast(key_t)
+        if t.timestamp_field:
+            ts_type = dict(raw.dtypes).get(t.timestamp_field, "bigint")
+            ts = (
+                F.expr(f"unix_millis(`{t.timestamp_field}`)")
+                if ts_type.startswith("timestamp")
+                else F.col(t.timestamp_field).cast("long")
+            )
+        else:
+            ts = F.expr("unix_millis(current_timestamp())")
+        offset = position
+        out = raw.select(
+            key.alias("key"),
+            F.struct(*[F.col(c) for c in value_fields]).cast(value_t).alias("value"),
+            ts.alias("timestamp"),
+            F.array().cast(_dtype(env.HEADERS)).alias("headers"),
+            F.lit(t.name).alias("topic"),
+            F.lit(0).cast("int").alias("partition"),
+            offset.alias("offset"),
+            *_tail(offset),
+            *([F.col("_corrupt_record")] if "_corrupt_record" in cols else []),
+        )
+    if "_corrupt_record" in out.columns:
+        out = _corrupt_records(out, stage)
+    return out
+
+
+def _position(fmt: str) -> Column:
+    """A record's position when the source has no offsets: Spark cannot number streaming
+    rows, so use the file's modification time, then the row index where the format has one
+    (Parquet). Records of one JSON or CSV file share a position and keep their read order."""
+    if fmt not in _FILE_FORMATS:
+        return F.lit(None).cast("long")
+    base = F.expr("unix_millis(_metadata.file_modification_time) * 2097152")
+    if fmt == "parquet":
+        return base + F.col("_metadata.row_index")
+    return base
+
+
+def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
+    """Rows Spark could not parse: fail (the default), drop, or send to the DLQ."""
+    mode = stage.deserialization
+    bad = F.col("_corrupt_record").isNotNull()
+    if mode == "fail":
+        msg = F.concat(
+            F.lit(
+                f"[KSPARK_DESERIALIZATION_FAILED] {stage.processor}: a record of topic "
+                f"{stage.topic.name!r} could not be read as its declared types (offset "
+            ),
+            F.col("offset").cast("string"),
+            F.lit("): "),
+            F.substring(F.col("_corrupt_record"), 1, 200),
+            F.lit(
+                ". Set StreamsConfig(deserialization_exception_handler=...) to skip such "
+                "records or send them to a dead-letter queue."
+            ),
+        )
+        return df.withColumn("ks_side", F.when(bad, F.raise_error(msg).cast(side_type())).otherwise(F.col("ks_side"))).drop("_corrupt_record")
+    if mode == "continue":
+        dropped = F.struct(
+            F.lit("dropped").alias("kind"),
+            F.lit(stage.processor).alias("processor"),
+            F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")).alias("task"),
+            F.lit(1).cast("long").alias("count"),
+            F.concat(F.lit(stage.processor + ":"), F.col("offset").cast("string")).alias("chunk"),
+        )
+    else:
+        dropped = F.struct(
+            F.lit("dlq").alias("kind"),
+            F.lit(stage.processor).alias("processor"),
+            F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")).alias("task"),
+            F.lit(1).cast("long").alias("count"),
+            F.concat(F.lit(stage.processor + ":"), F.col("offset").cast("string")).alias("chunk"),
+            F.lit(None).cast("string").alias("dlq_key"),
+            F.col("_corrupt_record").alias("dlq_value"),
+            F.col("headers").alias("dlq_headers"),
+            F.lit("kspark.DeserializationError").alias("exception_class"),
+            F.lit(f"record of topic {stage.topic.name} does not match the declared types").alias("exception_message"),
+            F.lit("").alias("stack_trace"),
+            F.col("topic").alias("src_topic"),
+            F.col("partition").alias("src_partition"),
+            F.col("offset").alias("src_offset"),
+            F.col("timestamp").alias("src_timestamp"),
+        )
+    side = F.when(bad, dropped.cast(side_type())).otherwise(F.col("ks_side"))
+    return (
+        df.withColumn("ks_side", side)
+        .withColumn("key", F.when(bad, F.lit(None)).otherwise(F.col("key")))
+        .withColumn("value", F.when(bad, F.lit(None)).otherwise(F.col("value")))
+        .drop("_corrupt_record")
+    )
+
+
+def _task(column: str, n: int) -> Column:
+    return F.expr(f"pmod(hash(`{column}`), {int(n)})").cast("int")
+
+
+def _stateful(stage: st.Stateful, df_of: Any) -> DataFrame:
+    from kspark_server.tasks import make_processor
+
+    spec = stage.spec
+    stream = df_of(stage.stream)
+    if stage.table is not None:
+        table = df_of(stage.table)
+        tvalue_t = _dtype(stage.table.value_type.spark_json())
+        svalue_t = _dtype(stage.stream.value_type.spark_json())
+        cols = list(env.envelope_fields(stage.key_type, stage.stream.value_type))
+        names = [c["name"] for c in cols]
+        left = stream.select(*names, F.lit(None).cast(tvalue_t).alias("ks_tvalue"), F.lit(0).alias("ks_jside"))
+        right = table.select(
+            *[F.lit(None).cast(svalue_t).alias("value") if c == "value" else F.col(c) for c in names],
+            F.col("value").alias("ks_tvalue"),
+            F.lit(1).alias("ks_jside"),
+        )
+        stream = left.unionByName(right)
+    grouped = stream.withColumn("ks_task", _task(stage.task_column, stage.num_partitions)).groupBy("ks_task")
+    return grouped.transformWithStateInPandas(
+        statefulProcessor=make_processor(spec),
+        outputStructType=_schema(spec["output_schema"]),
+        outputMode="Append",
+        timeMode="None",
+    )
+
+
+def build_dataframe(output: st.Output, spark: SparkSession) -> DataFrame:
+    """The app's streaming DataFrame: the union of every sink's records and side rows,
+    tagged by ``ks_sink``, with the side rows' metrics observed."""
+    from kspark_server.chain import make_chain, make_id_stage
+
+    memo: dict[int, DataFrame] = {}
+
+    def df_of(stage: st.Stage) -> DataFrame:
+        if id(stage) in memo:
+            return memo[id(stage)]
+        df: DataFrame
+        if isinstance(stage, st.Read):
+            df = _read(stage, spark)
+        elif isinstance(stage, st.Chain):
+            df = df_of(stage.input).mapInArrow(make_chain(stage.spec), _schema(stage.spec["output_schema"]))
+        elif isinstance(stage, st.IdStage):
+            df = df_of(stage.input).mapInArrow(make_id_stage(stage.spec), _schema(stage.spec["output_schema"]))
+        elif isinstance(stage, st.Union):
+            parts = [df_of(p) for p in stage.parts]
+            df = parts[0]
+            for p in parts[1:]:
+                df = df.unionByName(p)
+        elif isinstance(stage, st.Shuffle):
+            df = df_of(stage.input).repartition(stage.num_partitions, "key")
+        elif isinstance(stage, st.Stateful):
+            df = _stateful(stage, df_of)
+        else:
+            raise CompilationError(f"no lowering for stage {type(stage).__name__}")
+        memo[id(stage)] = df
+        return df
+
+    tails = ["timestamp", "headers", "topic", "partition", "offset", "ks_seq", "ks_sub", "ks_side"]
+    final: DataFrame | None = None
+    for part in output.sinks:
+        i = part.index
+        d = df_of(part.stage).select(
+            F.lit(i).alias("ks_sink"),
+            F.col("key").alias(f"k{i}"),
+            F.col("value").alias(f"v{i}"),
+            *tails,
+        )
+        final = d if final is None else final.unionByName(d, allowMissingColumns=True)
+    assert final is not None
+    side = F.col("ks_side")
+    return final.observe(
+        SIDE_METRICS,
+        F.collect_set(
+            F.when(
+                side.isNotNull(),
+                F.struct(
+                    side["kind"].alias("kind"),
+                    side["processor"].alias("processor"),
+                    side["task"].alias("task"),
+                    side["count"].alias("count"),
+                    side["chunk"].alias("chunk"),
+                ),
+            )
+        ).alias("side"),
+        F.count(F.when(side.isNull(), 1)).alias("records"),
+    )
+
+
+def writer_function(output: st.Output) -> Any:
+    from kspark_server.sinks import make_batch_writer
+
+    return make_batch_writer(output.writer_spec)

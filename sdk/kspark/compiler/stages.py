@@ -1,0 +1,140 @@
+"""The physical stages the compiler lowers a topology to.
+
+A stage is what becomes one or a few Spark DataFrame operations. Stages hold the operator
+specs that ``kspark_server`` runs, so plan-only tests can check fusion, specs and source
+options with no Spark server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from kspark.plan.nodes import TopicSpec
+from kspark.plan.types import TypeDesc
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class Stage:
+    key_type: TypeDesc
+    value_type: TypeDesc
+
+    @property
+    def inputs(self) -> tuple[Stage, ...]:
+        return ()
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class Read(Stage):
+    """Read a topic into envelope form."""
+
+    topic: TopicSpec
+    processor: str
+    #: the Spark schema (JSON) the source is read with
+    read_schema: str | None
+    max_files_per_trigger: int | None = None
+    #: what to do with records that do not parse: ``fail``, ``continue`` or ``dlq``
+    deserialization: str = "fail"
+    subtopology: int = 0
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class Chain(Stage):
+    """A fused run of stateless steps: one ``mapInArrow`` pass."""
+
+    input: Stage
+    spec: dict[str, Any]
+
+    @property
+    def inputs(self) -> tuple[Stage, ...]:
+        return (self.input,)
+
+    @property
+    def processors(self) -> tuple[str, ...]:
+        return tuple(s["processor"] for s in self.spec["steps"])
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class IdStage(Stage):
+    """Adds ``ks_id`` for ``deduplicate``'s repartition by id."""
+
+    input: Stage
+    spec: dict[str, Any]
+
+    @property
+    def inputs(self) -> tuple[Stage, ...]:
+        return (self.input,)
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class Union(Stage):
+    parts: tuple[Stage, ...]
+
+    @property
+    def inputs(self) -> tuple[Stage, ...]:
+        return self.parts
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class Shuffle(Stage):
+    """Redistribute records by key hash over ``num_partitions``."""
+
+    input: Stage
+    num_partitions: int
+
+    @property
+    def inputs(self) -> tuple[Stage, ...]:
+        return (self.input,)
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class Stateful(Stage):
+    """A per-task operator (``transformWithStateInPandas`` grouped by ``ks_task``).
+
+    ``table`` is the second input of a stream-table join. ``task_column`` is the column
+    hashed into tasks: ``key``, or ``ks_id`` for ``deduplicate``.
+    """
+
+    stream: Stage
+    table: Stage | None
+    spec: dict[str, Any]
+    num_partitions: int
+    task_column: str = "key"
+
+    @property
+    def inputs(self) -> tuple[Stage, ...]:
+        return (self.stream,) if self.table is None else (self.stream, self.table)
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class SinkPart:
+    index: int
+    processor: str
+    topic: TopicSpec
+    stage: Stage
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class Output:
+    """The whole app: its sinks' stages and the ``foreachBatch`` writer spec."""
+
+    sinks: tuple[SinkPart, ...]
+    writer_spec: dict[str, Any]
+    processors: tuple[str, ...]
+    stores: dict[str, str]
+
+    def stages(self) -> list[Stage]:
+        """All stages, inputs first, each once."""
+        seen: dict[int, Stage] = {}
+
+        def visit(s: Stage) -> None:
+            if id(s) in seen:
+                return
+            for i in s.inputs:
+                visit(i)
+            seen[id(s)] = s
+
+        for part in self.sinks:
+            visit(part.stage)
+        return list(seen.values())

@@ -1,0 +1,145 @@
+"""``StreamsConfig``: an app's settings, validated on construction."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import attrs
+
+from kspark.errors import ConfigError
+from kspark.plan.nodes import TopicSpec
+
+__all__ = ["StreamsConfig"]
+
+_APP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+def _check_app_id(_inst: object, _attr: object, value: str) -> None:
+    if not isinstance(value, str) or not _APP_ID.match(value):
+        raise ConfigError(
+            f"application_id must be 1-200 characters of letters, digits, '.', '_' or '-', "
+            f"starting with a letter or digit; got {value!r}",
+            option="application_id",
+        )
+
+
+def _positive_int(name: str) -> Any:
+    def check(_inst: object, _attr: object, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name} must be a positive int, got {value!r}", option=name)
+
+    return check
+
+
+def _optional_positive_int(name: str) -> Any:
+    def check(inst: object, attr: object, value: int | None) -> None:
+        if value is not None:
+            _positive_int(name)(inst, attr, value)
+
+    return check
+
+
+def _conf_tuple(value: Mapping[str, Any] | tuple[tuple[str, str], ...] | None) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    items = value.items() if isinstance(value, Mapping) else value
+    return tuple(sorted((str(k), str(v)) for k, v in items))
+
+
+@attrs.frozen(kw_only=True)
+class StreamsConfig:
+    """The settings of a kspark app.
+
+    Examples
+    --------
+    >>> cfg = StreamsConfig(application_id="payments", num_partitions=8)
+    >>> cfg.num_partitions
+    8
+    >>> StreamsConfig(application_id="bad id")
+    Traceback (most recent call last):
+    ...
+    kspark.errors.ConfigError: [KSPARK_INVALID_CONFIG] application_id must be ...
+    """
+
+    #: Identifies the app: it names the streaming query and the checkpoint folder.
+    application_id: str = attrs.field(validator=_check_app_id)
+    #: Where the app keeps its checkpoints and state, on the Spark server's file system.
+    #: Defaults to ``<tmp>/kspark/<application_id>``.
+    checkpoint_dir: str = attrs.field(default=None)
+    #: The number of tasks: logical partitions by key hash, like a Kafka topic's partitions.
+    #: Stream time and state are per task. Changing it needs ``kspark rescale``.
+    num_partitions: int = attrs.field(default=4, validator=_positive_int("num_partitions"))
+    #: Physical parallelism of the shuffles (``spark.sql.shuffle.partitions``).
+    #: Defaults to ``num_partitions``.
+    shuffle_partitions: int | None = attrs.field(
+        default=None, validator=_optional_positive_int("shuffle_partitions")
+    )
+    #: For file sources, the most files per micro-batch (None: all new files).
+    max_files_per_trigger: int | None = attrs.field(
+        default=None, validator=_optional_positive_int("max_files_per_trigger")
+    )
+    #: Trigger interval of :meth:`StreamsApp.start` (None: a batch as soon as the last ends).
+    trigger_interval: timedelta | None = None
+    #: Handler for exceptions thrown by user functions (KIP-1033): an instance or a class.
+    processing_exception_handler: Any = None
+    #: Handler for records that cannot be read as the declared key or value type.
+    deserialization_exception_handler: Any = None
+    #: Handler for records that cannot be written to a sink.
+    production_exception_handler: Any = None
+    #: Where dead-letter records go (KIP-1034), for handlers that resume with them.
+    dead_letter_queue_topic: TopicSpec | None = None
+    #: Extra Spark SQL settings applied to the session before the app starts.
+    spark_conf: tuple[tuple[str, str], ...] = attrs.field(default=None, converter=_conf_tuple)
+
+    def __attrs_post_init__(self) -> None:
+        if self.checkpoint_dir is None:
+            object.__setattr__(
+                self,
+                "checkpoint_dir",
+                os.path.join(tempfile.gettempdir(), "kspark", self.application_id),
+            )
+        elif not isinstance(self.checkpoint_dir, str) or not self.checkpoint_dir:
+            raise ConfigError("checkpoint_dir must be a non-empty path", option="checkpoint_dir")
+        if self.trigger_interval is not None and (
+            not isinstance(self.trigger_interval, timedelta)
+            or self.trigger_interval <= timedelta(0)
+        ):
+            raise ConfigError(
+                f"trigger_interval must be a positive timedelta, got {self.trigger_interval!r}",
+                option="trigger_interval",
+            )
+        if self.dead_letter_queue_topic is not None and not isinstance(
+            self.dead_letter_queue_topic, TopicSpec
+        ):
+            raise ConfigError(
+                "dead_letter_queue_topic must be a Topic, such as Topic.jsonl(name, path)",
+                option="dead_letter_queue_topic",
+            )
+
+    @property
+    def effective_shuffle_partitions(self) -> int:
+        return self.shuffle_partitions or self.num_partitions
+
+    def with_(self, **changes: Any) -> StreamsConfig:
+        """A copy with ``changes`` applied (and validated)."""
+        return attrs.evolve(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> StreamsConfig:
+        """A config from a dict, as read from a JSON or TOML file; unknown keys are errors."""
+        known = {a.name for a in attrs.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown config option(s) {unknown}; known: {sorted(known)}", options=unknown
+            )
+        values = dict(data)
+        for key in ("trigger_interval",):
+            if isinstance(values.get(key), int | float):
+                values[key] = timedelta(seconds=values[key])
+        return cls(**values)

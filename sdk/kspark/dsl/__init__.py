@@ -1,0 +1,19 @@
+"""The typed, fluent DSL."""
+
+from __future__ import annotations
+
+from kspark.dsl.options import Branched, Deduplicated, Joined, Materialized, Named, Repartitioned
+from kspark.dsl.streams import BranchedKStream, KStream, KTable, StreamsBuilder
+
+__all__ = [
+    "Branched",
+    "BranchedKStream",
+    "Deduplicated",
+    "Joined",
+    "KStream",
+    "KTable",
+    "Materialized",
+    "Named",
+    "Repartitioned",
+    "StreamsBuilder",
+]

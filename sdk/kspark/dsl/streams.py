@@ -1,0 +1,733 @@
+"""The typed, fluent DSL: ``StreamsBuilder``, ``KStream`` and ``KTable``.
+
+Every call returns a new object around a new plan node; nothing is mutated but the
+builder's list of sinks and its name counter, as in Kafka Streams' ``StreamsBuilder``.
+
+Examples
+--------
+>>> from kspark import StreamsBuilder, Topic
+>>> b = StreamsBuilder()
+>>> words = b.stream(Topic.jsonl("lines", "/tmp/lines"), key_type=str, value_type=str)
+>>> upper = words.map_values(lambda v: v.upper(), value_type=str)
+>>> upper.to(Topic.jsonl("upper", "/tmp/upper"))
+>>> [n.name for n in b.build().nodes()]
+['KSTREAM-SOURCE-0000000000', 'KSTREAM-MAPVALUES-0000000001', 'KSTREAM-SINK-0000000002']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from typing import Any, Generic, TypeVar, overload
+
+from kspark.dsl import _infer
+from kspark.dsl.options import (
+    Branched,
+    Deduplicated,
+    Joined,
+    Materialized,
+    Named,
+    Repartitioned,
+    to_ms,
+)
+from kspark.errors import InvalidArgumentError, InvalidTopologyError, TypeMappingError
+from kspark.plan import nodes as n
+from kspark.plan.topology import Topology
+from kspark.plan.types import TypeDesc, describe_type
+
+__all__ = ["BranchedKStream", "KStream", "KTable", "StreamsBuilder"]
+
+K = TypeVar("K")
+V = TypeVar("V")
+KR = TypeVar("KR")
+VR = TypeVar("VR")
+VT = TypeVar("VT")
+ID = TypeVar("ID")
+
+
+class StreamsBuilder:
+    """Builds a topology: the entry point of the DSL, like Kafka Streams' ``StreamsBuilder``.
+
+    Processor names are generated from a per-builder counter
+    (``KSTREAM-FILTER-0000000001``), so the same code always gives the same names and the
+    same state store names across restarts.
+    """
+
+    def __init__(self) -> None:
+        self._counter = 0
+        self._sinks: list[n.Sink] = []
+        self._join_stores: set[str] = set()
+
+    # -- naming -----------------------------------------------------------------------
+    def _next(self, prefix: str, named: Named | str | None = None) -> tuple[str, int]:
+        seq = self._counter
+        self._counter += 1
+        if isinstance(named, Named):
+            return named.name, seq
+        if isinstance(named, str):
+            return named, seq
+        return f"{prefix}-{seq:010d}", seq
+
+    def _store_name(self, prefix: str) -> str:
+        seq = self._counter
+        self._counter += 1
+        return f"{prefix}-STATE-STORE-{seq:010d}"
+
+    # -- sources ----------------------------------------------------------------------
+    def stream(
+        self,
+        topic: n.TopicSpec,
+        *,
+        key_type: type[K],
+        value_type: type[V],
+        named: Named | None = None,
+    ) -> KStream[K, V]:
+        """A stream of the records of ``topic``.
+
+        Parameters
+        ----------
+        topic
+            Where the records come from, such as ``Topic.jsonl(name, path)``.
+        key_type, value_type
+            The record's key and value types: primitives, dataclasses or attrs classes.
+        """
+        _check_topic(topic)
+        name, seq = self._next("KSTREAM-SOURCE", named)
+        node = n.Source(
+            name=name,
+            seq=seq,
+            topic=topic,
+            key_type=_declared(key_type, name, "key_type"),
+            value_type=_declared(value_type, name, "value_type"),
+        )
+        return KStream(self, node)
+
+    def table(
+        self,
+        topic: n.TopicSpec,
+        *,
+        key_type: type[K],
+        value_type: type[V],
+        materialized: Materialized | None = None,
+        named: Named | None = None,
+    ) -> KTable[K, V]:
+        """A table whose rows are the latest value per key of ``topic``'s changelog.
+
+        A record with value None (a tombstone) deletes its key. With
+        ``Materialized.as_versioned(...)`` the table keeps history for as-of joins.
+        """
+        _check_topic(topic)
+        mat = materialized or Materialized()
+        name, seq = self._next("KTABLE-SOURCE", named)
+        store = mat.store_name or self._store_name("KTABLE-SOURCE")
+        node = n.TableSource(
+            name=name,
+            seq=seq,
+            topic=topic,
+            key_type=_declared(key_type, name, "key_type"),
+            value_type=_declared(value_type, name, "value_type"),
+            store_name=store,
+            versioned=mat.versioned,
+            history_retention_ms=(
+                to_ms(mat.history_retention, "history_retention") if mat.history_retention else 0
+            ),
+        )
+        return KTable(self, node)
+
+    def _add_sink(self, sink: n.Sink) -> None:
+        self._sinks.append(sink)
+
+    def build(self) -> Topology:
+        """The topology of everything that ends in a sink so far."""
+        return Topology(sinks=tuple(self._sinks))
+
+
+def _check_topic(topic: object) -> None:
+    if not isinstance(topic, n.TopicSpec):
+        raise InvalidArgumentError(
+            f"expected a Topic such as Topic.jsonl(name, path), got {type(topic).__name__}",
+            parameter="topic",
+        )
+
+
+def _declared(tp: Any, processor: str, what: str) -> TypeDesc:
+    try:
+        return describe_type(tp)
+    except TypeMappingError as exc:
+        raise TypeMappingError(f"{processor}: {what}: {exc.message}", processor=processor) from exc
+
+
+class KStream(Generic[K, V]):
+    """An unbounded stream of key-value records. Build one with :meth:`StreamsBuilder.stream`."""
+
+    __slots__ = ("_builder", "_node")
+
+    def __init__(self, builder: StreamsBuilder, node: n.Node) -> None:
+        self._builder = builder
+        self._node = node
+
+    @property
+    def node(self) -> n.Node:
+        """The plan node this stream wraps."""
+        return self._node
+
+    @property
+    def name(self) -> str:
+        """The name of the processor that produces this stream."""
+        return self._node.name
+
+    def _wrap(self, node: n.Node) -> KStream[Any, Any]:
+        return KStream(self._builder, node)
+
+    def _same_types(self) -> dict[str, Any]:
+        return {"key_type": self._node.key_type, "value_type": self._node.value_type}
+
+    # -- stateless --------------------------------------------------------------------
+    def filter(self, predicate: Callable[[K, V], bool], named: Named | None = None) -> KStream[K, V]:
+        """Keeps the records for which ``predicate(key, value)`` is true."""
+        name, seq = self._builder._next("KSTREAM-FILTER", named)
+        _infer.check_callable(predicate, "predicate", name)
+        return self._wrap(
+            n.Filter(name=name, seq=seq, parent=self._node, fn=predicate, **self._same_types())
+        )
+
+    def filter_not(
+        self, predicate: Callable[[K, V], bool], named: Named | None = None
+    ) -> KStream[K, V]:
+        """Keeps the records for which ``predicate(key, value)`` is false."""
+        name, seq = self._builder._next("KSTREAM-FILTER", named)
+        _infer.check_callable(predicate, "predicate", name)
+        return self._wrap(
+            n.Filter(
+                name=name, seq=seq, parent=self._node, fn=predicate, negate=True,
+                **self._same_types(),
+            )
+        )
+
+    def map(
+        self,
+        mapper: Callable[[K, V], tuple[KR, VR]],
+        named: Named | None = None,
+        *,
+        key_type: type[KR] | None = None,
+        value_type: type[VR] | None = None,
+    ) -> KStream[KR, VR]:
+        """Replaces each record by ``mapper(key, value)``, a ``(key, value)`` pair.
+
+        The new types come from ``key_type``/``value_type`` or the mapper's return
+        annotation ``tuple[KR, VR]``.
+        """
+        name, seq = self._builder._next("KSTREAM-MAP", named)
+        _infer.check_callable(mapper, "mapper", name)
+        hk, hv = _infer.pair_hints(_infer.return_hint(mapper))
+        return self._wrap(
+            n.Map(
+                name=name, seq=seq, parent=self._node, fn=mapper,
+                key_type=_infer.resolve(key_type, hk, name, "key_type"),
+                value_type=_infer.resolve(value_type, hv, name, "value_type"),
+            )
+        )
+
+    @overload
+    def map_values(
+        self,
+        mapper: Callable[[V], VR],
+        named: Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def map_values(
+        self,
+        mapper: Callable[[K, V], VR],
+        named: Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    def map_values(
+        self,
+        mapper: Callable[..., Any],
+        named: Named | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KStream[Any, Any]:
+        """Replaces each value by ``mapper(value)`` or ``mapper(key, value)``; keeps the key.
+
+        The new value type comes from ``value_type`` or the mapper's return annotation.
+        """
+        name, seq = self._builder._next("KSTREAM-MAPVALUES", named)
+        _infer.check_callable(mapper, "mapper", name)
+        return self._wrap(
+            n.MapValues(
+                name=name, seq=seq, parent=self._node, fn=mapper,
+                with_key=_infer.takes_key(mapper, 1, name, "mapper"),
+                key_type=self._node.key_type,
+                value_type=_infer.resolve(value_type, _infer.return_hint(mapper), name, "value_type"),
+            )
+        )
+
+    def flat_map(
+        self,
+        mapper: Callable[[K, V], Iterable[tuple[KR, VR]]],
+        named: Named | None = None,
+        *,
+        key_type: type[KR] | None = None,
+        value_type: type[VR] | None = None,
+    ) -> KStream[KR, VR]:
+        """Replaces each record by the ``(key, value)`` pairs ``mapper(key, value)`` yields."""
+        name, seq = self._builder._next("KSTREAM-FLATMAP", named)
+        _infer.check_callable(mapper, "mapper", name)
+        hk, hv = _infer.pair_hints(_infer.element_hint(_infer.return_hint(mapper)))
+        return self._wrap(
+            n.FlatMap(
+                name=name, seq=seq, parent=self._node, fn=mapper,
+                key_type=_infer.resolve(key_type, hk, name, "key_type"),
+                value_type=_infer.resolve(value_type, hv, name, "value_type"),
+            )
+        )
+
+    @overload
+    def flat_map_values(
+        self,
+        mapper: Callable[[V], Iterable[VR]],
+        named: Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def flat_map_values(
+        self,
+        mapper: Callable[[K, V], Iterable[VR]],
+        named: Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    def flat_map_values(
+        self,
+        mapper: Callable[..., Any],
+        named: Named | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KStream[Any, Any]:
+        """Replaces each value by the values ``mapper`` yields; keeps the key."""
+        name, seq = self._builder._next("KSTREAM-FLATMAPVALUES", named)
+        _infer.check_callable(mapper, "mapper", name)
+        hint = _infer.element_hint(_infer.return_hint(mapper))
+        return self._wrap(
+            n.FlatMapValues(
+                name=name, seq=seq, parent=self._node, fn=mapper,
+                with_key=_infer.takes_key(mapper, 1, name, "mapper"),
+                key_type=self._node.key_type,
+                value_type=_infer.resolve(value_type, hint, name, "value_type"),
+            )
+        )
+
+    def select_key(
+        self,
+        mapper: Callable[[K, V], KR],
+        named: Named | None = None,
+        *,
+        key_type: type[KR] | None = None,
+    ) -> KStream[KR, V]:
+        """Sets each record's key to ``mapper(key, value)``."""
+        name, seq = self._builder._next("KSTREAM-KEY-SELECT", named)
+        _infer.check_callable(mapper, "mapper", name)
+        return self._wrap(
+            n.SelectKey(
+                name=name, seq=seq, parent=self._node, fn=mapper,
+                key_type=_infer.resolve(key_type, _infer.return_hint(mapper), name, "key_type"),
+                value_type=self._node.value_type,
+            )
+        )
+
+    def peek(self, action: Callable[[K, V], object], named: Named | None = None) -> KStream[K, V]:
+        """Calls ``action(key, value)`` for each record and passes the record on.
+
+        ``action`` runs on the server's Python workers: use it for logging or metrics.
+        """
+        name, seq = self._builder._next("KSTREAM-PEEK", named)
+        _infer.check_callable(action, "action", name)
+        return self._wrap(
+            n.Peek(name=name, seq=seq, parent=self._node, fn=action, **self._same_types())
+        )
+
+    def merge(self, other: KStream[K, V], named: Named | None = None) -> KStream[K, V]:
+        """The records of both streams. Both must have the same key and value types."""
+        name, seq = self._builder._next("KSTREAM-MERGE", named)
+        if not isinstance(other, KStream):
+            raise InvalidArgumentError(f"{name}: merge takes a KStream", processor=name)
+        if other._builder is not self._builder:
+            raise InvalidTopologyError(
+                f"{name}: cannot merge streams of two different StreamsBuilders", processor=name
+            )
+        kt = self._node.key_type or other._node.key_type
+        vt = self._node.value_type or other._node.value_type
+        for a, b, what in (
+            (self._node.key_type, other._node.key_type, "key"),
+            (self._node.value_type, other._node.value_type, "value"),
+        ):
+            if a is not None and b is not None and a != b:
+                raise InvalidTopologyError(
+                    f"{name}: merged streams have different {what} types "
+                    f"({a.display()} and {b.display()}); map one of them first",
+                    processor=name,
+                )
+        return self._wrap(
+            n.Merge(name=name, seq=seq, inputs=(self._node, other._node), key_type=kt, value_type=vt)
+        )
+
+    def split(self, named: Named | None = None) -> BranchedKStream[K, V]:
+        """Splits the stream into branches by predicates, the first true predicate wins.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic, Branched
+        >>> s = StreamsBuilder().stream(Topic.jsonl("t", "/tmp/t"), key_type=str, value_type=int)
+        >>> branches = (
+        ...     s.split()
+        ...     .branch(lambda k, v: v < 0, Branched.as_("negative"))
+        ...     .default_branch(Branched.as_("rest"))
+        ... )
+        >>> sorted(branches)
+        ['KSTREAM-BRANCH-0000000001-negative', 'KSTREAM-BRANCH-0000000001-rest']
+        """
+        prefix = named.name if named else "KSTREAM-BRANCH"
+        return BranchedKStream(self, prefix=prefix, user_prefix=named is not None)
+
+    def repartition(self, repartitioned: Repartitioned | None = None) -> KStream[K, V]:
+        """Redistributes records by key over the app's tasks (or ``num_partitions``)."""
+        opts = repartitioned or Repartitioned()
+        name, seq = self._builder._next("KSTREAM-REPARTITION", opts.name)
+        return self._wrap(
+            n.Repartition(
+                name=name, seq=seq, parent=self._node, num_partitions=opts.num_partitions,
+                **self._same_types(),
+            )
+        )
+
+    def to(self, topic: n.TopicSpec, named: Named | None = None) -> None:
+        """Writes the stream to ``topic``. Key and value types must be known here."""
+        _check_topic(topic)
+        name, seq = self._builder._next("KSTREAM-SINK", named)
+        self._builder._add_sink(n.Sink(name=name, seq=seq, parent=self._node, topic=topic, **self._same_types()))
+
+    # -- joins ------------------------------------------------------------------------
+    @overload
+    def join(
+        self,
+        table: KTable[K, VT],
+        joiner: Callable[[V, VT], VR],
+        joined: Joined | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def join(
+        self,
+        table: KTable[K, VT],
+        joiner: Callable[[K, V, VT], VR],
+        joined: Joined | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    def join(
+        self,
+        table: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        joined: Joined | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KStream[Any, Any]:
+        """Inner-joins each stream record with the table's value for its key.
+
+        Against a latest-value table this uses the table's current value. Against a
+        versioned table it uses the value as of the stream record's timestamp.
+        ``joiner(value, table_value)`` or ``joiner(key, value, table_value)`` gives the
+        new value.
+        """
+        return self._join(table, joiner, joined, value_type, left=False)
+
+    @overload
+    def left_join(
+        self,
+        table: KTable[K, VT],
+        joiner: Callable[[V, VT | None], VR],
+        joined: Joined | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
+        table: KTable[K, VT],
+        joiner: Callable[[K, V, VT | None], VR],
+        joined: Joined | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    def left_join(
+        self,
+        table: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        joined: Joined | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KStream[Any, Any]:
+        """Like :meth:`join`, but stream records with no table value join with None."""
+        return self._join(table, joiner, joined, value_type, left=True)
+
+    def _join(
+        self,
+        table: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        joined: Joined | None,
+        value_type: type[Any] | None,
+        *,
+        left: bool,
+    ) -> KStream[Any, Any]:
+        opts = joined or Joined()
+        name, seq = self._builder._next("KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN", opts.name)
+        if not isinstance(table, KTable):
+            raise InvalidArgumentError(f"{name}: a stream joins a KTable", processor=name)
+        if table._builder is not self._builder:
+            raise InvalidTopologyError(
+                f"{name}: the table comes from another StreamsBuilder", processor=name
+            )
+        _infer.check_callable(joiner, "joiner", name)
+        source = table._source()
+        if opts.grace_period is not None and not source.versioned:
+            raise InvalidTopologyError(
+                f"{name}: Joined.with_grace_period needs a versioned table; materialize "
+                f"{source.name} with Materialized.as_versioned(...)",
+                processor=name,
+            )
+        st, tt = self._node.key_type, table._node.key_type
+        if st is not None and tt is not None and st != tt:
+            raise InvalidTopologyError(
+                f"{name}: stream key type {st.display()} differs from table key type "
+                f"{tt.display()}; select_key the stream first",
+                processor=name,
+            )
+        store = source.store_name
+        if store in self._builder._join_stores:
+            store = f"{store}-{name}"
+        self._builder._join_stores.add(store)
+        return self._wrap(
+            n.StreamTableJoin(
+                name=name,
+                seq=seq,
+                stream=self._node,
+                table=table._node,
+                joiner=joiner,
+                joiner_with_key=_infer.takes_key(joiner, 2, name, "joiner"),
+                left=left,
+                store_name=store,
+                versioned=source.versioned,
+                history_retention_ms=source.history_retention_ms,
+                grace_ms=to_ms(opts.grace_period, "grace_period") if opts.grace_period else 0,
+                key_type=self._node.key_type or tt,
+                value_type=_infer.resolve(value_type, _infer.return_hint(joiner), name, "value_type"),
+            )
+        )
+
+    # -- deduplication (KIP-655) --------------------------------------------------------
+    def deduplicate_by_key(
+        self, interval: timedelta, deduplicated: Deduplicated | None = None
+    ) -> KStream[K, V]:
+        """Drops records whose key was forwarded within ``interval`` of their timestamp."""
+        return self._dedup(n.DedupMode.BY_KEY, None, interval, deduplicated)
+
+    def deduplicate_by_key_value(
+        self,
+        id_selector: Callable[[K, V], ID | None],
+        interval: timedelta,
+        deduplicated: Deduplicated | None = None,
+    ) -> KStream[K, V]:
+        """Drops records whose (key, id) pair was forwarded within ``interval``."""
+        return self._dedup(n.DedupMode.BY_KEY_VALUE, id_selector, interval, deduplicated)
+
+    def deduplicate(
+        self,
+        id_selector: Callable[[K, V], ID | None],
+        interval: timedelta,
+        deduplicated: Deduplicated | None = None,
+    ) -> KStream[K, V]:
+        """Drops records whose id was forwarded within ``interval``, over all partitions."""
+        return self._dedup(n.DedupMode.BY_ID, id_selector, interval, deduplicated)
+
+    def _dedup(
+        self,
+        mode: n.DedupMode,
+        id_selector: Callable[..., Any] | None,
+        interval: timedelta,
+        deduplicated: Deduplicated | None,
+    ) -> KStream[Any, Any]:
+        opts = deduplicated or Deduplicated()
+        name, seq = self._builder._next("KSTREAM-DEDUPLICATE", opts.name)
+        if id_selector is not None:
+            _infer.check_callable(id_selector, "id_selector", name)
+        if not isinstance(interval, timedelta):
+            raise InvalidArgumentError(
+                f"{name}: interval must be a datetime.timedelta, got {type(interval).__name__}",
+                processor=name,
+                parameter="interval",
+            )
+        store = opts.store_name or self._builder._store_name("KSTREAM-DEDUPLICATE")
+        return self._wrap(
+            n.Deduplicate(
+                name=name,
+                seq=seq,
+                parent=self._node,
+                mode=mode,
+                interval_ms=interval // timedelta(milliseconds=1),
+                id_selector=id_selector,
+                store_name=store,
+                **self._same_types(),
+            )
+        )
+
+
+class BranchedKStream(Generic[K, V]):
+    """The result of :meth:`KStream.split`: add branches, then ``default_branch()`` or
+    ``no_default_branch()`` to get a ``dict`` of branch name to stream."""
+
+    def __init__(self, stream: KStream[K, V], *, prefix: str, user_prefix: bool) -> None:
+        self._stream = stream
+        self._prefix = prefix
+        self._user_prefix = user_prefix
+        self._predicates: list[Callable[[Any, Any], bool]] = []
+        self._names: list[str | None] = []
+        self._builder = stream._builder
+        self._split_name, _ = self._builder._next("KSTREAM-BRANCH", None)
+
+    def branch(
+        self, predicate: Callable[[K, V], bool], branched: Branched | None = None
+    ) -> BranchedKStream[K, V]:
+        """Adds a branch of the records for which ``predicate`` is the first true one."""
+        _infer.check_callable(predicate, "predicate", self._split_name)
+        self._predicates.append(predicate)
+        self._names.append(branched.name if branched else None)
+        return self
+
+    def default_branch(self, branched: Branched | None = None) -> dict[str, KStream[K, V]]:
+        """Ends the split with a branch for the records no predicate took."""
+        return self._finish(default=branched or Branched())
+
+    def no_default_branch(self) -> dict[str, KStream[K, V]]:
+        """Ends the split; records no predicate took are dropped."""
+        return self._finish(default=None)
+
+    def _finish(self, default: Branched | None) -> dict[str, KStream[K, V]]:
+        # Kafka Streams' naming: prefix + branch name, or prefix + position (from 1), and
+        # prefix + "0" for an unnamed default branch; the map key is the processor name.
+        if not self._predicates and default is None:
+            raise InvalidTopologyError(f"{self._split_name}: a split needs at least one branch")
+        preds = tuple(self._predicates)
+        entries = [(i, name or str(i + 1)) for i, name in enumerate(self._names)]
+        if default is not None:
+            entries.append((len(preds), default.name or "0"))
+        prefix = self._prefix if self._user_prefix else f"{self._split_name}-"
+        out: dict[str, KStream[K, V]] = {}
+        for index, suffix in entries:
+            key = prefix + suffix
+            if key in out:
+                raise InvalidTopologyError(f"{self._split_name}: branch name {key!r} used twice")
+            name, seq = self._builder._next("KSTREAM-BRANCHCHILD", key)
+            node = n.Branch(
+                name=name, seq=seq, parent=self._stream._node, predicates=preds, index=index,
+                key_type=self._stream._node.key_type, value_type=self._stream._node.value_type,
+            )
+            out[key] = KStream(self._builder, node)
+        return out
+
+
+class KTable(Generic[K, V]):
+    """A changelog stream seen as a table: the latest value per key.
+
+    Build one with :meth:`StreamsBuilder.table`.
+    """
+
+    __slots__ = ("_builder", "_node")
+
+    def __init__(self, builder: StreamsBuilder, node: n.Node) -> None:
+        self._builder = builder
+        self._node = node
+
+    @property
+    def node(self) -> n.Node:
+        return self._node
+
+    @property
+    def name(self) -> str:
+        return self._node.name
+
+    @property
+    def store_name(self) -> str:
+        """The name of the store a join against this table uses."""
+        return self._source().store_name
+
+    def _source(self) -> n.TableSource:
+        node = self._node
+        while not isinstance(node, n.TableSource):
+            assert isinstance(node, n.TableFilter | n.TableMapValues), node
+            node = node.parent
+        return node
+
+    def filter(self, predicate: Callable[[K, V], bool], named: Named | None = None) -> KTable[K, V]:
+        """Keeps the rows for which ``predicate(key, value)`` is true; others are deleted."""
+        name, seq = self._builder._next("KTABLE-FILTER", named)
+        _infer.check_callable(predicate, "predicate", name)
+        return KTable(self._builder, n.TableFilter(
+            name=name, seq=seq, parent=self._node, fn=predicate,
+            key_type=self._node.key_type, value_type=self._node.value_type,
+        ))
+
+    def filter_not(
+        self, predicate: Callable[[K, V], bool], named: Named | None = None
+    ) -> KTable[K, V]:
+        """Keeps the rows for which ``predicate(key, value)`` is false."""
+        name, seq = self._builder._next("KTABLE-FILTER", named)
+        _infer.check_callable(predicate, "predicate", name)
+        return KTable(self._builder, n.TableFilter(
+            name=name, seq=seq, parent=self._node, fn=predicate, negate=True,
+            key_type=self._node.key_type, value_type=self._node.value_type,
+        ))
+
+    @overload
+    def map_values(
+        self, mapper: Callable[[V], VR], named: Named | None = None, *, value_type: type[VR] | None = None
+    ) -> KTable[K, VR]: ...
+
+    @overload
+    def map_values(
+        self, mapper: Callable[[K, V], VR], named: Named | None = None, *, value_type: type[VR] | None = None
+    ) -> KTable[K, VR]: ...
+
+    def map_values(
+        self, mapper: Callable[..., Any], named: Named | None = None, *, value_type: type[Any] | None = None
+    ) -> KTable[Any, Any]:
+        """Maps each row's value; tombstones stay tombstones."""
+        name, seq = self._builder._next("KTABLE-MAPVALUES", named)
+        _infer.check_callable(mapper, "mapper", name)
+        return KTable(self._builder, n.TableMapValues(
+            name=name, seq=seq, parent=self._node, fn=mapper,
+            with_key=_infer.takes_key(mapper, 1, name, "mapper"),
+            key_type=self._node.key_type,
+            value_type=_infer.resolve(value_type, _infer.return_hint(mapper), name, "value_type"),
+        ))
+
+    def to_stream(self, named: Named | None = None) -> KStream[K, V]:
+        """The table's changelog as a stream; deletes appear with value None."""
+        name, seq = self._builder._next("KTABLE-TOSTREAM", named)
+        return KStream(self._builder, n.ToStream(
+            name=name, seq=seq, parent=self._node,
+            key_type=self._node.key_type, value_type=self._node.value_type,
+        ))

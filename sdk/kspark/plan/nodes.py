@@ -1,0 +1,391 @@
+"""The plan IR: immutable nodes of a topology's logical plan.
+
+Nodes are frozen attrs classes. Each one names its parents, so a topology is the DAG
+reachable from its sinks. Nodes validate themselves on construction, so an invalid plan
+cannot exist. This module never imports pyspark.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import attrs
+
+from kspark.errors import InvalidArgumentError, InvalidTopologyError
+from kspark.plan.types import TypeDesc
+
+__all__ = [
+    "Branch",
+    "Deduplicate",
+    "DedupMode",
+    "Filter",
+    "FlatMap",
+    "FlatMapValues",
+    "Map",
+    "MapValues",
+    "Merge",
+    "Node",
+    "Peek",
+    "Repartition",
+    "SelectKey",
+    "Sink",
+    "Source",
+    "StreamTableJoin",
+    "TableFilter",
+    "TableMapValues",
+    "TableSource",
+    "ToStream",
+    "Topic",
+    "TopicSpec",
+]
+
+Fn = Callable[..., Any]
+
+
+def _check_name(name: str) -> None:
+    if not name or not name.strip():
+        raise InvalidArgumentError("a processor name must not be empty", parameter="name")
+
+
+@attrs.frozen(kw_only=True)
+class TopicSpec:
+    """Where a topic lives: a file directory, a Spark table, or Kafka.
+
+    ``format`` is one of ``jsonl``, ``parquet``, ``csv``, ``table``, ``kafka``. ``layout`` is
+    ``envelope`` (rows carry ``key``, ``value``, ``timestamp`` and optionally ``headers``,
+    ``partition``, ``offset``) or ``value`` (each row is the value; ``key_field`` and
+    ``timestamp_field`` name the columns to take key and timestamp from).
+    """
+
+    name: str
+    format: str
+    path: str | None = None
+    layout: str = "envelope"
+    key_field: str | None = None
+    timestamp_field: str | None = None
+    options: tuple[tuple[str, str], ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        if not self.name:
+            raise InvalidArgumentError("a topic needs a name", parameter="name")
+        if self.format not in ("jsonl", "parquet", "csv", "table", "kafka"):
+            raise InvalidArgumentError(
+                f"topic {self.name!r}: unknown format {self.format!r}", parameter="format"
+            )
+        if self.format != "kafka" and not self.path:
+            raise InvalidArgumentError(
+                f"topic {self.name!r}: a {self.format} topic needs a path or table name",
+                parameter="path",
+            )
+        if self.layout not in ("envelope", "value"):
+            raise InvalidArgumentError(
+                f"topic {self.name!r}: layout must be 'envelope' or 'value', not {self.layout!r}",
+                parameter="layout",
+            )
+        if self.layout == "envelope" and (self.key_field or self.timestamp_field):
+            raise InvalidArgumentError(
+                f"topic {self.name!r}: key_field and timestamp_field need layout='value'",
+                parameter="layout",
+            )
+
+    def option_dict(self) -> dict[str, str]:
+        return dict(self.options)
+
+    @classmethod
+    def jsonl(
+        cls,
+        name: str,
+        path: str,
+        *,
+        layout: str = "envelope",
+        key_field: str | None = None,
+        timestamp_field: str | None = None,
+    ) -> TopicSpec:
+        """A directory of JSON-lines files.
+
+        Examples
+        --------
+        >>> Topic.jsonl("payments", "/data/payments", layout="value", key_field="account").format
+        'jsonl'
+        """
+        return cls(
+            name=name, format="jsonl", path=path, layout=layout,
+            key_field=key_field, timestamp_field=timestamp_field,
+        )
+
+    @classmethod
+    def parquet(
+        cls,
+        name: str,
+        path: str,
+        *,
+        layout: str = "envelope",
+        key_field: str | None = None,
+        timestamp_field: str | None = None,
+    ) -> TopicSpec:
+        """A directory of Parquet files."""
+        return cls(
+            name=name, format="parquet", path=path, layout=layout,
+            key_field=key_field, timestamp_field=timestamp_field,
+        )
+
+    @classmethod
+    def csv(
+        cls,
+        name: str,
+        path: str,
+        *,
+        key_field: str | None = None,
+        timestamp_field: str | None = None,
+        header: bool = True,
+    ) -> TopicSpec:
+        """A directory of CSV files; each row is a value (``layout='value'``)."""
+        return cls(
+            name=name, format="csv", path=path, layout="value", key_field=key_field,
+            timestamp_field=timestamp_field, options=(("header", str(header).lower()),),
+        )
+
+    @classmethod
+    def table(
+        cls,
+        name: str,
+        table_name: str | None = None,
+        *,
+        layout: str = "envelope",
+        key_field: str | None = None,
+        timestamp_field: str | None = None,
+    ) -> TopicSpec:
+        """A Spark table (``spark.readStream.table``), by default the table named ``name``."""
+        return cls(
+            name=name, format="table", path=table_name or name, layout=layout,
+            key_field=key_field, timestamp_field=timestamp_field,
+        )
+
+    @classmethod
+    def kafka(cls, name: str, bootstrap_servers: str, **options: str) -> TopicSpec:
+        """A Kafka topic. ``options`` pass through to Spark's Kafka source or sink.
+
+        Examples
+        --------
+        >>> t = Topic.kafka("payments", bootstrap_servers="localhost:9092", startingOffsets="earliest")
+        >>> t.option_dict()["kafka.bootstrap.servers"]
+        'localhost:9092'
+        """
+        opts = {"kafka.bootstrap.servers": bootstrap_servers, **options}
+        return cls(name=name, format="kafka", options=tuple(sorted(opts.items())))
+
+
+@attrs.frozen(kw_only=True)
+class Node:
+    """Base of all plan nodes: a processor with a unique, deterministic name."""
+
+    name: str = attrs.field(validator=lambda _i, _a, v: _check_name(v))
+    key_type: TypeDesc | None
+    value_type: TypeDesc | None
+    #: creation order in the builder; parents always have a lower ``seq``
+    seq: int = 0
+
+    @property
+    def parents(self) -> tuple[Node, ...]:
+        return ()
+
+    @property
+    def kind(self) -> str:
+        """A short label for ``describe()``."""
+        return type(self).__name__
+
+    def stores(self) -> tuple[str, ...]:
+        """Names of the state stores this processor owns."""
+        return ()
+
+
+@attrs.frozen(kw_only=True)
+class Source(Node):
+    topic: TopicSpec
+
+
+@attrs.frozen(kw_only=True)
+class TableSource(Node):
+    """A KTable read from a topic's changelog; ``store_name`` is its materialized store.
+
+    The store lives in the operator that reads it (a stream-table join), which lists it.
+    """
+
+    topic: TopicSpec
+    store_name: str
+    versioned: bool = False
+    history_retention_ms: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class _Unary(Node):
+    parent: Node
+
+    @property
+    def parents(self) -> tuple[Node, ...]:
+        return (self.parent,)
+
+
+@attrs.frozen(kw_only=True)
+class Filter(_Unary):
+    """Keeps records for which ``fn(key, value)`` is true (false when ``negate``)."""
+
+    fn: Fn
+    negate: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Map(_Unary):
+    """``fn(key, value) -> (new_key, new_value)``."""
+
+    fn: Fn
+
+
+@attrs.frozen(kw_only=True)
+class MapValues(_Unary):
+    """``fn(value)`` or, with ``with_key``, ``fn(key, value)`` gives the new value."""
+
+    fn: Fn
+    with_key: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class FlatMap(_Unary):
+    """``fn(key, value)`` gives an iterable of ``(key, value)`` pairs."""
+
+    fn: Fn
+
+
+@attrs.frozen(kw_only=True)
+class FlatMapValues(_Unary):
+    fn: Fn
+    with_key: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class SelectKey(_Unary):
+    fn: Fn
+
+
+@attrs.frozen(kw_only=True)
+class Peek(_Unary):
+    fn: Fn
+
+
+@attrs.frozen(kw_only=True)
+class Branch(_Unary):
+    """One branch of a ``split``: records whose first true predicate is ``index``.
+
+    ``index == len(predicates)`` is the default branch, which takes what no predicate took.
+    """
+
+    predicates: tuple[Fn, ...]
+    index: int
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 <= self.index <= len(self.predicates):
+            raise InvalidTopologyError(
+                f"branch index {self.index} out of range", processor=self.name
+            )
+
+
+@attrs.frozen(kw_only=True)
+class Merge(Node):
+    inputs: tuple[Node, ...]
+
+    @property
+    def parents(self) -> tuple[Node, ...]:
+        return self.inputs
+
+
+@attrs.frozen(kw_only=True)
+class Repartition(_Unary):
+    """Redistributes records by key over ``num_partitions`` tasks (None: the app's)."""
+
+    num_partitions: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TableFilter(_Unary):
+    """A KTable filter: records that fail become tombstones for their key."""
+
+    fn: Fn
+    negate: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class TableMapValues(_Unary):
+    fn: Fn
+    with_key: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ToStream(_Unary):
+    pass
+
+
+@attrs.frozen(kw_only=True)
+class StreamTableJoin(Node):
+    """A stream-table join; ``left`` keeps stream records with no table match."""
+
+    stream: Node
+    table: Node
+    joiner: Fn
+    joiner_with_key: bool
+    left: bool
+    store_name: str
+    versioned: bool = False
+    history_retention_ms: int = 0
+    grace_ms: int = 0
+
+    @property
+    def parents(self) -> tuple[Node, ...]:
+        return (self.stream, self.table)
+
+    def stores(self) -> tuple[str, ...]:
+        return (self.store_name,)
+
+
+class DedupMode(enum.Enum):
+    BY_KEY = "by_key"
+    BY_KEY_VALUE = "by_key_value"
+    BY_ID = "by_id"
+
+
+@attrs.frozen(kw_only=True)
+class Deduplicate(_Unary):
+    """KIP-655 deduplication within ``interval_ms`` of stream time."""
+
+    mode: DedupMode
+    interval_ms: int
+    id_selector: Fn | None
+    store_name: str
+
+    def __attrs_post_init__(self) -> None:
+        if self.interval_ms < 0:
+            raise InvalidArgumentError(
+                f"{self.name}: the deduplication interval must not be negative "
+                f"(got {timedelta(milliseconds=self.interval_ms)})",
+                processor=self.name,
+                parameter="interval",
+            )
+        if (self.mode is DedupMode.BY_KEY) != (self.id_selector is None):
+            raise InvalidTopologyError(
+                f"{self.name}: an id selector goes with deduplicate_by_key_value and deduplicate",
+                processor=self.name,
+            )
+
+    def stores(self) -> tuple[str, ...]:
+        return (self.store_name,)
+
+
+@attrs.frozen(kw_only=True)
+class Sink(_Unary):
+    topic: TopicSpec
+
+
+#: The public name of :class:`TopicSpec`.
+Topic = TopicSpec

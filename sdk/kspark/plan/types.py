@@ -1,0 +1,215 @@
+"""Mapping of Python key and value types to Spark types, without importing pyspark.
+
+A :class:`TypeDesc` describes a key or value type. It produces the Spark type as the JSON
+form that ``pyspark.sql.types.DataType.fromJson`` reads, and a plain, versioned spec that
+``kspark_server`` uses to turn rows into objects and back.
+
+Supported: ``str``, ``int`` (Spark ``long``), ``float`` (``double``), ``bool``, ``bytes``,
+``datetime.datetime`` (``timestamp``), ``decimal.Decimal`` (``decimal(38,18)``),
+``list[T]``, ``dict[str, T]``, ``T | None``, dataclasses and attrs classes (``struct``).
+
+Examples
+--------
+>>> import dataclasses
+>>> @dataclasses.dataclass
+... class Rate:
+...     currency: str
+...     rate: float
+>>> desc = describe_type(Rate)
+>>> desc.spark_json()["fields"][1]
+{'name': 'rate', 'type': 'double', 'nullable': True, 'metadata': {}}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import decimal
+import types
+import typing
+from typing import Any, Union
+
+import attrs
+
+from kspark.errors import TypeMappingError
+
+__all__ = ["PRIMITIVES", "Field", "ListType", "MapType", "Primitive", "Record", "TypeDesc", "describe_type"]
+
+PRIMITIVES: dict[type, str] = {
+    str: "string",
+    int: "long",
+    float: "double",
+    bool: "boolean",
+    bytes: "binary",
+    datetime.datetime: "timestamp",
+    decimal.Decimal: "decimal(38,18)",
+}
+
+
+@attrs.frozen(kw_only=True)
+class Primitive:
+    """A primitive Python type and its Spark type name."""
+
+    py: type
+    spark: str
+
+    def spark_json(self) -> Any:
+        return self.spark
+
+    def spec(self) -> dict[str, Any]:
+        return {"t": "prim", "spark": self.spark}
+
+    def display(self) -> str:
+        return self.py.__name__
+
+
+@attrs.frozen(kw_only=True)
+class ListType:
+    """``list[T]``, a Spark array."""
+
+    element: TypeDesc
+
+    def spark_json(self) -> Any:
+        return {"type": "array", "elementType": self.element.spark_json(), "containsNull": True}
+
+    def spec(self) -> dict[str, Any]:
+        return {"t": "list", "element": self.element.spec()}
+
+    def display(self) -> str:
+        return f"list[{self.element.display()}]"
+
+
+@attrs.frozen(kw_only=True)
+class MapType:
+    """``dict[str, T]``, a Spark map."""
+
+    key: TypeDesc
+    value: TypeDesc
+
+    def spark_json(self) -> Any:
+        return {
+            "type": "map",
+            "keyType": self.key.spark_json(),
+            "valueType": self.value.spark_json(),
+            "valueContainsNull": True,
+        }
+
+    def spec(self) -> dict[str, Any]:
+        return {"t": "map", "key": self.key.spec(), "value": self.value.spec()}
+
+    def display(self) -> str:
+        return f"dict[{self.key.display()}, {self.value.display()}]"
+
+
+@attrs.frozen(kw_only=True)
+class Field:
+    """One field of a record type."""
+
+    name: str
+    type: TypeDesc
+    nullable: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class Record:
+    """A dataclass or attrs class, a Spark struct."""
+
+    cls: type
+    fields: tuple[Field, ...]
+
+    def spark_json(self) -> Any:
+        return {
+            "type": "struct",
+            "fields": [
+                {"name": f.name, "type": f.type.spark_json(), "nullable": True, "metadata": {}}
+                for f in self.fields
+            ],
+        }
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "t": "record",
+            "cls": self.cls,
+            "fields": [[f.name, f.type.spec()] for f in self.fields],
+        }
+
+    def display(self) -> str:
+        return self.cls.__qualname__
+
+
+TypeDesc = Primitive | ListType | MapType | Record
+
+
+def _strip_optional(tp: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(tp)
+    if origin is Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+        raise TypeMappingError(
+            f"union type {tp!r} is not supported; use one type, optionally with None",
+            type=repr(tp),
+        )
+    return tp, False
+
+
+def describe_type(tp: Any) -> TypeDesc:
+    """Describe a Python type for Spark.
+
+    Parameters
+    ----------
+    tp
+        A primitive, ``list[T]``, ``dict[str, T]``, ``T | None``, a dataclass or an attrs class.
+
+    Raises
+    ------
+    TypeMappingError
+        If the type has no Spark counterpart.
+    """
+    tp, _ = _strip_optional(tp)
+    if isinstance(tp, type) and tp in PRIMITIVES:
+        return Primitive(py=tp, spark=PRIMITIVES[tp])
+    origin = typing.get_origin(tp)
+    if origin in (list, tuple, typing.Sequence) or tp in (list, tuple):
+        args = typing.get_args(tp)
+        if not args or (origin is tuple and not (len(args) == 2 and args[1] is Ellipsis)):
+            raise TypeMappingError(
+                f"{tp!r} needs one element type, such as list[str]", type=repr(tp)
+            )
+        return ListType(element=describe_type(args[0]))
+    if origin is dict or tp is dict:
+        args = typing.get_args(tp)
+        if len(args) != 2:
+            raise TypeMappingError(f"{tp!r} needs key and value types, such as dict[str, int]", type=repr(tp))
+        return MapType(key=describe_type(args[0]), value=describe_type(args[1]))
+    if isinstance(tp, type) and (dataclasses.is_dataclass(tp) or attrs.has(tp)):
+        return _describe_record(tp)
+    raise TypeMappingError(
+        f"type {tp!r} cannot be mapped to a Spark type; use a primitive (str, int, float, bool, "
+        "bytes, datetime, Decimal), list[T], dict[str, T], a dataclass or an attrs class",
+        type=repr(tp),
+    )
+
+
+def _describe_record(cls: type) -> Record:
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception as exc:  # a forward reference that cannot be resolved
+        raise TypeMappingError(
+            f"cannot resolve the field types of {cls.__qualname__}: {exc}", type=cls.__qualname__
+        ) from exc
+    names: list[str]
+    if dataclasses.is_dataclass(cls):
+        names = [f.name for f in dataclasses.fields(cls)]
+    else:
+        names = [a.name for a in attrs.fields(cls)]
+    fields = []
+    for name in names:
+        ftype, nullable = _strip_optional(hints[name])
+        try:
+            fields.append(Field(name=name, type=describe_type(ftype), nullable=nullable))
+        except TypeMappingError as exc:
+            raise TypeMappingError(
+                f"field {cls.__qualname__}.{name}: {exc.message}", type=cls.__qualname__, field=name
+            ) from exc
+    return Record(cls=cls, fields=tuple(fields))

@@ -1,0 +1,385 @@
+"""``StreamsApp``: runs a topology as one Spark streaming query and reports on it."""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from kspark.compiler.compiler import compile_topology
+from kspark.compiler.lower import SIDE_METRICS, build_dataframe, writer_function
+from kspark.compiler.stages import Output
+from kspark.config import StreamsConfig
+from kspark.errors import (
+    ConfigError,
+    HandlerError,
+    InvalidArgumentError,
+    ProcessingError,
+    StreamsAppError,
+)
+from kspark.plan.topology import Topology
+from kspark.runtime import shipping
+from kspark.runtime.server import connect
+
+__all__ = ["Metrics", "RunReport", "State", "StreamsApp"]
+
+
+class State(enum.Enum):
+    """The app's life cycle, after Kafka Streams' ``KafkaStreams.State``."""
+
+    CREATED = "CREATED"
+    RESTORING = "RESTORING"
+    REBALANCING = "REBALANCING"
+    RUNNING = "RUNNING"
+    PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
+    NOT_RUNNING = "NOT_RUNNING"
+    ERROR = "ERROR"
+
+
+@attrs.frozen(kw_only=True)
+class Metrics:
+    """Counts over the app's micro-batches, from Spark's query progress.
+
+    ``dropped_records_total`` maps ``(processor, task_id)`` to records dropped by exception
+    handlers (``dropped-records-total`` in Kafka Streams). ``duplicates_dropped`` maps
+    ``(processor, task_id)`` to duplicates removed by deduplication. ``store_entries``
+    maps ``(store, task_id)`` to the entries after the last batch.
+    """
+
+    batches: int
+    input_records: int
+    output_records: int
+    dropped_records_total: dict[tuple[str, str], int]
+    duplicates_dropped: dict[tuple[str, str], int]
+    store_entries: dict[tuple[str, str], int]
+    expired_puts: dict[tuple[str, str], int]
+    dead_letter_records: int
+
+    def dropped_by_processor(self) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for (proc, _), n in self.dropped_records_total.items():
+            out[proc] += n
+        return dict(out)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Flat, Kafka-like metric names."""
+        return {
+            "batches": self.batches,
+            "input-records-total": self.input_records,
+            "output-records-total": self.output_records,
+            "dropped-records-total": sum(self.dropped_records_total.values()),
+            "duplicates-dropped-total": sum(self.duplicates_dropped.values()),
+            "dead-letter-records-total": self.dead_letter_records,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class RunReport:
+    """What one :meth:`StreamsApp.run_until_caught_up` did."""
+
+    batches: int
+    input_records: int
+    output_records: int
+    seconds: float
+
+    @property
+    def records_per_second(self) -> float:
+        return self.input_records / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        return (
+            f"{self.batches} micro-batch(es), {self.input_records:,} records in, "
+            f"{self.output_records:,} out, {self.seconds:.1f}s "
+            f"({self.records_per_second:,.0f} records/s)"
+        )
+
+
+_FAILURE = re.compile(r"(ProcessingFailed|HandlerFailed|KSPARK_[A-Z_]+\]?)[:\s]+(.*)")
+
+
+def translate_failure(exc: BaseException, app_id: str) -> StreamsAppError:
+    """A kspark error for a failed streaming query, with the worker's message."""
+    text = str(exc)
+    for line in text.splitlines():
+        m = _FAILURE.search(line)
+        if m is None:
+            continue
+        kind, message = m.group(1), m.group(2).strip()
+        if kind == "ProcessingFailed":
+            return ProcessingError(message, application_id=app_id)
+        if kind == "HandlerFailed":
+            return HandlerError(message, application_id=app_id)
+        return StreamsAppError(f"{kind} {message}", application_id=app_id)
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return StreamsAppError(f"app {app_id} failed: {first}", application_id=app_id)
+
+
+class StreamsApp:
+    """Runs a topology on Spark, like Kafka Streams' ``KafkaStreams``.
+
+    Parameters
+    ----------
+    topology
+        From :meth:`kspark.StreamsBuilder.build`.
+    config
+        The app's settings.
+    session
+        A Spark Connect session; None uses :func:`kspark.connect` (the embedded server).
+
+    Examples
+    --------
+    >>> app = StreamsApp(topology, StreamsConfig(application_id="payments"))  # doctest: +SKIP
+    >>> print(app.run_until_caught_up().summary())  # doctest: +SKIP
+    """
+
+    def __init__(self, topology: Topology, config: StreamsConfig, session: Any = None) -> None:
+        if not isinstance(topology, Topology):
+            raise InvalidArgumentError("StreamsApp needs a Topology from StreamsBuilder.build()")
+        if not isinstance(config, StreamsConfig):
+            raise ConfigError("StreamsApp needs a StreamsConfig")
+        self.topology = topology
+        self.config = config
+        self._session = session
+        self._query: Any = None
+        self._state = State.CREATED
+        self._output: Output | None = None
+        self._progress: dict[tuple[str, int], dict[str, Any]] = {}
+        self._listeners: list[Callable[[State, State], None]] = []
+
+    # -- plumbing --------------------------------------------------------------------
+    @property
+    def session(self) -> Any:
+        if self._session is None:
+            self._session = connect()
+        return self._session
+
+    @property
+    def checkpoint_location(self) -> str:
+        return f"{self.config.checkpoint_dir.rstrip('/')}/query"
+
+    def _set_state(self, state: State) -> None:
+        old, self._state = self._state, state
+        if old is not state:
+            for listener in self._listeners:
+                listener(old, state)
+
+    def set_state_listener(self, listener: Callable[[State, State], None]) -> None:
+        """Call ``listener(old, new)`` on every state change."""
+        self._listeners.append(listener)
+
+    @property
+    def state(self) -> State:
+        if self._query is not None and self._state is State.RUNNING and not self._query.isActive:
+            self._collect()
+            self._set_state(State.ERROR if self._query.exception() else State.NOT_RUNNING)
+        return self._state
+
+    def compiled(self) -> Output:
+        if self._output is None:
+            self._output = compile_topology(self.topology, self.config)
+        return self._output
+
+    def _start_query(self, available_now: bool) -> Any:
+        if self._query is not None and self._query.isActive:
+            raise StreamsAppError(f"app {self.config.application_id} is already running")
+        output = self.compiled()
+        shipping.ship(
+            self.topology,
+            extra=[
+                self.config.processing_exception_handler,
+                self.config.production_exception_handler,
+            ],
+        )
+        spark = self.session
+        spark.conf.set("spark.sql.shuffle.partitions", str(self.config.effective_shuffle_partitions))
+        spark.conf.set(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
+        spark.conf.set(
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true"
+        )
+        for k, v in self.config.spark_conf:
+            spark.conf.set(k, v)
+        df = build_dataframe(output, spark)
+        writer = (
+            df.writeStream.queryName(self.config.application_id)
+            .option("checkpointLocation", self.checkpoint_location)
+            .foreachBatch(writer_function(output))
+        )
+        if available_now:
+            writer = writer.trigger(availableNow=True)
+        elif self.config.trigger_interval is not None:
+            writer = writer.trigger(
+                processingTime=f"{int(self.config.trigger_interval.total_seconds() * 1000)} milliseconds"
+            )
+        self._query = writer.start()
+        self._set_state(State.RUNNING)
+        return self._query
+
+    # -- life cycle ------------------------------------------------------------------
+    def start(self) -> StreamsApp:
+        """Start processing continuously; returns at once."""
+        self._start_query(available_now=False)
+        return self
+
+    def run_until_caught_up(self, timeout: float | None = None) -> RunReport:
+        """Process everything available now, then stop (Spark's ``availableNow`` trigger).
+
+        Raises
+        ------
+        ProcessingError, HandlerError, StreamsAppError
+            If the app failed; the message names the processor and the record.
+        """
+        before = set(self._progress)
+        t0 = time.perf_counter()
+        query = self._start_query(available_now=True)
+        self._await(query, timeout)
+        seconds = time.perf_counter() - t0
+        self._set_state(State.NOT_RUNNING)
+        new = [p for k, p in self._progress.items() if k not in before]
+        return RunReport(
+            batches=len(new),
+            input_records=sum(int(p.get("numInputRows") or 0) for p in new),
+            output_records=sum(_observed(p).get("records", 0) or 0 for p in new),
+            seconds=seconds,
+        )
+
+    def _await(self, query: Any, timeout: float | None) -> bool:
+        try:
+            done = bool(query.awaitTermination(timeout) if timeout is not None else query.awaitTermination() or True)
+        except Exception as exc:
+            self._collect()
+            self._set_state(State.ERROR)
+            raise translate_failure(exc, self.config.application_id) from exc
+        finally:
+            self._collect()
+        return done
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """Wait until the app stops; True if it did within ``timeout`` seconds."""
+        if self._query is None:
+            return True
+        done = self._await(self._query, timeout)
+        if done:
+            self._set_state(State.NOT_RUNNING)
+        return done
+
+    def stop(self) -> None:
+        """Stop the streaming query, if running."""
+        if self._query is not None and self._query.isActive:
+            self._set_state(State.PENDING_SHUTDOWN)
+            self._query.stop()
+        self._collect()
+        if self._state is not State.ERROR:
+            self._set_state(State.NOT_RUNNING)
+
+    def close(self) -> None:
+        self.stop()
+
+    def __enter__(self) -> StreamsApp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- reporting -------------------------------------------------------------------
+    def _collect(self) -> None:
+        if self._query is None:
+            return
+        try:
+            progresses = self._query.recentProgress
+        except Exception:
+            return
+        for p in progresses:
+            d = _as_dict(p)
+            self._progress[(str(d.get("runId")), int(d.get("batchId", -1)))] = d
+
+    def progress(self) -> list[dict[str, Any]]:
+        """Every micro-batch's progress seen so far, oldest first."""
+        self._collect()
+        return [self._progress[k] for k in sorted(self._progress, key=lambda k: (self._progress[k].get("timestamp", ""), k[1]))]
+
+    def metrics(self) -> Metrics:
+        """Counts over all micro-batches this app object ran."""
+        progress = self.progress()
+        dropped: dict[tuple[str, str], int] = defaultdict(int)
+        dups: dict[tuple[str, str], int] = defaultdict(int)
+        expired: dict[tuple[str, str], int] = defaultdict(int)
+        entries: dict[tuple[str, str], int] = {}
+        dlq = 0
+        for p in progress:
+            for s in _observed(p).get("side") or []:
+                key = (s["processor"], s["task"])
+                kind, count = s["kind"], int(s["count"] or 0)
+                if kind == "dropped":
+                    dropped[key] += count
+                elif kind == "dlq":
+                    dropped[key] += count
+                    dlq += count
+                elif kind == "duplicates":
+                    dups[key] += count
+                elif kind == "expired_puts":
+                    expired[key] += count
+                elif kind == "store_entries":
+                    entries[key] = count
+        return Metrics(
+            batches=len(progress),
+            input_records=sum(int(p.get("numInputRows") or 0) for p in progress),
+            output_records=sum(_observed(p).get("records", 0) or 0 for p in progress),
+            dropped_records_total=dict(dropped),
+            duplicates_dropped=dict(dups),
+            store_entries=entries,
+            expired_puts=dict(expired),
+            dead_letter_records=dlq,
+        )
+
+    def describe(self) -> str:
+        return self.topology.describe()
+
+
+def _as_dict(p: Any) -> dict[str, Any]:
+    """A progress (dict, or object with ``.json``) as a plain dict."""
+    if isinstance(p, dict):
+        d = dict(p)
+    else:
+        d = json.loads(p.json) if hasattr(p, "json") else dict(p)
+    if d.get("numInputRows") is None or d.get("sources"):
+        # a forked stream reads its source once per branch: count each source once
+        per_source = {
+            src.get("description"): int(src.get("numInputRows") or 0)
+            for src in d.get("sources") or []
+        }
+        d["numInputRows"] = sum(per_source.values())
+    return d
+
+
+def _decode_row(values: Any, schema: Any) -> Any:
+    """A value of Spark's JSON form of an observed row (``[values, schema]`` pairs and
+    ``{"values": ..., "schema": ...}`` structs) as plain Python."""
+    if isinstance(values, dict) and "values" in values and "schema" in values:
+        return _decode_row(values["values"], values["schema"])
+    if isinstance(schema, dict) and schema.get("type") == "struct" and isinstance(values, list):
+        return {f["name"]: _decode_row(v, f["type"]) for f, v in zip(schema["fields"], values, strict=False)}
+    if isinstance(schema, dict) and schema.get("type") == "array" and isinstance(values, list):
+        return [_decode_row(v, schema["elementType"]) for v in values]
+    return values
+
+
+def _observed(p: dict[str, Any]) -> dict[str, Any]:
+    m = (p.get("observedMetrics") or {}).get(SIDE_METRICS)
+    if m is None:
+        return {}
+    if isinstance(m, list) and len(m) == 2 and isinstance(m[1], dict):
+        decoded = _decode_row(m[0], m[1])
+        return decoded if isinstance(decoded, dict) else {}
+    if hasattr(m, "asDict"):
+        m = m.asDict(recursive=True)
+    decoded = _decode_row(m, None)
+    return decoded if isinstance(decoded, dict) else {}

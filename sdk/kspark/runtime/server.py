@@ -1,0 +1,230 @@
+"""Spark Connect sessions: the embedded local server, or a remote one.
+
+``connect()`` with no URL starts a Spark Connect server from the installed pyspark, on
+loopback, on a free port, with a random authentication token, and reuses it within the
+process. It stops the server at exit. ``connect("sc://host:port")`` uses a remote server.
+Both return a Spark Connect session: the client path is the same.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kspark.errors import ServerError
+
+__all__ = ["EmbeddedServer", "connect", "default_server_conf"]
+
+_lock = threading.Lock()
+_embedded: EmbeddedServer | None = None
+
+
+def default_server_conf() -> dict[str, str]:
+    """Spark settings kspark's stateful operators need, plus small-machine defaults."""
+    return {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.streaming.stateStore.providerClass": (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+        ),
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+    }
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _spark_home() -> str:
+    import pyspark
+
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    if not os.path.exists(os.path.join(home, "bin", "spark-submit")):
+        raise ServerError(
+            "the embedded server needs the full pyspark package (with its jars); install "
+            "kspark[local] or connect to a server with kspark.connect('sc://host:port')"
+        )
+    return home
+
+
+class EmbeddedServer:
+    """A local Spark Connect server process that this client started and owns.
+
+    Parameters
+    ----------
+    master
+        Spark master, ``local[2]`` by default (``KSPARK_MASTER`` overrides).
+    conf
+        Extra Spark settings.
+    env
+        Extra environment of the server process (for example ``PYTHONPATH``).
+    python
+        The interpreter of the server's Python workers; it needs pyspark, pyarrow and
+        pandas. Defaults to this process's interpreter.
+    """
+
+    def __init__(
+        self,
+        *,
+        master: str | None = None,
+        conf: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+        python: str | None = None,
+        driver_memory: str = "4g",
+    ) -> None:
+        self.master = master or os.environ.get("KSPARK_MASTER", "local[2]")
+        self.conf = {**default_server_conf(), **(conf or {})}
+        self.extra_env = dict(env or {})
+        self.python = python or sys.executable
+        self.driver_memory = driver_memory
+        self.port = 0
+        self.token = secrets.token_hex(16)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = ""
+        self._workdir = ""
+
+    @property
+    def url(self) -> str:
+        return f"sc://localhost:{self.port}/;token={self.token}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self, timeout: float = 120.0) -> EmbeddedServer:
+        home = _spark_home()
+        self.port = _free_port()
+        self._workdir = tempfile.mkdtemp(prefix="kspark-server-")
+        self.log_path = os.path.join(self._workdir, "server.log")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_CONNECT") and k not in ("SPARK_REMOTE", "PYTHONPATH")}
+        env.update(
+            {
+                "SPARK_HOME": home,
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "PYSPARK_PYTHON": self.python,
+                "PYSPARK_DRIVER_PYTHON": self.python,
+                "SPARK_CONNECT_AUTHENTICATE_TOKEN": self.token,
+            }
+        )
+        env.update(self.extra_env)
+        cmd = [
+            os.path.join(home, "bin", "spark-submit"),
+            "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--master", self.master,
+            "--driver-memory", self.driver_memory,
+            "--conf", f"spark.connect.grpc.binding.port={self.port}",
+            "--conf", f"spark.sql.warehouse.dir={os.path.join(self._workdir, 'warehouse')}",
+            "--conf", f"spark.driver.extraJavaOptions=-Dderby.system.home={self._workdir}",
+        ]
+        for k, v in sorted(self.conf.items()):
+            cmd += ["--conf", f"{k}={v}"]
+        log = open(self.log_path, "wb")  # noqa: SIM115 - owned by the child process
+        self.process = subprocess.Popen(
+            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cwd=self._workdir, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerError(
+                    f"the embedded Spark Connect server exited with code "
+                    f"{self.process.returncode}; last log lines:\n{self._tail()}",
+                    log=self.log_path,
+                )
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.settimeout(0.5)
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            time.sleep(0.2)
+        self.stop()
+        raise ServerError(
+            f"the embedded Spark Connect server did not open port {self.port} in {timeout:.0f}s;"
+            f" last log lines:\n{self._tail()}",
+            log=self.log_path,
+        )
+
+    def _tail(self, n: int = 30) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Stop the server: SIGTERM to its process group, then SIGKILL if it lingers."""
+        proc, self.process = self.process, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        if self._workdir:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """Kill the server at once (``kill -9``), as a crash would."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def session(self) -> Any:
+        from pyspark.sql import SparkSession
+
+        return SparkSession.builder.remote(self.url).create()
+
+
+def embedded_server() -> EmbeddedServer:
+    """The process's embedded server, started on first use and stopped at exit."""
+    global _embedded
+    with _lock:
+        if _embedded is None or _embedded.process is None or _embedded.process.poll() is not None:
+            _embedded = EmbeddedServer().start()
+            atexit.register(_embedded.stop)
+        return _embedded
+
+
+def connect(url: str | None = None) -> Any:
+    """A Spark Connect session.
+
+    Parameters
+    ----------
+    url
+        ``sc://host:port`` of a Spark Connect server; None starts (or reuses) the
+        embedded local server.
+
+    Returns
+    -------
+    pyspark.sql.SparkSession
+        A Spark Connect session.
+    """
+    from pyspark.sql import SparkSession
+
+    if url is None:
+        return embedded_server().session()
+    if not url.startswith("sc://"):
+        raise ServerError(f"a Spark Connect URL starts with sc://, got {url!r}")
+    return SparkSession.builder.remote(url).create()

@@ -1,0 +1,99 @@
+"""Shipping code to the server's Python workers.
+
+``SparkSession.addArtifacts(pyfile=True)`` does not reach the Python workers of streaming
+queries (spark-notes, verified on Spark 4.3), so kspark pickles by value: ``kspark_server``,
+the handler module ``kspark.errors``, and every module that defines a function or a type the
+topology uses and that is not part of an installed distribution. A server that cannot import
+any of these still runs the app.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import sysconfig
+from collections.abc import Iterable, Iterator
+from types import ModuleType
+from typing import Any
+
+from kspark.errors import CodeShippingError
+from kspark.plan import nodes as n
+from kspark.plan.topology import Topology
+from kspark.plan.types import ListType, MapType, Record, TypeDesc
+
+__all__ = ["modules_to_ship", "ship"]
+
+_ALWAYS = ("kspark_server", "kspark.errors")
+
+
+def _installed_roots() -> tuple[str, ...]:
+    paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return tuple(os.path.realpath(p) for p in paths if p)
+
+
+def _is_local(module: ModuleType) -> bool:
+    if module.__name__ == "__main__":
+        return False  # cloudpickle already pickles __main__ by value
+    if module.__name__.split(".")[0] in ("kspark", "pyspark", "builtins"):
+        return False
+    path = getattr(module, "__file__", None)
+    if not path:
+        return False
+    real = os.path.realpath(path)
+    return not any(real.startswith(root + os.sep) for root in _installed_roots())
+
+
+def _types(desc: TypeDesc | None) -> Iterator[type]:
+    if isinstance(desc, Record):
+        yield desc.cls
+        for f in desc.fields:
+            yield from _types(f.type)
+    elif isinstance(desc, ListType):
+        yield from _types(desc.element)
+    elif isinstance(desc, MapType):
+        yield from _types(desc.key)
+        yield from _types(desc.value)
+
+
+def _objects(topology: Topology, extra: Iterable[Any]) -> Iterator[Any]:
+    for node in topology.nodes():
+        yield from _types(node.key_type)
+        yield from _types(node.value_type)
+        for attr in ("fn", "joiner", "id_selector"):
+            value = getattr(node, attr, None)
+            if value is not None:
+                yield value
+        if isinstance(node, n.Branch):
+            yield from node.predicates
+    yield from extra
+
+
+def modules_to_ship(topology: Topology, extra: Iterable[Any] = (), names: Iterable[str] = ()) -> list[str]:
+    """Names of the modules to pickle by value for ``topology``."""
+    found: set[str] = set(_ALWAYS) | set(names)
+    for obj in _objects(topology, extra):
+        if obj is None:
+            continue
+        if isinstance(obj, type) or hasattr(obj, "__code__"):
+            mod_name = getattr(obj, "__module__", None)  # a class or a function
+        else:
+            mod_name = type(obj).__module__  # an instance, such as a handler or a callable
+        module = sys.modules.get(mod_name or "")
+        if module is not None and _is_local(module):
+            found.add(module.__name__)
+    return sorted(found)
+
+
+def ship(topology: Topology, extra: Iterable[Any] = (), names: Iterable[str] = ()) -> list[str]:
+    """Register the topology's code to be pickled by value; returns the module names."""
+    from pyspark import cloudpickle
+
+    shipped = modules_to_ship(topology, extra, names)
+    for name in shipped:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise CodeShippingError(f"cannot import module {name!r} to ship it: {exc}", module=name) from exc
+        cloudpickle.register_pickle_by_value(module)
+    return shipped

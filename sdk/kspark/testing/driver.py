@@ -1,0 +1,311 @@
+"""``TopologyTestDriver``: Kafka Streams' test driver, on a real Spark server.
+
+Input topics buffer what a test pipes; :meth:`TopologyTestDriver.process` writes it as one
+file per topic and runs exactly one micro-batch over it, so a test controls micro-batch
+boundaries. Reading an output topic processes pending input first.
+
+The driver writes and reads files on the client's file system, so it needs a Spark server
+that shares it: the embedded server, or one on the same machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from kspark.config import StreamsConfig
+from kspark.errors import InvalidArgumentError
+from kspark.plan.nodes import Topic, TopicSpec
+from kspark.plan.topology import Topology
+from kspark.plan.types import TypeDesc, describe_type
+from kspark.runtime.app import Metrics, StreamsApp
+
+__all__ = ["TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+@attrs.frozen(kw_only=True)
+class TestRecord(Generic[K, V]):
+    """A record read from (or piped to) a test topic."""
+
+    __test__ = False  # not a pytest test class
+
+    key: K
+    value: V
+    timestamp: int | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+
+
+class TestInputTopic(Generic[K, V]):
+    """An input topic of the driver; records are buffered until the next ``process()``."""
+
+    __test__ = False
+
+    def __init__(self, driver: TopologyTestDriver, name: str, key: TypeDesc, value: TypeDesc) -> None:
+        self._driver = driver
+        self.name = name
+        self._key = key
+        self._value = value
+        self._offsets: dict[int, int] = {}
+        self._clock = int(time.time() * 1000)
+        self._pending: list[dict[str, Any]] = []
+        from kspark_server import codec
+
+        self._kenc = codec.encoder(key.spec(), "key")
+        self._venc = codec.encoder(value.spec(), "value")
+
+    def pipe_input(
+        self,
+        key: K | None,
+        value: V | None,
+        timestamp: int | None = None,
+        headers: Headers | None = None,
+        partition: int = 0,
+    ) -> None:
+        """Buffer one record. ``timestamp`` is in ms (default: the topic's clock)."""
+        if timestamp is None:
+            timestamp = self._clock
+        if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+            raise InvalidArgumentError(f"timestamp must be int milliseconds, got {timestamp!r}")
+        offset = self._offsets.get(partition, 0)
+        self._offsets[partition] = offset + 1
+        self._pending.append(
+            {
+                "key": self._kenc(key),
+                "value": self._venc(value),
+                "timestamp": timestamp,
+                "headers": [{"key": k, "value": v} for k, v in (headers or ())],
+                "partition": partition,
+                "offset": offset,
+                "ks_seq": self._driver._next_seq(),
+            }
+        )
+
+    def pipe_records(self, records: Iterable[TestRecord[K, V] | tuple[Any, ...]]) -> None:
+        """Buffer several records: ``TestRecord`` objects or ``(key, value[, timestamp])``."""
+        for r in records:
+            if isinstance(r, TestRecord):
+                self.pipe_input(r.key, r.value, r.timestamp, r.headers, r.partition or 0)
+            else:
+                self.pipe_input(*r)
+
+    def pipe_value_list(self, values: Iterable[V]) -> None:
+        for v in values:
+            self.pipe_input(None, v)
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import StructType
+
+        from kspark.compiler import envelope as env
+
+        schema = to_arrow_schema(
+            StructType.fromJson(
+                {
+                    "type": "struct",
+                    "fields": [
+                        env.field("key", self._key.spark_json()),
+                        env.field("value", self._value.spark_json()),
+                        env.field("timestamp", "long"),
+                        env.field("headers", env.HEADERS),
+                        env.field("partition", "integer"),
+                        env.field("offset", "long"),
+                        env.field("ks_seq", "long"),
+                    ],
+                }
+            )
+        )
+        table = pa.Table.from_pylist(self._pending, schema=schema)
+        directory = self._driver._topic_path(self.name)
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(self._driver._workdir, f".tmp-{uuid.uuid4().hex}.parquet")
+        pq.write_table(table, tmp)
+        # a rename makes the file appear whole to Spark's file listing
+        os.replace(tmp, os.path.join(directory, f"part-{self._driver._next_seq():012d}.parquet"))
+        self._pending.clear()
+
+
+class TestOutputTopic(Generic[K, V]):
+    """An output topic of the driver; reading consumes what has been read."""
+
+    __test__ = False
+
+    def __init__(self, driver: TopologyTestDriver, name: str, key: TypeDesc, value: TypeDesc) -> None:
+        self._driver = driver
+        self.name = name
+        from kspark_server import codec
+
+        self._kdec = codec.decoder(key.spec())
+        self._vdec = codec.decoder(value.spec())
+        self._position = 0
+
+    def _all_rows(self) -> list[dict[str, Any]]:
+        import pyarrow.parquet as pq
+
+        directory = self._driver._topic_path(self.name)
+        if not os.path.isdir(directory):
+            return []
+        batches = sorted(
+            (int(d.split("=", 1)[1]), d) for d in os.listdir(directory) if d.startswith("batch_id=")
+        )
+        rows: list[dict[str, Any]] = []
+        for _, d in batches:
+            path = os.path.join(directory, d)
+            files = sorted(f for f in os.listdir(path) if f.endswith(".parquet"))
+            for f in files:
+                rows.extend(pq.read_table(os.path.join(path, f)).to_pylist())
+        return rows
+
+    def read_records(self) -> list[TestRecord[K, V]]:
+        """Records written since the last read, in output order."""
+        self._driver._process_pending()
+        rows = self._all_rows()
+        out = []
+        for offset in range(self._position, len(rows)):
+            r = rows[offset]
+            out.append(
+                TestRecord(
+                    key=self._kdec(r["key"]),
+                    value=self._vdec(r["value"]),
+                    timestamp=r.get("timestamp"),
+                    headers=tuple((h["key"], h["value"]) for h in r.get("headers") or ()),
+                    topic=self.name,
+                    partition=r.get("partition"),
+                    offset=offset,
+                )
+            )
+        self._position = len(rows)
+        return out
+
+    def read_key_values(self) -> list[tuple[K, V]]:
+        return [(r.key, r.value) for r in self.read_records()]
+
+    def read_values(self) -> list[V]:
+        return [r.value for r in self.read_records()]
+
+    def read_raw(self) -> list[dict[str, Any]]:
+        """All rows of the topic's files as written (for dead-letter topics)."""
+        self._driver._process_pending()
+        return self._all_rows()
+
+    def is_empty(self) -> bool:
+        self._driver._process_pending()
+        return len(self._all_rows()) <= self._position
+
+
+class TopologyTestDriver:
+    """Runs a topology on a real Spark server, one micro-batch per :meth:`process`.
+
+    Topics are matched by name: each source and sink of the topology, and the dead-letter
+    topic, becomes a Parquet folder in the driver's working directory.
+
+    Examples
+    --------
+    >>> with TopologyTestDriver(topology, config) as driver:  # doctest: +SKIP
+    ...     src = driver.create_input_topic("in", key_type=str, value_type=int)
+    ...     out = driver.create_output_topic("out", key_type=str, value_type=int)
+    ...     src.pipe_input("a", 1, timestamp=0)
+    ...     out.read_key_values()
+    [('a', 1)]
+    """
+
+    def __init__(self, topology: Topology, config: StreamsConfig | None = None, session: Any = None) -> None:
+        self._workdir = tempfile.mkdtemp(prefix="kspark-ttd-")
+        self._seq = 0
+        self._inputs: dict[str, TestInputTopic[Any, Any]] = {}
+        base = config or StreamsConfig(application_id=f"ttd-{uuid.uuid4().hex[:8]}")
+        self.original = topology
+        self.topology = topology.with_topics(self._rewire)
+        dlq = base.dead_letter_queue_topic
+        self.config = base.with_(
+            checkpoint_dir=os.path.join(self._workdir, "checkpoint"),
+            dead_letter_queue_topic=self._rewire(dlq, "sink") if dlq is not None else None,
+        )
+        self.app = StreamsApp(self.topology, self.config, session=session)
+
+    def _rewire(self, topic: TopicSpec, role: str) -> TopicSpec:
+        opts = (("kspark.ordered", "true"),) if role == "sink" else ()
+        return attrs.evolve(
+            Topic.parquet(topic.name, self._topic_path(topic.name)), options=opts
+        )
+
+    def _topic_path(self, name: str) -> str:
+        return os.path.join(self._workdir, "topics", name)
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def create_input_topic(self, name: str, *, key_type: type[K], value_type: type[V]) -> TestInputTopic[K, V]:
+        """A handle to pipe records into topic ``name``."""
+        if name not in {s.topic.name for s in self.topology.sources()}:
+            raise InvalidArgumentError(
+                f"topic {name!r} is not a source of the topology; sources: "
+                f"{sorted({s.topic.name for s in self.topology.sources()})}"
+            )
+        topic: TestInputTopic[K, V] = TestInputTopic(self, name, describe_type(key_type), describe_type(value_type))
+        self._inputs[name] = topic
+        return topic
+
+    def create_output_topic(self, name: str, *, key_type: type[K], value_type: type[V]) -> TestOutputTopic[K, V]:
+        """A handle to read the records the topology wrote to topic ``name``."""
+        sinks = {s.topic.name for s in self.topology.sinks}
+        dlq = self.config.dead_letter_queue_topic
+        if dlq is not None:
+            sinks.add(dlq.name)
+        if name not in sinks:
+            raise InvalidArgumentError(f"topic {name!r} is not a sink of the topology; sinks: {sorted(sinks)}")
+        return TestOutputTopic(self, name, describe_type(key_type), describe_type(value_type))
+
+    def dead_letter_topic(self) -> TestOutputTopic[str, str]:
+        """The dead-letter topic (keys and values are the raw records as JSON text)."""
+        dlq = self.config.dead_letter_queue_topic
+        if dlq is None:
+            raise InvalidArgumentError("the config has no dead_letter_queue_topic")
+        return TestOutputTopic(self, dlq.name, describe_type(str), describe_type(str))
+
+    def _pending(self) -> bool:
+        return any(t._pending for t in self._inputs.values())
+
+    def _process_pending(self) -> None:
+        if self._pending():
+            self.process()
+
+    def process(self) -> None:
+        """Run one micro-batch over everything piped since the last one."""
+        for topic in self._inputs.values():
+            topic._flush()
+        for source in self.topology.sources():
+            os.makedirs(self._topic_path(source.topic.name), exist_ok=True)
+        self.app.run_until_caught_up()
+
+    def metrics(self) -> Metrics:
+        return self.app.metrics()
+
+    def close(self) -> None:
+        self.app.stop()
+        shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def __enter__(self) -> TopologyTestDriver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

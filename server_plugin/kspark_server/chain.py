@@ -1,0 +1,215 @@
+"""Fused stateless stages: a chain of user functions run in one Python pass.
+
+A chain spec holds steps (filter, map, map_values, ...). :func:`make_chain` turns it into
+a ``mapInArrow`` function: each Arrow batch is decoded once, every record goes through all
+steps, and the results are encoded once. Each user-function call is guarded: an exception
+goes to the processing exception handler (see :mod:`kspark_server.handling`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from kspark_server import codec, handling
+from kspark_server.spec import check_spec
+
+Pair = tuple[Any, Any]
+# A step maps one (key, value) to a list of pairs: [] drops, [p] passes one, more fan out.
+Step = Callable[[Any, Any, dict[str, Any]], list[Pair]]
+
+
+def arrow_schema(schema_json: str) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    return to_arrow_schema(StructType.fromJson(_loads(schema_json)))
+
+
+def _loads(s: str) -> Any:
+    import json
+
+    return json.loads(s)
+
+
+def _pair(result: Any, processor: str) -> Pair:
+    if isinstance(result, tuple) and len(result) == 2:
+        return result
+    key = getattr(result, "key", None)
+    if key is not None or hasattr(result, "value"):
+        return (key, result.value)
+    raise TypeError(
+        f"{processor}: the mapper must return a (key, value) pair, got {type(result).__name__}"
+    )
+
+
+def make_step(step: dict[str, Any], guard: handling.Guard) -> Step:
+    """One step as a function of ``(key, value, row)`` to a list of pairs."""
+    op, name = step["op"], step["processor"]
+    call = guard.call  # (processor, fn, args, row) -> (ok, result)
+
+    if op in ("filter", "table_filter"):
+        fn, negate, table = step["fn"], step["negate"], op == "table_filter"
+
+        def filter_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
+            if table and v is None:
+                return [(k, v)]
+            ok, keep = call(name, fn, (k, v), row)
+            if not ok:
+                return []
+            if bool(keep) != negate:
+                return [(k, v)]
+            return [(k, None)] if table else []
+
+        return filter_step
+    if op == "map":
+        fn = step["fn"]
+
+        def map_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
+            ok, r = call(name, lambda a, b: _pair(fn(a, b), name), (k, v), row)
+            return [r] if ok else []
+
+        return map_step
+    if op in ("map_values", "table_map_values"):
+        fn, with_key, table = step["fn"], step["with_key"], op == "table_map_values"
+
+        def map_values_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
+            if table and v is None:
+                return [(k, None)]
+            ok, r = call(name, fn, (k, v) if with_key else (v,), row)
+            return [(k, r)] if ok else []
+
+        return map_values_step
+    if op == "flat_map":
+        fn = step["fn"]
+
+        def flat_map_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
+            ok, r = call(name, lambda a, b: [_pair(x, name) for x in fn(a, b)], (k, v), row)
+            return r if ok else []
+
+        return flat_map_step
+    if op == "flat_map_values":
+        fn, with_key = step["fn"], step["with_key"]
+
+        def flat_map_values_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
+            args = (k, v) if with_key else (v,)
+            ok, r = call(name, lambda *a: [(k, x) for x in fn(*a)], args, row)
+            return r if ok else []
+
+        return flat_map_values_step
+    if op == "select_key":
+        fn = step["fn"]
+
+        def select_key_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
+            ok, r = call(name, fn, (k, v), row)
+            return [(r, v)] if ok else []
+
+        return select_key_step
+    if op == "peek":
+        fn = step["fn"]
+
+        def peek_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
+            ok, _ = call(name, fn, (k, v), row)
+            return [(k, v)] if ok else []
+
+        return peek_step
+    if op == "branch":
+        preds, index = step["predicates"], step["index"]
+
+        def first_true(k: Any, v: Any) -> int:
+            for i, p in enumerate(preds):
+                if p(k, v):
+                    return i
+            return len(preds)
+
+        def branch_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
+            ok, i = call(name, first_true, (k, v), row)
+            return [(k, v)] if ok and i == index else []
+
+        return branch_step
+    raise ValueError(f"unknown step {op!r}")
+
+
+def make_chain(
+    spec: dict[str, Any],
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of a chain spec."""
+    check_spec(spec)
+    guard = handling.Guard.from_spec(spec)
+    kdec = codec.decoder(spec["input"]["key"])
+    vdec = codec.decoder(spec["input"]["value"])
+    kenc = codec.encoder(spec["output"]["key"], "key")
+    venc = codec.encoder(spec["output"]["value"], "value")
+    steps = [make_step(s, guard) for s in spec["steps"]]
+    fans_out = any(s["op"] in ("flat_map", "flat_map_values") for s in spec["steps"])
+    last_processor = spec["steps"][-1]["processor"] if spec["steps"] else "source"
+    schema_json = spec["output_schema"]
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        schema = arrow_schema(schema_json)
+        for batch in batches:
+            out: list[dict[str, Any]] = []
+            for row in batch.to_pylist():
+                if row["ks_side"] is not None:  # dead-letter and metric rows pass through
+                    out.append(row)
+                    continue
+                pairs: list[Pair] = [(kdec(row["key"]), vdec(row["value"]))]
+                for step in steps:
+                    nxt: list[Pair] = []
+                    for k, v in pairs:
+                        nxt.extend(step(k, v, row))
+                    pairs = nxt
+                    if not pairs:
+                        break
+                for i, (k, v) in enumerate(pairs):
+                    ok, enc = guard.call(last_processor, _encode2, (kenc, venc, k, v), row)
+                    if not ok:
+                        continue
+                    o = dict(row)
+                    o["key"], o["value"] = enc
+                    if fans_out:
+                        o["ks_sub"] = row["ks_sub"] * 4096 + i
+                    out.append(o)
+            yield pa.RecordBatch.from_pylist(out, schema=schema)
+            if guard.side or guard.dropped:
+                first = batch.slice(0, 1).to_pylist()[0]
+                chunk = f"{last_processor}:{first['ks_seq']}:{first['ks_sub']}"
+                yield from guard.drain_batches(schema, chunk)
+
+    return run
+
+
+def _encode2(kenc: codec.Codec, venc: codec.Codec, k: Any, v: Any) -> tuple[Any, Any]:
+    return kenc(k), venc(v)
+
+
+def make_id_stage(
+    spec: dict[str, Any],
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function that adds ``ks_id`` (the dedup id, as text) to each record,
+    so that ``deduplicate`` can repartition by id."""
+    check_spec(spec)
+    guard = handling.Guard.from_spec(spec)
+    kdec = codec.decoder(spec["input"]["key"])
+    vdec = codec.decoder(spec["input"]["value"])
+    fn, name = spec["id_selector"], spec["processor"]
+    schema_json = spec["output_schema"]
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        schema = arrow_schema(schema_json)
+        for batch in batches:
+            out = []
+            for row in batch.to_pylist():
+                if row["ks_side"] is None:
+                    ok, ident = guard.call(name, fn, (kdec(row["key"]), vdec(row["value"])), row)
+                    if not ok:
+                        continue
+                    row["ks_id"] = None if ident is None else repr(codec.hashable(ident))
+                out.append(row)
+            yield pa.RecordBatch.from_pylist(out, schema=schema)
+            if guard.side or guard.dropped:
+                yield from guard.drain_batches(schema, f"{name}:{out[0]['ks_seq'] if out else ''}")
+
+    return run

@@ -1,0 +1,195 @@
+"""Per-record exception handling inside the workers (KIP-1033 / KIP-1034).
+
+A :class:`Guard` calls user functions. When one raises, the guard builds the error
+context from the record's envelope and asks the configured handler what to do:
+
+- no handler, or FAIL: raise :class:`ProcessingFailed`, which fails the query with a
+  message naming the processor, the exception and the record's context;
+- CONTINUE: drop the record and count it;
+- RESUME: drop the record, count it and emit its dead-letter records as side rows.
+
+A handler that raises, or returns something that is not a response, raises
+:class:`HandlerFailed`, never swallowed. Counts and dead-letter records leave the stage as
+side rows (column ``ks_side``), which the sink stage routes and Spark's observed metrics
+sum up.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+
+class ProcessingFailed(RuntimeError):
+    """A user function failed and the handler said FAIL (or there is no handler)."""
+
+
+class HandlerFailed(RuntimeError):
+    """The exception handler itself raised or returned something invalid."""
+
+
+def record_context(row: dict[str, Any], processor: str, task_id: str) -> dict[str, Any]:
+    return {
+        "topic": row.get("topic"),
+        "partition": row.get("partition"),
+        "offset": row.get("offset"),
+        "timestamp": row.get("timestamp"),
+        "headers": tuple((h["key"], h["value"]) for h in (row.get("headers") or ())),
+        "processor_node_id": processor,
+        "task_id": task_id,
+    }
+
+
+def _describe(ctx: dict[str, Any]) -> str:
+    return (
+        f"topic={ctx['topic']} partition={ctx['partition']} offset={ctx['offset']} "
+        f"timestamp={ctx['timestamp']} task={ctx['task_id']}"
+    )
+
+
+def _raw(x: Any) -> str | None:
+    if x is None:
+        return None
+    try:
+        return json.dumps(x, default=repr, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(x)
+
+
+class Guard:
+    """Calls user functions and applies the processing exception handler."""
+
+    def __init__(
+        self,
+        handler: Any = None,
+        context_cls: Any = None,
+        subtopology: int = 0,
+        num_partitions: int = 1,
+    ) -> None:
+        self.handler = handler
+        self.context_cls = context_cls
+        self.subtopology = subtopology
+        self.num_partitions = num_partitions
+        self.side: list[dict[str, Any]] = []
+        self.dropped: dict[tuple[str, str], int] = {}
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> Guard:
+        h = spec.get("handling") or {}
+        return cls(
+            handler=h.get("processing"),
+            context_cls=h.get("context_cls"),
+            subtopology=h.get("subtopology", 0),
+            num_partitions=h.get("num_partitions", 1),
+        )
+
+    def task_id(self, row: dict[str, Any]) -> str:
+        part = row.get("ks_task")
+        if part is None:
+            part = row.get("partition") or 0
+        return f"{self.subtopology}_{part}"
+
+    def call(
+        self, processor: str, fn: Callable[..., Any], args: tuple[Any, ...], row: dict[str, Any]
+    ) -> tuple[bool, Any]:
+        try:
+            return True, fn(*args)
+        except Exception as exc:
+            self.on_error(processor, args, row, exc)
+            return False, None
+
+    def on_error(
+        self, processor: str, args: tuple[Any, ...], row: dict[str, Any], exc: Exception
+    ) -> None:
+        task = self.task_id(row)
+        ctx = record_context(row, processor, task)
+        if self.handler is None:
+            raise ProcessingFailed(
+                f"processor {processor} failed on record ({_describe(ctx)}): "
+                f"{type(exc).__name__}: {exc}. Set StreamsConfig(processing_exception_handler=...) "
+                "to continue past such records or send them to a dead-letter queue."
+            ) from exc
+        context = self._context(ctx, row)
+        record = {"key": args[0] if len(args) > 1 else row.get("key"), "value": args[-1]}
+        try:
+            response = self.handler.handle(context, record, exc)
+        except Exception as herr:
+            raise HandlerFailed(
+                f"the processing exception handler {type(self.handler).__name__} raised "
+                f"{type(herr).__name__}: {herr} while handling {type(exc).__name__} from "
+                f"processor {processor} ({_describe(ctx)})"
+            ) from herr
+        action = getattr(response, "action", None)
+        if action == "CONTINUE":
+            self._count(processor, task)
+        elif action == "RESUME":
+            self._count(processor, task)
+            for dl in getattr(response, "dead_letter_records", ()) or ():
+                self.side.append(self._dlq_row(dl, ctx, row, exc))
+        elif action == "FAIL":
+            raise ProcessingFailed(
+                f"processor {processor} failed on record ({_describe(ctx)}): "
+                f"{type(exc).__name__}: {exc}; the handler "
+                f"{type(self.handler).__name__} answered FAIL"
+            ) from exc
+        else:
+            raise HandlerFailed(
+                f"the processing exception handler {type(self.handler).__name__} returned "
+                f"{response!r}, not a Response (use Response.continue_(), Response.fail() "
+                "or Response.resume([...]))"
+            )
+
+    def _context(self, ctx: dict[str, Any], row: dict[str, Any]) -> Any:
+        if self.context_cls is None:
+            return ctx
+        return self.context_cls(**ctx, source_raw_key=row.get("key"), source_raw_value=row.get("value"))
+
+    def _count(self, processor: str, task: str) -> None:
+        self.dropped[(processor, task)] = self.dropped.get((processor, task), 0) + 1
+
+    def _dlq_row(
+        self, dl: Any, ctx: dict[str, Any], row: dict[str, Any], exc: Exception
+    ) -> dict[str, Any]:
+        key = getattr(dl, "key", row.get("key"))
+        value = getattr(dl, "value", row.get("value"))
+        return {
+            "kind": "dlq",
+            "processor": ctx["processor_node_id"],
+            "task": ctx["task_id"],
+            "count": 1,
+            "dlq_key": _raw(key),
+            "dlq_value": _raw(value),
+            "dlq_headers": list(row.get("headers") or []),
+            "exception_class": f"{type(exc).__module__}.{type(exc).__qualname__}",
+            "exception_message": str(exc),
+            "stack_trace": "".join(traceback.format_exception(exc)),
+            "src_topic": ctx["topic"],
+            "src_partition": ctx["partition"],
+            "src_offset": ctx["offset"],
+            "src_timestamp": ctx["timestamp"],
+        }
+
+    def side_rows(self, chunk: str) -> list[dict[str, Any]]:
+        """Dead-letter and metric rows gathered since the last call, then cleared.
+
+        ``chunk`` identifies the input chunk: Spark may run a stage twice when a stream
+        forks, and the sink keeps one copy of identical side rows.
+        """
+        rows = list(self.side)
+        for (processor, task), n in sorted(self.dropped.items()):
+            rows.append({"kind": "dropped", "processor": processor, "task": task, "count": n})
+        for r in rows:
+            r["chunk"] = chunk
+        self.side.clear()
+        self.dropped.clear()
+        return rows
+
+    def drain_batches(self, schema: pa.Schema, chunk: str) -> Iterator[pa.RecordBatch]:
+        """Side rows as one Arrow batch of the stage's output schema."""
+        rows = self.side_rows(chunk)
+        if rows:
+            yield pa.RecordBatch.from_pylist([{"ks_side": r} for r in rows], schema=schema)
