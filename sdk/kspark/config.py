@@ -19,7 +19,7 @@ __all__ = ["StreamsConfig"]
 _APP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
-def _check_app_id(_inst: object, _attr: object, value: str) -> None:
+def _check_app_id(_inst: object, _attr: object, value: Any) -> None:
     if not isinstance(value, str) or not _APP_ID.match(value):
         raise ConfigError(
             f"application_id must be 1-200 characters of letters, digits, '.', '_' or '-', "
@@ -29,7 +29,7 @@ def _check_app_id(_inst: object, _attr: object, value: str) -> None:
 
 
 def _positive_int(name: str) -> Any:
-    def check(_inst: object, _attr: object, value: int) -> None:
+    def check(_inst: object, _attr: object, value: object) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{name} must be a positive int, got {value!r}", option=name)
 
@@ -37,7 +37,7 @@ def _positive_int(name: str) -> Any:
 
 
 def _optional_positive_int(name: str) -> Any:
-    def check(inst: object, attr: object, value: int | None) -> None:
+    def check(inst: object, attr: object, value: object) -> None:
         if value is not None:
             _positive_int(name)(inst, attr, value)
 
@@ -103,11 +103,11 @@ class StreamsConfig:
                 "checkpoint_dir",
                 os.path.join(tempfile.gettempdir(), "kspark", self.application_id),
             )
-        elif not isinstance(self.checkpoint_dir, str) or not self.checkpoint_dir:
+        elif not isinstance(self.checkpoint_dir, str) or not self.checkpoint_dir:  # type: ignore[redundant-expr]
             raise ConfigError("checkpoint_dir must be a non-empty path", option="checkpoint_dir")
-        if self.trigger_interval is not None and (
-            not isinstance(self.trigger_interval, timedelta)
-            or self.trigger_interval <= timedelta(0)
+        interval: object = self.trigger_interval
+        if interval is not None and (
+            not isinstance(interval, timedelta) or interval <= timedelta(0)
         ):
             raise ConfigError(
                 f"trigger_interval must be a positive timedelta, got {self.trigger_interval!r}",

@@ -81,7 +81,8 @@ class TaskProcessor(StatefulProcessor):
         records = pdf.to_dict("records")
         side = [r for r in records if r.get("ks_side") is not None]
         main = [r for r in records if r.get("ks_side") is None]
-        st = pickle.loads(self.state.get()[0]) if self.state.exists() else self.initial()
+        blob = self.state.get() if self.state.exists() else None
+        st = pickle.loads(blob[0]) if blob is not None else self.initial()
         out = self.process(st, ordered(main), int(key[0])) if main else []
         self.state.update((pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL),))
         chunk = f"{self.spec['store']}:{key[0]}:{min((r['ks_seq'], r['ks_sub']) for r in main) if main else ''}"
@@ -134,6 +135,7 @@ class DedupProcessor(TaskProcessor):
         key = r["key"]
         if self.mode == "by_key":
             return True, None if key is None else codec.hashable(key)
+        assert self.id_selector is not None
         ok, ident = self.guard.call(
             self.processor, self.id_selector, (self.kdec(key), self.vdec(r["value"])), r
         )

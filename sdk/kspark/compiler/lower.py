@@ -64,7 +64,7 @@ def _kafka_decode(c: Column, desc: TypeDesc) -> Column:
         if desc.spark == "binary":
             return c
         return text.cast(_simple(desc.spark))
-    return F.from_json(text, _dtype(desc.spark_json()))
+    return F.from_json(text, _dtype(desc.spark_json()))  # type: ignore[arg-type]
 
 
 def _read(stage: st.Read, spark: SparkSession) -> DataFrame:
@@ -242,12 +242,13 @@ def _stateful(stage: st.Stateful, df_of: Any) -> DataFrame:
         )
         stream = left.unionByName(right)
     grouped = stream.withColumn("ks_task", _task(stage.task_column, stage.num_partitions)).groupBy("ks_task")
-    return grouped.transformWithStateInPandas(
+    result: DataFrame = grouped.transformWithStateInPandas(
         statefulProcessor=make_processor(spec),
         outputStructType=_schema(spec["output_schema"]),
         outputMode="Append",
         timeMode="None",
     )
+    return result
 
 
 def build_dataframe(output: st.Output, spark: SparkSession) -> DataFrame:

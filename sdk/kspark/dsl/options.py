@@ -25,7 +25,7 @@ from kspark.errors import InvalidArgumentError
 __all__ = ["Branched", "Deduplicated", "Joined", "Materialized", "Named", "Repartitioned"]
 
 
-def _valid_name(value: str | None, what: str) -> None:
+def _valid_name(value: object, what: str) -> None:
     if value is not None and (not isinstance(value, str) or not value.strip()):
         raise InvalidArgumentError(f"{what} must be a non-empty string, got {value!r}")
 

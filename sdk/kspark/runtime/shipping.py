@@ -95,5 +95,5 @@ def ship(topology: Topology, extra: Iterable[Any] = (), names: Iterable[str] = (
             module = importlib.import_module(name)
         except ImportError as exc:
             raise CodeShippingError(f"cannot import module {name!r} to ship it: {exc}", module=name) from exc
-        cloudpickle.register_pickle_by_value(module)
+        cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
     return shipped

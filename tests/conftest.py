@@ -1,0 +1,58 @@
+"""Shared fixtures: one Spark Connect server for the whole session."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+BLOCKER = os.path.join(os.path.dirname(__file__), "support", "blocker")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--spark-remote",
+        default=os.environ.get("KSPARK_TEST_REMOTE"),
+        help="sc://host:port of a Spark Connect server to test against (default: start one)",
+    )
+
+
+@pytest.fixture(scope="session")
+def spark_server(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The embedded server, started with workers that cannot import kspark or the tests."""
+    if request.config.getoption("--spark-remote"):
+        yield None
+        return
+    from kspark.runtime.server import EmbeddedServer
+
+    server = EmbeddedServer(
+        conf={"spark.sql.shuffle.partitions": "2"},
+        env={"PYTHONPATH": BLOCKER},
+    ).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(request: pytest.FixtureRequest, spark_server: Any) -> Any:
+    from kspark import connect
+
+    remote = request.config.getoption("--spark-remote")
+    if remote:
+        return connect(remote)
+    return spark_server.session()
+
+
+@pytest.fixture
+def app_id() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # integration tests share one server: run the fast plan-only tests first
+    items.sort(key=lambda item: "integration" in str(item.fspath))
