@@ -21,12 +21,19 @@ from typing import Any, ClassVar
 
 __all__ = [
     "CodeShippingError",
+    "CompilationError",
+    "ConfigError",
     "DeadLetterQueueDeserializationExceptionHandler",
     "DeadLetterQueueProcessingExceptionHandler",
     "DeadLetterQueueProductionExceptionHandler",
     "DeadLetterRecord",
+    "DeserializationError",
     "DeserializationExceptionHandler",
     "ErrorHandlerContext",
+    "HandlerError",
+    "InvalidArgumentError",
+    "InvalidTopologyError",
+    "KSparkError",
     "LogAndContinueDeserializationExceptionHandler",
     "LogAndContinueProcessingExceptionHandler",
     "LogAndContinueProductionExceptionHandler",
@@ -38,12 +45,6 @@ __all__ = [
     "ProcessingExceptionHandler",
     "ProductionExceptionHandler",
     "Response",
-    "CompilationError",
-    "ConfigError",
-    "HandlerError",
-    "InvalidArgumentError",
-    "InvalidTopologyError",
-    "KSparkError",
     "ServerError",
     "StreamsAppError",
     "TypeMappingError",
@@ -130,6 +131,13 @@ class ProcessingError(StreamsAppError):
     code = "KSPARK_PROCESSING_FAILED"
 
 
+class DeserializationError(StreamsAppError):
+    """A record could not be read as its declared key or value type (and the
+    deserialization handler answered FAIL). Dead-letter records name this class."""
+
+    code = "KSPARK_DESERIALIZATION_FAILED"
+
+
 class HandlerError(StreamsAppError):
     """An exception handler raised, or returned something that is not a Response."""
 
@@ -185,6 +193,10 @@ class ErrorHandlerContext:
     source_raw_key: object = None
     source_raw_value: object = None
     origin: Origin | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.origin, str):  # the workers pass the name
+            object.__setattr__(self, "origin", Origin(self.origin))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -164,7 +164,7 @@ def make_chain(
                     if not pairs:
                         break
                 for i, (k, v) in enumerate(pairs):
-                    ok, enc = guard.call(last_processor, _encode2, (kenc, venc, k, v), row)
+                    ok, enc = guard.encode(last_processor, kenc, venc, k, v, row)
                     if not ok:
                         continue
                     o = dict(row)
@@ -179,10 +179,6 @@ def make_chain(
                 yield from guard.drain_batches(schema, chunk)
 
     return run
-
-
-def _encode2(kenc: codec.Codec, venc: codec.Codec, k: Any, v: Any) -> tuple[Any, Any]:
-    return kenc(k), venc(v)
 
 
 def make_id_stage(

@@ -69,8 +69,10 @@ class Guard:
         context_cls: Any = None,
         subtopology: int = 0,
         num_partitions: int = 1,
+        production: Any = None,
     ) -> None:
         self.handler = handler
+        self.production = production
         self.context_cls = context_cls
         self.subtopology = subtopology
         self.num_partitions = num_partitions
@@ -85,6 +87,7 @@ class Guard:
             context_cls=h.get("context_cls"),
             subtopology=h.get("subtopology", 0),
             num_partitions=h.get("num_partitions", 1),
+            production=h.get("production"),
         )
 
     def task_id(self, row: dict[str, Any]) -> str:
@@ -94,32 +97,52 @@ class Guard:
         return f"{self.subtopology}_{part}"
 
     def call(
-        self, processor: str, fn: Callable[..., Any], args: tuple[Any, ...], row: dict[str, Any]
+        self, processor: str, fn: Callable[..., Any], args: tuple[Any, ...], row: dict[str, Any],
+        record: tuple[Any, Any] | None = None,
     ) -> tuple[bool, Any]:
+        """``fn(*args)``; on an exception, ask the handler. ``record`` is the (key, value)
+        the handler sees, when ``args`` are not ``(key, value)`` or ``(value,)``."""
         try:
             return True, fn(*args)
         except Exception as exc:
-            self.on_error(processor, args, row, exc)
+            self.on_error(processor, record if record is not None else args, row, exc)
+            return False, None
+
+    def encode(
+        self, processor: str, kenc: Callable[[Any], Any], venc: Callable[[Any], Any],
+        key: Any, value: Any, row: dict[str, Any],
+    ) -> tuple[bool, Any]:
+        """Serialize a record for the next stage or sink; failures go to the production
+        exception handler with the failing part (KEY or VALUE) as the context's origin."""
+        origin = "KEY"
+        try:
+            k = kenc(key)
+            origin = "VALUE"
+            return True, (k, venc(value))
+        except Exception as exc:
+            self.on_error(processor, (key, value), row, exc, kind="production", origin=origin)
             return False, None
 
     def on_error(
-        self, processor: str, args: tuple[Any, ...], row: dict[str, Any], exc: Exception
+        self, processor: str, args: tuple[Any, ...], row: dict[str, Any], exc: Exception,
+        kind: str = "processing", origin: str | None = None,
     ) -> None:
         task = self.task_id(row)
         ctx = record_context(row, processor, task)
-        if self.handler is None:
+        handler = self.production if kind == "production" else self.handler
+        if handler is None:
             raise ProcessingFailed(
                 f"processor {processor} failed on record ({_describe(ctx)}): "
-                f"{type(exc).__name__}: {exc}. Set StreamsConfig(processing_exception_handler=...) "
+                f"{type(exc).__name__}: {exc}. Set StreamsConfig({kind}_exception_handler=...) "
                 "to continue past such records or send them to a dead-letter queue."
             ) from exc
-        context = self._context(ctx, row)
+        context = self._context(ctx, row, origin)
         record = {"key": args[0] if len(args) > 1 else row.get("key"), "value": args[-1]}
         try:
-            response = self.handler.handle(context, record, exc)
+            response = handler.handle(context, record, exc)
         except Exception as herr:
             raise HandlerFailed(
-                f"the processing exception handler {type(self.handler).__name__} raised "
+                f"the {kind} exception handler {type(handler).__name__} raised "
                 f"{type(herr).__name__}: {herr} while handling {type(exc).__name__} from "
                 f"processor {processor} ({_describe(ctx)})"
             ) from herr
@@ -127,26 +150,28 @@ class Guard:
         if action == "CONTINUE":
             self._count(processor, task)
         elif action == "RESUME":
-            self._count(processor, task)
+            # counted as dropped through its dead-letter rows
             for dl in getattr(response, "dead_letter_records", ()) or ():
                 self.side.append(self._dlq_row(dl, ctx, row, exc))
         elif action == "FAIL":
             raise ProcessingFailed(
                 f"processor {processor} failed on record ({_describe(ctx)}): "
-                f"{type(exc).__name__}: {exc}; the handler "
-                f"{type(self.handler).__name__} answered FAIL"
+                f"{type(exc).__name__}: {exc}; the {kind} exception handler "
+                f"{type(handler).__name__} answered FAIL"
             ) from exc
         else:
             raise HandlerFailed(
-                f"the processing exception handler {type(self.handler).__name__} returned "
+                f"the {kind} exception handler {type(handler).__name__} returned "
                 f"{response!r}, not a Response (use Response.continue_(), Response.fail() "
                 "or Response.resume([...]))"
             )
 
-    def _context(self, ctx: dict[str, Any], row: dict[str, Any]) -> Any:
+    def _context(self, ctx: dict[str, Any], row: dict[str, Any], origin: str | None = None) -> Any:
         if self.context_cls is None:
             return ctx
-        return self.context_cls(**ctx, source_raw_key=row.get("key"), source_raw_value=row.get("value"))
+        return self.context_cls(
+            **ctx, source_raw_key=row.get("key"), source_raw_value=row.get("value"), origin=origin
+        )
 
     def _count(self, processor: str, task: str) -> None:
         self.dropped[(processor, task)] = self.dropped.get((processor, task), 0) + 1
@@ -154,8 +179,10 @@ class Guard:
     def _dlq_row(
         self, dl: Any, ctx: dict[str, Any], row: dict[str, Any], exc: Exception
     ) -> dict[str, Any]:
-        key = getattr(dl, "key", row.get("key"))
-        value = getattr(dl, "value", row.get("value"))
+        key = getattr(dl, "key", None)
+        value = getattr(dl, "value", None)
+        key = row.get("key") if key is None else key
+        value = row.get("value") if value is None else value
         return {
             "kind": "dlq",
             "processor": ctx["processor_node_id"],
@@ -183,7 +210,8 @@ class Guard:
         for (processor, task), n in sorted(self.dropped.items()):
             rows.append({"kind": "dropped", "processor": processor, "task": task, "count": n})
         for r in rows:
-            r["chunk"] = chunk
+            # dead letters of one chunk differ by their record
+            r["chunk"] = chunk if r["kind"] != "dlq" else f"{chunk}:{r['src_offset']}:{id(r)}"
         self.side.clear()
         self.dropped.clear()
         return rows

@@ -217,7 +217,9 @@ class JoinProcessor(TaskProcessor):
         v = self.svdec(r["value"])
         t = None if tv is None else self.tvdec(tv)
         args = (k, v, t) if self.with_key else (v, t)
-        ok, res = self.guard.call(self.processor, lambda *a: self.venc(self.joiner(*a)), args, r)
+        ok, res = self.guard.call(
+            self.processor, lambda *a: self.venc(self.joiner(*a)), args, r, record=(k, v)
+        )
         if not ok:
             return None
         o = _passthrough(r, self.columns)

@@ -3,6 +3,7 @@ micro-batch splits and the self-purging store."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -103,7 +104,7 @@ def test_property_against_reference_model(
 ) -> None:
     records = [(k, f"e{i}", ts) for i, (k, ts) in enumerate(data)]
     bounds = [0, *sorted(c for c in cuts if c < len(records)), len(records)]
-    batches = [records[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    batches = [records[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     import uuid
 
     got = run(spark, f"prop-{uuid.uuid4().hex[:8]}", dedup_topology(interval), batches)

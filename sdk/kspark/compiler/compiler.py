@@ -76,14 +76,19 @@ class _Compiler:
             "processing_exception_handler",
             config,
         )
-        if self.processing_handler is not None and _needs_dlq(self.processing_handler) and (
-            config.dead_letter_queue_topic is None
-        ):
-            raise errors.ConfigError(
-                f"{type(self.processing_handler).__name__} writes dead-letter records; set "
-                "StreamsConfig(dead_letter_queue_topic=Topic...)",
-                option="dead_letter_queue_topic",
-            )
+        self.production_handler = resolve_handler(
+            config.production_exception_handler,
+            errors.ProductionExceptionHandler,
+            "production_exception_handler",
+            config,
+        )
+        for handler in (self.processing_handler, self.production_handler):
+            if handler is not None and _needs_dlq(handler) and config.dead_letter_queue_topic is None:
+                raise errors.ConfigError(
+                    f"{type(handler).__name__} writes dead-letter records; set "
+                    "StreamsConfig(dead_letter_queue_topic=Topic...)",
+                    option="dead_letter_queue_topic",
+                )
 
         self.deserialization = _deserialization_mode(config)
 
@@ -132,6 +137,7 @@ class _Compiler:
     def handling(self, subtopology: int) -> dict[str, Any]:
         return {
             "processing": self.processing_handler,
+            "production": self.production_handler,
             "context_cls": errors.ErrorHandlerContext,
             "subtopology": subtopology,
             "num_partitions": self.config.num_partitions,

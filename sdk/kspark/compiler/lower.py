@@ -165,6 +165,15 @@ def _position(fmt: str) -> Column:
     return base
 
 
+def _side_struct(**cols: Column) -> Column:
+    """A side row with the given fields and nulls elsewhere, in the side schema's order."""
+    fields = []
+    for f in env.SIDE["fields"]:
+        c = cols.get(f["name"], F.lit(None))
+        fields.append(c.cast(_dtype(f["type"])).alias(f["name"]))
+    return F.struct(*fields)
+
+
 def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
     """Rows Spark could not parse: fail (the default), drop, or send to the DLQ."""
     mode = stage.deserialization
@@ -184,31 +193,32 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
             ),
         )
         return df.withColumn("ks_side", F.when(bad, F.raise_error(msg).cast(side_type())).otherwise(F.col("ks_side"))).drop("_corrupt_record")
+    common = {
+        "processor": F.lit(stage.processor),
+        "task": F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")),
+        "count": F.lit(1).cast("long"),
+        "chunk": F.concat(
+            F.lit(stage.processor + ":"), F.col("offset").cast("string"), F.lit(":"),
+            F.xxhash64(F.col("_corrupt_record")).cast("string"),
+        ),
+    }
     if mode == "continue":
-        dropped = F.struct(
-            F.lit("dropped").alias("kind"),
-            F.lit(stage.processor).alias("processor"),
-            F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")).alias("task"),
-            F.lit(1).cast("long").alias("count"),
-            F.concat(F.lit(stage.processor + ":"), F.col("offset").cast("string")).alias("chunk"),
-        )
+        dropped = _side_struct(kind=F.lit("dropped"), **common)
     else:
-        dropped = F.struct(
-            F.lit("dlq").alias("kind"),
-            F.lit(stage.processor).alias("processor"),
-            F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")).alias("task"),
-            F.lit(1).cast("long").alias("count"),
-            F.concat(F.lit(stage.processor + ":"), F.col("offset").cast("string")).alias("chunk"),
-            F.lit(None).cast("string").alias("dlq_key"),
-            F.col("_corrupt_record").alias("dlq_value"),
-            F.col("headers").alias("dlq_headers"),
-            F.lit("kspark.DeserializationError").alias("exception_class"),
-            F.lit(f"record of topic {stage.topic.name} does not match the declared types").alias("exception_message"),
-            F.lit("").alias("stack_trace"),
-            F.col("topic").alias("src_topic"),
-            F.col("partition").alias("src_partition"),
-            F.col("offset").alias("src_offset"),
-            F.col("timestamp").alias("src_timestamp"),
+        dropped = _side_struct(
+            kind=F.lit("dlq"),
+            **common,
+            dlq_value=F.col("_corrupt_record"),
+            dlq_headers=F.col("headers"),
+            exception_class=F.lit("kspark.errors.DeserializationError"),
+            exception_message=F.lit(
+                f"record of topic {stage.topic.name} does not match the declared types"
+            ),
+            stack_trace=F.lit(""),
+            src_topic=F.col("topic"),
+            src_partition=F.col("partition"),
+            src_offset=F.col("offset"),
+            src_timestamp=F.col("timestamp"),
         )
     side = F.when(bad, dropped.cast(side_type())).otherwise(F.col("ks_side"))
     return (

@@ -19,8 +19,8 @@ from kspark.plan.types import TypeDesc
 
 __all__ = [
     "Branch",
-    "Deduplicate",
     "DedupMode",
+    "Deduplicate",
     "Filter",
     "FlatMap",
     "FlatMapValues",

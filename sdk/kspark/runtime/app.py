@@ -18,6 +18,7 @@ from kspark.compiler.stages import Output
 from kspark.config import StreamsConfig
 from kspark.errors import (
     ConfigError,
+    DeserializationError,
     HandlerError,
     InvalidArgumentError,
     ProcessingError,
@@ -115,6 +116,8 @@ def translate_failure(exc: BaseException, app_id: str) -> StreamsAppError:
             return ProcessingError(message, application_id=app_id)
         if kind == "HandlerFailed":
             return HandlerError(message, application_id=app_id)
+        if kind.startswith("KSPARK_DESERIALIZATION_FAILED"):
+            return DeserializationError(message, application_id=app_id)
         return StreamsAppError(f"{kind} {message}", application_id=app_id)
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return StreamsAppError(f"app {app_id} failed: {first}", application_id=app_id)
@@ -240,9 +243,10 @@ class StreamsApp:
         before = set(self._progress)
         t0 = time.perf_counter()
         query = self._start_query(available_now=True)
-        self._await(query, timeout)
+        done = self._await(query, timeout)
         seconds = time.perf_counter() - t0
-        self._set_state(State.NOT_RUNNING)
+        if done:
+            self._set_state(State.NOT_RUNNING)
         new = [p for k, p in self._progress.items() if k not in before]
         return RunReport(
             batches=len(new),
@@ -253,7 +257,11 @@ class StreamsApp:
 
     def _await(self, query: Any, timeout: float | None) -> bool:
         try:
-            done = bool(query.awaitTermination(timeout) if timeout is not None else query.awaitTermination() or True)
+            if timeout is None:
+                query.awaitTermination()
+                done = True
+            else:
+                done = bool(query.awaitTermination(timeout))
         except Exception as exc:
             self._collect()
             self._set_state(State.ERROR)
@@ -320,7 +328,7 @@ class StreamsApp:
                 kind, count = s["kind"], int(s["count"] or 0)
                 if kind == "dropped":
                     dropped[key] += count
-                elif kind == "dlq":
+                elif kind == "dlq":  # a record sent to the dead-letter queue was dropped
                     dropped[key] += count
                     dlq += count
                 elif kind == "duplicates":

@@ -59,7 +59,7 @@ def _spark_home() -> str:
     if not os.path.exists(os.path.join(home, "bin", "spark-submit")):
         raise ServerError(
             "the embedded server needs the full pyspark package (with its jars); install "
-            "kspark[local] or connect to a server with kspark.connect('sc://host:port')"
+            "pyspark, or connect to a server with kspark.connect('sc://host:port')"
         )
     return home
 
@@ -135,7 +135,7 @@ class EmbeddedServer:
         ]
         for k, v in sorted(self.conf.items()):
             cmd += ["--conf", f"{k}={v}"]
-        log = open(self.log_path, "wb")  # noqa: SIM115 - owned by the child process
+        log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
             cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             cwd=self._workdir, start_new_session=True,

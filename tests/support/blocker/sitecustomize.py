@@ -1,6 +1,7 @@
 """Loaded by the test server's Python workers (via PYTHONPATH): makes kspark, kspark_server
 and the test modules unimportable there, so every behaviour test proves that code reaches
 the server by value, as it must on a remote server that lacks it."""
+from __future__ import annotations
 
 import sys
 
