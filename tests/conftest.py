@@ -11,6 +11,12 @@ import pytest
 
 BLOCKER = os.path.join(os.path.dirname(__file__), "support", "blocker")
 
+# pytest runs with --doctest-modules (pyproject.toml), which imports every .py file it
+# collects: keep it out of the server-side import blocker and the mypy-only typing checks.
+# pytest 9 imports a conftest.py it collects for doctests as plain "conftest", which clashes
+# with sdk/conftest.py, so leave this file out too (it has no examples).
+collect_ignore = ["conftest.py", "support", "typing"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

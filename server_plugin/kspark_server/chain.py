@@ -132,10 +132,58 @@ def make_step(step: dict[str, Any], guard: handling.Guard) -> Step:
     raise ValueError(f"unknown step {op!r}")
 
 
+class LazyRow:
+    """One record of an Arrow batch, read field by field only when asked.
+
+    The error path needs the whole envelope (topic, offset, headers...) of a failing
+    record; the happy path needs only key and value, so nothing else is converted.
+    """
+
+    __slots__ = ("_batch", "_i")
+
+    def __init__(self, batch: pa.RecordBatch, i: int) -> None:
+        self._batch, self._i = batch, i
+
+    def get(self, name: str, default: Any = None) -> Any:
+        col = self._batch.schema.get_field_index(name)
+        if col < 0:
+            return default
+        return self._batch.column(col)[self._i].as_py()
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get(name)
+
+
+def _assemble(
+    batch: pa.RecordBatch,
+    schema: pa.Schema,
+    idx: list[int],
+    replaced: dict[str, list[Any]],
+) -> pa.RecordBatch:
+    """The output batch: rows ``idx`` of ``batch``, with the ``replaced`` columns new."""
+    taken = batch.take(pa.array(idx, pa.int64())) if len(idx) != batch.num_rows else batch
+    cols = []
+    for f in schema:
+        if f.name in replaced:
+            cols.append(pa.array(replaced[f.name], type=f.type))
+            continue
+        pos = taken.schema.get_field_index(f.name)
+        if pos < 0:
+            cols.append(pa.nulls(len(idx), f.type))
+        else:
+            col = taken.column(pos)
+            cols.append(col if col.type == f.type else col.cast(f.type))
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
 def make_chain(
     spec: dict[str, Any],
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of a chain spec."""
+    """The ``mapInArrow`` function of a chain spec.
+
+    Only the key and value columns become Python objects; the rest of the envelope stays in
+    Arrow and is carried over with ``take`` (a fan-out repeats a row's index).
+    """
     check_spec(spec)
     guard = handling.Guard.from_spec(spec)
     kdec = codec.decoder(spec["input"]["key"])
@@ -146,33 +194,52 @@ def make_chain(
     fans_out = any(s["op"] in ("flat_map", "flat_map_values") for s in spec["steps"])
     last_processor = spec["steps"][-1]["processor"] if spec["steps"] else "source"
     schema_json = spec["output_schema"]
+    encode = guard.encode
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         schema = arrow_schema(schema_json)
         for batch in batches:
-            out: list[dict[str, Any]] = []
-            for row in batch.to_pylist():
-                if row["ks_side"] is not None:  # dead-letter and metric rows pass through
-                    out.append(row)
+            keys = batch.column("key").to_pylist()
+            values = batch.column("value").to_pylist()
+            is_side = batch.column("ks_side").is_valid().to_pylist()
+            subs = batch.column("ks_sub").to_pylist() if fans_out else []
+            idx: list[int] = []
+            out_k: list[Any] = []
+            out_v: list[Any] = []
+            out_sub: list[Any] = []
+            for i in range(batch.num_rows):
+                if is_side[i]:  # dead-letter and metric rows pass through
+                    idx.append(i)
+                    out_k.append(None)
+                    out_v.append(None)
+                    if fans_out:
+                        out_sub.append(subs[i])
                     continue
-                pairs: list[Pair] = [(kdec(row["key"]), vdec(row["value"]))]
+                row: Any = LazyRow(batch, i)
+                pairs: list[Pair] = [(kdec(keys[i]), vdec(values[i]))]
                 for step in steps:
-                    nxt: list[Pair] = []
-                    for k, v in pairs:
-                        nxt.extend(step(k, v, row))
-                    pairs = nxt
+                    if len(pairs) == 1:
+                        pairs = step(pairs[0][0], pairs[0][1], row)
+                    else:
+                        nxt: list[Pair] = []
+                        for k, v in pairs:
+                            nxt.extend(step(k, v, row))
+                        pairs = nxt
                     if not pairs:
                         break
-                for i, (k, v) in enumerate(pairs):
-                    ok, enc = guard.encode(last_processor, kenc, venc, k, v, row)
+                for j, (k, v) in enumerate(pairs):
+                    ok, enc = encode(last_processor, kenc, venc, k, v, row)
                     if not ok:
                         continue
-                    o = dict(row)
-                    o["key"], o["value"] = enc
+                    idx.append(i)
+                    out_k.append(enc[0])
+                    out_v.append(enc[1])
                     if fans_out:
-                        o["ks_sub"] = row["ks_sub"] * 4096 + i
-                    out.append(o)
-            yield pa.RecordBatch.from_pylist(out, schema=schema)
+                        out_sub.append(subs[i] * 4096 + j)
+            replaced: dict[str, list[Any]] = {"key": out_k, "value": out_v}
+            if fans_out:
+                replaced["ks_sub"] = out_sub
+            yield _assemble(batch, schema, idx, replaced)
             if guard.side or guard.dropped:
                 first = batch.slice(0, 1).to_pylist()[0]
                 chunk = f"{last_processor}:{first['ks_seq']}:{first['ks_sub']}"

@@ -16,6 +16,7 @@ sum up.
 
 from __future__ import annotations
 
+import base64
 import json
 import traceback
 from collections.abc import Callable, Iterator
@@ -49,6 +50,18 @@ def _describe(ctx: dict[str, Any]) -> str:
         f"topic={ctx['topic']} partition={ctx['partition']} offset={ctx['offset']} "
         f"timestamp={ctx['timestamp']} task={ctx['task_id']}"
     )
+
+
+def side_json(row: dict[str, Any]) -> str:
+    """A side row as the JSON text the ``ks_side`` column holds (binary as base64, which
+    Spark's ``from_json`` decodes)."""
+
+    def default(x: Any) -> Any:
+        if isinstance(x, bytes | bytearray):
+            return base64.b64encode(x).decode("ascii")
+        return repr(x)
+
+    return json.dumps(row, default=default)
 
 
 def _raw(x: Any) -> str | None:
@@ -220,4 +233,4 @@ class Guard:
         """Side rows as one Arrow batch of the stage's output schema."""
         rows = self.side_rows(chunk)
         if rows:
-            yield pa.RecordBatch.from_pylist([{"ks_side": r} for r in rows], schema=schema)
+            yield pa.RecordBatch.from_pylist([{"ks_side": side_json(r)} for r in rows], schema=schema)

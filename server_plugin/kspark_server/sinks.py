@@ -9,10 +9,12 @@ restarts.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from kspark_server.spec import check_spec
 
@@ -24,6 +26,7 @@ def make_batch_writer(spec: dict[str, Any]) -> Any:
     check_spec(spec)
     sinks = spec["sinks"]
     dlq = spec.get("dlq")
+    side_schema = StructType.fromJson(json.loads(spec["side_schema"]))
 
     def write_batch(df: DataFrame, batch_id: int) -> None:
         cached = len(sinks) + (1 if dlq else 0) > 1
@@ -44,8 +47,10 @@ def make_batch_writer(spec: dict[str, Any]) -> Any:
                 write_topic(part, s["topic"], batch_id, _ordered(s["topic"]))
             if dlq:
                 dead = (
-                    df.filter(F.col("ks_side.kind") == "dlq")
-                    .select("ks_side.*")
+                    df.filter(F.col("ks_side").isNotNull())
+                    .select(F.from_json("ks_side", side_schema).alias("s"))
+                    .filter(F.col("s.kind") == "dlq")
+                    .select("s.*")
                     .dropDuplicates()
                     .select(
                         F.col("dlq_key").alias("key"),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SPEC_VERSION = 1
+SPEC_VERSION = 2
 
 #: The envelope columns every stream carries between stages, in this order.
 ENVELOPE = (
@@ -30,7 +30,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "dedup": ("processor", "mode", "interval_ms", "store", "input", "output_schema"),
     "join": ("processor", "store", "left", "stream", "table", "output", "output_schema",
              "versioned", "history_retention_ms", "grace_ms", "joiner", "joiner_with_key"),
-    "sinks": ("sinks",),
+    "sinks": ("sinks", "side_schema"),
     "dedup_id": ("processor", "input", "id_selector", "output_schema"),
 }
 

@@ -89,7 +89,9 @@ class TaskProcessor(StatefulProcessor):
         extra = self.extra_side(st, int(key[0]))
         for e in extra:
             e["chunk"] = chunk
-        side_rows = side + [{"ks_side": s} for s in self.guard.side_rows(chunk) + extra]
+        side_rows = side + [
+            {"ks_side": handling.side_json(s)} for s in self.guard.side_rows(chunk) + extra
+        ]
         all_rows = out + [{c: r.get(c) for c in self.columns} for r in side_rows]
         if all_rows:
             yield pd.DataFrame(all_rows, columns=self.columns)

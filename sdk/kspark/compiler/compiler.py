@@ -8,6 +8,7 @@ rule fails loudly.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +26,7 @@ from kspark.plan.types import Primitive, Record, TypeDesc
 __all__ = ["SPEC_VERSION", "compile_topology"]
 
 #: The operator spec version this client writes; kspark_server checks it.
-SPEC_VERSION = 1
+SPEC_VERSION = 2
 
 
 @attrs.frozen(kw_only=True)
@@ -112,6 +113,7 @@ class _Compiler:
             "kind": "sinks",
             "sinks": sink_specs,
             "dlq": _topic_dict(dlq) if dlq is not None else None,
+            "side_schema": json.dumps(env.SIDE),
         }
         return st.Output(
             sinks=tuple(parts),

@@ -4,6 +4,10 @@ Columns: ``key``, ``value``, ``timestamp`` (event time, ms), ``headers``, ``topi
 ``partition``, ``offset``; and internal ones: ``ks_seq``/``ks_sub`` (order of the record in
 its source, and within a fan-out), ``ks_side`` (a dead-letter or metric row instead of a
 record, null for records).
+
+``ks_side`` is a JSON string of the :data:`SIDE` schema, not a struct: every row crosses
+into Python workers, and a 15-field struct of nulls made Spark's Arrow conversion 3.5 times
+slower than the whole rest of the envelope (measured: ``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -69,7 +73,7 @@ def envelope_fields(key: TypeDesc, value: TypeDesc, value_col: str = "value") ->
         _f("offset", "long"),
         _f("ks_seq", "long"),
         _f("ks_sub", "long"),
-        _f("ks_side", SIDE),
+        _f("ks_side", "string"),
     ]
 
 

@@ -44,6 +44,7 @@ _SIDE_TYPE: DataType | None = None
 
 
 def side_type() -> DataType:
+    """The type of the side rows' contents; the ``ks_side`` column holds them as JSON."""
     global _SIDE_TYPE
     if _SIDE_TYPE is None:
         _SIDE_TYPE = _dtype(env.SIDE)
@@ -54,7 +55,7 @@ def _tail(offset: Column, seq: Column | None = None) -> list[Column]:
     return [
         (seq if seq is not None else offset).cast("long").alias("ks_seq"),
         F.lit(0).cast("long").alias("ks_sub"),
-        F.lit(None).cast(side_type()).alias("ks_side"),
+        F.lit(None).cast("string").alias("ks_side"),
     ]
 
 
@@ -166,12 +167,12 @@ def _position(fmt: str) -> Column:
 
 
 def _side_struct(**cols: Column) -> Column:
-    """A side row with the given fields and nulls elsewhere, in the side schema's order."""
+    """A side row (as JSON) with the given fields and nulls elsewhere."""
     fields = []
     for f in env.SIDE["fields"]:
         c = cols.get(f["name"], F.lit(None))
         fields.append(c.cast(_dtype(f["type"])).alias(f["name"]))
-    return F.struct(*fields)
+    return F.to_json(F.struct(*fields))
 
 
 def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
@@ -192,7 +193,7 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
                 "records or send them to a dead-letter queue."
             ),
         )
-        return df.withColumn("ks_side", F.when(bad, F.raise_error(msg).cast(side_type())).otherwise(F.col("ks_side"))).drop("_corrupt_record")
+        return df.withColumn("ks_side", F.when(bad, F.raise_error(msg).cast("string")).otherwise(F.col("ks_side"))).drop("_corrupt_record")
     common = {
         "processor": F.lit(stage.processor),
         "task": F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")),
@@ -220,7 +221,7 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
             src_offset=F.col("offset"),
             src_timestamp=F.col("timestamp"),
         )
-    side = F.when(bad, dropped.cast(side_type())).otherwise(F.col("ks_side"))
+    side = F.when(bad, dropped).otherwise(F.col("ks_side"))
     return (
         df.withColumn("ks_side", side)
         .withColumn("key", F.when(bad, F.lit(None)).otherwise(F.col("key")))
@@ -304,12 +305,12 @@ def build_dataframe(output: st.Output, spark: SparkSession) -> DataFrame:
         )
         final = d if final is None else final.unionByName(d, allowMissingColumns=True)
     assert final is not None
-    side = F.col("ks_side")
+    side = F.from_json(F.col("ks_side"), side_type())  # type: ignore[arg-type]
     return final.observe(
         SIDE_METRICS,
         F.collect_set(
             F.when(
-                side.isNotNull(),
+                F.col("ks_side").isNotNull(),
                 F.struct(
                     side["kind"].alias("kind"),
                     side["processor"].alias("processor"),
@@ -319,7 +320,7 @@ def build_dataframe(output: st.Output, spark: SparkSession) -> DataFrame:
                 ),
             )
         ).alias("side"),
-        F.count(F.when(side.isNull(), 1)).alias("records"),
+        F.count(F.when(F.col("ks_side").isNull(), 1)).alias("records"),
     )
 
 

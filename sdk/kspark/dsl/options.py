@@ -127,7 +127,24 @@ class Materialized:
         history_retention: timedelta,
         segment_interval: timedelta | None = None,
     ) -> Materialized:
-        """A versioned store that keeps ``history_retention`` of history."""
+        """A versioned store that keeps ``history_retention`` of history.
+
+        A stream joined with a versioned table sees the table value as of each stream
+        record's timestamp (KIP-914).
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import StreamsBuilder, Topic
+        >>> m = Materialized.as_versioned("rates", history_retention=timedelta(days=1))
+        >>> m.store_name, m.versioned, m.history_retention
+        ('rates', True, datetime.timedelta(days=1))
+        >>> table = StreamsBuilder().table(
+        ...     Topic.jsonl("rates", "/tmp/rates"), key_type=str, value_type=float, materialized=m
+        ... )
+        >>> table.store_name
+        'rates'
+        """
         return cls(
             store_name=store_name,
             versioned=True,
@@ -160,12 +177,43 @@ class Joined:
         return attrs.evolve(self, name=name)
 
     def with_grace_period(self, grace: timedelta) -> Joined:
+        """A copy with a grace period (KIP-923): a stream record is joined once the join's
+        stream time reaches its timestamp plus ``grace``, so that late table updates are
+        seen. Needs a versioned table; a zero grace period means none.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import StreamsBuilder, Topic
+        >>> j = Joined.as_("convert").with_grace_period(timedelta(seconds=30))
+        >>> j.name, j.grace_period
+        ('convert', datetime.timedelta(seconds=30))
+        >>> b = StreamsBuilder()
+        >>> latest = b.table(Topic.jsonl("rates", "/tmp/rates"), key_type=str, value_type=float)
+        >>> s = b.stream(Topic.jsonl("payments", "/tmp/payments"), key_type=str, value_type=float)
+        >>> s.join(latest, lambda amount, rate: amount * rate, j)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        kspark.errors.InvalidTopologyError: [KSPARK_INVALID_TOPOLOGY] convert: Joined.with_grace_period needs a versioned table; ...
+        """
         return attrs.evolve(self, grace_period=grace)
 
 
 @attrs.frozen(kw_only=True)
 class Deduplicated:
-    """Options of the deduplication operators (KIP-655): processor and store names."""
+    """Options of the deduplication operators (KIP-655): processor and store names.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> from kspark import StreamsBuilder, Topic
+    >>> s = StreamsBuilder().stream(Topic.jsonl("t", "/tmp/t"), key_type=str, value_type=int)
+    >>> d = s.deduplicate_by_key(
+    ...     timedelta(minutes=5), Deduplicated.as_("dedup").with_store_name("dedup-seen")
+    ... )
+    >>> d.name, d.node.stores()
+    ('dedup', ('dedup-seen',))
+    """
 
     name: str | None = attrs.field(
         default=None, validator=lambda _i, _a, v: _valid_name(v, "Deduplicated name")

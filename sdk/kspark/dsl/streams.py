@@ -90,6 +90,18 @@ class StreamsBuilder:
             Where the records come from, such as ``Topic.jsonl(name, path)``.
         key_type, value_type
             The record's key and value types: primitives, dataclasses or attrs classes.
+        named
+            A processor name instead of the generated ``KSTREAM-SOURCE-<n>``.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> clicks = b.stream(Topic.jsonl("clicks", "/tmp/clicks"), key_type=str, value_type=int)
+        >>> clicks.name
+        'KSTREAM-SOURCE-0000000000'
+        >>> clicks.node.key_type.display(), clicks.node.value_type.display()
+        ('str', 'int')
         """
         _check_topic(topic)
         name, seq = self._next("KSTREAM-SOURCE", named)
@@ -184,7 +196,17 @@ class KStream(Generic[K, V]):
 
     # -- stateless --------------------------------------------------------------------
     def filter(self, predicate: Callable[[K, V], bool], named: Named | None = None) -> KStream[K, V]:
-        """Keeps the records for which ``predicate(key, value)`` is true."""
+        """Keeps the records for which ``predicate(key, value)`` is true.
+
+        Examples
+        --------
+        >>> from kspark import Named, StreamsBuilder, Topic
+        >>> s = StreamsBuilder().stream(Topic.jsonl("t", "/tmp/t"), key_type=str, value_type=int)
+        >>> s.filter(lambda k, v: v > 0).name
+        'KSTREAM-FILTER-0000000001'
+        >>> s.filter(lambda k, v: v > 0, Named.as_("positive")).name
+        'positive'
+        """
         name, seq = self._builder._next("KSTREAM-FILTER", named)
         _infer.check_callable(predicate, "predicate", name)
         return self._wrap(
@@ -256,6 +278,18 @@ class KStream(Generic[K, V]):
         """Replaces each value by ``mapper(value)`` or ``mapper(key, value)``; keeps the key.
 
         The new value type comes from ``value_type`` or the mapper's return annotation.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> s = StreamsBuilder().stream(Topic.jsonl("t", "/tmp/t"), key_type=str, value_type=int)
+        >>> doubled = s.map_values(lambda v: v * 2.0, value_type=float)
+        >>> doubled.name, doubled.node.value_type.display()
+        ('KSTREAM-MAPVALUES-0000000001', 'float')
+        >>> def tag(key: str, value: int) -> str:  # two parameters: gets the key too
+        ...     return f"{key}:{value}"
+        >>> s.map_values(tag).node.value_type.display()
+        'str'
         """
         name, seq = self._builder._next("KSTREAM-MAPVALUES", named)
         _infer.check_callable(mapper, "mapper", name)
@@ -450,6 +484,36 @@ class KStream(Generic[K, V]):
         versioned table it uses the value as of the stream record's timestamp.
         ``joiner(value, table_value)`` or ``joiner(key, value, table_value)`` gives the
         new value.
+
+        Examples
+        --------
+        An as-of join against a versioned table, which waits 30 seconds for late table
+        updates (KIP-923):
+
+        >>> from datetime import timedelta
+        >>> from kspark import Joined, Materialized, StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> rates = b.table(
+        ...     Topic.jsonl("rates", "/tmp/rates"), key_type=str, value_type=float,
+        ...     materialized=Materialized.as_versioned("rates", history_retention=timedelta(hours=1)),
+        ... )
+        >>> payments = b.stream(Topic.jsonl("payments", "/tmp/payments"), key_type=str, value_type=float)
+        >>> payments.join(
+        ...     rates, lambda amount, rate: amount * rate,
+        ...     Joined.as_("convert").with_grace_period(timedelta(seconds=30)), value_type=float,
+        ... ).to(Topic.jsonl("converted", "/tmp/converted"))
+        >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
+        Topologies:
+           Sub-topology: 0
+            Source: KTABLE-SOURCE-0000000000 (topics: [rates])
+              --> convert
+            Source: KSTREAM-SOURCE-0000000001 (topics: [payments])
+              --> convert
+            Processor: convert (stores: [rates])
+              --> KSTREAM-SINK-0000000003
+              <-- KSTREAM-SOURCE-0000000001, KTABLE-SOURCE-0000000000
+            Sink: KSTREAM-SINK-0000000003 (topic: converted)
+              <-- convert
         """
         return self._join(table, joiner, joined, value_type, left=False)
 
@@ -542,7 +606,29 @@ class KStream(Generic[K, V]):
     def deduplicate_by_key(
         self, interval: timedelta, deduplicated: Deduplicated | None = None
     ) -> KStream[K, V]:
-        """Drops records whose key was forwarded within ``interval`` of their timestamp."""
+        """Drops records whose key was forwarded within ``interval`` of their timestamp.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import Deduplicated, StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> (
+        ...     b.stream(Topic.jsonl("clicks", "/tmp/clicks"), key_type=str, value_type=int)
+        ...     .deduplicate_by_key(timedelta(minutes=5), Deduplicated.as_("dedup-clicks"))
+        ...     .to(Topic.jsonl("unique", "/tmp/unique"))
+        ... )
+        >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
+        Topologies:
+           Sub-topology: 0
+            Source: KSTREAM-SOURCE-0000000000 (topics: [clicks])
+              --> dedup-clicks
+            Processor: dedup-clicks (stores: [KSTREAM-DEDUPLICATE-STATE-STORE-0000000002])
+              --> KSTREAM-SINK-0000000003
+              <-- KSTREAM-SOURCE-0000000000
+            Sink: KSTREAM-SINK-0000000003 (topic: unique)
+              <-- dedup-clicks
+        """
         return self._dedup(n.DedupMode.BY_KEY, None, interval, deduplicated)
 
     def deduplicate_by_key_value(

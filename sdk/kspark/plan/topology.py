@@ -131,7 +131,41 @@ class Topology:
         return sorted(groups.values(), key=lambda g: g[0].seq)
 
     def describe(self) -> str:
-        """A text description in the layout of Kafka Streams' ``Topology.describe()``."""
+        """A text description in the layout of Kafka Streams' ``Topology.describe()``.
+
+        A repartition starts a new sub-topology, as a repartition topic does in Kafka
+        Streams.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> (
+        ...     b.stream(Topic.jsonl("clicks", "/tmp/clicks"), key_type=str, value_type=int)
+        ...     .select_key(lambda k, v: str(v), key_type=str)
+        ...     .repartition()
+        ...     .deduplicate_by_key(timedelta(minutes=5))
+        ...     .to(Topic.jsonl("out", "/tmp/out"))
+        ... )
+        >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
+        Topologies:
+           Sub-topology: 0
+            Source: KSTREAM-SOURCE-0000000000 (topics: [clicks])
+              --> KSTREAM-KEY-SELECT-0000000001
+            Processor: KSTREAM-KEY-SELECT-0000000001 (stores: [])
+              --> KSTREAM-REPARTITION-0000000002
+              <-- KSTREAM-SOURCE-0000000000
+           Sub-topology: 1
+            Processor: KSTREAM-REPARTITION-0000000002 (stores: [])
+              --> KSTREAM-DEDUPLICATE-0000000003
+              <-- KSTREAM-KEY-SELECT-0000000001
+            Processor: KSTREAM-DEDUPLICATE-0000000003 (stores: [KSTREAM-DEDUPLICATE-STATE-STORE-0000000004])
+              --> KSTREAM-SINK-0000000005
+              <-- KSTREAM-REPARTITION-0000000002
+            Sink: KSTREAM-SINK-0000000005 (topic: out)
+              <-- KSTREAM-DEDUPLICATE-0000000003
+        """
         children = self.children()
         lines = ["Topologies:"]
         for i, group in enumerate(self.subtopologies()):
