@@ -94,6 +94,9 @@ class StreamsConfig:
     production_exception_handler: Any = None
     #: Where dead-letter records go (KIP-1034), for handlers that resume with them.
     dead_letter_queue_topic: TopicSpec | None = None
+    #: How Kafka topics are read and written: ``"auto"`` (the JVM connector if the server
+    #: has it, else kspark's Python Kafka source and sink), ``"jvm"`` or ``"python"``.
+    kafka_client: str = attrs.field(default="auto", validator=attrs.validators.in_(("auto", "jvm", "python")))
     #: Extra Spark SQL settings applied to the session before the app starts.
     spark_conf: tuple[tuple[str, str], ...] = attrs.field(default=None, converter=_conf_tuple)
 

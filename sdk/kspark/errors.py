@@ -119,6 +119,12 @@ class ServerError(KSparkError, RuntimeError):
     code = "KSPARK_SERVER_FAILED"
 
 
+class StoreError(KSparkError, LookupError):
+    """An interactive query cannot be answered: unknown store, or state not readable."""
+
+    code = "KSPARK_STORE_QUERY_FAILED"
+
+
 class StreamsAppError(KSparkError, RuntimeError):
     """A running app failed; the message carries the processor and record context."""
 

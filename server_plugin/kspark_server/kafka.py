@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     InputPartition,
@@ -277,6 +278,10 @@ class KafkaDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaStreamWriter:
         return KafkaStreamWriter(self.options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> KafkaBatchWriter:
+        # kspark's sinks write each micro-batch from foreachBatch, as a batch write
+        return KafkaBatchWriter(self.options, schema)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1010,4 +1015,21 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         """Nothing to do: each task's records are in Kafka when its ``write`` returns."""
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to undo: records already produced stay (at-least-once)."""
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    """The batch form of :class:`KafkaStreamWriter` (``df.write.format("kspark_kafka")``),
+    used by kspark's ``foreachBatch`` sink writer."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self._stream = KafkaStreamWriter(options, schema)
+
+    def write(self, iterator: Iterator[Any]) -> KafkaWriterCommitMessage:
+        return self._stream.write(iterator)
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        """Nothing to do: each task's records are in Kafka when its ``write`` returns."""
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Nothing to undo: records already produced stay (at-least-once)."""

@@ -27,6 +27,7 @@ def make_batch_writer(spec: dict[str, Any]) -> Any:
     sinks = spec["sinks"]
     dlq = spec.get("dlq")
     side_schema = StructType.fromJson(json.loads(spec["side_schema"]))
+    kafka_format = spec.get("kafka_format", "kafka")
 
     def write_batch(df: DataFrame, batch_id: int) -> None:
         cached = len(sinks) + (1 if dlq else 0) > 1
@@ -44,7 +45,7 @@ def make_batch_writer(spec: dict[str, Any]) -> Any:
                     "ks_seq",
                     "ks_sub",
                 )
-                write_topic(part, s["topic"], batch_id, _ordered(s["topic"]))
+                write_topic(part, s["topic"], batch_id, _ordered(s["topic"]), kafka_format)
             if dlq:
                 dead = (
                     df.filter(F.col("ks_side").isNotNull())
@@ -69,7 +70,7 @@ def make_batch_writer(spec: dict[str, Any]) -> Any:
                         F.lit(0).cast("long").alias("ks_sub"),
                     )
                 )
-                write_topic(dead, dlq, batch_id, True)
+                write_topic(dead, dlq, batch_id, True, kafka_format)
         finally:
             if cached:
                 df.unpersist()
@@ -81,8 +82,13 @@ def _ordered(topic: dict[str, Any]) -> bool:
     return dict(topic["options"]).get("kspark.ordered") == "true"
 
 
-def write_topic(df: DataFrame, topic: dict[str, Any], batch_id: int, ordered: bool) -> None:
+def write_topic(
+    df: DataFrame, topic: dict[str, Any], batch_id: int, ordered: bool, kafka_format: str = "kafka"
+) -> None:
     fmt = topic["format"]
+    if fmt == "kafka":
+        _write_kafka(df, topic, kafka_format)
+        return
     if ordered:
         # one sorted file, without orderBy: its sampling job would run the batch twice
         df = df.repartition(1).sortWithinPartitions("ks_seq", "ks_sub")
@@ -96,21 +102,60 @@ def write_topic(df: DataFrame, topic: dict[str, Any], batch_id: int, ordered: bo
         writer.save(f"{topic['path'].rstrip('/')}/batch_id={batch_id}")
     elif fmt == "table":
         _write_table(df, topic["path"], batch_id)
-    elif fmt == "kafka":
-        opts = {k: v for k, v in topic["options"] if not k.startswith("kspark.")}
-        (
-            df.select(
-                F.to_json(F.struct(F.col("key").alias("k"))).alias("key"),
-                F.to_json(F.struct(F.col("value").alias("v"))).alias("value"),
-                "headers",
-            )
-            .write.format("kafka")
-            .options(**opts)
-            .option("topic", topic["name"])
-            .save()
-        )
     else:
         raise ValueError(f"unknown sink format {fmt!r}")
+
+
+#: Dead-letter fields as record headers, under the names of KIP-1034.
+_DLQ_HEADERS = {
+    "exception_class": "__streams.errors.exception",
+    "exception_message": "__streams.errors.message",
+    "stack_trace": "__streams.errors.stacktrace",
+    "topic": "__streams.errors.topic",
+    "partition": "__streams.errors.partition",
+    "offset": "__streams.errors.offset",
+    "processor_node_id": "__streams.errors.processor.node.id",
+    "task_id": "__streams.errors.task.id",
+}
+
+
+def _kafka_bytes(df: DataFrame, name: str) -> Any:
+    """A key or value column as Kafka bytes: text for primitives, JSON for records, as
+    kspark's Kafka source reads them back."""
+    dtype = df.schema[name].dataType.typeName()
+    col = F.col(name)
+    if dtype == "binary":
+        return col
+    if dtype in ("struct", "array", "map"):
+        return F.to_json(col).cast("binary")
+    return col.cast("string").cast("binary")
+
+
+def _write_kafka(df: DataFrame, topic: dict[str, Any], kafka_format: str) -> None:
+    """Produce one micro-batch (at least once: a retried batch is produced again)."""
+    opts = {k: v for k, v in topic["options"] if not k.startswith("kspark.")}
+    opts.pop("subscribe", None)
+    headers = F.col("headers")
+    if "exception_class" in df.columns:  # the dead-letter queue
+        extra = [(c, h) for c, h in _DLQ_HEADERS.items() if c in df.columns]
+        headers = F.concat(
+            F.coalesce(headers, F.array().cast("array<struct<key:string,value:binary>>")),
+            F.array(
+                *[
+                    F.struct(F.lit(h).alias("key"), F.col(c).cast("string").cast("binary").alias("value"))
+                    for c, h in extra
+                ]
+            ),
+        )
+    cols = [
+        _kafka_bytes(df, "key").alias("key"),
+        _kafka_bytes(df, "value").alias("value"),
+        headers.alias("headers"),
+    ]
+    if kafka_format != "kafka":
+        cols.append(F.col("timestamp").alias("timestamp"))
+    out = df.sortWithinPartitions("ks_seq", "ks_sub").select(*cols)
+    out.write.format(kafka_format).options(**opts).option("topic", topic["name"]).mode("append").save()
 
 
 def _write_table(df: DataFrame, table: str, batch_id: int) -> None:

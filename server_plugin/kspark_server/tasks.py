@@ -11,7 +11,6 @@ partitions by the smallest head timestamp, as Kafka Streams does.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import pickle
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from kspark_server import codec, handling
 from kspark_server.spec import check_spec
+from kspark_server.versioned import VersionedStore
 
 _BLOB = StructType([StructField("blob", BinaryType(), True)])
 
@@ -210,9 +210,13 @@ class JoinProcessor(TaskProcessor):
         self.expired_puts = 0
 
     def initial(self) -> Any:
-        # stream_time: the task's (both sides), for grace; table_time: the versioned store's
+        # stream_time: the task's (both sides), for grace; the versioned store keeps its own
         # observed stream time (table side), for history retention
-        return {"stream_time": None, "table_time": None, "table": {}, "buffer": []}
+        table: Any = VersionedStore.empty_state() if self.versioned else {}
+        return {"stream_time": None, "table": table, "buffer": []}
+
+    def store(self, st: Any) -> VersionedStore:
+        return VersionedStore(st["table"], self.retention)
 
     def _emit(self, r: dict[str, Any], tv: Any) -> dict[str, Any] | None:
         k = self.skdec(r["key"])
@@ -228,17 +232,6 @@ class JoinProcessor(TaskProcessor):
         o["value"] = res
         return o
 
-    def _lookup(self, table: dict[Any, Any], hk: Any, ts: int, stream_time: int | None) -> tuple[bool, Any]:
-        """(in_retention, table value as of ts) for a versioned table."""
-        if stream_time is not None and ts < stream_time - self.retention:
-            return False, None
-        versions = table.get(hk)
-        if not versions:
-            return True, None
-        tss, vals = versions
-        i = bisect.bisect_right(tss, ts) - 1
-        return True, (vals[i] if i >= 0 else None)
-
     def _join_stream(self, st: Any, r: dict[str, Any], out: list[dict[str, Any]]) -> None:
         key = r["key"]
         if key is None:
@@ -249,9 +242,15 @@ class JoinProcessor(TaskProcessor):
             return
         hk = codec.hashable(key)
         if self.versioned:
-            in_retention, tv = self._lookup(st["table"], hk, int(r["timestamp"]), st["table_time"])
-            if not in_retention and not self.left:
-                return
+            store = self.store(st)
+            ts = int(r["timestamp"])
+            if not store.in_retention(ts):
+                if not self.left:
+                    return
+                tv = None
+            else:
+                found = store.get(hk, as_of=ts)
+                tv = None if found is None else found.value
         else:
             tv = st["table"].get(hk)
         if tv is None and not self.left:
@@ -274,19 +273,8 @@ class JoinProcessor(TaskProcessor):
             else:
                 table[hk] = value
             return
-        ts = int(r["timestamp"])
-        if st["table_time"] is None or ts > st["table_time"]:
-            st["table_time"] = ts
-        if ts < st["table_time"] - self.retention:
+        if not self.store(st).put(hk, value, int(r["timestamp"])):
             self.expired_puts += 1
-            return
-        tss, vals = table.setdefault(hk, ([], []))
-        i = bisect.bisect_left(tss, ts)
-        if i < len(tss) and tss[i] == ts:
-            vals[i] = value
-        else:
-            tss.insert(i, ts)
-            vals.insert(i, value)
 
     def process(self, st: Any, records: list[dict[str, Any]], task: int) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -303,8 +291,8 @@ class JoinProcessor(TaskProcessor):
                 self._join_stream(st, r, out)
             if self.grace > 0 and buffer:
                 self._flush(st, out)
-        if self.versioned and st["table_time"] is not None:
-            self._expire(st)
+        if self.versioned:
+            self.store(st).expire()
         return out
 
     def _flush(self, st: Any, out: list[dict[str, Any]]) -> None:
@@ -317,23 +305,10 @@ class JoinProcessor(TaskProcessor):
         for r in ready:
             self._join_stream(st, r, out)
 
-    def _expire(self, st: Any) -> None:
-        # keep, per key, the newest version older than the retention bound: it is still
-        # the value as of any in-retention time before the next version
-        low = st["table_time"] - self.retention
-        for hk in list(st["table"]):
-            tss, vals = st["table"][hk]
-            i = bisect.bisect_right(tss, low) - 1
-            if i > 0:
-                del tss[:i]
-                del vals[:i]
-            if len(tss) == 1 and vals[0] is None and tss[0] <= low:
-                del st["table"][hk]
-
     def extra_side(self, st: Any, task: int) -> list[dict[str, Any]]:
         n, self.expired_puts = self.expired_puts, 0
         t = f"{self.guard.subtopology}_{task}"
-        rows = [{"kind": "store_entries", "processor": self.spec["store"], "task": t, "count": len(st["table"])}]
+        rows = [{"kind": "store_entries", "processor": self.spec["store"], "task": t, "count": len(st["table"]["data"] if self.versioned else st["table"])}]
         if n:
             rows.append({"kind": "expired_puts", "processor": self.processor, "task": t, "count": n})
         return rows

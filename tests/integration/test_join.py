@@ -90,3 +90,48 @@ def test_grace_period_buffers_stream_records(spark: Any, app_id: str) -> None:
     ]
     out = drive(spark, app_id, topology(versioned=True, left=False, retention_ms=1_000, grace_ms=50), batches)
     assert out == ["(a10,b5)", "(a1,b0)"]
+
+
+def test_interactive_queries_read_the_versioned_store_from_the_checkpoint(spark: Any, app_id: str) -> None:
+    from kspark.errors import StoreError
+
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2)
+    with TopologyTestDriver(topology(versioned=True, left=True, retention_ms=100), cfg, session=spark) as d:
+        bt = d.create_input_topic("B", key_type=str, value_type=str)
+        for k, v, ts in [("k", "v10", 10), ("k", "v20", 20), ("k", None, 30), ("k", "v40", 40), ("j", "j5", 5)]:
+            bt.pipe_input(k, v, timestamp=ts)
+        d.process()
+        store = d.store("b-store")
+        assert store.get("k") == (("v40", 40))
+        assert store.get("k", as_of=15) == ("v10", 10)
+        assert store.get("k", as_of=20) == ("v20", 20)
+        assert store.get("k", as_of=35) is None  # deleted as of 30
+        assert store.get("k", as_of=9) is None  # before the first version
+        assert store.get("absent") is None
+        assert [tuple(v) for v in store.versions("k", 12, 45)] == [("v10", 10, 20), ("v20", 20, 30), ("v40", 40, None)]
+        assert store.approximate_num_entries() == 2
+        # observed stream time 40, retention 100: everything is in retention; move past it
+        # (stream time is per task, so advance it with the same key)
+        bt.pipe_input("k", "v200", timestamp=200)
+        d.process()
+        store = d.store("b-store")
+        assert store.get("k", as_of=99) is None  # older than stream time - retention
+        assert store.get("k", as_of=150) == ("v40", 40)
+        assert store.get("k") == ("v200", 200)
+        with pytest.raises(StoreError, match="no state store named 'nope'"):
+            d.store("nope")
+
+
+def test_latest_value_store_answers_get_but_not_as_of(spark: Any, app_id: str) -> None:
+    from kspark.errors import StoreError
+
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2)
+    with TopologyTestDriver(topology(versioned=False, left=True), cfg, session=spark) as d:
+        bt = d.create_input_topic("B", key_type=str, value_type=str)
+        bt.pipe_input("k", "v1", timestamp=1)
+        bt.pipe_input("k", "v2", timestamp=2)
+        d.process()
+        store = d.store("b-store")
+        assert store.get("k") == "v2"
+        with pytest.raises(StoreError, match="latest-value"):
+            store.get("k", as_of=1)

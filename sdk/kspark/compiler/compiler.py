@@ -114,6 +114,7 @@ class _Compiler:
             "sinks": sink_specs,
             "dlq": _topic_dict(dlq) if dlq is not None else None,
             "side_schema": json.dumps(env.SIDE),
+            "kafka_client": self.config.kafka_client,
         }
         return st.Output(
             sinks=tuple(parts),
@@ -195,6 +196,7 @@ class _Compiler:
             max_files_per_trigger=self.config.max_files_per_trigger,
             deserialization=self.deserialization,
             subtopology=self.subtopology_of.get(node.name, 0),
+            kafka_client=self.config.kafka_client,
             key_type=node.key_type,
             value_type=node.value_type,
         )

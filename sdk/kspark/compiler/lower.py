@@ -59,34 +59,86 @@ def _tail(offset: Column, seq: Column | None = None) -> list[Column]:
     ]
 
 
-def _kafka_decode(c: Column, desc: TypeDesc) -> Column:
+def _kafka_decode(c: Column, desc: TypeDesc) -> tuple[Column, Column]:
+    """Kafka bytes to the declared type (primitives as text, records as JSON), and whether
+    they failed to parse (a null stays null: a tombstone is not a bad record)."""
     text = c.cast("string")
     if isinstance(desc, Primitive):
         if desc.spark == "binary":
-            return c
-        return text.cast(_simple(desc.spark))
-    return F.from_json(text, _dtype(desc.spark_json()))  # type: ignore[arg-type]
+            return c, F.lit(False)
+        if desc.spark == "string":
+            return text, F.lit(False)
+        decoded = text.try_cast(_simple(desc.spark))
+        return decoded, c.isNotNull() & decoded.isNull()
+    schema = _dtype(desc.spark_json())
+    assert isinstance(schema, StructType)
+    names = [f.name for f in schema.fields]
+    with_corrupt = StructType([*schema.fields]).add("_corrupt_record", "string")
+    parsed = F.from_json(text, with_corrupt, {"columnNameOfCorruptRecord": "_corrupt_record"})
+    bad = c.isNotNull() & (parsed.isNull() | parsed["_corrupt_record"].isNotNull())
+    value = F.when(c.isNull() | bad, F.lit(None)).otherwise(F.struct(*[parsed[n].alias(n) for n in names]))
+    return value.cast(schema), bad
+
+
+#: Per session: does the server have Spark's JVM Kafka connector?
+_JVM_KAFKA: dict[int, bool] = {}
+
+
+def kafka_format(spark: SparkSession, mode: str) -> str:
+    """``kafka`` (the JVM connector) or ``kspark_kafka`` (kspark's Python data source,
+    registered on the session here)."""
+    if mode == "auto":
+        key = id(spark)
+        if key not in _JVM_KAFKA:
+            try:
+                # analysing a read is what finds (or fails to find) the data source
+                probe = spark.read.format("kafka").option("kafka.bootstrap.servers", "localhost:1")
+                _ = probe.option("subscribe", "kspark-probe").load().schema
+                _JVM_KAFKA[key] = True
+            except Exception as exc:
+                if "kafka" not in str(exc).lower() or "find" not in str(exc).lower():
+                    raise
+                _JVM_KAFKA[key] = False
+        mode = "jvm" if _JVM_KAFKA[key] else "python"
+    if mode == "jvm":
+        return "kafka"
+    from kspark_server.kafka import KafkaDataSource
+
+    spark.dataSource.register(KafkaDataSource)
+    return "kspark_kafka"
 
 
 def _read(stage: st.Read, spark: SparkSession) -> DataFrame:
     t = stage.topic
     key_t, value_t = _dtype(stage.key_type.spark_json()), _dtype(stage.value_type.spark_json())
     if t.format == "kafka":
-        reader = spark.readStream.format("kafka").option("subscribe", t.name)
-        reader = reader.option("includeHeaders", "true")
+        fmt = kafka_format(spark, stage.kafka_client)
+        reader = spark.readStream.format(fmt).option("subscribe", t.name)
+        if fmt == "kafka":
+            reader = reader.option("includeHeaders", "true")
         for k, v in t.options:
             reader = reader.option(k, v)
         raw = reader.load()
-        return raw.select(
-            _kafka_decode(F.col("key"), stage.key_type).alias("key"),
-            _kafka_decode(F.col("value"), stage.value_type).alias("value"),
+        key, bad_key = _kafka_decode(F.col("key"), stage.key_type)
+        value, bad_value = _kafka_decode(F.col("value"), stage.value_type)
+        out = raw.select(
+            key.alias("key"),
+            value.alias("value"),
             F.expr("unix_millis(timestamp)").alias("timestamp"),
-            F.col("headers"),
+            F.coalesce(F.col("headers"), F.array().cast(_dtype(env.HEADERS))).alias("headers"),
             F.col("topic"),
             F.col("partition").cast("int").alias("partition"),
             F.col("offset").cast("long").alias("offset"),
             *_tail(F.col("offset")),
+            F.when(
+                bad_key | bad_value,
+                F.concat(
+                    F.lit("key="), F.coalesce(F.col("key").cast("string"), F.lit("null")),
+                    F.lit(" value="), F.coalesce(F.col("value").cast("string"), F.lit("null")),
+                ),
+            ).alias("_corrupt_record"),
         )
+        return _corrupt_records(out, stage)
     if t.format == "table":
         raw = spark.readStream.table(t.path or t.name)
     elif t.format in _FILE_FORMATS:
@@ -324,7 +376,11 @@ def build_dataframe(output: st.Output, spark: SparkSession) -> DataFrame:
     )
 
 
-def writer_function(output: st.Output) -> Any:
+def writer_function(output: st.Output, spark: SparkSession | None = None) -> Any:
     from kspark_server.sinks import make_batch_writer
 
-    return make_batch_writer(output.writer_spec)
+    spec = dict(output.writer_spec)
+    topics = [s["topic"] for s in spec["sinks"]] + ([spec["dlq"]] if spec.get("dlq") else [])
+    if spark is not None and any(t["format"] == "kafka" for t in topics):
+        spec["kafka_format"] = kafka_format(spark, spec.get("kafka_client", "auto"))
+    return make_batch_writer(spec)

@@ -37,6 +37,8 @@ class Read(Stage):
     #: what to do with records that do not parse: ``fail``, ``continue`` or ``dlq``
     deserialization: str = "fail"
     subtopology: int = 0
+    #: Kafka topics: ``auto``, ``jvm`` or ``python`` (StreamsConfig.kafka_client)
+    kafka_client: str = "auto"
 
 
 @attrs.frozen(kw_only=True, eq=False)

@@ -214,7 +214,7 @@ class StreamsApp:
         writer = (
             df.writeStream.queryName(self.config.application_id)
             .option("checkpointLocation", self.checkpoint_location)
-            .foreachBatch(writer_function(output))
+            .foreachBatch(writer_function(output, spark))
         )
         if available_now:
             writer = writer.trigger(availableNow=True)
@@ -290,6 +290,35 @@ class StreamsApp:
 
     def close(self) -> None:
         self.stop()
+
+    def store(self, name: str) -> Any:
+        """A read-only view of state store ``name`` (interactive queries).
+
+        It reads the app's checkpoint with Spark's state reader, so it needs no running
+        query; the answer is the state as of the last committed micro-batch. A versioned
+        table's store answers ``get(key)``, ``get(key, as_of=ts)`` and
+        ``versions(key, from_ts, to_ts)``; a latest-value table's store answers
+        ``get(key)``.
+
+        Parameters
+        ----------
+        name
+            The store's name, as given to ``Materialized.as_versioned(name, ...)``
+            (``Topology.describe()`` lists the stores).
+
+        Returns
+        -------
+        kspark.runtime.stores.ReadOnlyVersionedStore or ReadOnlyKeyValueStore
+
+        Examples
+        --------
+        >>> rates = app.store("rates")  # doctest: +SKIP
+        >>> rates.get("EUR", as_of=1_700_000_000_000)  # doctest: +SKIP
+        ValueAndTimestamp(value=Rate(currency='EUR', rate=1.08), timestamp=1699999990000)
+        """
+        from kspark.runtime.stores import open_store
+
+        return open_store(self.session, self.checkpoint_location, self.compiled(), name)
 
     def __enter__(self) -> StreamsApp:
         return self

@@ -300,6 +300,12 @@ class TopologyTestDriver:
     def metrics(self) -> Metrics:
         return self.app.metrics()
 
+    def store(self, name: str) -> Any:
+        """The state store ``name`` after the last :meth:`process` (see
+        :meth:`kspark.StreamsApp.store`)."""
+        self._process_pending()
+        return self.app.store(name)
+
     def close(self) -> None:
         self.app.stop()
         shutil.rmtree(self._workdir, ignore_errors=True)

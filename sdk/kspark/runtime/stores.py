@@ -1,0 +1,218 @@
+"""Interactive queries: read an app's state stores from its checkpoint, from the client.
+
+The stores are read with Spark's state data source (``format("statestore")``), so no
+running query is needed, and the answer is the state as of the last committed micro-batch.
+A versioned store answers ``get(key)``, ``get(key, as_of)`` (KIP-960) and
+``versions(key, from_ts, to_ts)`` (KIP-968) with exactly the rules the join uses: the
+same :class:`kspark_server.versioned.VersionedStore` code wraps the state read back.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Hashable, Iterator
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from kspark.compiler import stages as st
+from kspark.errors import StoreError
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class ValueAndTimestamp(NamedTuple, Generic[V]):
+    """A value and the timestamp it is valid from."""
+
+    value: V
+    timestamp: int
+
+
+class VersionedRecord(NamedTuple, Generic[V]):
+    """One version: its value and validity interval (``valid_to`` exclusive, None while
+    the version is current)."""
+
+    value: V
+    valid_from: int
+    valid_to: int | None
+
+
+def _find_stage(output: st.Output, name: str) -> st.Stateful:
+    seen: set[int] = set()
+    found: list[st.Stateful] = []
+
+    def walk(stage: st.Stage) -> None:
+        if id(stage) in seen:
+            return
+        seen.add(id(stage))
+        if isinstance(stage, st.Stateful) and stage.spec.get("store") == name:
+            found.append(stage)
+        for child in stage.inputs:
+            walk(child)
+
+    for part in output.sinks:
+        walk(part.stage)
+    if not found:
+        known = sorted(output.stores)
+        raise StoreError(
+            f"no state store named {name!r} in this topology; its stores are {known}. "
+            "Name a store with Materialized.as_versioned(name, ...) or Deduplicated.with_store_name(name)"
+        )
+    return found[0]
+
+
+def _operator_id(spark: Any, checkpoint: str, name: str) -> int:
+    """The stateful operator that holds state variable ``name``, from the checkpoint's
+    state metadata."""
+    try:
+        rows = spark.read.format("state-metadata").load(checkpoint).collect()
+    except Exception as exc:
+        raise StoreError(
+            f"cannot read the state metadata of checkpoint {checkpoint}: {exc}. Has the app "
+            "completed a micro-batch?"
+        ) from exc
+    for r in rows:
+        # the operator's properties (a JSON text) list its state variables by name
+        props = " ".join(str(v) for v in r.asDict().values())
+        if f'"stateName":"{name}"' in props.replace(" ", ""):
+            return int(r["operatorId"])
+    ids = sorted({int(r["operatorId"]) for r in rows})
+    if len(ids) == 1:
+        return ids[0]
+    raise StoreError(f"no operator of checkpoint {checkpoint} holds store {name!r} (operators {ids})")
+
+
+def _task_states(spark: Any, checkpoint: str, name: str) -> dict[int, Any]:
+    op = _operator_id(spark, checkpoint, name)
+    df = (
+        spark.read.format("statestore")
+        .option("operatorId", op)
+        .option("stateVarName", name)
+        .load(checkpoint)
+    )
+    out: dict[int, Any] = {}
+    for r in df.select("key", "value").collect():
+        task = int(r["key"][0])
+        blob = r["value"][0]
+        if blob is not None:
+            out[task] = pickle.loads(blob)
+    return out
+
+
+class ReadOnlyVersionedStore(Generic[K, V]):
+    """A versioned table's store as of the app's last committed micro-batch.
+
+    Obtained from :meth:`kspark.StreamsApp.store` or
+    :meth:`kspark.testing.TopologyTestDriver.store`.
+    """
+
+    def __init__(self, name: str, tasks: dict[int, Any], spec: dict[str, Any]) -> None:
+        from kspark_server import codec
+        from kspark_server.versioned import VersionedStore
+
+        self.name = name
+        self._retention = int(spec["history_retention_ms"])
+        self._stores = [VersionedStore(t["table"], self._retention) for t in tasks.values()]
+        self._kenc = codec.encoder(spec["table"]["key"], "key")
+        self._vdec = codec.decoder(spec["table"]["value"])
+        self._hashable = codec.hashable
+
+    def _key(self, key: K) -> Hashable:
+        if key is None:
+            raise StoreError(f"store {self.name}: a None key has no versions")
+        return self._hashable(self._kenc(key))  # type: ignore[no-any-return]
+
+    def _owner(self, hk: Hashable) -> Any:
+        for s in self._stores:
+            if hk in s.state["data"]:
+                return s
+        return None
+
+    def get(self, key: K, as_of: int | None = None) -> ValueAndTimestamp[V] | None:
+        """The value of ``key`` valid at ``as_of`` (epoch ms; default: now), with the
+        timestamp it is valid from; None if there was none, it was deleted, or ``as_of`` is
+        older than the store's history retention."""
+        hk = self._key(key)
+        s = self._owner(hk)
+        if s is None:
+            return None
+        found = s.get(hk, as_of=as_of)
+        if found is None:
+            return None
+        return ValueAndTimestamp(self._vdec(found.value), found.valid_from)
+
+    def versions(
+        self, key: K, from_ts: int | None = None, to_ts: int | None = None
+    ) -> list[VersionedRecord[V]]:
+        """The versions of ``key`` valid at some time in ``[from_ts, to_ts]``, oldest first."""
+        hk = self._key(key)
+        s = self._owner(hk)
+        if s is None:
+            return []
+        return [
+            VersionedRecord(self._vdec(v.value), v.valid_from, v.valid_to)
+            for v in s.versions(hk, from_ts, to_ts)
+        ]
+
+    def approximate_num_entries(self) -> int:
+        """Keys with at least one version in the store."""
+        return sum(len(s) for s in self._stores)
+
+    def __iter__(self) -> Iterator[tuple[Any, ValueAndTimestamp[V]]]:
+        """Each key's latest value (keys as stored: records as sorted field tuples)."""
+        for s in self._stores:
+            for hk in s.keys():
+                found = s.get(hk)
+                if found is not None:
+                    yield hk, ValueAndTimestamp(self._vdec(found.value), found.valid_from)
+
+
+class ReadOnlyKeyValueStore(Generic[K, V]):
+    """A latest-value table's store as of the app's last committed micro-batch."""
+
+    def __init__(self, name: str, tasks: dict[int, Any], spec: dict[str, Any]) -> None:
+        from kspark_server import codec
+
+        self.name = name
+        self._data: dict[Hashable, Any] = {}
+        for t in tasks.values():
+            self._data.update(t["table"])
+        self._kenc = codec.encoder(spec["table"]["key"], "key")
+        self._vdec = codec.decoder(spec["table"]["value"])
+        self._hashable = codec.hashable
+
+    def get(self, key: K, as_of: int | None = None) -> V | None:
+        if as_of is not None:
+            raise StoreError(
+                f"store {self.name} is a latest-value store and keeps no history; "
+                "use Materialized.as_versioned(...) to query as of a time"
+            )
+        v = self._data.get(self._hashable(self._kenc(key)))
+        return None if v is None else self._vdec(v)
+
+    def approximate_num_entries(self) -> int:
+        return len(self._data)
+
+
+def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any:
+    """The read-only view of store ``name`` of a compiled app whose query checkpoint is
+    ``checkpoint``."""
+    stage = _find_stage(output, name)
+    spec = stage.spec
+    if spec["kind"] != "join":
+        raise StoreError(
+            f"store {name!r} belongs to {spec['processor']} ({spec['kind']}); only table "
+            "stores answer interactive queries"
+        )
+    tasks = _task_states(spark, checkpoint, name)
+    if spec["versioned"]:
+        return ReadOnlyVersionedStore(name, tasks, spec)
+    return ReadOnlyKeyValueStore(name, tasks, spec)
+
+
+__all__ = [
+    "ReadOnlyKeyValueStore",
+    "ReadOnlyVersionedStore",
+    "ValueAndTimestamp",
+    "VersionedRecord",
+    "open_store",
+]
