@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--payments", type=int, default=2000, help="payments per run")
     demo.add_argument("--remote", help="sc://host:port of a Spark Connect server")
     demo.add_argument("--data-dir", help="where to write data (default: a temp dir)")
+    demo.add_argument(
+        "--kafka", action="store_true",
+        help="go through Kafka: start a local Kafka-protocol broker (tansu) and use kspark's Kafka source and sink",
+    )
     desc = sub.add_parser("describe", help="print a topology")
     desc.add_argument("topology", help="module:attr")
     desc.add_argument("--format", choices=["text", "mermaid", "dot"], default="text")
@@ -58,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from kspark.demo import run_demo
 
-            run_demo(payments=args.payments, remote=args.remote, data_dir=args.data_dir)
+            run_demo(payments=args.payments, remote=args.remote, data_dir=args.data_dir, kafka=args.kafka)
         elif args.command == "describe":
             topo = load_topology(args.topology)
             print({"text": topo.describe, "mermaid": topo.to_mermaid, "dot": topo.to_dot}[args.format]())

@@ -76,19 +76,29 @@ def currency_of(account: str, p: Payment) -> str:
     return p.currency
 
 
-def build_topology(data_dir: str) -> Topology:
-    """The demo topology over the files in ``data_dir``."""
+def build_topology(data_dir: str, kafka: str | None = None) -> Topology:
+    """The demo topology over the files in ``data_dir``, or over Kafka topics at
+    ``kafka`` (bootstrap servers): payments keyed by account, rates keyed by currency,
+    JSON values, the event time as the record timestamp."""
     b = StreamsBuilder()
+    if kafka is not None:
+        rates_topic = Topic.kafka("rates", bootstrap_servers=kafka, startingOffsets="earliest")
+        payments_topic = Topic.kafka("payments", bootstrap_servers=kafka, startingOffsets="earliest")
+        converted_topic = Topic.kafka("converted", bootstrap_servers=kafka)
+    else:
+        rates_topic = Topic.jsonl("rates", os.path.join(data_dir, "rates"), layout="value",
+                                  key_field="currency", timestamp_field="ts")
+        payments_topic = Topic.jsonl("payments", os.path.join(data_dir, "payments"), layout="value",
+                                     key_field="account", timestamp_field="ts")
+        converted_topic = Topic.parquet("converted", os.path.join(data_dir, "out", "converted"))
     rates = b.table(
-        Topic.jsonl("rates", os.path.join(data_dir, "rates"), layout="value",
-                    key_field="currency", timestamp_field="ts"),
+        rates_topic,
         key_type=str,
         value_type=Rate,
         materialized=Materialized.as_versioned("rates-store", history_retention=timedelta(days=1)),
     )
     payments = b.stream(
-        Topic.jsonl("payments", os.path.join(data_dir, "payments"), layout="value",
-                    key_field="account", timestamp_field="ts"),
+        payments_topic,
         key_type=str,
         value_type=Payment,
     )
@@ -98,18 +108,23 @@ def build_topology(data_dir: str) -> Topology:
         )
         .select_key(currency_of, Named.as_("key-by-currency"), key_type=str)
         .left_join(rates, convert, value_type=Converted)
-        .to(Topic.parquet("converted", os.path.join(data_dir, "out", "converted")))
+        .to(converted_topic)
     )
     return b.build()
 
 
-def demo_config(data_dir: str, num_partitions: int = 4) -> StreamsConfig:
+def demo_config(data_dir: str, num_partitions: int = 4, kafka: str | None = None) -> StreamsConfig:
+    dlq = (
+        Topic.kafka("dlq", bootstrap_servers=kafka)
+        if kafka is not None
+        else Topic.parquet("dlq", os.path.join(data_dir, "out", "dlq"))
+    )
     return StreamsConfig(
         application_id="kspark-demo",
         checkpoint_dir=os.path.join(data_dir, "checkpoint"),
         num_partitions=num_partitions,
         deserialization_exception_handler=DeadLetterQueueDeserializationExceptionHandler,
-        dead_letter_queue_topic=Topic.parquet("dlq", os.path.join(data_dir, "out", "dlq")),
+        dead_letter_queue_topic=dlq,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -20,9 +21,14 @@ def run_demo(
     remote: str | None = None,
     out: TextIO | None = None,
     keep: bool = False,
+    kafka: bool = False,
 ) -> dict[str, Any]:
     """Generate data, run the demo app in two runs (restarting from the checkpoint in
-    between) and print what it did. Returns the numbers it printed."""
+    between) and print what it did. Returns the numbers it printed.
+
+    With ``kafka=True`` the payments and rates go through Kafka topics on a local
+    Kafka-protocol broker (tansu) that the demo starts, and the app reads and writes them
+    with kspark's Kafka source and sink."""
     import sys
 
     w = out or sys.stdout
@@ -33,22 +39,84 @@ def run_demo(
     w.write("starting Spark Connect server ..." if remote is None else f"connecting to {remote} ...")
     w.flush()
     spark = connect(remote)
-    w.write(f" ready ({time.perf_counter() - t0:.1f}s)\n\n")
-    topology = build_topology(data_dir)
+    w.write(f" ready ({time.perf_counter() - t0:.1f}s)\n")
+    broker = None
+    bootstrap: str | None = None
+    if kafka:
+        from kspark.testing.broker import create_topic, start_broker
+
+        broker = start_broker()
+        bootstrap = broker.bootstrap
+        for name in ("payments", "rates", "converted", "dlq"):
+            create_topic(bootstrap, name, partitions=2)
+        w.write(f"Kafka-protocol broker (tansu) at {bootstrap}\n")
+    w.write("\n")
+    try:
+        return _run(spark, w, data_dir, payments, bootstrap, t0, own_dir and not keep)
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+def _produce_part(bootstrap: str, data_dir: str, part: int) -> None:
+    """Send one generated part's lines to Kafka, malformed lines included."""
+    from kspark.testing.broker import produce
+
+    def records(path: str, key_field: str) -> list[Any]:
+        out = []
+        with open(path) as f:
+            for line in f:
+                line = line.rstrip("\n")
+                try:
+                    doc = json.loads(line)
+                    key, ts = str(doc[key_field]).encode(), int(doc["ts"])
+                except (ValueError, KeyError, TypeError):
+                    key, ts = None, None
+                out.append((key, line.encode(), None, None, ts))
+        return out
+
+    produce(bootstrap, "rates", records(os.path.join(data_dir, "rates", f"rates-{part:03d}.jsonl"), "currency"))
+    produce(bootstrap, "payments", records(os.path.join(data_dir, "payments", f"payments-{part:03d}.jsonl"), "account"))
+
+
+def _run(
+    spark: Any, w: TextIO, data_dir: str, payments: int, bootstrap: str | None, t0: float, clean: bool
+) -> dict[str, Any]:
+    topology = build_topology(data_dir, kafka=bootstrap)
     w.write(topology.describe() + "\n\n")
     generated = []
     reports = []
     for part in range(2):
         generated.append(generate(data_dir, payments, part=part))
-        app = StreamsApp(topology, demo_config(data_dir), session=spark)
+        if bootstrap is not None:
+            _produce_part(bootstrap, data_dir, part)
+        app = StreamsApp(topology, demo_config(data_dir, kafka=bootstrap), session=spark)
         report = app.run_until_caught_up()
         reports.append((report, app.metrics()))
         w.write(f"run {part + 1}: {report.summary()}\n")
-    converted = (
-        spark.read.parquet(os.path.join(data_dir, "out", "converted")).select("value.*").toPandas()
-    )
-    dlq_path = os.path.join(data_dir, "out", "dlq")
-    dead = spark.read.parquet(dlq_path).toPandas() if os.path.isdir(dlq_path) else None
+    if bootstrap is not None:
+        import pandas as pd
+
+        from kspark.testing.broker import consume_all
+
+        converted = pd.DataFrame([json.loads(r["value"]) for r in consume_all(bootstrap, "converted")])
+        dead_rows = consume_all(bootstrap, "dlq")
+        dead = pd.DataFrame(
+            [
+                {
+                    "offset": dict(r["headers"] or []).get("__streams.errors.offset", b"").decode(),
+                    "value": (r["value"] or b"").decode(errors="replace"),
+                    "exception_class": dict(r["headers"] or []).get("__streams.errors.exception", b"").decode(),
+                }
+                for r in dead_rows
+            ]
+        )
+    else:
+        converted = (
+            spark.read.parquet(os.path.join(data_dir, "out", "converted")).select("value.*").toPandas()
+        )
+        dlq_path = os.path.join(data_dir, "out", "dlq")
+        dead = spark.read.parquet(dlq_path).toPandas() if os.path.isdir(dlq_path) else None
     total_payments = sum(g["payments"] for g in generated)
     duplicates_sent = sum(g["duplicates"] for g in generated)
     malformed_sent = sum(g["malformed"] for g in generated)
@@ -95,6 +163,6 @@ def run_demo(
             w.write(f"  offset {r['offset']}: {str(r['value'])[:60]!r} ({r['exception_class']})\n")
     w.write(f"\ndone in {time.perf_counter() - t0:.1f}s\n")
     w.flush()
-    if own_dir and not keep:
+    if clean:
         shutil.rmtree(data_dir, ignore_errors=True)
     return summary
