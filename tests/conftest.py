@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -45,13 +46,16 @@ def spark_server(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def spark(request: pytest.FixtureRequest, spark_server: Any) -> Any:
+def spark(request: pytest.FixtureRequest, spark_server: Any) -> Iterator[Any]:
     from kspark import connect
 
     remote = request.config.getoption("--spark-remote")
-    if remote:
-        return connect(remote)
-    return spark_server.session()
+    session = connect(remote) if remote else spark_server.session()
+    yield session
+    # release the session while the server is up: a client whose server is gone retries
+    # the release at exit, with backoff, for minutes
+    with contextlib.suppress(Exception):
+        session.stop()
 
 
 @pytest.fixture
@@ -60,5 +64,6 @@ def app_id() -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # integration tests share one server: run the fast plan-only tests first
-    items.sort(key=lambda item: "integration" in str(item.fspath))
+    # integration tests share one server: run the fast plan-only tests first, and the
+    # crash tests (which kill and restart the server) last
+    items.sort(key=lambda item: ("integration" in str(item.fspath), "test_crash" in str(item.fspath)))

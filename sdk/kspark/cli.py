@@ -57,6 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--remote", help="sc://host:port (default: embedded server)")
     run.add_argument("--config", help="a JSON or TOML file of StreamsConfig options")
     run.add_argument("--app-id", default="kspark-app")
+    resc = sub.add_parser(
+        "rescale", help="move a stopped app's state to a new number of partitions"
+    )
+    resc.add_argument("--app", required=True, help="module:attr of the app's topology")
+    resc.add_argument("--partitions", type=int, required=True, help="the new num_partitions")
+    resc.add_argument("--remote", help="sc://host:port (default: embedded server)")
+    resc.add_argument("--config", help="a JSON or TOML file of StreamsConfig options")
+    resc.add_argument("--app-id", default="kspark-app")
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
@@ -72,6 +80,14 @@ def main(argv: list[str] | None = None) -> int:
             topo = load_topology(args.topology)
             app = StreamsApp(topo, load_config(args.config, args.app_id), session=connect(args.remote))
             print(app.run_until_caught_up().summary())
+        elif args.command == "rescale":
+            from kspark.runtime import StreamsApp, connect
+
+            topo = load_topology(args.app)
+            app = StreamsApp(topo, load_config(args.config, args.app_id), session=connect(args.remote))
+            report = app.rescale(args.partitions, progress=lambda text: print(f"... {text}", flush=True))
+            print(report.summary())
+            print(f"run the app with num_partitions={args.partitions} from now on")
     except KSparkError as exc:
         print(f"kspark: {exc}", file=sys.stderr)
         return 1

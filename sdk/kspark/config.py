@@ -72,8 +72,8 @@ class StreamsConfig:
     #: Defaults to ``<tmp>/kspark/<application_id>``.
     checkpoint_dir: str = attrs.field(default=None)
     #: The number of tasks: logical partitions by key hash, like a Kafka topic's partitions.
-    #: Stream time and state are per task. Do not change it on an existing checkpoint:
-    #: state rescaling is not implemented yet.
+    #: Stream time and state are per task. To change it on an existing checkpoint, use
+    #: :meth:`kspark.StreamsApp.rescale` (``kspark rescale``).
     num_partitions: int = attrs.field(default=4, validator=_positive_int("num_partitions"))
     #: Physical parallelism of the shuffles (``spark.sql.shuffle.partitions``).
     #: Defaults to ``num_partitions``.

@@ -125,6 +125,12 @@ class StoreError(KSparkError, LookupError):
     code = "KSPARK_STORE_QUERY_FAILED"
 
 
+class RescaleError(KSparkError, RuntimeError):
+    """A rescale was refused or failed its checks; the app's checkpoint is unchanged."""
+
+    code = "KSPARK_RESCALE_FAILED"
+
+
 class StreamsAppError(KSparkError, RuntimeError):
     """A running app failed; the message carries the processor and record context."""
 

@@ -28,8 +28,11 @@ def make_batch_writer(spec: dict[str, Any]) -> Any:
     dlq = spec.get("dlq")
     side_schema = StructType.fromJson(json.loads(spec["side_schema"]))
     kafka_format = spec.get("kafka_format", "kafka")
+    batch_offset = int(spec.get("batch_offset", 0))
 
-    def write_batch(df: DataFrame, batch_id: int) -> None:
+    def write_batch(df: DataFrame, query_batch_id: int) -> None:
+        # after a rescale the query checkpoint is new, but the app's batches go on counting
+        batch_id = query_batch_id + batch_offset
         cached = len(sinks) + (1 if dlq else 0) > 1
         if cached:
             df = df.persist()

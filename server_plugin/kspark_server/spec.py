@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SPEC_VERSION = 2
+SPEC_VERSION = 3
 
 #: The envelope columns every stream carries between stages, in this order.
 ENVELOPE = (
@@ -27,9 +27,10 @@ ENVELOPE = (
 
 REQUIRED: dict[str, tuple[str, ...]] = {
     "chain": ("input", "output", "steps", "output_schema"),
-    "dedup": ("processor", "mode", "interval_ms", "store", "input", "output_schema"),
+    "dedup": ("processor", "mode", "interval_ms", "store", "input", "output_schema", "packed"),
     "join": ("processor", "store", "left", "stream", "table", "output", "output_schema",
-             "versioned", "history_retention_ms", "grace_ms", "joiner", "joiner_with_key"),
+             "versioned", "history_retention_ms", "grace_ms", "joiner", "joiner_with_key",
+             "packed"),
     "sinks": ("sinks", "side_schema"),
     "dedup_id": ("processor", "input", "id_selector", "output_schema"),
 }

@@ -5,17 +5,29 @@ partitions), so one handler call sees a task's whole micro-batch. The task's sta
 pickled value per store, loaded once and saved once per batch: this cuts the round trips to
 the JVM that dominate per-key designs (see docs/performance.md).
 
+The batch stays columnar: only the columns an operator reads (key, value, timestamp) become
+Python objects, and output rows are taken from the input frame by position, with the
+joined value as the one new column. A failing record's full envelope is read only when
+the exception handler needs it (:class:`FrameRow`).
+
 Within a task, records are taken in offset order per input partition, and across input
 partitions by the smallest head timestamp, as Kafka Streams does.
+
+Every state entry also keeps the Spark hash of its partitioning column (``ks_hash``), so a
+rescale can move entries to ``pmod(hash, M)`` without knowing the key's Spark type
+(:mod:`kspark_server.rescale`).
 """
 
 from __future__ import annotations
 
+import base64
 import heapq
+import json
 import pickle
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, StructField, StructType
@@ -26,34 +38,196 @@ from kspark_server.versioned import VersionedStore
 
 _BLOB = StructType([StructField("blob", BinaryType(), True)])
 
+#: The layout of the pickled task state; rescale and the state reader check it.
+STATE_FORMAT = 3
 
-def ordered(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Offset order within each (topic, partition); head-timestamp order across them."""
-    queues: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
-    for r in records:
-        queues.setdefault((r["topic"], r["partition"]), []).append(r)
-    if len(queues) == 1:
-        (only,) = queues.values()
-        return sorted(only, key=lambda r: (r["ks_seq"], r["ks_sub"]))
-    heads: list[tuple[Any, ...]] = []
+
+def order(frame: pd.DataFrame) -> np.ndarray[Any, Any]:
+    """Positions of ``frame``'s rows in processing order: offset order within each
+    (topic, partition); head-timestamp order across them."""
+    seq = frame["ks_seq"].to_numpy(dtype="int64", na_value=0)
+    sub = frame["ks_sub"].to_numpy(dtype="int64", na_value=0)
+    queue = frame.groupby(["topic", "partition"], sort=False, dropna=False).ngroup().to_numpy()
+    if len(frame) == 0 or int(queue.max()) == 0:
+        return np.lexsort((sub, seq))
+    ts = frame["timestamp"].to_numpy(dtype="int64", na_value=0)
+    by_queue = np.lexsort((sub, seq, queue))
+    q_sorted, ts_sorted = queue[by_queue], ts[by_queue]
+    same = q_sorted[1:] == q_sorted[:-1]
+    if not np.any(same & (ts_sorted[1:] < ts_sorted[:-1])):
+        # every queue's timestamps rise in offset order (the usual case): the merge by head
+        # timestamp is then a sort by (timestamp, position, queue), done in numpy
+        return np.lexsort((queue, sub, seq, ts))
     lists = []
-    for i, q in enumerate(queues.values()):
-        q.sort(key=lambda r: (r["ks_seq"], r["ks_sub"]))
-        lists.append(q)
-        heads.append((q[0]["timestamp"], q[0]["ks_seq"], q[0]["ks_sub"], i, 0))
+    heads: list[tuple[int, int, int, int, int]] = []
+    for q in range(int(queue.max()) + 1):
+        pos = np.flatnonzero(queue == q)
+        pos = pos[np.lexsort((sub[pos], seq[pos]))].tolist()
+        lists.append(pos)
+        p = pos[0]
+        heads.append((int(ts[p]), int(seq[p]), int(sub[p]), q, 0))
     heapq.heapify(heads)
-    out = []
+    out: list[int] = []
     while heads:
-        _, _, _, i, j = heapq.heappop(heads)
-        out.append(lists[i][j])
-        if j + 1 < len(lists[i]):
-            r = lists[i][j + 1]
-            heapq.heappush(heads, (r["timestamp"], r["ks_seq"], r["ks_sub"], i, j + 1))
-    return out
+        _, _, _, q, j = heapq.heappop(heads)
+        out.append(lists[q][j])
+        if j + 1 < len(lists[q]):
+            p = lists[q][j + 1]
+            heapq.heappush(heads, (int(ts[p]), int(seq[p]), int(sub[p]), q, j + 1))
+    return np.asarray(out, dtype="int64")
+
+
+def headers_from_text(text: Any) -> list[dict[str, Any]]:
+    """Headers from their JSON text form (values base64), as the envelope has them."""
+    if text is None:
+        return []
+    return [
+        {"key": h.get("key"), "value": None if h.get("value") is None else base64.b64decode(h["value"])}
+        for h in json.loads(text)
+    ]
+
+
+class FrameRow:
+    """One record of a pandas frame, read field by field only when asked (the exception
+    handler's context needs the whole envelope; the happy path does not). Values and
+    headers that travel as JSON text are read back as the objects they stand for."""
+
+    __slots__ = ("_decoders", "_frame", "_i")
+
+    def __init__(self, frame: pd.DataFrame, i: int, decoders: dict[str, Any]) -> None:
+        self._frame, self._i, self._decoders = frame, i, decoders
+
+    def raw(self, name: str) -> Any:
+        if name not in self._frame.columns:
+            return None
+        v = self._frame[name].iat[self._i]
+        return None if _isna(v) else codec.plain(v)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        if name not in self._frame.columns:
+            return default
+        v = self.raw(name)
+        dec = self._decoders.get(name)
+        return dec(v) if dec is not None and v is not None else v
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get(name)
+
+    def to_dict(self, columns: list[str]) -> dict[str, Any]:
+        """The raw cells (as they travel), for records kept in state."""
+        return {c: self.raw(c) for c in columns}
+
+
+class DictRow:
+    """A record kept in state (raw cells), read like :class:`FrameRow`."""
+
+    __slots__ = ("_decoders", "_record")
+
+    def __init__(self, record: dict[str, Any], decoders: dict[str, Any]) -> None:
+        self._record, self._decoders = record, decoders
+
+    def get(self, name: str, default: Any = None) -> Any:
+        if name not in self._record:
+            return default
+        v = self._record[name]
+        dec = self._decoders.get(name)
+        return dec(v) if dec is not None and v is not None else v
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get(name)
+
+
+def _cells(series: pd.Series) -> list[Any]:
+    """A column's cells as Python objects, None for a null (pandas has NaN for a null in a
+    numeric column: a null table value is a tombstone, not NaN)."""
+    values: list[Any] = series.tolist()
+    if series.dtype.kind in "fc" and series.isna().any():
+        values = [None if v != v else v for v in values]
+    return values
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _with_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``frame``'s ``columns``, in that order; a missing column is all None (not NaN:
+    Spark's converter rejects NaN in array and struct columns)."""
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        frame = frame.assign(**{c: pd.Series([None] * len(frame), index=frame.index, dtype=object) for c in missing})
+    return frame[columns]
+
+
+def _isna(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and v != v) or v is pd.NA or v is pd.NaT
+
+
+class Batch:
+    """A task's records of one micro-batch, in processing order, as columns."""
+
+    def __init__(self, frame: pd.DataFrame, columns: list[str], decoders: dict[str, Any]) -> None:
+        pos = order(frame)
+        self.decoders = decoders
+        self.frame = frame.take(pos).reset_index(drop=True) if len(frame) else frame
+        self.columns = columns
+        self.n = len(self.frame)
+        f = self.frame
+        self.ts = f["timestamp"].to_numpy(dtype="int64", na_value=0).tolist()
+        self.keys = _cells(f["key"])
+        self.hashes = f["ks_hash"].to_numpy(dtype="int64", na_value=0).tolist() if "ks_hash" in f else [0] * self.n
+
+    def col(self, name: str) -> list[Any]:
+        return _cells(self.frame[name])
+
+    def row(self, i: int) -> Any:
+        """Record ``i`` as the mapping the exception handler's context is read from."""
+        return FrameRow(self.frame, i, self.decoders)
+
+
+class Emitter:
+    """Output rows: positions of the current batch (with an optional new value) and
+    records carried over from earlier batches (the grace buffer), in emission order."""
+
+    def __init__(self) -> None:
+        self.idx: list[int] = []
+        self.values: list[Any] = []
+        self.carried: list[tuple[int, dict[str, Any]]] = []
+
+    def take(self, i: int, value: Any = None) -> None:
+        self.idx.append(i)
+        self.values.append(value)
+
+    def carry(self, record: dict[str, Any], value: Any) -> None:
+        record = dict(record)
+        record["value"] = value
+        self.carried.append((len(self.idx) + len(self.carried), record))
+
+    def frame(self, batch: Batch | None, columns: list[str], new_value: bool) -> pd.DataFrame | None:
+        parts = []
+        if self.idx and batch is not None:
+            out = _with_columns(batch.frame.take(self.idx), columns)
+            if new_value:
+                out["value"] = pd.Series(self.values, index=out.index, dtype=object)
+            parts.append(out.reset_index(drop=True))
+        if self.carried:
+            carried = pd.DataFrame([r for _, r in self.carried], columns=columns)
+            if parts:
+                # keep emission order: carried records interleave with the batch's
+                where = np.array([p for p, _ in self.carried])
+                mine = np.setdiff1d(np.arange(len(self.idx) + len(self.carried)), where)
+                both = pd.concat([parts[0], carried], ignore_index=True)
+                both.index = np.concatenate([mine, where])
+                return both.sort_index().reset_index(drop=True)
+            parts.append(carried)
+        return parts[0] if parts else None
 
 
 class TaskProcessor(StatefulProcessor):
     """Base of per-task operators: load state, process the batch in order, save state."""
+
+    #: whether the operator replaces the value column (a join) or passes rows through
+    new_value = False
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = check_spec(spec)
@@ -62,6 +236,12 @@ class TaskProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState(self.spec["store"], _BLOB)
         self.guard = handling.Guard.from_spec(self.spec)
+        packed = self.spec["packed"]
+        self.unpack_value = json.loads if packed.get("value") else _identity
+        self.pack_out = json.dumps if packed.get("out") else _identity
+        self.decoders: dict[str, Any] = {"headers": headers_from_text}
+        if packed.get("value"):
+            self.decoders["value"] = json.loads
         self.setup()
 
     def setup(self) -> None:
@@ -70,31 +250,53 @@ class TaskProcessor(StatefulProcessor):
     def initial(self) -> Any:
         raise NotImplementedError
 
-    def process(self, st: Any, records: list[dict[str, Any]], task: int) -> list[dict[str, Any]]:
+    def upgrade(self, st: Any) -> Any:
+        """A state read back, in the current layout."""
+        st.setdefault("hash", {})
+        st["format"] = STATE_FORMAT
+        return st
+
+    def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         raise NotImplementedError
+
+    def _load(self) -> Any:
+        blob = self.state.get() if self.state.exists() else None
+        return self.upgrade(pickle.loads(blob[0])) if blob is not None else self.initial()
+
+    def handleInitialState(self, key: Any, initialState: pd.DataFrame, timerValues: Any) -> None:
+        # a rescaled app starts from the old app's state, re-split by task (kspark rescale)
+        blobs = [b for b in initialState["blob"].tolist() if b is not None]
+        if blobs:
+            self.state.update((blobs[0],))
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         frames = [f for f in rows if len(f)]
         if not frames:
             return
         pdf = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-        records = pdf.to_dict("records")
-        side = [r for r in records if r.get("ks_side") is not None]
-        main = [r for r in records if r.get("ks_side") is None]
-        blob = self.state.get() if self.state.exists() else None
-        st = pickle.loads(blob[0]) if blob is not None else self.initial()
-        out = self.process(st, ordered(main), int(key[0])) if main else []
+        is_side = pdf["ks_side"].notna().to_numpy()
+        side_json = pdf["ks_side"][is_side].tolist() if is_side.any() else []
+        main = pdf[~is_side] if len(side_json) else pdf
+        task = int(key[0])
+        st = self._load()
+        out = Emitter()
+        batch = None
+        if len(main):
+            batch = Batch(main, self.columns, self.decoders)
+            self.process(st, batch, task, out)
         self.state.update((pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL),))
-        chunk = f"{self.spec['store']}:{key[0]}:{min((r['ks_seq'], r['ks_sub']) for r in main) if main else ''}"
-        extra = self.extra_side(st, int(key[0]))
+        first = f"{batch.frame['ks_seq'].iat[0]}:{batch.frame['ks_sub'].iat[0]}" if batch is not None else ""
+        chunk = f"{self.spec['store']}:{task}:{first}"
+        extra = self.extra_side(st, task)
         for e in extra:
             e["chunk"] = chunk
-        side_rows = side + [
-            {"ks_side": handling.side_json(s)} for s in self.guard.side_rows(chunk) + extra
-        ]
-        all_rows = out + [{c: r.get(c) for c in self.columns} for r in side_rows]
-        if all_rows:
-            yield pd.DataFrame(all_rows, columns=self.columns)
+        side = side_json + [handling.side_json(s) for s in self.guard.side_rows(chunk) + extra]
+        result = out.frame(batch, self.columns, self.new_value)
+        if side:
+            side_frame = _with_columns(pd.DataFrame({"ks_side": side}), self.columns)
+            result = side_frame if result is None else pd.concat([result, side_frame], ignore_index=True)
+        if result is not None and len(result):
+            yield result
 
     def extra_side(self, st: Any, task: int) -> list[dict[str, Any]]:
         return []
@@ -110,13 +312,10 @@ def _schema_fields(schema_json: str) -> list[dict[str, Any]]:
     return fields
 
 
-def _passthrough(r: dict[str, Any], columns: list[str]) -> dict[str, Any]:
-    return {c: r.get(c) for c in columns}
-
-
 class DedupProcessor(TaskProcessor):
     """KIP-655 deduplication. State: the task's stream time and, per id, the timestamp of
-    the last forwarded record. Only one entry per id can be live (see docs/operators)."""
+    the last forwarded record (and its ``ks_hash``). Only one entry per id can be live
+    (see docs/operators)."""
 
     def setup(self) -> None:
         s = self.spec
@@ -129,53 +328,59 @@ class DedupProcessor(TaskProcessor):
         self.duplicates = 0
 
     def initial(self) -> Any:
-        return {"stream_time": None, "seen": {}}
+        return {"format": STATE_FORMAT, "stream_time": None, "seen": {}, "hash": {}}
 
-    def _ident(self, r: dict[str, Any]) -> tuple[bool, Any]:
+    def _idents(self, batch: Batch) -> list[tuple[bool, Any]]:
         if self.mode == "by_id":
-            return True, r.get("ks_id")
-        key = r["key"]
+            return [(True, x) for x in batch.col("ks_id")]
+        hashable = codec.hashable
         if self.mode == "by_key":
-            return True, None if key is None else codec.hashable(key)
+            return [(True, None if k is None else hashable(k)) for k in batch.keys]
         assert self.id_selector is not None
-        ok, ident = self.guard.call(
-            self.processor, self.id_selector, (self.kdec(key), self.vdec(r["value"])), r
-        )
-        if not ok:
-            return False, None
-        if key is None or ident is None:
-            return True, None
-        return True, (codec.hashable(key), codec.hashable(ident))
+        values = batch.col("value")
+        out: list[tuple[bool, Any]] = []
+        for i, key in enumerate(batch.keys):
+            ok, ident = self.guard.call(
+                self.processor, self.id_selector,
+                (self.kdec(key), self.vdec(self.unpack_value(values[i]))), batch.row(i)
+            )
+            if not ok:
+                out.append((False, None))
+            elif key is None or ident is None:
+                out.append((True, None))
+            else:
+                out.append((True, (hashable(key), hashable(ident))))
+        return out
 
-    def process(self, st: Any, records: list[dict[str, Any]], task: int) -> list[dict[str, Any]]:
+    def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         seen: dict[Any, int] = st["seen"]
+        hashes: dict[Any, int] = st["hash"]
         stream_time = st["stream_time"]
         interval = self.interval
-        out = []
-        for r in records:
-            ts = int(r["timestamp"])
+        duplicates = 0
+        for i, ((ok, ident), ts, h) in enumerate(zip(self._idents(batch), batch.ts, batch.hashes, strict=True)):
             stream_time = ts if stream_time is None or ts > stream_time else stream_time
-            ok, ident = self._ident(r)
             if not ok:
                 continue
             if ident is None:
-                out.append(_passthrough(r, self.columns))
+                out.take(i)
                 continue
             low = stream_time - interval
             prev = seen.get(ident)
             if prev is not None and prev >= low and abs(prev - ts) <= interval:
-                self.duplicates += 1
+                duplicates += 1
                 continue
-            out.append(_passthrough(r, self.columns))
+            out.take(i)
             if ts >= low:
                 seen[ident] = ts
+                hashes[ident] = h
         if stream_time is not None:
             low = stream_time - interval
-            expired = [k for k, t in seen.items() if t < low]
-            for k in expired:
+            for k in [k for k, t in seen.items() if t < low]:
                 del seen[k]
+                hashes.pop(k, None)
         st["stream_time"] = stream_time
-        return out
+        self.duplicates += duplicates
 
     def extra_side(self, st: Any, task: int) -> list[dict[str, Any]]:
         n, self.duplicates = self.duplicates, 0
@@ -194,6 +399,8 @@ class JoinProcessor(TaskProcessor):
     record's timestamp (KIP-889/914), buffering stream records for the grace period (KIP-923).
     """
 
+    new_value = True
+
     def setup(self) -> None:
         s = self.spec
         self.processor = s["processor"]
@@ -207,95 +414,95 @@ class JoinProcessor(TaskProcessor):
         self.venc = codec.encoder(s["output"]["value"], "value")
         self.joiner = s["joiner"]
         self.with_key = bool(s["joiner_with_key"])
+        # a JSON-packed table value is stored as its text, and parsed only when joined
+        self.unpack_table = json.loads if s["packed"].get("tvalue") else _identity
+        self.store_plain = not s["packed"].get("tvalue")
         self.expired_puts = 0
 
     def initial(self) -> Any:
         # stream_time: the task's (both sides), for grace; the versioned store keeps its own
         # observed stream time (table side), for history retention
         table: Any = VersionedStore.empty_state() if self.versioned else {}
-        return {"stream_time": None, "table": table, "buffer": []}
+        return {"format": STATE_FORMAT, "stream_time": None, "table": table, "buffer": [], "hash": {}}
 
     def store(self, st: Any) -> VersionedStore:
         return VersionedStore(st["table"], self.retention)
 
-    def _emit(self, r: dict[str, Any], tv: Any) -> dict[str, Any] | None:
-        k = self.skdec(r["key"])
-        v = self.svdec(r["value"])
-        t = None if tv is None else self.tvdec(tv)
-        args = (k, v, t) if self.with_key else (v, t)
-        ok, res = self.guard.call(
-            self.processor, lambda *a: self.venc(self.joiner(*a)), args, r, record=(k, v)
-        )
-        if not ok:
-            return None
-        o = _passthrough(r, self.columns)
-        o["value"] = res
-        return o
-
-    def _join_stream(self, st: Any, r: dict[str, Any], out: list[dict[str, Any]]) -> None:
-        key = r["key"]
+    def _lookup(self, st: Any, store: VersionedStore | None, key: Any, ts: int) -> tuple[bool, Any]:
+        """(join?, table value) for a stream record, by the KIP-914 rules."""
         if key is None:
-            if self.left:
-                o = self._emit(r, None)
-                if o is not None:
-                    out.append(o)
-            return
+            return self.left, None
         hk = codec.hashable(key)
-        if self.versioned:
-            store = self.store(st)
-            ts = int(r["timestamp"])
+        if store is not None:
             if not store.in_retention(ts):
-                if not self.left:
-                    return
-                tv = None
-            else:
-                found = store.get(hk, as_of=ts)
-                tv = None if found is None else found.value
+                return self.left, None
+            found = store.get(hk, as_of=ts)
+            tv = None if found is None else found.value
         else:
             tv = st["table"].get(hk)
-        if tv is None and not self.left:
-            return
-        o = self._emit(r, tv)
-        if o is not None:
-            out.append(o)
+        return (tv is not None or self.left), tv
 
-    def _put(self, st: Any, r: dict[str, Any]) -> None:
-        key = r["key"]
-        if key is None:
-            return
-        hk = codec.hashable(key)
-        value = r.get("ks_tvalue")
-        value = None if value is None else codec.plain(value)
+    def _joined(self, key: Any, value: Any, tv: Any, row: Any) -> tuple[bool, Any]:
+        k = self.skdec(key)
+        v = self.svdec(self.unpack_value(value))
+        t = None if tv is None else self.tvdec(self.unpack_table(tv))
+        args = (k, v, t) if self.with_key else (v, t)
+        joiner, venc, pack = self.joiner, self.venc, self.pack_out
+        return self.guard.call(self.processor, lambda *a: pack(venc(joiner(*a))), args, row, record=(k, v))
+
+    def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
+        jside = batch.frame["ks_jside"].to_numpy().tolist()
+        values = batch.col("value")
+        tvalues = batch.col("ks_tvalue")
+        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
+        store = self.store(st) if self.versioned else None
         table = st["table"]
-        if not self.versioned:
-            if value is None:
-                table.pop(hk, None)
+        khash: dict[Any, int] = st["hash"]
+        grace = self.grace
+        stream_time = st["stream_time"]
+        hashable, plain, store_plain = codec.hashable, codec.plain, self.store_plain
+        for i in range(batch.n):
+            ts = tss[i]
+            if stream_time is None or ts > stream_time:
+                stream_time = ts
+            key = keys[i]
+            if jside[i] == 1:
+                if key is None:
+                    continue
+                hk = hashable(key)
+                tv = tvalues[i]
+                tv = None if tv is None else (plain(tv) if store_plain else tv)
+                khash[hk] = hashes[i]
+                if store is None:
+                    if tv is None:
+                        table.pop(hk, None)
+                    else:
+                        table[hk] = tv
+                elif not store.put(hk, tv, ts):
+                    self.expired_puts += 1
+            elif grace > 0 and ts + grace > stream_time:
+                st["buffer"].append(batch.row(i).to_dict([*batch.columns, "ks_hash", "ks_task"]))
             else:
-                table[hk] = value
-            return
-        if not self.store(st).put(hk, value, int(r["timestamp"])):
-            self.expired_puts += 1
+                go, tv = self._lookup(st, store, key, ts)
+                if go:
+                    ok, res = self._joined(key, values[i], tv, batch.row(i))
+                    if ok:
+                        out.take(i, res)
+            if grace > 0 and st["buffer"]:
+                st["stream_time"] = stream_time
+                self._flush(st, store, out)
+        st["stream_time"] = stream_time
+        if store is not None:
+            store.expire()
+            data = store.state["data"]
+            if len(khash) > len(data):
+                for hk in [hk for hk in khash if hk not in data]:
+                    del khash[hk]
+        elif len(khash) > len(table):
+            for hk in [hk for hk in khash if hk not in table]:
+                del khash[hk]
 
-    def process(self, st: Any, records: list[dict[str, Any]], task: int) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        buffer: list[dict[str, Any]] = st["buffer"]
-        for r in records:
-            ts = int(r["timestamp"])
-            if st["stream_time"] is None or ts > st["stream_time"]:
-                st["stream_time"] = ts
-            if r["ks_jside"] == 1:
-                self._put(st, r)
-            elif self.grace > 0 and ts + self.grace > st["stream_time"]:
-                buffer.append(r)
-            else:
-                self._join_stream(st, r, out)
-            if self.grace > 0 and buffer:
-                self._flush(st, out)
-        if self.versioned:
-            self.store(st).expire()
-        return out
-
-    def _flush(self, st: Any, out: list[dict[str, Any]]) -> None:
+    def _flush(self, st: Any, store: VersionedStore | None, out: Emitter) -> None:
         limit = st["stream_time"] - self.grace
         ready = [r for r in st["buffer"] if int(r["timestamp"]) <= limit]
         if not ready:
@@ -303,7 +510,11 @@ class JoinProcessor(TaskProcessor):
         st["buffer"] = [r for r in st["buffer"] if int(r["timestamp"]) > limit]
         ready.sort(key=lambda r: (int(r["timestamp"]), r["ks_seq"], r["ks_sub"]))
         for r in ready:
-            self._join_stream(st, r, out)
+            go, tv = self._lookup(st, store, r["key"], int(r["timestamp"]))
+            if go:
+                ok, res = self._joined(r["key"], r["value"], tv, DictRow(r, self.decoders))
+                if ok:
+                    out.carry(r, res)
 
     def extra_side(self, st: Any, task: int) -> list[dict[str, Any]]:
         n, self.expired_puts = self.expired_puts, 0

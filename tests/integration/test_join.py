@@ -18,10 +18,13 @@ from kspark.testing import TopologyTestDriver
 pytestmark = pytest.mark.spark
 
 
-def topology(versioned: bool, left: bool, retention_ms: int = 10_000, grace_ms: int = 0) -> Any:
+def topology(versioned: bool, left: bool, retention_ms: int = 10_000, grace_ms: int = 0, to_table: bool = False) -> Any:
     b = StreamsBuilder()
     mat = Materialized.as_versioned("b-store", timedelta(milliseconds=retention_ms)) if versioned else Materialized.as_("b-store")
-    table = b.table(Topic.jsonl("B", "/unused"), key_type=str, value_type=str, materialized=mat)
+    if to_table:  # the table as a stream's changelog, through KStream.to_table
+        table = b.stream(Topic.jsonl("B", "/unused"), key_type=str, value_type=str).to_table(mat)
+    else:
+        table = b.table(Topic.jsonl("B", "/unused"), key_type=str, value_type=str, materialized=mat)
     stream = b.stream(Topic.jsonl("A", "/unused"), key_type=str, value_type=str)
     joined = Joined.with_grace_period(Joined(), timedelta(milliseconds=grace_ms)) if grace_ms else None
     join = stream.left_join if left else stream.join
@@ -44,9 +47,10 @@ def drive(spark: Any, app_id: str, topo: Any, batches: list[list[tuple[str, str 
 SEED = [("B", "k", "b0", 0), ("A", "k", "a1", 1), ("B", "k", "b3", 3), ("A", "k", "a4", 4), ("A", "k", "a2", 2)]
 
 
-def test_seed_motivating_example_joins_as_of_the_stream_time(spark: Any, app_id: str) -> None:
+@pytest.mark.parametrize("to_table", [False, True], ids=["table", "stream-to-table"])
+def test_seed_motivating_example_joins_as_of_the_stream_time(spark: Any, app_id: str, to_table: bool) -> None:
     # one record per micro-batch, as the seed tells it
-    out = drive(spark, app_id, topology(versioned=True, left=False), [[r] for r in SEED])
+    out = drive(spark, app_id, topology(versioned=True, left=False, to_table=to_table), [[r] for r in SEED])
     assert out == ["(a1,b0)", "(a4,b3)", "(a2,b0)"]
 
 

@@ -159,3 +159,20 @@ def test_driver_rewires_topics_without_changing_names() -> None:
     rewired: Topology = topo.with_topics(lambda t, role: Topic.parquet(t.name, f"/elsewhere/{t.name}"))
     assert [x.name for x in rewired.nodes()] == [x.name for x in topo.nodes()]
     assert {s.topic.path for s in rewired.sources()} == {"/elsewhere/payments"}
+
+
+def test_to_table_feeds_the_join_from_the_stream() -> None:
+    b = StreamsBuilder()
+    rates = (
+        b.stream(Topic.jsonl("rate-updates", "/tmp/u"), key_type=str, value_type=float)
+        .map_values(lambda r: r * 2, value_type=float)
+        .to_table(Materialized.as_versioned("rates", timedelta(hours=2)))
+    )
+    s = b.stream(Topic.jsonl("payments", "/tmp/p"), key_type=str, value_type=Payment)
+    s.join(rates, lambda p, r: p.amount * r, value_type=float).to(Topic.parquet("o", "/tmp/o"))
+    out = compile_topology(b.build(), CFG)
+    join = next(s for s in out.stages() if isinstance(s, st.Stateful))
+    assert join.spec["versioned"] and join.spec["store"] == "rates"
+    # the table side is the mapped stream: a chain over the rate-updates source
+    assert isinstance(join.table, st.Chain)
+    assert [step["op"] for step in join.table.spec["steps"]] == ["map_values"]

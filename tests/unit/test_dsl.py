@@ -203,3 +203,23 @@ def test_topology_needs_a_sink() -> None:
     b.stream(Topic.jsonl("payments", "/tmp/p"), key_type=str, value_type=Payment)
     with pytest.raises(InvalidTopologyError, match="no sink"):
         b.build()
+
+
+def test_to_table_makes_a_table_of_a_stream() -> None:
+    b = StreamsBuilder()
+    s = b.stream(Topic.jsonl("payments", "/tmp/p"), key_type=str, value_type=Payment)
+    updates = b.stream(Topic.jsonl("rate-updates", "/tmp/u"), key_type=str, value_type=float)
+    plain = updates.to_table()
+    assert isinstance(plain.node, n.ToTable) and not plain.node.versioned
+    assert plain.store_name.startswith("KSTREAM-TOTABLE-STATE-STORE-")
+    versioned = updates.filter(lambda k, v: v > 0).to_table(
+        Named.as_("rates-table"), Materialized.as_versioned("rates", timedelta(hours=1))
+    )
+    assert versioned.name == "rates-table" and versioned.store_name == "rates"
+    assert isinstance(versioned.node, n.ToTable) and versioned.node.history_retention_ms == 3_600_000
+    j = s.join(versioned, lambda p, r: p.amount * r, Joined.as_("j").with_grace_period(timedelta(seconds=1)))
+    assert isinstance(j.node, n.StreamTableJoin) and j.node.versioned and j.node.store_name == "rates"
+    with pytest.raises(InvalidTopologyError, match="versioned"):
+        s.join(plain, lambda p, r: p.amount * r, Joined.as_("j2").with_grace_period(timedelta(seconds=1)))
+    with pytest.raises(InvalidArgumentError, match="one Materialized"):
+        updates.to_table(Materialized.as_("a"), Materialized.as_("b"))  # type: ignore[arg-type]

@@ -21,12 +21,12 @@ from kspark.config import StreamsConfig
 from kspark.errors import CompilationError, InvalidTopologyError, UnknownTypeError
 from kspark.plan import nodes as n
 from kspark.plan.topology import Topology
-from kspark.plan.types import Primitive, Record, TypeDesc
+from kspark.plan.types import Primitive, Record, TypeDesc, json_packable
 
 __all__ = ["SPEC_VERSION", "compile_topology"]
 
 #: The operator spec version this client writes; kspark_server checks it.
-SPEC_VERSION = 2
+SPEC_VERSION = 3
 
 
 @attrs.frozen(kw_only=True)
@@ -253,6 +253,11 @@ class _Compiler:
     def visit_ToStream(self, node: n.ToStream) -> _Pending:
         return self.visit(node.parent)
 
+    def visit_ToTable(self, node: n.ToTable) -> _Pending:
+        # the stream's records are the table's changelog: the join that reads the table
+        # applies them to its store
+        return self.visit(node.parent)
+
     def visit_Merge(self, node: n.Merge) -> _Pending:
         parts = tuple(self.flush(self.visit(i), node.name) for i in node.inputs)
         first = parts[0]
@@ -308,6 +313,11 @@ class _Compiler:
                 stream.key_type, stream.value_type,
                 [env.field("ks_tvalue", table.value_type.spark_json()), env.field("ks_jside", "integer")],
             ),
+            "packed": {
+                "value": json_packable(stream.value_type),
+                "tvalue": json_packable(table.value_type),
+                "out": json_packable(out_value),
+            },
             "handling": self.handling(sub),
         }
         stage = st.Stateful(
@@ -346,6 +356,11 @@ class _Compiler:
             "store": node.store_name,
             "input": {"key": stream.key_type.spec(), "value": stream.value_type.spec()},
             "output_schema": env.envelope_json(stream.key_type, stream.value_type),
+            # which values travel as JSON text through the operator (see json_packable)
+            "packed": {
+                "value": json_packable(stream.value_type),
+                "out": json_packable(stream.value_type),
+            },
             "handling": self.handling(sub),
         }
         stage = st.Stateful(

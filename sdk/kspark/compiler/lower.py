@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from kspark.compiler import envelope as env
 from kspark.compiler import stages as st
@@ -22,6 +23,17 @@ __all__ = ["SIDE_METRICS", "build_dataframe", "writer_function"]
 
 #: Name of the observed metrics that carry drop counts and gauges to the client.
 SIDE_METRICS = "kspark"
+
+
+@attrs.frozen(kw_only=True)
+class Resume:
+    """Where a rescaled app's new query checkpoint starts (see kspark.runtime.rescale):
+    files its inputs already consumed, Kafka offsets to start from, and, for its first
+    batch only, each store's initial state (a Parquet folder of ``(ks_task, blob)``)."""
+
+    skip_files: tuple[str, ...] = ()
+    kafka_offsets: dict[str, dict[str, int]] = attrs.field(factory=dict)
+    initial_state: dict[str, str] = attrs.field(factory=dict)
 
 _FILE_FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
 
@@ -108,7 +120,7 @@ def kafka_format(spark: SparkSession, mode: str) -> str:
     return "kspark_kafka"
 
 
-def _read(stage: st.Read, spark: SparkSession) -> DataFrame:
+def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> DataFrame:
     t = stage.topic
     key_t, value_t = _dtype(stage.key_type.spark_json()), _dtype(stage.value_type.spark_json())
     if t.format == "kafka":
@@ -118,6 +130,9 @@ def _read(stage: st.Read, spark: SparkSession) -> DataFrame:
             reader = reader.option("includeHeaders", "true")
         for k, v in t.options:
             reader = reader.option(k, v)
+        if resume is not None and t.name in resume.kafka_offsets:
+            # a rescaled app's new checkpoint goes on where the old one's last batch ended
+            reader = reader.option("startingOffsets", json.dumps({t.name: resume.kafka_offsets[t.name]}))
         raw = reader.load()
         key, bad_key = _kafka_decode(F.col("key"), stage.key_type)
         value, bad_value = _kafka_decode(F.col("value"), stage.value_type)
@@ -153,6 +168,11 @@ def _read(stage: st.Read, spark: SparkSession) -> DataFrame:
         for k, v in t.options:
             reader = reader.option(k, v)
         raw = reader.format(_FILE_FORMATS[t.format]).load(t.path)
+        if resume is not None and resume.skip_files:
+            # files an earlier checkpoint generation consumed (a rescale's new checkpoint
+            # lists the folder afresh)
+            path = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/")
+            raw = raw.filter(~path.isin(list(resume.skip_files)))
     else:
         raise CompilationError(f"{stage.processor}: no reader for format {t.format!r}")
 
@@ -286,7 +306,13 @@ def _task(column: str, n: int) -> Column:
     return F.expr(f"pmod(hash(`{column}`), {int(n)})").cast("int")
 
 
-def _stateful(stage: st.Stateful, df_of: Any) -> DataFrame:
+def _hash(column: str) -> Column:
+    """The Spark hash a task is derived from; state entries keep it, so that a rescale can
+    re-split them as ``pmod(hash, M)``."""
+    return F.expr(f"hash(`{column}`)")
+
+
+def _stateful(stage: st.Stateful, df_of: Any, spark: SparkSession, resume: Resume | None) -> DataFrame:
     from kspark_server.tasks import make_processor
 
     spec = stage.spec
@@ -304,17 +330,58 @@ def _stateful(stage: st.Stateful, df_of: Any) -> DataFrame:
             F.lit(1).alias("ks_jside"),
         )
         stream = left.unionByName(right)
-    grouped = stream.withColumn("ks_task", _task(stage.task_column, stage.num_partitions)).groupBy("ks_task")
+    # Spark turns struct and array columns into Python objects row by row on the way into
+    # pandas; JSON text crosses far faster (docs/performance.md), so values and headers
+    # travel as text through the operator and are parsed back after it
+    packed = spec["packed"]
+    if packed.get("value"):
+        stream = stream.withColumn("value", F.to_json("value"))
+    if packed.get("tvalue"):
+        stream = stream.withColumn("ks_tvalue", F.to_json("ks_tvalue"))
+    stream = stream.withColumn("headers", _headers_text(F.col("headers")))
+    grouped = (
+        stream.withColumn("ks_hash", _hash(stage.task_column))
+        .withColumn("ks_task", _task(stage.task_column, stage.num_partitions))
+        .groupBy("ks_task")
+    )
+    initial = None
+    if resume is not None and spec["store"] in resume.initial_state:
+        initial = spark.read.parquet(resume.initial_state[spec["store"]]).select("ks_task", "blob").groupBy("ks_task")
+    out_schema = _schema(spec["output_schema"])
+    text_schema = StructType(
+        [
+            StructField(f.name, StringType(), True)
+            if f.name == "headers" or (f.name == "value" and packed.get("out"))
+            else f
+            for f in out_schema.fields
+        ]
+    )
     result: DataFrame = grouped.transformWithStateInPandas(
         statefulProcessor=make_processor(spec),
-        outputStructType=_schema(spec["output_schema"]),
+        outputStructType=text_schema,
         outputMode="Append",
         timeMode="None",
+        initialState=initial,
     )
-    return result
+    if packed.get("out"):
+        value_type: Any = out_schema["value"].dataType  # a struct, list or map (json_packable)
+        result = result.withColumn("value", F.from_json("value", value_type))
+    return result.withColumn("headers", _headers_struct(F.col("headers")))
 
 
-def build_dataframe(output: st.Output, spark: SparkSession) -> DataFrame:
+def _headers_text(c: Column) -> Column:
+    """Headers as JSON text, binary values as base64 (JSON has no bytes)."""
+    return F.to_json(F.transform(c, lambda h: F.struct(h["key"].alias("key"), F.base64(h["value"]).alias("value"))))
+
+
+def _headers_struct(c: Column) -> Column:
+    """The inverse of :func:`_headers_text`; a null stays an empty list."""
+    parsed = F.from_json(c, "array<struct<key:string,value:string>>")
+    restored = F.transform(parsed, lambda h: F.struct(h["key"].alias("key"), F.unbase64(h["value"]).alias("value")))
+    return F.coalesce(restored, F.array().cast(_dtype(env.HEADERS)))
+
+
+def build_dataframe(output: st.Output, spark: SparkSession, resume: Resume | None = None) -> DataFrame:
     """The app's streaming DataFrame: the union of every sink's records and side rows,
     tagged by ``ks_sink``, with the side rows' metrics observed."""
     from kspark_server.chain import make_chain, make_id_stage
@@ -326,7 +393,7 @@ def build_dataframe(output: st.Output, spark: SparkSession) -> DataFrame:
             return memo[id(stage)]
         df: DataFrame
         if isinstance(stage, st.Read):
-            df = _read(stage, spark)
+            df = _read(stage, spark, resume)
         elif isinstance(stage, st.Chain):
             df = df_of(stage.input).mapInArrow(make_chain(stage.spec), _schema(stage.spec["output_schema"]))
         elif isinstance(stage, st.IdStage):
@@ -339,7 +406,7 @@ def build_dataframe(output: st.Output, spark: SparkSession) -> DataFrame:
         elif isinstance(stage, st.Shuffle):
             df = df_of(stage.input).repartition(stage.num_partitions, "key")
         elif isinstance(stage, st.Stateful):
-            df = _stateful(stage, df_of)
+            df = _stateful(stage, df_of, spark, resume)
         else:
             raise CompilationError(f"no lowering for stage {type(stage).__name__}")
         memo[id(stage)] = df
@@ -376,10 +443,12 @@ def build_dataframe(output: st.Output, spark: SparkSession) -> DataFrame:
     )
 
 
-def writer_function(output: st.Output, spark: SparkSession | None = None) -> Any:
+def writer_function(output: st.Output, spark: SparkSession | None = None, batch_offset: int = 0) -> Any:
     from kspark_server.sinks import make_batch_writer
 
     spec = dict(output.writer_spec)
+    # a rescaled app's new checkpoint numbers its batches from 0 again; its sinks go on
+    spec["batch_offset"] = int(batch_offset)
     topics = [s["topic"] for s in spec["sinks"]] + ([spec["dlq"]] if spec.get("dlq") else [])
     if spark is not None and any(t["format"] == "kafka" for t in topics):
         spec["kafka_format"] = kafka_format(spark, spec.get("kafka_client", "auto"))

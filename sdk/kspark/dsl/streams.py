@@ -602,6 +602,68 @@ class KStream(Generic[K, V]):
             )
         )
 
+    # -- tables ------------------------------------------------------------------------
+    def to_table(
+        self,
+        materialized: Materialized | Named | None = None,
+        named: Named | Materialized | None = None,
+    ) -> KTable[K, V]:
+        """This stream as a table's changelog: each record upserts its key, and a record
+        with value None deletes it (Kafka Streams' ``KStream#toTable``).
+
+        Parameters
+        ----------
+        materialized
+            How the table is stored. ``Materialized.as_versioned(name, retention)`` keeps
+            history, so a stream joined with the table sees the value as of each of its
+            records' timestamps. Default: a latest-value store with a generated name.
+        named
+            The processor's name. Either argument may come first, as in Kafka Streams'
+            ``toTable(Named, Materialized)``.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import Materialized, StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> updates = b.stream(Topic.jsonl("rate-updates", "/tmp/u"), key_type=str, value_type=float)
+        >>> rates = updates.filter(lambda k, v: v > 0).to_table(
+        ...     Materialized.as_versioned("rates", timedelta(hours=1))
+        ... )
+        >>> rates.name, rates.store_name
+        ('KSTREAM-TOTABLE-0000000002', 'rates')
+        """
+        mat: Materialized | None = None
+        nm: Named | None = None
+        for arg in (materialized, named):
+            if arg is None:
+                continue
+            if isinstance(arg, Materialized) and mat is None:
+                mat = arg
+            elif isinstance(arg, Named) and nm is None:
+                nm = arg
+            else:
+                raise InvalidArgumentError(
+                    f"to_table takes one Materialized and one Named, got {arg!r}",
+                    parameter="materialized",
+                )
+        mat = mat or Materialized()
+        name, seq = self._builder._next("KSTREAM-TOTABLE", nm)
+        store = mat.store_name or self._builder._store_name("KSTREAM-TOTABLE")
+        node = n.ToTable(
+            name=name,
+            seq=seq,
+            parent=self._node,
+            store_name=store,
+            versioned=mat.versioned,
+            history_retention_ms=(
+                to_ms(mat.history_retention, "history_retention") if mat.history_retention else 0
+            ),
+            key_type=self._node.key_type,
+            value_type=self._node.value_type,
+        )
+        return KTable(self._builder, node)
+
     # -- deduplication (KIP-655) --------------------------------------------------------
     def deduplicate_by_key(
         self, interval: timedelta, deduplicated: Deduplicated | None = None
@@ -760,9 +822,9 @@ class KTable(Generic[K, V]):
         """The name of the store a join against this table uses."""
         return self._source().store_name
 
-    def _source(self) -> n.TableSource:
+    def _source(self) -> n.TableSource | n.ToTable:
         node = self._node
-        while not isinstance(node, n.TableSource):
+        while not isinstance(node, n.TableSource | n.ToTable):
             assert isinstance(node, n.TableFilter | n.TableMapValues), node
             node = node.parent
         return node

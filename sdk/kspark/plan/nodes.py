@@ -328,6 +328,19 @@ class ToStream(_Unary):
 
 
 @attrs.frozen(kw_only=True)
+class ToTable(_Unary):
+    """A stream read as a table's changelog (``KStream.to_table``): each record upserts
+    its key, a None value deletes it. ``store_name`` is the table's materialized store.
+
+    Like :class:`TableSource`, the store lives in the operator that reads the table.
+    """
+
+    store_name: str
+    versioned: bool = False
+    history_retention_ms: int = 0
+
+
+@attrs.frozen(kw_only=True)
 class StreamTableJoin(Node):
     """A stream-table join; ``left`` keeps stream records with no table match."""
 

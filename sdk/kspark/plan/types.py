@@ -213,3 +213,27 @@ def _describe_record(cls: type) -> Record:
                 f"field {cls.__qualname__}.{name}: {exc.message}", type=cls.__qualname__, field=name
             ) from exc
     return Record(cls=cls, fields=tuple(fields))
+
+
+_JSON_LEAVES = frozenset({"string", "long", "double", "boolean"})
+
+
+def json_packable(desc: TypeDesc) -> bool:
+    """Whether values of ``desc`` travel as JSON text into a stateful operator and back
+    unchanged: records, lists and maps of strings, integers, floats and booleans. Spark
+    turns struct columns into Python objects row by row on the way into pandas; JSON text
+    is far cheaper there (docs/performance.md), and ``json.loads`` is fast in the worker."""
+
+    def leaves_ok(d: TypeDesc) -> bool:
+        if isinstance(d, Primitive):
+            return d.spark in _JSON_LEAVES
+        if isinstance(d, ListType):
+            return leaves_ok(d.element)
+        if isinstance(d, MapType):
+            return leaves_ok(d.value)
+        if isinstance(d, Record):
+            return all(leaves_ok(f.type) for f in d.fields)
+        return False
+
+    return not isinstance(desc, Primitive) and leaves_ok(desc)
+

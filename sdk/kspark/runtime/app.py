@@ -8,12 +8,12 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from kspark.compiler.compiler import compile_topology
-from kspark.compiler.lower import SIDE_METRICS, build_dataframe, writer_function
+from kspark.compiler.lower import SIDE_METRICS, Resume, build_dataframe, writer_function
 from kspark.compiler.stages import Output
 from kspark.config import StreamsConfig
 from kspark.errors import (
@@ -26,7 +26,11 @@ from kspark.errors import (
 )
 from kspark.plan.topology import Topology
 from kspark.runtime import shipping
+from kspark.runtime.checkpoints import Generation, current_generation, query_progress
 from kspark.runtime.server import connect
+
+if TYPE_CHECKING:
+    from kspark.runtime.rescale import RescaleReport
 
 __all__ = ["Metrics", "RunReport", "State", "StreamsApp"]
 
@@ -154,6 +158,7 @@ class StreamsApp:
         self._output: Output | None = None
         self._progress: dict[tuple[str, int], dict[str, Any]] = {}
         self._listeners: list[Callable[[State, State], None]] = []
+        self._generation: Generation | None = None
 
     # -- plumbing --------------------------------------------------------------------
     @property
@@ -163,8 +168,65 @@ class StreamsApp:
         return self._session
 
     @property
+    def generation(self) -> Generation:
+        """The app's current checkpoint generation (a new one starts with each rescale)."""
+        if self._generation is None:
+            gen = current_generation(self.session, self.config.checkpoint_dir)
+            if gen.num_partitions is not None and gen.num_partitions != self.config.num_partitions:
+                raise ConfigError(
+                    f"app {self.config.application_id} was rescaled to {gen.num_partitions} "
+                    f"partitions (checkpoint {gen.checkpoint}), but its config says "
+                    f"num_partitions={self.config.num_partitions}; set "
+                    f"num_partitions={gen.num_partitions}, or rescale again",
+                    options=["num_partitions"],
+                )
+            self._generation = gen
+        return self._generation
+
+    def _forget_generation(self) -> None:
+        self._generation = None
+        self._output = None
+
+    @property
     def checkpoint_location(self) -> str:
-        return f"{self.config.checkpoint_dir.rstrip('/')}/query"
+        """The streaming query's checkpoint: ``<checkpoint_dir>/query`` until a rescale."""
+        return self.generation.checkpoint
+
+    def rescale(self, partitions: int, *, progress: Callable[[str], None] | None = None) -> RescaleReport:
+        """Move the stopped app's state to ``partitions`` partitions, keeping every
+        entry, and switch the app to it (see :mod:`kspark.runtime.rescale`).
+
+        The app's config changes to ``num_partitions=partitions``; use that config when
+        you run the app again.
+
+        Examples
+        --------
+        >>> app.stop()  # doctest: +SKIP
+        >>> print(app.rescale(8).summary())  # doctest: +SKIP
+        rescaled payments from 4 to 8 partitions in 6.2s: generation 1 ...
+        """
+        from kspark.runtime.rescale import rescale
+
+        self.stop()
+        report = rescale(self, partitions, on_phase=progress)
+        self.config = self.config.with_(num_partitions=partitions)
+        self._forget_generation()
+        return report
+
+    def compiled_for(self, gen: Generation) -> Output:
+        """The app compiled for checkpoint generation ``gen`` (its partitions)."""
+        cfg = self.config
+        if gen.num_partitions is not None and gen.num_partitions != cfg.num_partitions:
+            cfg = cfg.with_(num_partitions=gen.num_partitions)
+        return compile_topology(self.topology, cfg)
+
+    def _resume(self, gen: Generation) -> Resume | None:
+        if gen.number == 0:
+            return None
+        initial: dict[str, str] = {}
+        if gen.initial_state and query_progress(self.session, gen.checkpoint).last_committed is None:
+            initial = dict(gen.initial_state)  # the new checkpoint's first batch only
+        return Resume(skip_files=gen.skip_files, kafka_offsets=dict(gen.kafka_offsets), initial_state=initial)
 
     def _set_state(self, state: State) -> None:
         old, self._state = self._state, state
@@ -191,6 +253,7 @@ class StreamsApp:
     def _start_query(self, available_now: bool) -> Any:
         if self._query is not None and self._query.isActive:
             raise StreamsAppError(f"app {self.config.application_id} is already running")
+        gen = self.generation  # checks the config against a rescaled checkpoint first
         output = self.compiled()
         shipping.ship(
             self.topology,
@@ -210,11 +273,11 @@ class StreamsApp:
         )
         for k, v in self.config.spark_conf:
             spark.conf.set(k, v)
-        df = build_dataframe(output, spark)
+        df = build_dataframe(output, spark, self._resume(gen))
         writer = (
             df.writeStream.queryName(self.config.application_id)
-            .option("checkpointLocation", self.checkpoint_location)
-            .foreachBatch(writer_function(output, spark))
+            .option("checkpointLocation", gen.checkpoint)
+            .foreachBatch(writer_function(output, spark, batch_offset=gen.batch_offset))
         )
         if available_now:
             writer = writer.trigger(availableNow=True)
@@ -319,6 +382,26 @@ class StreamsApp:
         from kspark.runtime.stores import open_store
 
         return open_store(self.session, self.checkpoint_location, self.compiled(), name)
+
+    def replica(self, name: str) -> Any:
+        """A client-side replica of table store ``name``: loaded once, then kept current
+        with :meth:`~kspark.runtime.stores.StoreReplica.refresh` from the checkpoint's
+        change feed, and answering reads from memory even while the app is down (the
+        standby-replica idea for interactive queries; see docs/deployment.md).
+
+        Examples
+        --------
+        >>> rates = app.replica("rates")  # doctest: +SKIP
+        >>> rates.refresh()  # doctest: +SKIP
+        4
+        >>> rates.get("EUR", as_of=1_700_000_000_000)  # doctest: +SKIP
+        ValueAndTimestamp(value=Rate(currency='EUR', rate=1.08), timestamp=1699999990000)
+        """
+        from kspark.runtime.stores import StoreReplica
+
+        replica = StoreReplica(self.session, self.checkpoint_location, self.compiled(), name)
+        replica.refresh()
+        return replica
 
     def __enter__(self) -> StreamsApp:
         return self

@@ -108,9 +108,15 @@ class EmbeddedServer:
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
-    def start(self, timeout: float = 120.0) -> EmbeddedServer:
+    def start(self, timeout: float = 120.0, *, same_port: bool = False) -> EmbeddedServer:
+        """Start the server process; wait until it listens.
+
+        ``same_port`` restarts a server on the port (and token) it had, as a process
+        manager restarting a crashed server would: clients keep their URL.
+        """
         home = _spark_home()
-        self.port = _free_port()
+        if not (same_port and self.port):
+            self.port = _free_port()
         self._workdir = tempfile.mkdtemp(prefix="kspark-server-")
         self.log_path = os.path.join(self._workdir, "server.log")
         env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_CONNECT") and k not in ("SPARK_REMOTE", "PYTHONPATH")}

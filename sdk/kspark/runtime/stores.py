@@ -98,6 +98,18 @@ def _task_states(spark: Any, checkpoint: str, name: str) -> dict[int, Any]:
     return out
 
 
+def _value_decoder(spec: dict[str, Any]) -> Any:
+    """Table values as the store keeps them (JSON text when packed) to the value type."""
+    import json
+
+    from kspark_server import codec
+
+    dec = codec.decoder(spec["table"]["value"])
+    if spec.get("packed", {}).get("tvalue"):
+        return lambda v: dec(json.loads(v))
+    return dec
+
+
 class ReadOnlyVersionedStore(Generic[K, V]):
     """A versioned table's store as of the app's last committed micro-batch.
 
@@ -113,7 +125,7 @@ class ReadOnlyVersionedStore(Generic[K, V]):
         self._retention = int(spec["history_retention_ms"])
         self._stores = [VersionedStore(t["table"], self._retention) for t in tasks.values()]
         self._kenc = codec.encoder(spec["table"]["key"], "key")
-        self._vdec = codec.decoder(spec["table"]["value"])
+        self._vdec = _value_decoder(spec)
         self._hashable = codec.hashable
 
     def _key(self, key: K) -> Hashable:
@@ -177,7 +189,7 @@ class ReadOnlyKeyValueStore(Generic[K, V]):
         for t in tasks.values():
             self._data.update(t["table"])
         self._kenc = codec.encoder(spec["table"]["key"], "key")
-        self._vdec = codec.decoder(spec["table"]["value"])
+        self._vdec = _value_decoder(spec)
         self._hashable = codec.hashable
 
     def get(self, key: K, as_of: int | None = None) -> V | None:
@@ -212,7 +224,94 @@ def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any
 __all__ = [
     "ReadOnlyKeyValueStore",
     "ReadOnlyVersionedStore",
+    "StoreReplica",
     "ValueAndTimestamp",
     "VersionedRecord",
     "open_store",
 ]
+
+
+class StoreReplica:
+    """A client-side copy of one store, kept current from the checkpoint's change feed.
+
+    Kafka Streams keeps standby replicas of a task's stores warm on other instances, so
+    that interactive queries and fail-over do not wait for a restore. Spark has no such
+    thing; this is the part of it that serves reads: the replica loads the store once with
+    Spark's state reader, then :meth:`refresh` applies only what changed since (the state
+    reader's change feed over the changelog checkpoints). Reads are answered from memory,
+    also while the app or its server is down, as of the last refresh
+    (:attr:`as_of_batch`).
+
+    Obtained from :meth:`kspark.StreamsApp.replica`.
+    """
+
+    def __init__(self, spark: Any, checkpoint: str, output: st.Output, name: str) -> None:
+        stage = _find_stage(output, name)
+        if stage.spec["kind"] != "join":
+            raise StoreError(f"store {name!r} belongs to {stage.spec['processor']}; only table stores have replicas")
+        self.name = name
+        self._spark = spark
+        self._checkpoint = checkpoint
+        self._spec = stage.spec
+        self._tasks: dict[int, Any] = {}
+        self._view: Any = None
+        #: the last micro-batch whose state the replica holds (None before the first load)
+        self.as_of_batch: int | None = None
+
+    def refresh(self) -> int:
+        """Catch up with the checkpoint; returns how many task states changed."""
+        from kspark.runtime.checkpoints import query_progress
+
+        last = query_progress(self._spark, self._checkpoint).last_committed
+        if last is None or last == self.as_of_batch:
+            return 0
+        op = _operator_id(self._spark, self._checkpoint, self.name)
+        reader = (
+            self._spark.read.format("statestore")
+            .option("operatorId", op)
+            .option("stateVarName", self.name)
+        )
+        changed = 0
+        if self.as_of_batch is None:
+            for r in reader.load(self._checkpoint).select("key", "value").collect():
+                if r["value"][0] is not None:
+                    self._tasks[int(r["key"][0])] = pickle.loads(r["value"][0])
+                    changed += 1
+        else:
+            feed = (
+                reader.option("readChangeFeed", "true")
+                .option("changeStartBatchId", self.as_of_batch + 1)
+                .option("changeEndBatchId", last)
+                .load(self._checkpoint)
+                .select("batch_id", "change_type", "key", "value")
+                .orderBy("batch_id")
+                .collect()
+            )
+            for r in feed:
+                task = int(r["key"][0])
+                if r["change_type"] == "delete" or r["value"] is None or r["value"][0] is None:
+                    self._tasks.pop(task, None)
+                else:
+                    self._tasks[task] = pickle.loads(r["value"][0])
+                changed += 1
+        self.as_of_batch = last
+        view_cls = ReadOnlyVersionedStore if self._spec["versioned"] else ReadOnlyKeyValueStore
+        self._view = view_cls(self.name, self._tasks, self._spec)
+        return changed
+
+    def _store(self) -> Any:
+        if self._view is None:
+            self.refresh()
+        if self._view is None:
+            raise StoreError(f"store {self.name}: the app has not committed a micro-batch yet")
+        return self._view
+
+    def get(self, key: Any, as_of: int | None = None) -> Any:
+        """As :meth:`ReadOnlyVersionedStore.get`, from the replica."""
+        return self._store().get(key, as_of=as_of)
+
+    def versions(self, key: Any, from_ts: int | None = None, to_ts: int | None = None) -> Any:
+        return self._store().versions(key, from_ts, to_ts)
+
+    def approximate_num_entries(self) -> int:
+        return int(self._store().approximate_num_entries())

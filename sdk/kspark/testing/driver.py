@@ -306,6 +306,14 @@ class TopologyTestDriver:
         self._process_pending()
         return self.app.store(name)
 
+    def rescale(self, partitions: int) -> Any:
+        """Rescale the app's state to ``partitions`` partitions between two
+        :meth:`process` calls (see :meth:`kspark.StreamsApp.rescale`)."""
+        self._process_pending()
+        report = self.app.rescale(partitions)
+        self.config = self.app.config
+        return report
+
     def close(self) -> None:
         self.app.stop()
         shutil.rmtree(self._workdir, ignore_errors=True)

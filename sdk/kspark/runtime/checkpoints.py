@@ -1,0 +1,165 @@
+"""An app's checkpoint generations, and what a query checkpoint says about its progress.
+
+A rescale (:mod:`kspark.runtime.rescale`) cannot change the partitioning of a Spark query
+checkpoint, so it starts a new one: *generation* ``g`` of an app lives in
+``<checkpoint_dir>/query-g<g>`` (generation 0, the app's first, in
+``<checkpoint_dir>/query``). A small JSON document per generation, under
+``<checkpoint_dir>/generations``, says how it continues from the one before: its number of
+partitions, its first batch id, the state it starts from and where its inputs resume.
+
+Everything here goes through Spark reads and writes, never the client's file system, so it
+works the same against the embedded server and a remote cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+__all__ = ["Generation", "Progress", "current_generation", "query_progress", "write_generation"]
+
+
+@attrs.frozen(kw_only=True)
+class Generation:
+    """One query checkpoint of an app, and how it continues from the previous one."""
+
+    number: int = 0
+    checkpoint: str
+    num_partitions: int | None = None
+    #: the first micro-batch's number in the sinks' ``batch_id`` (batches go on counting)
+    batch_offset: int = 0
+    #: store name -> Parquet folder of ``(ks_task, blob)``: the state the generation starts from
+    initial_state: dict[str, str] = attrs.field(factory=dict)
+    #: files the earlier generations consumed, which this one must not read again
+    skip_files: tuple[str, ...] = ()
+    #: Kafka topic -> the offsets (Spark's JSON form) where this generation starts reading
+    kafka_offsets: dict[str, dict[str, int]] = attrs.field(factory=dict)
+    #: the generation it was rescaled from, with its partitions (for the report)
+    previous: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(attrs.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Generation:
+        d = json.loads(text)
+        d["skip_files"] = tuple(d.get("skip_files") or ())
+        return cls(**d)
+
+
+def _generations_dir(checkpoint_dir: str) -> str:
+    return f"{checkpoint_dir.rstrip('/')}/generations"
+
+
+def first_generation(checkpoint_dir: str) -> Generation:
+    return Generation(number=0, checkpoint=f"{checkpoint_dir.rstrip('/')}/query")
+
+
+def _exists(spark: Any, path: str) -> bool:
+    from pyspark.errors import AnalysisException
+
+    try:
+        spark.read.format("text").load(path).limit(0).collect()
+    except AnalysisException as exc:
+        if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+            return False
+        raise
+    return True
+
+
+def current_generation(spark: Any, checkpoint_dir: str) -> Generation:
+    """The newest generation recorded under ``checkpoint_dir``; generation 0 if none is."""
+    path = _generations_dir(checkpoint_dir)
+    if not _exists(spark, path):
+        return first_generation(checkpoint_dir)
+    rows = spark.read.option("wholetext", "true").text(path).collect()
+    gens = [Generation.from_json(r["value"]) for r in rows if r["value"].strip()]
+    if not gens:
+        return first_generation(checkpoint_dir)
+    return max(gens, key=lambda g: g.number)
+
+
+def write_generation(spark: Any, checkpoint_dir: str, gen: Generation) -> None:
+    """Record ``gen``; from then on the app runs on it."""
+    path = f"{_generations_dir(checkpoint_dir)}/g={gen.number:06d}"
+    spark.createDataFrame([(gen.to_json(),)], "value string").coalesce(1).write.mode(
+        "overwrite"
+    ).text(path)
+
+
+@attrs.frozen(kw_only=True)
+class Progress:
+    """What a query checkpoint has done: its last planned and last committed batch, the
+    offsets of the last committed batch (one JSON text per source, in source order), and
+    the files its file sources consumed up to that batch."""
+
+    last_planned: int | None
+    last_committed: int | None
+    offsets: tuple[str | None, ...]
+    files: tuple[str, ...]
+
+
+def _batch_files(spark: Any, path: str) -> dict[int, str]:
+    """``{batch: text}`` of a metadata log folder (offsets, commits, a file source's log)."""
+    from pyspark.sql import functions as F
+
+    if not _exists(spark, path):
+        return {}
+    rows = (
+        spark.read.option("wholetext", "true")
+        .text(path)
+        .select("value", F.col("_metadata.file_name").alias("name"))
+        .collect()
+    )
+    out: dict[int, str] = {}
+    for r in rows:
+        name = str(r["name"]).removesuffix(".compact")
+        if name.isdigit():
+            out[int(name)] = r["value"]
+    return out
+
+
+def query_progress(spark: Any, checkpoint: str) -> Progress:
+    """Read ``checkpoint``'s offsets, commits and file-source logs."""
+    offsets = _batch_files(spark, f"{checkpoint}/offsets")
+    commits = _batch_files(spark, f"{checkpoint}/commits")
+    last_committed = max(commits) if commits else None
+    per_source: tuple[str | None, ...] = ()
+    if last_committed is not None and last_committed in offsets:
+        # v1, then the batch's metadata, then one line per source ("-" when it has none)
+        lines = offsets[last_committed].splitlines()[2:]
+        per_source = tuple(None if ln.strip() in ("", "-") else ln for ln in lines)
+    files: set[str] = set()
+    if last_committed is not None and _exists(spark, f"{checkpoint}/sources"):
+        from pyspark.sql import functions as F
+
+        rows = (
+            spark.read.option("wholetext", "true")
+            .text(f"{checkpoint}/sources/*/*")
+            .select("value", F.col("_metadata.file_path").alias("path"))
+            .collect()
+        )
+        for r in rows:
+            for line in str(r["value"]).splitlines():
+                if not line.startswith("{"):
+                    continue
+                entry = json.loads(line)
+                if "path" in entry and int(entry.get("batchId", 0)) <= last_committed:
+                    files.add(normalize_path(entry["path"]))
+    return Progress(
+        last_planned=max(offsets) if offsets else None,
+        last_committed=last_committed,
+        offsets=per_source,
+        files=tuple(sorted(files)),
+    )
+
+
+def normalize_path(path: str) -> str:
+    """A file URI or path in one form (``file:/x``, ``file:///x`` and ``/x`` are equal)."""
+    for prefix in ("file://", "file:"):
+        if path.startswith(prefix):
+            path = path[len(prefix) :]
+            break
+    return "/" + path.lstrip("/") if not path.startswith(("s3", "hdfs", "gs", "abfs")) else path

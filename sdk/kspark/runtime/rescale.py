@@ -1,0 +1,272 @@
+"""State-preserving rescale: move a stopped app's state from N to M partitions.
+
+Open-source Spark cannot change the number of state partitions of a query checkpoint.
+kspark's tasks are its own (``pmod(hash(key), num_partitions)``), and each state entry
+keeps its key's hash, so a rescale is a re-split of the state plus a new query checkpoint
+that starts from it, as Kafka Streams warms a task on a new instance before it moves
+(learner tasks, KIP-441):
+
+1. **warm**: read every store of the current checkpoint with Spark's state reader, re-split
+   each task's state by ``pmod(hash, M)`` and write the new tasks' states as Parquet;
+2. **verify**: the entries per store after the re-split equal the entries before;
+3. **switch**: record a new checkpoint generation that starts from that state
+   (``transformWithState``'s ``initialState``), reads each input from where the old
+   checkpoint's last committed batch ended, and goes on numbering output batches.
+
+Nothing is switched unless all three steps pass. The old checkpoint stays as it was.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import attrs
+
+from kspark.compiler import stages as st
+from kspark.errors import RescaleError
+from kspark.runtime.checkpoints import (
+    Generation,
+    current_generation,
+    query_progress,
+    write_generation,
+)
+
+if TYPE_CHECKING:
+    from kspark.runtime.app import StreamsApp
+
+__all__ = ["RescaleReport", "StoreRescale", "rescale"]
+
+
+@attrs.frozen(kw_only=True)
+class StoreRescale:
+    """One store's part of a rescale."""
+
+    store: str
+    processor: str
+    entries_before: int
+    entries_after: int
+    tasks_before: int
+    tasks_after: int
+
+
+@attrs.frozen(kw_only=True)
+class RescaleReport:
+    """What :func:`rescale` did."""
+
+    application_id: str
+    from_partitions: int
+    to_partitions: int
+    generation: int
+    checkpoint: str
+    resumes_after_batch: int
+    stores: tuple[StoreRescale, ...]
+    files_already_read: int
+    kafka_topics: tuple[str, ...]
+    seconds: float
+
+    def summary(self) -> str:
+        lines = [
+            f"rescaled {self.application_id} from {self.from_partitions} to {self.to_partitions} "
+            f"partitions in {self.seconds:.1f}s: generation {self.generation} "
+            f"({self.checkpoint}) resumes after batch {self.resumes_after_batch}"
+        ]
+        for s in self.stores:
+            lines.append(
+                f"  store {s.store} ({s.processor}): {s.entries_before:,} entries in "
+                f"{s.tasks_before} task(s) -> {s.entries_after:,} in {s.tasks_after} task(s)"
+            )
+        return "\n".join(lines)
+
+
+def _stateful_stages(output: st.Output) -> list[st.Stateful]:
+    return [s for s in output.stages() if isinstance(s, st.Stateful)]
+
+
+def _refuse_unsupported_sources(output: st.Output) -> None:
+    for s in output.stages():
+        if isinstance(s, st.Read) and s.topic.format == "table":
+            raise RescaleError(
+                f"{s.processor} reads the Spark table {s.topic.path or s.topic.name}, whose "
+                "offsets kspark cannot carry to a new checkpoint; only file and Kafka "
+                "sources can be rescaled"
+            )
+
+
+def rescale(
+    app: StreamsApp,
+    partitions: int,
+    *,
+    on_phase: Callable[[str], None] | None = None,
+) -> RescaleReport:
+    """Move ``app``'s checkpointed state to ``partitions`` partitions (see the module doc).
+
+    The app must be stopped. Afterwards, run it with
+    ``StreamsConfig(num_partitions=partitions)``; its output is the same as if it had
+    never been rescaled (each task's stream time is the largest of the old tasks it takes
+    keys from).
+
+    Raises
+    ------
+    RescaleError
+        If the app is running, has no committed state, reads a source whose position
+        cannot be carried over, or the re-split state does not match the old one.
+    """
+    if type(partitions) is not int or partitions < 1:
+        raise RescaleError(f"partitions must be a positive integer, got {partitions!r}")
+    phase = on_phase or (lambda _text: None)
+    t0 = time.perf_counter()
+    spark = app.session
+    cfg = app.config
+    app_id = cfg.application_id
+    for q in spark.streams.active:
+        if q.name == app_id:
+            raise RescaleError(f"app {app_id} is running; stop it before rescaling")
+    gen = current_generation(spark, cfg.checkpoint_dir)
+    old_partitions = gen.num_partitions or cfg.num_partitions
+    if partitions == old_partitions:
+        raise RescaleError(f"app {app_id} already has {partitions} partitions; nothing to do")
+    output = app.compiled_for(gen)
+    _refuse_unsupported_sources(output)
+    phase("reading the checkpoint")
+    progress = query_progress(spark, gen.checkpoint)
+    if progress.last_committed is None:
+        raise RescaleError(
+            f"app {app_id} has no committed micro-batch in {gen.checkpoint}; there is no "
+            "state to rescale: change num_partitions directly"
+        )
+    new_number = gen.number + 1
+    base = cfg.checkpoint_dir.rstrip("/")
+    warm_dir = f"{base}/rescale-g{new_number}-{uuid.uuid4().hex[:6]}"
+
+    from pyspark.sql import functions as F
+
+    from kspark.runtime import shipping
+    from kspark.runtime.stores import _operator_id
+    from kspark_server import rescale as server_rescale
+
+    shipping.ship(app.topology)
+    stores: list[StoreRescale] = []
+    initial: dict[str, str] = {}
+    for stage in _stateful_stages(output):
+        spec = stage.spec
+        name, kind = spec["store"], spec["kind"]
+        versioned = bool(spec.get("versioned"))
+        phase(f"warming store {name}")
+        op = _operator_id(spark, gen.checkpoint, name)
+        old = (
+            spark.read.format("statestore")
+            .option("operatorId", op)
+            .option("stateVarName", name)
+            .load(gen.checkpoint)
+            .select("value.blob")
+        )
+        parts = old.mapInPandas(
+            server_rescale.split_states(kind, versioned, partitions), server_rescale.PARTS_SCHEMA
+        ).persist()
+        try:
+            counts = parts.agg(
+                F.sum("old_entries").alias("entries"),
+                F.sum(F.when(F.col("ks_task") < 0, 1).otherwise(0)).alias("tasks"),
+            ).collect()[0]
+            before, tasks_before = int(counts["entries"] or 0), int(counts["tasks"] or 0)
+            merged = (
+                parts.filter("ks_task >= 0")
+                .select("ks_task", "part")
+                .groupBy("ks_task")
+                .applyInPandas(server_rescale.merge_states(kind, versioned), server_rescale.STATES_SCHEMA)
+            )
+            path = f"{warm_dir}/{name}"
+            merged.write.mode("overwrite").parquet(path)
+        except Exception as exc:
+            if "UnhashedState" in str(exc) or "no key hash" in str(exc):
+                raise RescaleError(
+                    f"store {name} ({spec['processor']}) was written by an older kspark whose "
+                    "state does not keep key hashes; run the app once with this version, "
+                    "then rescale"
+                ) from exc
+            raise
+        finally:
+            parts.unpersist()
+        phase(f"verifying store {name}")
+        written = spark.read.parquet(path)
+        check = written.agg(
+            F.sum("entries").alias("entries"),
+            F.count("ks_task").alias("tasks"),
+            F.sum(F.when((F.col("ks_task") < 0) | (F.col("ks_task") >= partitions), 1).otherwise(0)).alias("bad"),
+        ).collect()[0]
+        after, tasks_after = int(check["entries"] or 0), int(check["tasks"] or 0)
+        bad_tasks = int(check["bad"] or 0)
+        if after != before or bad_tasks:
+            raise RescaleError(
+                f"store {name} ({spec['processor']}): the re-split state has {after:,} entries "
+                f"in {tasks_after} task(s), the old one {before:,}; nothing was switched "
+                f"(the warm copy is in {path})"
+            )
+        stores.append(
+            StoreRescale(
+                store=name, processor=spec["processor"], entries_before=before,
+                entries_after=after, tasks_before=tasks_before, tasks_after=tasks_after,
+            )
+        )
+        initial[name] = path
+    kafka_offsets = _kafka_offsets(output, progress.offsets)
+    new = Generation(
+        number=new_number,
+        checkpoint=f"{base}/query-g{new_number}",
+        num_partitions=partitions,
+        batch_offset=gen.batch_offset + progress.last_committed + 1,
+        initial_state=initial,
+        skip_files=tuple(sorted(set(gen.skip_files) | set(progress.files))),
+        kafka_offsets=kafka_offsets,
+        previous=gen.number,
+    )
+    phase("switching")
+    write_generation(spark, cfg.checkpoint_dir, new)
+    app._forget_generation()
+    return RescaleReport(
+        application_id=app_id,
+        from_partitions=old_partitions,
+        to_partitions=partitions,
+        generation=new.number,
+        checkpoint=new.checkpoint,
+        resumes_after_batch=new.batch_offset - 1,
+        stores=tuple(stores),
+        files_already_read=len(new.skip_files),
+        kafka_topics=tuple(sorted(kafka_offsets)),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def _kafka_offsets(output: st.Output, offsets: tuple[str | None, ...]) -> dict[str, dict[str, int]]:
+    """Each Kafka topic's offsets at the end of the last committed batch.
+
+    Kafka sources log their offsets as ``{"topic": {"partition": offset}}``; the log does
+    not name its sources otherwise, so they are matched by topic.
+    """
+    import json
+
+    topics = {
+        s.topic.name for s in output.stages() if isinstance(s, st.Read) and s.topic.format == "kafka"
+    }
+    found: dict[str, dict[str, int]] = {}
+    for text in offsets:
+        if text is None:
+            continue
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            continue
+        if not isinstance(doc, dict):
+            continue
+        for topic, parts in doc.items():
+            if topic in topics and isinstance(parts, dict):
+                found[topic] = {str(p): int(o) for p, o in parts.items()}
+    missing = sorted(topics - set(found))
+    if missing:
+        raise RescaleError(
+            f"cannot find the committed offsets of Kafka topic(s) {missing} in the checkpoint"
+        )
+    return found

@@ -1,0 +1,152 @@
+"""Re-splitting stateful operators' task states from N to M tasks (``kspark rescale``).
+
+A task's state (see :mod:`kspark_server.tasks`) is one pickled dict. Every entry in it
+keeps the Spark hash of its partitioning column, so the entry's task under M tasks is
+``pmod(hash, M)``, the same rule the app's plan applies to new records. Rescaling is
+two pure functions, run as Spark jobs over the state reader's rows:
+
+- :func:`split_states` cuts each old task's state into parts, one per new task;
+- :func:`merge_states` merges the parts of one new task into its state.
+
+A new task's stream time is the largest stream time of the old tasks it takes entries
+from. The entry counts of both sides are returned, so the caller can check that nothing
+was lost or duplicated before it switches the app over.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pandas as pd
+
+#: Column layout of :func:`split_states`' output.
+PARTS_SCHEMA = "ks_task int, part binary, entries long, old_entries long"
+#: Column layout of :func:`merge_states`' output (the new app's initial state).
+STATES_SCHEMA = "ks_task int, blob binary, entries long"
+
+
+class UnhashedState(ValueError):
+    """A state entry without its key's hash: written by a kspark older than state format 3."""
+
+
+def entries(kind: str, versioned: bool, st: dict[str, Any]) -> int:
+    """The number of entries of one task state: ids seen (dedup), or keys with versions
+    plus buffered stream records (join)."""
+    if kind == "dedup":
+        return len(st["seen"])
+    table = st["table"]["data"] if versioned else st["table"]
+    return len(table) + len(st.get("buffer") or [])
+
+
+def _task_of(hashes: dict[Any, int], key: Any, m: int) -> int:
+    h = hashes.get(key)
+    if h is None:
+        raise UnhashedState(
+            "a state entry has no key hash; run the app once with this kspark version "
+            "(it rewrites each task's state) and rescale again"
+        )
+    return int(h) % m  # Python's % is Spark's pmod for m > 0
+
+
+def split(kind: str, versioned: bool, st: dict[str, Any], m: int) -> dict[int, dict[str, Any]]:
+    """One old task state as parts keyed by new task."""
+    hashes: dict[Any, int] = st.get("hash") or {}
+    parts: dict[int, dict[str, Any]] = {}
+
+    def part(task: int) -> dict[str, Any]:
+        p = parts.get(task)
+        if p is None:
+            p = {k: v for k, v in st.items() if k not in ("seen", "table", "buffer", "hash")}
+            p["hash"] = {}
+            if kind == "dedup":
+                p["seen"] = {}
+            else:
+                p["table"] = {"time": st["table"]["time"], "data": {}} if versioned else {}
+                p["buffer"] = []
+            parts[task] = p
+        return p
+
+    if kind == "dedup":
+        for ident, ts in st["seen"].items():
+            p = part(_task_of(hashes, ident, m))
+            p["seen"][ident] = ts
+            p["hash"][ident] = hashes[ident]
+        return parts
+    table = st["table"]["data"] if versioned else st["table"]
+    for hk, value in table.items():
+        p = part(_task_of(hashes, hk, m))
+        (p["table"]["data"] if versioned else p["table"])[hk] = value
+        p["hash"][hk] = hashes[hk]
+    for record in st.get("buffer") or []:
+        h = record.get("ks_hash")
+        if h is None:
+            raise UnhashedState("a buffered stream record has no key hash")
+        part(int(h) % m)["buffer"].append(record)
+    return parts
+
+
+def _max(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b)
+
+
+def merge(kind: str, versioned: bool, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The parts of one new task as its state."""
+    out: dict[str, Any] = {k: v for k, v in parts[0].items() if k not in ("seen", "table", "buffer", "hash")}
+    out["hash"] = {}
+    out["stream_time"] = None
+    if kind == "dedup":
+        out["seen"] = {}
+    else:
+        out["table"] = {"time": None, "data": {}} if versioned else {}
+        out["buffer"] = []
+    for p in parts:
+        out["stream_time"] = _max(out["stream_time"], p.get("stream_time"))
+        out["hash"].update(p["hash"])
+        if kind == "dedup":
+            out["seen"].update(p["seen"])
+            continue
+        if versioned:
+            out["table"]["time"] = _max(out["table"]["time"], p["table"]["time"])
+            out["table"]["data"].update(p["table"]["data"])
+        else:
+            out["table"].update(p["table"])
+        out["buffer"].extend(p["buffer"])
+    if kind != "dedup":
+        out["buffer"].sort(key=lambda r: (int(r["timestamp"]), r["ks_seq"], r["ks_sub"]))
+    return out
+
+
+def split_states(kind: str, versioned: bool, m: int) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+    """The ``mapInPandas`` function over the state reader's ``blob`` column."""
+
+    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for frame in frames:
+            rows: list[tuple[int, bytes | None, int, int]] = []
+            for blob in frame["blob"].tolist():
+                if blob is None:
+                    continue
+                st = pickle.loads(blob)
+                rows.append((-1, None, 0, entries(kind, versioned, st)))
+                for task, p in split(kind, versioned, st, m).items():
+                    rows.append((task, pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL), entries(kind, versioned, p), 0))
+            yield pd.DataFrame(rows, columns=["ks_task", "part", "entries", "old_entries"])
+
+    return run
+
+
+def merge_states(kind: str, versioned: bool) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """The ``applyInPandas`` function of one new task's parts."""
+
+    def run(frame: pd.DataFrame) -> pd.DataFrame:
+        task = int(frame["ks_task"].iat[0])
+        st = merge(kind, versioned, [pickle.loads(b) for b in frame["part"].tolist()])
+        blob = pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL)
+        return pd.DataFrame({"ks_task": [task], "blob": [blob], "entries": [entries(kind, versioned, st)]})
+
+    return run
