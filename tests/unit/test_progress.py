@@ -279,6 +279,23 @@ def test_terminal_pads_a_shorter_line_and_cuts_to_the_width() -> None:
     assert second == "short" + " " * 25
 
 
+def test_terminal_without_batches_shows_only_phases_and_leaves_no_line() -> None:
+    out, clock = TTY(), Clock()
+    r = TerminalProgress(out, label="app", clock=clock, width=200)
+    r.refresh()  # nothing to show yet
+    assert out.getvalue() == ""
+    r.phase("restoring state")
+    r.phase(None)  # wiped, not replaced by a row of zeros
+    assert out.getvalue() == "\rapp: restoring state\r" + " " * 20
+    r.update(batch(0, 5))  # right after the phase: still drawn at once
+    assert out.getvalue().split("\r")[-1].startswith("app: 1 batch, 5 records in")
+    out2 = TTY()
+    r2 = TerminalProgress(out2, clock=clock, width=200)
+    r2.phase("compiling")
+    r2.close()
+    assert "\n" not in out2.getvalue() and out2.getvalue().endswith("\r")
+
+
 def test_terminal_refresh_redraws_the_clock_at_most_once_a_second() -> None:
     out, clock = TTY(), Clock()
     r = TerminalProgress(out, clock=clock, width=200)

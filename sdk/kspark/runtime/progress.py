@@ -483,10 +483,11 @@ class TerminalProgress:
     def update(self, progress: Mapping[str, Any]) -> None:
         if self._closed:
             return
+        first = self.totals.batches == 0
         self.totals.add(progress)
         self._pending = True
-        # a log shows the first batch at once, so a slow run is visibly alive
-        self._maybe_write(force=self._last_status is None)
+        # the first batch is shown at once, so a slow run is visibly alive
+        self._maybe_write(force=first and self.totals.batches > 0)
 
     def phase(self, text: str | None) -> None:
         if self._closed or text == self._phase:
@@ -504,7 +505,8 @@ class TerminalProgress:
         if self._closed:
             return
         if self.tty:
-            self._maybe_write(force=False, interval=max(self.min_interval, 1.0))
+            if self.totals.batches:  # only the figures have a clock to redraw
+                self._maybe_write(force=False, interval=max(self.min_interval, 1.0))
         elif self._pending:
             self._maybe_write(force=False)
 
@@ -514,9 +516,12 @@ class TerminalProgress:
         self._closed = True
         self._phase = None
         if self.tty:
-            if self._drawn or self.totals.batches:
-                self._draw()
+            if self.totals.batches:
+                self._draw()  # the final figures stay on screen
                 self.stream.write("\n")
+            elif self._drawn:
+                self._draw()  # no batch ran: wipe the phase and leave no empty line
+                self.stream.write("\r")
         elif self._pending:
             self._emit(self._status())
         if summary:
@@ -547,8 +552,9 @@ class TerminalProgress:
 
     def _draw(self) -> None:
         width = self._width or max(20, shutil.get_terminal_size((100, 24)).columns - 1)
-        if self._phase and not self.totals.batches:
-            text = self._prefix() + self._phase
+        if not self.totals.batches:
+            # before the first batch only the phase, if any: no row of zeros
+            text = self._prefix() + self._phase if self._phase else ""
         else:
             text = self._status()
         text = text[:width]
