@@ -85,8 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
             topo = load_topology(args.app)
             app = StreamsApp(topo, load_config(args.config, args.app_id), session=connect(args.remote))
-            report = app.rescale(args.partitions, progress=lambda text: print(f"... {text}", flush=True))
-            print(report.summary())
+            app.rescale(args.partitions, progress=True)  # prints the phases and the summary
             print(f"run the app with num_partitions={args.partitions} from now on")
     except KSparkError as exc:
         print(f"kspark: {exc}", file=sys.stderr)

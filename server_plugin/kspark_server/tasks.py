@@ -47,7 +47,9 @@ def order(frame: pd.DataFrame) -> np.ndarray[Any, Any]:
     (topic, partition); head-timestamp order across them."""
     seq = frame["ks_seq"].to_numpy(dtype="int64", na_value=0)
     sub = frame["ks_sub"].to_numpy(dtype="int64", na_value=0)
-    queue = frame.groupby(["topic", "partition"], sort=False, dropna=False).ngroup().to_numpy()
+    topic_code = pd.factorize(frame["topic"], use_na_sentinel=False)[0].astype("int64")
+    part = frame["partition"].to_numpy(dtype="int64", na_value=-1)
+    queue = pd.factorize(topic_code * (1 << 32) + part, use_na_sentinel=False)[0]
     if len(frame) == 0 or int(queue.max()) == 0:
         return np.lexsort((sub, seq))
     ts = frame["timestamp"].to_numpy(dtype="int64", na_value=0)
@@ -137,11 +139,11 @@ class DictRow:
         return self.get(name)
 
 
-def _cells(series: pd.Series) -> list[Any]:
+def _cells(array: np.ndarray[Any, Any]) -> list[Any]:
     """A column's cells as Python objects, None for a null (pandas has NaN for a null in a
     numeric column: a null table value is a tombstone, not NaN)."""
-    values: list[Any] = series.tolist()
-    if series.dtype.kind in "fc" and series.isna().any():
+    values: list[Any] = array.tolist()
+    if array.dtype.kind in "fc" and np.isnan(array).any():
         values = [None if v != v else v for v in values]
     return values
 
@@ -164,25 +166,39 @@ def _isna(v: Any) -> bool:
 
 
 class Batch:
-    """A task's records of one micro-batch, in processing order, as columns."""
+    """A task's records of one micro-batch, in processing order, as columns.
+
+    The frame is not reordered (a copy of every column); columns are read through the
+    order's positions, and output rows are taken from the frame by position.
+    """
 
     def __init__(self, frame: pd.DataFrame, columns: list[str], decoders: dict[str, Any]) -> None:
-        pos = order(frame)
+        self.pos = order(frame)
         self.decoders = decoders
-        self.frame = frame.take(pos).reset_index(drop=True) if len(frame) else frame
+        self.frame = frame
         self.columns = columns
-        self.n = len(self.frame)
-        f = self.frame
-        self.ts = f["timestamp"].to_numpy(dtype="int64", na_value=0).tolist()
-        self.keys = _cells(f["key"])
-        self.hashes = f["ks_hash"].to_numpy(dtype="int64", na_value=0).tolist() if "ks_hash" in f else [0] * self.n
+        self.n = len(frame)
+        self.ts = frame["timestamp"].to_numpy(dtype="int64", na_value=0)[self.pos].tolist()
+        self.keys = self.col("key")
+        self.hashes = (
+            frame["ks_hash"].to_numpy(dtype="int64", na_value=0)[self.pos].tolist()
+            if "ks_hash" in frame
+            else [0] * self.n
+        )
 
     def col(self, name: str) -> list[Any]:
-        return _cells(self.frame[name])
+        return _cells(self.frame[name].to_numpy()[self.pos])
+
+    def first(self, name: str) -> Any:
+        return self.frame[name].iat[int(self.pos[0])]
+
+    def take(self, idx: list[int]) -> pd.DataFrame:
+        """Rows ``idx`` (in processing order) of the frame."""
+        return self.frame.take(self.pos[np.asarray(idx, dtype="int64")])
 
     def row(self, i: int) -> Any:
         """Record ``i`` as the mapping the exception handler's context is read from."""
-        return FrameRow(self.frame, i, self.decoders)
+        return FrameRow(self.frame, int(self.pos[i]), self.decoders)
 
 
 class Emitter:
@@ -206,7 +222,7 @@ class Emitter:
     def frame(self, batch: Batch | None, columns: list[str], new_value: bool) -> pd.DataFrame | None:
         parts = []
         if self.idx and batch is not None:
-            out = _with_columns(batch.frame.take(self.idx), columns)
+            out = _with_columns(batch.take(self.idx), columns)
             if new_value:
                 out["value"] = pd.Series(self.values, index=out.index, dtype=object)
             parts.append(out.reset_index(drop=True))
@@ -285,7 +301,7 @@ class TaskProcessor(StatefulProcessor):
             batch = Batch(main, self.columns, self.decoders)
             self.process(st, batch, task, out)
         self.state.update((pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL),))
-        first = f"{batch.frame['ks_seq'].iat[0]}:{batch.frame['ks_sub'].iat[0]}" if batch is not None else ""
+        first = f"{batch.first('ks_seq')}:{batch.first('ks_sub')}" if batch is not None else ""
         chunk = f"{self.spec['store']}:{task}:{first}"
         extra = self.extra_side(st, task)
         for e in extra:
@@ -335,7 +351,7 @@ class DedupProcessor(TaskProcessor):
             return [(True, x) for x in batch.col("ks_id")]
         hashable = codec.hashable
         if self.mode == "by_key":
-            return [(True, None if k is None else hashable(k)) for k in batch.keys]
+            return [(True, k if type(k) is str else None if k is None else hashable(k)) for k in batch.keys]
         assert self.id_selector is not None
         values = batch.col("value")
         out: list[tuple[bool, Any]] = []
@@ -434,10 +450,7 @@ class JoinProcessor(TaskProcessor):
             return self.left, None
         hk = codec.hashable(key)
         if store is not None:
-            if not store.in_retention(ts):
-                return self.left, None
-            found = store.get(hk, as_of=ts)
-            tv = None if found is None else found.value
+            tv = store.value_at(hk, ts)
         else:
             tv = st["table"].get(hk)
         return (tv is not None or self.left), tv
@@ -451,7 +464,7 @@ class JoinProcessor(TaskProcessor):
         return self.guard.call(self.processor, lambda *a: pack(venc(joiner(*a))), args, row, record=(k, v))
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
-        jside = batch.frame["ks_jside"].to_numpy().tolist()
+        jside = batch.col("ks_jside")
         values = batch.col("value")
         tvalues = batch.col("ks_tvalue")
         keys, tss, hashes = batch.keys, batch.ts, batch.hashes
@@ -461,6 +474,9 @@ class JoinProcessor(TaskProcessor):
         grace = self.grace
         stream_time = st["stream_time"]
         hashable, plain, store_plain = codec.hashable, codec.plain, self.store_plain
+        left, joiner, with_key = self.left, self.joiner, self.with_key
+        skdec, svdec, tvdec, venc, pack = self.skdec, self.svdec, self.tvdec, self.venc, self.pack_out
+        unpack_value, unpack_table = self.unpack_value, self.unpack_table
         for i in range(batch.n):
             ts = tss[i]
             if stream_time is None or ts > stream_time:
@@ -469,7 +485,7 @@ class JoinProcessor(TaskProcessor):
             if jside[i] == 1:
                 if key is None:
                     continue
-                hk = hashable(key)
+                hk = key if type(key) is str else hashable(key)
                 tv = tvalues[i]
                 tv = None if tv is None else (plain(tv) if store_plain else tv)
                 khash[hk] = hashes[i]
@@ -483,11 +499,24 @@ class JoinProcessor(TaskProcessor):
             elif grace > 0 and ts + grace > stream_time:
                 st["buffer"].append(batch.row(i).to_dict([*batch.columns, "ks_hash", "ks_task"]))
             else:
-                go, tv = self._lookup(st, store, key, ts)
-                if go:
-                    ok, res = self._joined(key, values[i], tv, batch.row(i))
-                    if ok:
-                        out.take(i, res)
+                # the hot path, inlined: _lookup and _joined without their call overhead
+                if key is None:
+                    tv = None
+                elif store is not None:
+                    tv = store.value_at(key if type(key) is str else hashable(key), ts)
+                else:
+                    tv = table.get(key if type(key) is str else hashable(key))
+                if tv is None and not left:
+                    continue
+                k = skdec(key)
+                v = svdec(unpack_value(values[i]))
+                t = None if tv is None else tvdec(unpack_table(tv))
+                try:
+                    res = pack(venc(joiner(k, v, t) if with_key else joiner(v, t)))
+                except Exception as exc:
+                    self.guard.on_error(self.processor, (k, v), batch.row(i), exc)
+                    continue
+                out.take(i, res)
             if grace > 0 and st["buffer"]:
                 st["stream_time"] = stream_time
                 self._flush(st, store, out)

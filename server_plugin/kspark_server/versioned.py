@@ -117,6 +117,20 @@ class VersionedStore:
             return None
         return Version(vals[i], tss[i], tss[i + 1] if i + 1 < len(tss) else None)
 
+    def value_at(self, key: Hashable, ts: int) -> Any:
+        """The value valid at ``ts``, or None (no version then, a tombstone, or ``ts``
+        older than the history retention): :meth:`get` without building a
+        :class:`Version`, for the join's per-record lookup."""
+        versions = self.state["data"].get(key)
+        if not versions:
+            return None
+        t = self.state["time"]
+        if t is not None and ts < t - self.retention:
+            return None
+        tss, vals = versions
+        i = bisect.bisect_right(tss, ts) - 1
+        return vals[i] if i >= 0 else None
+
     def in_retention(self, ts: int) -> bool:
         return not self._too_old(int(ts))
 

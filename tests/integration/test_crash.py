@@ -77,6 +77,8 @@ def write_inputs(data: str) -> None:
                 f.write(json.dumps({"key": f"c{k}", "value": f"p{n}-{k}", "timestamp": ts}) + "\n")
                 f.write(json.dumps({"key": f"c{k}", "value": f"dup{n}-{k}", "timestamp": ts}) + "\n")
             f.write(json.dumps({"key": f"x{n}", "value": f"poison{n}", "timestamp": n * 100 + 50}) + "\n")
+        # the file source takes the oldest file first
+        os.utime(f"{data}/payments/p{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
 
 
 def config(app_id: str, data: str) -> StreamsConfig:

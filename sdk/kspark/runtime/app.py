@@ -27,6 +27,13 @@ from kspark.errors import (
 from kspark.plan.topology import Topology
 from kspark.runtime import shipping
 from kspark.runtime.checkpoints import Generation, current_generation, query_progress
+from kspark.runtime.progress import (
+    NullProgress,
+    ProgressMode,
+    ProgressReporter,
+    resolve_progress,
+    watch,
+)
 from kspark.runtime.server import connect
 
 if TYPE_CHECKING:
@@ -192,7 +199,12 @@ class StreamsApp:
         """The streaming query's checkpoint: ``<checkpoint_dir>/query`` until a rescale."""
         return self.generation.checkpoint
 
-    def rescale(self, partitions: int, *, progress: Callable[[str], None] | None = None) -> RescaleReport:
+    def rescale(
+        self,
+        partitions: int,
+        *,
+        progress: bool | ProgressMode | ProgressReporter | None = "auto",
+    ) -> RescaleReport:
         """Move the stopped app's state to ``partitions`` partitions, keeping every
         entry, and switch the app to it (see :mod:`kspark.runtime.rescale`).
 
@@ -208,7 +220,13 @@ class StreamsApp:
         from kspark.runtime.rescale import rescale
 
         self.stop()
-        report = rescale(self, partitions, on_phase=progress)
+        reporter = resolve_progress(progress, label=f"{self.config.application_id} rescale")
+        try:
+            report = rescale(self, partitions, on_phase=reporter.phase)
+        except BaseException:
+            reporter.close()
+            raise
+        reporter.close(report.summary())
         self.config = self.config.with_(num_partitions=partitions)
         self._forget_generation()
         return report
@@ -295,32 +313,56 @@ class StreamsApp:
         self._start_query(available_now=False)
         return self
 
-    def run_until_caught_up(self, timeout: float | None = None) -> RunReport:
+    def run_until_caught_up(
+        self,
+        timeout: float | None = None,
+        *,
+        progress: bool | ProgressMode | ProgressReporter | None = "auto",
+    ) -> RunReport:
         """Process everything available now, then stop (Spark's ``availableNow`` trigger).
+
+        Parameters
+        ----------
+        timeout
+            Seconds to wait; None waits until the app has caught up.
+        progress
+            How to show batches, records and throughput while it runs: ``"auto"`` (a
+            live table in Jupyter, one updating line on a terminal, nothing otherwise),
+            ``True`` (always), ``False``/None, ``"terminal"``, ``"notebook"``, or a
+            :class:`~kspark.runtime.progress.ProgressReporter`.
 
         Raises
         ------
         ProcessingError, HandlerError, StreamsAppError
             If the app failed; the message names the processor and the record.
         """
+        reporter = resolve_progress(progress, label=self.config.application_id)
         before = set(self._progress)
         t0 = time.perf_counter()
-        query = self._start_query(available_now=True)
-        done = self._await(query, timeout)
+        try:
+            query = self._start_query(available_now=True)
+            done = self._await(query, timeout, reporter)
+        except BaseException:
+            reporter.close()  # keep the last figures: the error explains the rest
+            raise
         seconds = time.perf_counter() - t0
         if done:
             self._set_state(State.NOT_RUNNING)
         new = [p for k, p in self._progress.items() if k not in before]
-        return RunReport(
+        report = RunReport(
             batches=len(new),
             input_records=sum(int(p.get("numInputRows") or 0) for p in new),
             output_records=sum(_observed(p).get("records", 0) or 0 for p in new),
             seconds=seconds,
         )
+        reporter.close(report.summary())
+        return report
 
-    def _await(self, query: Any, timeout: float | None) -> bool:
+    def _await(self, query: Any, timeout: float | None, reporter: ProgressReporter | None = None) -> bool:
         try:
-            if timeout is None:
+            if reporter is not None and not isinstance(reporter, NullProgress):
+                done = watch(query, reporter, timeout=timeout)
+            elif timeout is None:
                 query.awaitTermination()
                 done = True
             else:
