@@ -130,6 +130,29 @@ def test_interactive_queries_read_the_versioned_store_from_the_checkpoint(spark:
             d.store("nope")
 
 
+def test_store_replica_refreshes_from_the_change_feed(spark: Any, app_id: str) -> None:
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2)
+    with TopologyTestDriver(topology(versioned=True, left=True, retention_ms=1_000), cfg, session=spark) as d:
+        bt = d.create_input_topic("B", key_type=str, value_type=str)
+        for k, v, ts in [("k", "v10", 10), ("j", "j5", 5)]:
+            bt.pipe_input(k, v, timestamp=ts)
+        d.process()
+        replica = d.app.replica("b-store")
+        first = replica.as_of_batch
+        assert replica.get("k") == ("v10", 10) and replica.get("j") == ("j5", 5)
+        assert replica.refresh() == 0  # nothing committed since
+        bt.pipe_input("k", "v20", timestamp=20)
+        bt.pipe_input("n", "n30", timestamp=30)
+        d.process()
+        assert replica.get("k") == ("v10", 10)  # as of its last refresh
+        changed = replica.refresh()
+        # only the tasks that received records changed, read from the change feed
+        assert 1 <= changed <= 2 and replica.as_of_batch == first + 1
+        assert replica.get("k") == ("v20", 20) and replica.get("k", as_of=15) == ("v10", 10)
+        assert replica.get("n") == ("n30", 30) and replica.get("j") == ("j5", 5)
+        assert replica.approximate_num_entries() == d.store("b-store").approximate_num_entries() == 3
+
+
 def test_latest_value_store_answers_get_but_not_as_of(spark: Any, app_id: str) -> None:
     from kspark.errors import StoreError
 
