@@ -224,6 +224,29 @@ class Topology:
                 lines.append(f"    {_mid(p.name)} --> {_mid(n.name)}")
         return "\n".join(lines)
 
+    def to_svg(self) -> str:
+        """The topology drawn as an SVG picture (left to right), with no external tools.
+
+        Jupyter shows a ``Topology`` as this picture (``_repr_svg_``); GitHub shows it in
+        a committed notebook's outputs.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int).to(
+        ...     Topic.jsonl("out", "/tmp/out")
+        ... )
+        >>> b.build().to_svg().startswith("<svg")
+        True
+        """
+        from kspark.plan.render import topology_svg
+
+        return topology_svg(self)
+
+    def _repr_svg_(self) -> str:
+        return self.to_svg()
+
     def to_dot(self) -> str:
         """The topology in Graphviz DOT."""
         lines = ["digraph topology {", "  rankdir=LR;"]

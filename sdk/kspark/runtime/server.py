@@ -1,9 +1,10 @@
 """Spark Connect sessions: the embedded local server, or a remote one.
 
-``connect()`` with no URL starts a Spark Connect server from the installed pyspark, on
-loopback, on a free port, with a random authentication token, and reuses it within the
-process. It stops the server at exit. ``connect("sc://host:port")`` uses a remote server.
-Both return a Spark Connect session: the client path is the same.
+``connect()`` with no URL connects to ``$KSPARK_REMOTE`` if that is set; otherwise it
+starts a Spark Connect server from the installed pyspark, on loopback, on a free port, with
+a random authentication token, and reuses it within the process. It stops the server at
+exit. ``connect("sc://host:port")`` uses a remote server. All return a Spark Connect
+session: the client path is the same.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from typing import Any
 
 from kspark.errors import ServerError
 
-__all__ = ["EmbeddedServer", "connect", "default_server_conf"]
+__all__ = ["REMOTE_ENV", "EmbeddedServer", "connect", "default_server_conf"]
+
+#: The environment variable ``connect()`` reads when it is given no URL.
+REMOTE_ENV = "KSPARK_REMOTE"
 
 _lock = threading.Lock()
 _embedded: EmbeddedServer | None = None
@@ -102,6 +106,8 @@ class EmbeddedServer:
 
     @property
     def url(self) -> str:
+        """The ``sc://`` URL, with the token, that any client (another process too) can
+        connect with, for example through ``KSPARK_REMOTE``."""
         return f"sc://localhost:{self.port}/;token={self.token}"
 
     @property
@@ -219,18 +225,39 @@ def connect(url: str | None = None) -> Any:
     Parameters
     ----------
     url
-        ``sc://host:port`` of a Spark Connect server; None starts (or reuses) the
+        ``sc://host:port`` of a Spark Connect server, possibly with parameters such as
+        ``sc://host:port/;token=...``. None uses the URL in the environment variable
+        ``KSPARK_REMOTE`` if it is set and not empty, and otherwise starts (or reuses) the
         embedded local server.
 
     Returns
     -------
     pyspark.sql.SparkSession
         A Spark Connect session.
+
+    Raises
+    ------
+    ServerError
+        If the URL (given or from ``KSPARK_REMOTE``) does not start with ``sc://``, or the
+        embedded server does not start.
+
+    Examples
+    --------
+    >>> spark = connect()  # doctest: +SKIP
+    >>> spark = connect("sc://spark-host:15002/;token=s3cret")  # doctest: +SKIP
+
+    With ``export KSPARK_REMOTE=sc://spark-host:15002``, ``connect()`` and every
+    ``StreamsApp`` without a session use that server, so the same notebook or script runs
+    locally or against a cluster unchanged.
     """
     from pyspark.sql import SparkSession
 
+    source = "a Spark Connect URL"
+    if url is None:
+        url = os.environ.get(REMOTE_ENV, "").strip() or None
+        source = REMOTE_ENV
     if url is None:
         return embedded_server().session()
     if not url.startswith("sc://"):
-        raise ServerError(f"a Spark Connect URL starts with sc://, got {url!r}")
+        raise ServerError(f"{source} must be a Spark Connect URL starting with sc://, got {url!r}")
     return SparkSession.builder.remote(url).create()

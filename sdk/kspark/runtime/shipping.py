@@ -2,8 +2,9 @@
 
 ``SparkSession.addArtifacts(pyfile=True)`` does not reach the Python workers of streaming
 queries (spark-notes, verified on Spark 4.3), so kspark pickles by value: ``kspark_server``,
-the handler module ``kspark.errors``, and every module that defines a function or a type the
-topology uses and that is not part of an installed distribution. A server that cannot import
+the handler module ``kspark.errors``, the demo app (``kspark.demo``), and every module that
+defines a function or a type the topology uses and that is not part of an installed
+distribution. A server that cannot import
 any of these still runs the app.
 """
 
@@ -35,6 +36,10 @@ def _installed_roots() -> tuple[str, ...]:
 def _is_local(module: ModuleType) -> bool:
     if module.__name__ == "__main__":
         return False  # cloudpickle already pickles __main__ by value
+    if module.__name__ == "kspark.demo" or module.__name__.startswith("kspark.demo."):
+        # the demo app is user code that happens to live in the package: a server that
+        # cannot import kspark (a thin client's remote server) must still run it
+        return True
     if module.__name__.split(".")[0] in ("kspark", "pyspark", "builtins"):
         return False
     path = getattr(module, "__file__", None)

@@ -1,0 +1,194 @@
+"""A topology as a picture: a self-contained SVG, drawn without Graphviz.
+
+Notebooks and GitHub show SVG directly, while Mermaid needs a JavaScript renderer (GitHub
+does not render Mermaid inside notebooks) and DOT needs the ``dot`` binary. The layout is
+a plain layered drawing, which suits Kafka Streams topologies (mostly chains, a few joins,
+branches and merges):
+
+- a node's column is one more than its deepest parent's; a source sits just left of its
+  first consumer, so a table read by a join late in a chain does not stretch across it;
+- a column's nodes are ordered by the mean row of their parents, then by creation order;
+- edges are Bezier curves from a parent's right side to a child's left side.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import TYPE_CHECKING
+
+from kspark.plan.nodes import Node, Sink, Source, TableSource
+
+if TYPE_CHECKING:
+    from kspark.plan.topology import Topology
+
+__all__ = ["topology_svg"]
+
+_CHAR_W = 7.3  # width of one character of the 12px monospace font
+_LINE_H = 16
+_PAD_X, _PAD_Y = 10, 8
+_GAP_X, _GAP_Y = 48, 18
+_MARGIN = 12
+
+# fill and stroke per kind of node: topics (sources and sinks), stateful processors, others
+_STYLE = {
+    "topic": ("#e3f2fd", "#1e88e5"),
+    "stateful": ("#fff3e0", "#fb8c00"),
+    "stateless": ("#f5f5f5", "#757575"),
+}
+
+
+def _lines(node: Node) -> list[str]:
+    if isinstance(node, Source | TableSource):
+        kind = "Table source" if isinstance(node, TableSource) else "Source"
+        return [node.name, f"{kind} · topic: {node.topic.name}"]
+    if isinstance(node, Sink):
+        return [node.name, f"Sink · topic: {node.topic.name}"]
+    stores = node.stores()
+    return [node.name, f"stores: {', '.join(stores)}"] if stores else [node.name]
+
+
+def _kind(node: Node) -> str:
+    if isinstance(node, Source | TableSource | Sink):
+        return "topic"
+    return "stateful" if node.stores() else "stateless"
+
+
+def _columns(nodes: tuple[Node, ...]) -> dict[str, int]:
+    col: dict[str, int] = {}
+    for n in nodes:  # parents first
+        col[n.name] = 1 + max((col[p.name] for p in n.parents), default=-1)
+    children: dict[str, list[str]] = {n.name: [] for n in nodes}
+    for n in nodes:
+        for p in n.parents:
+            children[p.name].append(n.name)
+    for n in nodes:
+        if not n.parents and children[n.name]:
+            col[n.name] = max(col[n.name], min(col[c] for c in children[n.name]) - 1)
+    return col
+
+
+def _rows(by_col: dict[int, list[Node]]) -> dict[str, float]:
+    """Each node's row (a float: a join sits between its parents). A node goes to the
+    mean row of its parents, pushed down below the node placed before it in its column;
+    a node without parents (a source) goes above the others of its column, so a chain
+    stays straight."""
+    row: dict[str, float] = {}
+    for c in sorted(by_col):
+        placed: list[float] = []
+        fed = [n for n in by_col[c] if n.parents]
+        fed.sort(key=lambda n: (sum(row[p.name] for p in n.parents) / len(n.parents), n.seq))
+        for n in fed:
+            want = sum(row[p.name] for p in n.parents) / len(n.parents)
+            row[n.name] = max(want, placed[-1] + 1) if placed else want
+            placed.append(row[n.name])
+        top = min(placed) if placed else 1.0
+        for n in sorted((n for n in by_col[c] if not n.parents), key=lambda n: -n.seq):
+            top -= 1
+            row[n.name] = top
+    low = min(row.values())
+    return {name: r - low for name, r in row.items()}
+
+
+def topology_svg(topology: Topology) -> str:
+    """The topology drawn as an SVG document (a string), left to right.
+
+    Sources and sinks are blue and show their topic, stateful processors are orange and
+    list their stores, stateless processors are grey. Each box's tooltip is its line of
+    ``Topology.describe()``.
+
+    Parameters
+    ----------
+    topology
+        A built topology.
+
+    Returns
+    -------
+    str
+        An ``<svg>`` element with its size set, ready for ``IPython.display.SVG`` or a file.
+
+    Examples
+    --------
+    >>> from kspark import StreamsBuilder, Topic
+    >>> b = StreamsBuilder()
+    >>> b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int).filter(
+    ...     lambda k, v: v > 0
+    ... ).to(Topic.jsonl("out", "/tmp/out"))
+    >>> svg = topology_svg(b.build())
+    >>> svg.startswith("<svg") and "KSTREAM-FILTER-0000000001" in svg
+    True
+    >>> svg.count("marker-end")  # two edges: source -> filter -> sink
+    2
+    """
+    nodes = topology.nodes()
+    col = _columns(nodes)
+    by_col: dict[int, list[Node]] = {}
+    for n in nodes:
+        by_col.setdefault(col[n.name], []).append(n)
+    row = _rows(by_col)
+    size = {n.name: (_box_w(n), _LINE_H * len(_lines(n)) + 2 * _PAD_Y) for n in nodes}
+    col_w = {c: max(size[n.name][0] for n in members) for c, members in by_col.items()}
+    row_h = max(h for _, h in size.values()) + _GAP_Y
+    rows = max(row.values()) + 1
+    height = rows * row_h - _GAP_Y + 2 * _MARGIN
+    pos: dict[str, tuple[float, float]] = {}  # top-left corner of each box
+    x = float(_MARGIN)
+    for c in sorted(by_col):
+        for n in by_col[c]:
+            w, h = size[n.name]
+            top = _MARGIN + row[n.name] * row_h
+            pos[n.name] = (x + (col_w[c] - w) / 2, top + (row_h - _GAP_Y - h) / 2)
+        x += col_w[c] + _GAP_X
+    width = x - _GAP_X + _MARGIN
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="monospace" font-size="12">',
+        '<defs><marker id="kspark-arrow" viewBox="0 0 10 10" refX="10" refY="5" '
+        'markerWidth="8" markerHeight="8" orient="auto-start-reverse">'
+        '<path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs>',
+        f'<rect width="{width:.0f}" height="{height:.0f}" fill="white"/>',
+    ]
+    for n in nodes:
+        for p in n.parents:
+            px, py = pos[p.name]
+            pw, ph = size[p.name]
+            cx, cy = pos[n.name]
+            ch = size[n.name][1]
+            x1, y1, x2, y2 = px + pw, py + ph / 2, cx, cy + ch / 2
+            bend = max((x2 - x1) / 2, 20.0)
+            out.append(
+                f'<path d="M {x1:.1f} {y1:.1f} C {x1 + bend:.1f} {y1:.1f}, {x2 - bend:.1f} '
+                f'{y2:.1f}, {x2:.1f} {y2:.1f}" fill="none" stroke="#555" stroke-width="1.3" '
+                'marker-end="url(#kspark-arrow)"/>'
+            )
+    for n in nodes:
+        bx, by = pos[n.name]
+        w, h = size[n.name]
+        fill, stroke = _STYLE[_kind(n)]
+        radius = 12 if _kind(n) == "topic" else 4
+        out.append(f"<g><title>{escape(_describe_line(n))}</title>")
+        out.append(
+            f'<rect x="{bx:.1f}" y="{by:.1f}" width="{w:.1f}" height="{h:.1f}" rx="{radius}" '
+            f'fill="{fill}" stroke="{stroke}" stroke-width="1.5"/>'
+        )
+        for i, line in enumerate(_lines(n)):
+            weight = ' font-weight="bold"' if i == 0 else ' fill="#333"'
+            out.append(
+                f'<text x="{bx + w / 2:.1f}" y="{by + _PAD_Y + (i + 0.75) * _LINE_H:.1f}" '
+                f'text-anchor="middle"{weight}>{escape(line)}</text>'
+            )
+        out.append("</g>")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _box_w(node: Node) -> float:
+    return max(len(line) for line in _lines(node)) * _CHAR_W + 2 * _PAD_X
+
+
+def _describe_line(node: Node) -> str:
+    if isinstance(node, Source | TableSource):
+        return f"Source: {node.name} (topics: [{node.topic.name}])"
+    if isinstance(node, Sink):
+        return f"Sink: {node.name} (topic: {node.topic.name})"
+    return f"Processor: {node.name} (stores: [{', '.join(node.stores())}])"
