@@ -258,6 +258,11 @@ class StoreReplica:
         #: the last micro-batch whose state the replica holds (None before the first load)
         self.as_of_batch: int | None = None
 
+    def use_session(self, spark: Any) -> None:
+        """Refresh through ``spark`` from now on (after the old session's server went
+        away: the replica's contents stay)."""
+        self._spark = spark
+
     def refresh(self) -> int:
         """Catch up with the checkpoint; returns how many task states changed."""
         from kspark.runtime.checkpoints import query_progress
