@@ -78,11 +78,16 @@ def topology(base: str) -> Any:
     return b.build()
 
 
-def wait_first_batch(query: Any, after: int) -> None:
+def wait_first_batch(query: Any, after: int) -> int:
+    """Wait for a batch after ``after`` that read input (idle triggers report progress
+    too); return its id."""
+    from kspark.runtime.progress import input_rows, progress_as_dict
+
     while True:
-        p = query.lastProgress
-        if p is not None and int(p["batchId"]) > after and int(p["numInputRows"] or 0) > 0:
-            return
+        for raw in query.recentProgress:
+            p = progress_as_dict(raw)
+            if int(p["batchId"]) > after and input_rows(p) > 0:
+                return int(p["batchId"])
         if not query.isActive:
             raise RuntimeError(f"the query stopped: {query.exception()}")
         time.sleep(0.05)
@@ -93,8 +98,10 @@ def kill_and_resume(server: EmbeddedServer, start: Any, first_batch: int) -> tup
     batch; (server restart seconds, resume seconds)."""
     t0 = time.perf_counter()
     server.kill()
+    print("killed; restarting the server", flush=True)
     server.start(same_port=True)
     t1 = time.perf_counter()
+    print(f"server up in {t1 - t0:.1f}s; resuming", flush=True)
     query = start(server.session())
     wait_first_batch(query, first_batch)
     t2 = time.perf_counter()
@@ -125,8 +132,8 @@ def main() -> None:
         write_rates(f"{base}/rates", keys, 1, 10**9)
         app = StreamsApp(topo, cfg, session=spark)
         query = app.start()._query
-        wait_first_batch(query, 0)
-        last = int(query.lastProgress["batchId"])
+        last = wait_first_batch(query, 0)
+        print(f"app running, batch {last} done", flush=True)
         write_rates(f"{base}/rates", keys, 2, 2 * 10**9)  # pending work at the crash
 
         def start_ks(session: Any) -> Any:
@@ -161,8 +168,7 @@ def main() -> None:
             )
 
         q = native(spark)
-        wait_first_batch(q, -1)
-        nlast = int(q.lastProgress["batchId"])
+        nlast = wait_first_batch(q, -1)
         write_rates(f"{base}/rates", keys, 3, 3 * 10**9)
         n_restart, n_resume = kill_and_resume(server, native, nlast)
     finally:

@@ -242,7 +242,7 @@ class StreamsApp:
         if gen.number == 0:
             return None
         initial: dict[str, str] = {}
-        if gen.initial_state and query_progress(self.session, gen.checkpoint).last_committed is None:
+        if gen.initial_state and query_progress(self.session, gen.checkpoint, with_files=False).last_committed is None:
             initial = dict(gen.initial_state)  # the new checkpoint's first batch only
         return Resume(skip_files=gen.skip_files, kafka_offsets=dict(gen.kafka_offsets), initial_state=initial)
 

@@ -121,8 +121,8 @@ def _batch_files(spark: Any, path: str) -> dict[int, str]:
     return out
 
 
-def query_progress(spark: Any, checkpoint: str) -> Progress:
-    """Read ``checkpoint``'s offsets, commits and file-source logs."""
+def query_progress(spark: Any, checkpoint: str, *, with_files: bool = True) -> Progress:
+    """Read ``checkpoint``'s offsets, commits and (``with_files``) file-source logs."""
     offsets = _batch_files(spark, f"{checkpoint}/offsets")
     commits = _batch_files(spark, f"{checkpoint}/commits")
     last_committed = max(commits) if commits else None
@@ -132,7 +132,7 @@ def query_progress(spark: Any, checkpoint: str) -> Progress:
         lines = offsets[last_committed].splitlines()[2:]
         per_source = tuple(None if ln.strip() in ("", "-") else ln for ln in lines)
     files: set[str] = set()
-    if last_committed is not None and _exists(spark, f"{checkpoint}/sources"):
+    if with_files and last_committed is not None and _exists(spark, f"{checkpoint}/sources"):
         from pyspark.sql import functions as F
 
         rows = (

@@ -267,7 +267,7 @@ class StoreReplica:
         """Catch up with the checkpoint; returns how many task states changed."""
         from kspark.runtime.checkpoints import query_progress
 
-        last = query_progress(self._spark, self._checkpoint).last_committed
+        last = query_progress(self._spark, self._checkpoint, with_files=False).last_committed
         if last is None or last == self.as_of_batch:
             return 0
         op = _operator_id(self._spark, self._checkpoint, self.name)
