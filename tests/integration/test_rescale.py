@@ -124,3 +124,59 @@ def test_rescale_refuses_what_it_cannot_do(spark: Any, app_id: str) -> None:
         stale = StreamsApp(d.topology, d.config.with_(num_partitions=2), session=spark)
         with pytest.raises(ConfigError, match="num_partitions=3"):
             stale.run_until_caught_up()
+
+
+CLI_MODULE = """
+from kspark import StreamsBuilder, Topic
+from datetime import timedelta
+
+def topology():
+    b = StreamsBuilder()
+    (b.stream(Topic.jsonl("in", {data!r} + "/in"), key_type=str, value_type=str)
+      .deduplicate_by_key(timedelta(days=1))
+      .to(Topic.jsonl("out", {data!r} + "/out")))
+    return b.build()
+"""
+
+
+def test_rescale_command(spark_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import os
+
+    from kspark.cli import main
+
+    if spark_server is None:
+        pytest.skip("needs the embedded server's URL")
+    data = str(tmp_path / "data")
+    os.makedirs(f"{data}/in")
+    (tmp_path / "cli_rescale_app.py").write_text(CLI_MODULE.format(data=data))
+    monkeypatch.chdir(tmp_path)
+
+    def write(name: str, keys: list[str]) -> None:
+        with open(f"{data}/in/{name}.json", "w") as f:
+            for k in keys:
+                f.write(json.dumps({"key": k, "value": name, "timestamp": 1}) + "\n")
+
+    def config(partitions: int) -> str:
+        path = str(tmp_path / f"cfg{partitions}.json")
+        with open(path, "w") as f:
+            json.dump({"checkpoint_dir": f"{data}/chk", "num_partitions": partitions}, f)
+        return path
+
+    common = ["--remote", spark_server.url, "--app-id", "cli-rescale"]
+    write("a", ["k1", "k2", "k3"])
+    assert main(["run", "cli_rescale_app:topology", "--config", config(2), *common]) == 0
+    assert main(["rescale", "--app", "cli_rescale_app:topology", "--partitions", "3", "--config", config(2), *common]) == 0
+    out = capsys.readouterr().out
+    assert "num_partitions=3" in out
+    write("b", ["k1", "k4"])  # k1 is a duplicate only the moved state knows
+    assert main(["run", "cli_rescale_app:topology", "--config", config(2), *common]) == 1  # refused
+    assert "num_partitions=3" in capsys.readouterr().err
+    assert main(["run", "cli_rescale_app:topology", "--config", config(3), *common]) == 0
+    rows = []
+    for root, _, files in os.walk(f"{data}/out"):
+        for name in files:
+            if name.endswith(".json"):
+                with open(os.path.join(root, name)) as f:
+                    rows += [json.loads(line)["key"] for line in f if line.strip()]
+    assert sorted(rows) == ["k1", "k2", "k3", "k4"]
