@@ -58,6 +58,14 @@ def spark(request: pytest.FixtureRequest, spark_server: Any) -> Iterator[Any]:
         session.stop()
 
 
+@pytest.fixture(scope="session")
+def spark_url(request: pytest.FixtureRequest, spark_server: Any) -> str:
+    """The ``sc://`` URL of the test server, with its authentication token: for tests that
+    connect from other processes (``kspark submit`` and friends)."""
+    remote = request.config.getoption("--spark-remote")
+    return str(remote) if remote else str(spark_server.url)
+
+
 @pytest.fixture
 def app_id() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "AppAlreadyRunningError",
     "CodeShippingError",
     "CompilationError",
     "ConfigError",
@@ -46,8 +47,10 @@ __all__ = [
     "ProductionExceptionHandler",
     "Response",
     "ServerError",
+    "ServerUnreachableError",
     "StreamsAppError",
     "TypeMappingError",
+    "UnknownAppError",
     "UnknownTypeError",
 ]
 
@@ -119,6 +122,19 @@ class ServerError(KSparkError, RuntimeError):
     code = "KSPARK_SERVER_FAILED"
 
 
+class ServerUnreachableError(ServerError, ConnectionError):
+    """No Spark Connect server answers at the given ``sc://host:port``."""
+
+    code = "KSPARK_SERVER_UNREACHABLE"
+
+
+class UnknownAppError(KSparkError, LookupError):
+    """``kspark status`` or ``kspark stop`` named an app that was not submitted from here,
+    or whose query the server no longer knows."""
+
+    code = "KSPARK_UNKNOWN_APP"
+
+
 class StoreError(KSparkError, LookupError):
     """An interactive query cannot be answered: unknown store, or state not readable."""
 
@@ -135,6 +151,12 @@ class StreamsAppError(KSparkError, RuntimeError):
     """A running app failed; the message carries the processor and record context."""
 
     code = "KSPARK_APP_FAILED"
+
+
+class AppAlreadyRunningError(StreamsAppError):
+    """An app with this ``application_id`` (and checkpoint) is already running."""
+
+    code = "KSPARK_APP_ALREADY_RUNNING"
 
 
 class ProcessingError(StreamsAppError):

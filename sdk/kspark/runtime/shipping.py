@@ -6,6 +6,11 @@ the handler module ``kspark.errors``, the demo app (``kspark.demo``), and every 
 defines a function or a type the topology uses and that is not part of an installed
 distribution. A server that cannot import
 any of these still runs the app.
+
+A local module is shipped with its whole top-level package (``mypkg`` for ``mypkg.topo``):
+cloudpickle pickles by value every module under a registered package, so helpers that the
+topology's functions call from sibling modules (``mypkg.helpers``) reach the server too,
+although they appear nowhere in the plan.
 """
 
 from __future__ import annotations
@@ -49,6 +54,28 @@ def _is_local(module: ModuleType) -> bool:
     return not any(real.startswith(root + os.sep) for root in _installed_roots())
 
 
+def _is_local_package(module: ModuleType) -> bool:
+    """A package (or a namespace package) whose files are outside installed locations."""
+    if _is_local(module):
+        return True
+    paths = list(getattr(module, "__path__", None) or [])
+    if not paths or module.__name__.split(".")[0] in ("kspark", "pyspark"):
+        return False
+    roots = _installed_roots()
+    return all(
+        not os.path.realpath(p).startswith(root + os.sep) for p in paths for root in roots
+    )
+
+
+def _ship_unit(module: ModuleType) -> str:
+    """The name to register for ``module``: its top-level package if that is local too."""
+    top = module.__name__.split(".")[0]
+    root = sys.modules.get(top)
+    if root is not None and root is not module and _is_local_package(root):
+        return top
+    return module.__name__
+
+
 def _types(desc: TypeDesc | None) -> Iterator[type]:
     if isinstance(desc, Record):
         yield desc.cls
@@ -75,8 +102,16 @@ def _objects(topology: Topology, extra: Iterable[Any]) -> Iterator[Any]:
 
 
 def modules_to_ship(topology: Topology, extra: Iterable[Any] = (), names: Iterable[str] = ()) -> list[str]:
-    """Names of the modules to pickle by value for ``topology``."""
-    found: set[str] = set(_ALWAYS) | set(names)
+    """Names of the modules to pickle by value for ``topology``.
+
+    ``names`` are modules to ship in any case, such as the module a ``module:attr``
+    reference named; like the modules found in the topology, a local one is shipped with
+    its top-level package.
+    """
+    found: set[str] = set(_ALWAYS)
+    for name in names:
+        module = sys.modules.get(name)
+        found.add(_ship_unit(module) if module is not None and _is_local(module) else name)
     for obj in _objects(topology, extra):
         if obj is None:
             continue
@@ -86,7 +121,7 @@ def modules_to_ship(topology: Topology, extra: Iterable[Any] = (), names: Iterab
             mod_name = type(obj).__module__  # an instance, such as a handler or a callable
         module = sys.modules.get(mod_name or "")
         if module is not None and _is_local(module):
-            found.add(module.__name__)
+            found.add(_ship_unit(module))
     return sorted(found)
 
 
