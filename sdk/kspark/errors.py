@@ -40,6 +40,7 @@ __all__ = [
     "LogAndFailDeserializationExceptionHandler",
     "LogAndFailProcessingExceptionHandler",
     "LogAndFailProductionExceptionHandler",
+    "MissingDependencyError",
     "Origin",
     "ProcessingError",
     "ProcessingExceptionHandler",
@@ -117,6 +118,16 @@ class ServerError(KSparkError, RuntimeError):
     """The embedded Spark Connect server could not be started or reached."""
 
     code = "KSPARK_SERVER_FAILED"
+
+
+class MissingDependencyError(KSparkError, ImportError):
+    """A package kspark needs is not installed, or two installed packages clash.
+
+    The message names the ``pip install`` that fixes it, for example
+    ``pip install 'kspark[client]'`` for the Spark Connect client.
+    """
+
+    code = "KSPARK_MISSING_DEPENDENCY"
 
 
 class StoreError(KSparkError, LookupError):
