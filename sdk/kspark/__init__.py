@@ -13,6 +13,7 @@ Examples
 
 from __future__ import annotations
 
+import kspark._deps  # noqa: F401  (first: names the install command if pyspark is missing)
 from kspark.config import StreamsConfig
 from kspark.dsl import (
     Branched,

@@ -41,6 +41,7 @@ __all__ = [
     "LogAndFailDeserializationExceptionHandler",
     "LogAndFailProcessingExceptionHandler",
     "LogAndFailProductionExceptionHandler",
+    "MissingDependencyError",
     "Origin",
     "ProcessingError",
     "ProcessingExceptionHandler",
@@ -133,6 +134,16 @@ class UnknownAppError(KSparkError, LookupError):
     or whose query the server no longer knows."""
 
     code = "KSPARK_UNKNOWN_APP"
+
+
+class MissingDependencyError(KSparkError, ImportError):
+    """A package kspark needs is not installed, or two installed packages clash.
+
+    The message names the ``pip install`` that fixes it, for example
+    ``pip install 'kspark[client]'`` for the Spark Connect client.
+    """
+
+    code = "KSPARK_MISSING_DEPENDENCY"
 
 
 class StoreError(KSparkError, LookupError):

@@ -3,8 +3,10 @@
 ``connect()`` with no URL connects to ``$KSPARK_REMOTE`` if that is set; otherwise it
 starts a Spark Connect server from the installed pyspark, on loopback, on a free port, with
 a random authentication token, and reuses it within the process. It stops the server at
-exit. ``connect("sc://host:port")`` uses a remote server. All return a Spark Connect
-session: the client path is the same.
+exit; it needs full pyspark with its JVM jars (``pip install 'kspark[local]'``).
+``connect("sc://host:port")`` uses a remote server and needs only the Spark Connect client
+(``pip install 'kspark[client]'``). All return a Spark Connect session: the client path is
+the same.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from kspark._deps import has_spark_jars, pyspark_distribution
 from kspark.errors import ServerError
 
 __all__ = ["REMOTE_ENV", "EmbeddedServer", "connect", "default_server_conf"]
@@ -57,15 +60,59 @@ def _free_port() -> int:
 
 
 def _spark_home() -> str:
+    """The Spark installation the embedded server runs from.
+
+    ``SPARK_HOME`` if set, else the installed pyspark package, which has the JVM jars and
+    ``bin/spark-submit`` only when it is full pyspark (``kspark[local]``), not the thin
+    client ``pyspark-client`` (``kspark[client]``).
+    """
     import pyspark
 
     home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
-    if not os.path.exists(os.path.join(home, "bin", "spark-submit")):
+    if not has_spark_jars(home):
+        source = "SPARK_HOME" if os.environ.get("SPARK_HOME") else (
+            pyspark_distribution() or "pyspark"
+        )
         raise ServerError(
-            "the embedded server needs the full pyspark package (with its jars); install "
-            "pyspark, or connect to a server with kspark.connect('sc://host:port')"
+            f"the embedded Spark Connect server needs full pyspark with its JVM jars, and "
+            f"{home} ({source}) has no bin/spark-submit and jars/. Install it with "
+            "pip install 'kspark[local]' (in an environment without pyspark-client), or "
+            "connect to a running server with kspark.connect('sc://host:port')",
+            spark_home=home,
+            install="kspark[local]",
         )
     return home
+
+
+def _import_connect_client() -> None:
+    """Import pyspark's Spark Connect client, around its doctest guard.
+
+    On import, ``pyspark.sql.connect`` takes a process whose ``__main__`` has neither a spec
+    nor a file (``python -c``) for a doctest run and imports ``pyspark.testing``, which
+    calls ``sys.exit`` when it finds no Spark installation: always so with the thin client
+    ``pyspark-client``. A ``SPARK_HOME`` for the length of that one import avoids the exit.
+    """
+    if "pyspark.sql.connect.session" in sys.modules or "SPARK_HOME" in os.environ:
+        return
+    main = sys.modules.get("__main__")
+    if main is None or getattr(main, "__spec__", None) is not None:
+        return
+    if hasattr(main, "__file__") or hasattr(sys, "ps1"):
+        return
+    import pyspark
+
+    os.environ["SPARK_HOME"] = os.path.dirname(pyspark.__file__)
+    try:
+        import pyspark.sql.connect.session
+    finally:
+        os.environ.pop("SPARK_HOME", None)
+
+
+def _remote_session(url: str) -> Any:
+    _import_connect_client()
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.remote(url).create()
 
 
 class EmbeddedServer:
@@ -204,9 +251,7 @@ class EmbeddedServer:
             self.process.wait(10)
 
     def session(self) -> Any:
-        from pyspark.sql import SparkSession
-
-        return SparkSession.builder.remote(self.url).create()
+        return _remote_session(self.url)
 
 
 def embedded_server() -> EmbeddedServer:
@@ -239,7 +284,9 @@ def connect(url: str | None = None) -> Any:
     ------
     ServerError
         If the URL (given or from ``KSPARK_REMOTE``) does not start with ``sc://``, or the
-        embedded server does not start.
+        embedded server does not start: also when no URL is given and the installed pyspark
+        is the thin client, which has no JVM jars to start a server (install
+        ``kspark[local]``).
 
     Examples
     --------
@@ -248,10 +295,8 @@ def connect(url: str | None = None) -> Any:
 
     With ``export KSPARK_REMOTE=sc://spark-host:15002``, ``connect()`` and every
     ``StreamsApp`` without a session use that server, so the same notebook or script runs
-    locally or against a cluster unchanged.
+    locally or against a cluster unchanged, also from a thin-client install.
     """
-    from pyspark.sql import SparkSession
-
     source = "a Spark Connect URL"
     if url is None:
         url = os.environ.get(REMOTE_ENV, "").strip() or None
@@ -260,4 +305,4 @@ def connect(url: str | None = None) -> Any:
         return embedded_server().session()
     if not url.startswith("sc://"):
         raise ServerError(f"{source} must be a Spark Connect URL starting with sc://, got {url!r}")
-    return SparkSession.builder.remote(url).create()
+    return _remote_session(url)

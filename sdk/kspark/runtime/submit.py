@@ -152,10 +152,12 @@ def _keep_session_at_exit() -> Iterator[None]:
 
 
 def _session(url: str) -> Any:
-    from pyspark.sql import SparkSession
+    # the same session factory as connect(url): it also works around pyspark-client's
+    # doctest guard (kspark[client])
+    from kspark.runtime.server import _remote_session
 
     with _keep_session_at_exit():
-        return SparkSession.builder.remote(url).create()
+        return _remote_session(url)
 
 
 def _detach(spark: Any) -> None:
