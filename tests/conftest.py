@@ -37,7 +37,9 @@ def spark_server(request: pytest.FixtureRequest) -> Iterator[Any]:
 
     server = EmbeddedServer(
         conf={"spark.sql.shuffle.partitions": "2"},
-        env={"PYTHONPATH": BLOCKER},
+        # KSPARK_CHECK_STATE_LOG: stateful operators check that each change they log
+        # reads back as the task state it stands for (kspark_server.taskstate)
+        env={"PYTHONPATH": BLOCKER, "KSPARK_CHECK_STATE_LOG": "1"},
     ).start()
     try:
         yield server

@@ -36,6 +36,14 @@ def _positive_int(name: str) -> Any:
     return check
 
 
+def _bool(name: str) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} must be True or False, got {value!r}", option=name)
+
+    return check
+
+
 def _optional_positive_int(name: str) -> Any:
     def check(inst: object, attr: object, value: object) -> None:
         if value is not None:
@@ -97,7 +105,43 @@ class StreamsConfig:
     #: How Kafka topics are read and written: ``"auto"`` (the JVM connector if the server
     #: has it, else kspark's Python Kafka source and sink), ``"jvm"`` or ``"python"``.
     kafka_client: str = attrs.field(default="auto", validator=attrs.validators.in_(("auto", "jvm", "python")))
-    #: Extra Spark SQL settings applied to the session before the app starts.
+    #: State-store snapshots: a snapshot of a state partition is taken after this many
+    #: micro-batches (changelog files) since the last one
+    #: (``spark.sql.streaming.stateStore.minDeltasForSnapshot``). A restore loads the last
+    #: snapshot and replays the changelog files after it, so this bounds the replay.
+    state_snapshot_min_deltas: int = attrs.field(
+        default=5, validator=_positive_int("state_snapshot_min_deltas")
+    )
+    #: How often the state store's background maintenance uploads snapshots and deletes old
+    #: files (``spark.sql.streaming.stateStore.maintenanceInterval``). Spark reads it once per
+    #: executor JVM, when the first stateful query of that JVM starts: set it at server start
+    #: on a shared cluster (see docs/configuration.md).
+    state_maintenance_interval: timedelta = timedelta(seconds=30)
+    #: Micro-batches of state history kept in the checkpoint
+    #: (``spark.sql.streaming.minBatchesToRetain``); older snapshots and changelog files are
+    #: deleted by maintenance.
+    state_min_batches_to_retain: int = attrs.field(
+        default=100, validator=_positive_int("state_min_batches_to_retain")
+    )
+    #: RocksDB changelog checkpointing: each micro-batch writes only its changes, and
+    #: snapshots are uploaded in the background
+    #: (``spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled``).
+    state_changelog_checkpointing: bool = attrs.field(
+        default=True, validator=_bool("state_changelog_checkpointing")
+    )
+    #: Compact RocksDB on every commit (``spark.sql.streaming.stateStore.rocksdb.compactOnCommit``):
+    #: smaller snapshots, slower commits.
+    state_compact_on_commit: bool = attrs.field(
+        default=False, validator=_bool("state_compact_on_commit")
+    )
+    #: Bound the memory of all RocksDB state stores of an executor to this many MiB
+    #: (``spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage`` and ``maxMemoryUsageMB``).
+    #: None: unbounded, Spark's default. The first bounded store of a JVM fixes the size.
+    state_memory_mb: int | None = attrs.field(
+        default=None, validator=_optional_positive_int("state_memory_mb")
+    )
+    #: Extra Spark SQL settings applied to the session before the app starts; they override
+    #: the settings above.
     spark_conf: tuple[tuple[str, str], ...] = attrs.field(default=None, converter=_conf_tuple)
 
     def __attrs_post_init__(self) -> None:
@@ -116,6 +160,13 @@ class StreamsConfig:
             raise ConfigError(
                 f"trigger_interval must be a positive timedelta, got {self.trigger_interval!r}",
                 option="trigger_interval",
+            )
+        maintenance: object = self.state_maintenance_interval
+        if not isinstance(maintenance, timedelta) or maintenance < timedelta(milliseconds=1):
+            raise ConfigError(
+                "state_maintenance_interval must be a timedelta of at least 1 ms, got "
+                f"{maintenance!r}",
+                option="state_maintenance_interval",
             )
         if self.dead_letter_queue_topic is not None and not isinstance(
             self.dead_letter_queue_topic, TopicSpec
@@ -143,7 +194,7 @@ class StreamsConfig:
                 f"unknown config option(s) {unknown}; known: {sorted(known)}", options=unknown
             )
         values = dict(data)
-        for key in ("trigger_interval",):
+        for key in ("trigger_interval", "state_maintenance_interval"):
             if isinstance(values.get(key), int | float):
                 values[key] = timedelta(seconds=values[key])
         return cls(**values)

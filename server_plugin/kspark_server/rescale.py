@@ -1,6 +1,7 @@
 """Re-splitting stateful operators' task states from N to M tasks (``kspark rescale``).
 
-A task's state (see :mod:`kspark_server.tasks`) is one pickled dict. Every entry in it
+A task's state (see :mod:`kspark_server.tasks`) is one pickled dict, stored as a base and
+a log of changes (:mod:`kspark_server.taskstate`); the split reads both. Every entry in it
 keeps the Spark hash of its partitioning column, so the entry's task under M tasks is
 ``pmod(hash, M)``, the same rule the app's plan applies to new records. Rescaling is
 two pure functions, run as Spark jobs over the state reader's rows:
@@ -20,6 +21,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pandas as pd
+
+from kspark_server import taskstate
 
 #: Column layout of :func:`split_states`' output.
 PARTS_SCHEMA = "ks_task int, part binary, entries long, old_entries long"
@@ -128,10 +131,11 @@ def split_states(kind: str, versioned: bool, m: int) -> Callable[[Iterator[pd.Da
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for frame in frames:
             rows: list[tuple[int, bytes | None, int, int]] = []
-            for blob in frame["blob"].tolist():
+            logs = frame["log"].tolist() if "log" in frame else [None] * len(frame)
+            for blob, log in zip(frame["blob"].tolist(), logs, strict=True):
                 if blob is None:
                     continue
-                st = pickle.loads(blob)
+                st = taskstate.materialize(kind, versioned, blob, [] if log is None else list(log))
                 rows.append((-1, None, 0, entries(kind, versioned, st)))
                 for task, p in split(kind, versioned, st, m).items():
                     rows.append((task, pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL), entries(kind, versioned, p), 0))

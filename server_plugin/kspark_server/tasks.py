@@ -1,9 +1,11 @@
 """Stateful operators run per task with ``transformWithStateInPandas``.
 
 Records are grouped by task (``ks_task``, the hash of the key modulo the app's number of
-partitions), so one handler call sees a task's whole micro-batch. The task's state is one
-pickled value per store, loaded once and saved once per batch: this cuts the round trips to
-the JVM that dominate per-key designs (see docs/performance.md).
+partitions), so one handler call sees a task's whole micro-batch. The task's state is a pickled dict
+per store, loaded once per batch: this cuts the round trips to the JVM that dominate
+per-key designs (see docs/performance.md). A batch writes back only the keys it touched,
+as a change appended to the store's log, so Spark's changelog (and a restore's replay) grows
+with the changes, not with the state (:mod:`kspark_server.taskstate`).
 
 The batch stays columnar: only the columns an operator reads (key, value, timestamp) become
 Python objects, and output rows are taken from the input frame by position, with the
@@ -23,6 +25,7 @@ from __future__ import annotations
 import base64
 import heapq
 import json
+import os
 import pickle
 from collections.abc import Iterator
 from typing import Any
@@ -32,14 +35,15 @@ import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from kspark_server import codec, handling
+from kspark_server import codec, handling, rescale, taskstate
 from kspark_server.spec import check_spec
 from kspark_server.versioned import VersionedStore
 
 _BLOB = StructType([StructField("blob", BinaryType(), True)])
 
 #: The layout of the pickled task state; rescale and the state reader check it.
-STATE_FORMAT = 3
+#: 4: a base plus a log of changes (:mod:`kspark_server.taskstate`); 3: the base alone.
+STATE_FORMAT = 4
 
 
 def order(frame: pd.DataFrame) -> np.ndarray[Any, Any]:
@@ -251,6 +255,15 @@ class TaskProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState(self.spec["store"], _BLOB)
+        self.log = handle.getListState(taskstate.log_name(self.spec["store"]), _BLOB)
+        self.kind = str(self.spec["kind"])
+        self.versioned = bool(self.spec.get("versioned"))
+        #: keys whose entries the current batch changed (the processors add to it)
+        self.touched: set[Any] = set()
+        # tests set it: check every logged change against the state it stands for
+        self.check_log = os.environ.get("KSPARK_CHECK_STATE_LOG") == "1"
+        # ... and log changes against small bases too, so tests take the log path
+        self.min_base = 0 if self.check_log else taskstate.MIN_BASE_BYTES
         self.guard = handling.Guard.from_spec(self.spec)
         packed = self.spec["packed"]
         self.unpack_value = json.loads if packed.get("value") else _identity
@@ -277,13 +290,39 @@ class TaskProcessor(StatefulProcessor):
 
     def _load(self) -> Any:
         blob = self.state.get() if self.state.exists() else None
-        return self.upgrade(pickle.loads(blob[0])) if blob is not None else self.initial()
+        self.touched = set()
+        if blob is None:
+            self._base: bytes | None = None
+            self._log: list[bytes] = []
+            return self.initial()
+        self._base = blob[0]
+        self._log = [t[0] for t in self.log.get()] if self.log.exists() else []
+        return self.upgrade(taskstate.materialize(self.kind, self.versioned, blob[0], self._log))
+
+    def _save(self, st: Any) -> None:
+        if self._base is not None:
+            change = taskstate.encode_change(self.kind, self.versioned, st, self.touched)
+            log_bytes = sum(map(len, self._log)) + len(change)
+            if not taskstate.should_compact(len(self._base), log_bytes, len(self._log) + 1, self.min_base):
+                if self.check_log:
+                    back = taskstate.materialize(self.kind, self.versioned, self._base, [*self._log, change])
+                    if self.upgrade(back) != st:
+                        raise AssertionError(
+                            f"{self.spec['processor']}: the logged change does not reproduce "
+                            "the task state (a key the batch changed was not recorded)"
+                        )
+                self.log.appendValue((change,))
+                return
+        self.state.update((pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL),))
+        if self._log:
+            self.log.clear()
 
     def handleInitialState(self, key: Any, initialState: pd.DataFrame, timerValues: Any) -> None:
         # a rescaled app starts from the old app's state, re-split by task (kspark rescale)
         blobs = [b for b in initialState["blob"].tolist() if b is not None]
         if blobs:
             self.state.update((blobs[0],))
+            self.log.clear()
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         frames = [f for f in rows if len(f)]
@@ -295,15 +334,21 @@ class TaskProcessor(StatefulProcessor):
         main = pdf[~is_side] if len(side_json) else pdf
         task = int(key[0])
         st = self._load()
+        # the entries as loaded, before this batch: the restore report of a restarted run
+        # counts them (kspark.runtime.restore)
+        loaded = None if self._base is None else rescale.entries(self.kind, self.versioned, st)
         out = Emitter()
         batch = None
         if len(main):
             batch = Batch(main, self.columns, self.decoders)
             self.process(st, batch, task, out)
-        self.state.update((pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL),))
+        self._save(st)
         first = f"{batch.first('ks_seq')}:{batch.first('ks_sub')}" if batch is not None else ""
         chunk = f"{self.spec['store']}:{task}:{first}"
         extra = self.extra_side(st, task)
+        if loaded is not None:
+            extra.append({"kind": "loaded_entries", "processor": self.spec["store"],
+                          "task": f"{self.guard.subtopology}_{task}", "count": loaded})
         for e in extra:
             e["chunk"] = chunk
         side = side_json + [handling.side_json(s) for s in self.guard.side_rows(chunk) + extra]
@@ -374,6 +419,7 @@ class DedupProcessor(TaskProcessor):
         stream_time = st["stream_time"]
         interval = self.interval
         duplicates = 0
+        touched = self.touched
         for i, ((ok, ident), ts, h) in enumerate(zip(self._idents(batch), batch.ts, batch.hashes, strict=True)):
             stream_time = ts if stream_time is None or ts > stream_time else stream_time
             if not ok:
@@ -390,11 +436,13 @@ class DedupProcessor(TaskProcessor):
             if ts >= low:
                 seen[ident] = ts
                 hashes[ident] = h
+                touched.add(ident)
         if stream_time is not None:
             low = stream_time - interval
             for k in [k for k, t in seen.items() if t < low]:
                 del seen[k]
                 hashes.pop(k, None)
+                touched.add(k)
         st["stream_time"] = stream_time
         self.duplicates += duplicates
 
@@ -471,6 +519,7 @@ class JoinProcessor(TaskProcessor):
         store = self.store(st) if self.versioned else None
         table = st["table"]
         khash: dict[Any, int] = st["hash"]
+        touched = self.touched
         grace = self.grace
         stream_time = st["stream_time"]
         hashable, plain, store_plain = codec.hashable, codec.plain, self.store_plain
@@ -489,6 +538,7 @@ class JoinProcessor(TaskProcessor):
                 tv = tvalues[i]
                 tv = None if tv is None else (plain(tv) if store_plain else tv)
                 khash[hk] = hashes[i]
+                touched.add(hk)
                 if store is None:
                     if tv is None:
                         table.pop(hk, None)
@@ -522,7 +572,7 @@ class JoinProcessor(TaskProcessor):
                 self._flush(st, store, out)
         st["stream_time"] = stream_time
         if store is not None:
-            store.expire()
+            store.expire(touched)
             data = store.state["data"]
             if len(khash) > len(data):
                 for hk in [hk for hk in khash if hk not in data]:

@@ -159,10 +159,10 @@ class VersionedStore:
     def keys(self) -> list[Hashable]:
         return list(self.state["data"])
 
-    def expire(self) -> None:
+    def expire(self, changed: set[Hashable] | None = None) -> None:
         """Drop versions no read within the retention can see. The newest version older
         than the bound stays: it is still the value as of in-retention times before the
-        next version."""
+        next version. Keys whose versions changed are added to ``changed``."""
         if self.state["time"] is None:
             return
         low = self.state["time"] - self.retention
@@ -173,8 +173,12 @@ class VersionedStore:
             if i > 0:
                 del tss[:i]
                 del vals[:i]
+                if changed is not None:
+                    changed.add(key)
             if len(tss) == 1 and vals[0] is None and tss[0] <= low:
                 del data[key]
+                if changed is not None:
+                    changed.add(key)
 
     def __len__(self) -> int:
         return len(self.state["data"])

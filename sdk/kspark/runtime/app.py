@@ -25,7 +25,7 @@ from kspark.errors import (
     StreamsAppError,
 )
 from kspark.plan.topology import Topology
-from kspark.runtime import shipping
+from kspark.runtime import restore, shipping
 from kspark.runtime.checkpoints import Generation, current_generation, query_progress
 from kspark.runtime.progress import (
     NullProgress,
@@ -165,6 +165,9 @@ class StreamsApp:
         self._output: Output | None = None
         self._progress: dict[tuple[str, int], dict[str, Any]] = {}
         self._listeners: list[Callable[[State, State], None]] = []
+        #: A :class:`kspark.runtime.restore.StateRestoreListener`, told about restores.
+        self.restore_listener: restore.StateRestoreListener | None = None
+        self._restore = restore.RestoreTracker()
         self._generation: Generation | None = None
 
     # -- plumbing --------------------------------------------------------------------
@@ -258,7 +261,20 @@ class StreamsApp:
 
     @property
     def state(self) -> State:
-        if self._query is not None and self._state is State.RUNNING and not self._query.isActive:
+        """The app's life-cycle state.
+
+        ``RESTORING`` from the start of a run over an existing checkpoint until the run's
+        first micro-batch completes: Spark loads the stores' state inside that batch
+        (see :meth:`restores`). Then ``RUNNING``, and ``NOT_RUNNING`` or ``ERROR`` once the
+        query ends.
+        """
+        if self._query is not None and self._state is State.RESTORING:
+            self._collect()
+        if (
+            self._query is not None
+            and self._state in (State.RUNNING, State.RESTORING)
+            and not self._query.isActive
+        ):
             self._collect()
             self._set_state(State.ERROR if self._query.exception() else State.NOT_RUNNING)
         return self._state
@@ -282,16 +298,16 @@ class StreamsApp:
         )
         spark = self.session
         spark.conf.set("spark.sql.shuffle.partitions", str(self.config.effective_shuffle_partitions))
-        spark.conf.set(
-            "spark.sql.streaming.stateStore.providerClass",
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        )
-        spark.conf.set(
-            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true"
-        )
-        for k, v in self.config.spark_conf:
+        for k, v in [*restore.state_store_conf(self.config), *self.config.spark_conf]:
             spark.conf.set(k, v)
-        df = build_dataframe(output, spark, self._resume(gen))
+        resume = self._resume(gen)
+        # state to restore: stores, and a committed batch in this generation's checkpoint
+        # (or a rescale's warmed initial state)
+        restoring = bool(restore.store_order(output)) and (
+            bool(resume and resume.initial_state)
+            or query_progress(spark, gen.checkpoint, with_files=False).last_committed is not None
+        )
+        df = build_dataframe(output, spark, resume)
         writer = (
             df.writeStream.queryName(self.config.application_id)
             .option("checkpointLocation", gen.checkpoint)
@@ -304,7 +320,8 @@ class StreamsApp:
                 processingTime=f"{int(self.config.trigger_interval.total_seconds() * 1000)} milliseconds"
             )
         self._query = writer.start()
-        self._set_state(State.RUNNING)
+        self._restore.begin(self._query, output, gen.checkpoint, restoring=restoring)
+        self._set_state(State.RESTORING if restoring else State.RUNNING)
         return self._query
 
     # -- life cycle ------------------------------------------------------------------
@@ -462,6 +479,23 @@ class StreamsApp:
         for p in progresses:
             d = _as_dict(p)
             self._progress[(str(d.get("runId")), int(d.get("batchId", -1)))] = d
+        if self._restore.observe(self._progress, self.restore_listener) and self._state is State.RESTORING:
+            self._set_state(State.RUNNING)
+
+    def restores(self) -> list[restore.RestoreReport]:
+        """What the current (or last) run restored, one report per store.
+
+        Spark loads state lazily, inside the first micro-batch of a run, so the reports
+        appear once that batch has completed; they are empty for a fresh app.
+
+        Examples
+        --------
+        >>> app.run_until_caught_up()  # doctest: +SKIP
+        >>> [(r.store, r.rows, round(r.seconds, 2)) for r in app.restores()]  # doctest: +SKIP
+        [('seen', 100000, 0.41)]
+        """
+        self._collect()
+        return self._restore.reports()
 
     def progress(self) -> list[dict[str, Any]]:
         """Every micro-batch's progress seen so far, oldest first."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -79,6 +79,36 @@ class RescaleReport:
                 f"{s.tasks_before} task(s) -> {s.entries_after:,} in {s.tasks_after} task(s)"
             )
         return "\n".join(lines)
+
+
+def _old_states(spark: Any, checkpoint: str, op: int, name: str) -> Any:
+    """Each old task's ``blob`` (its base) and ``log`` (its changes, state format 4)."""
+    from pyspark.sql import functions as F
+
+    from kspark_server import taskstate
+
+    base = (
+        spark.read.format("statestore")
+        .option("operatorId", op)
+        .option("stateVarName", name)
+        .load(checkpoint)
+        .select("key", F.col("value.blob").alias("blob"))
+    )
+    try:
+        log = (
+            spark.read.format("statestore")
+            .option("operatorId", op)
+            .option("stateVarName", taskstate.log_name(name))
+            .option("flattenCollectionTypes", "false")
+            .load(checkpoint)
+            .select("key", F.col("list_value.blob").alias("log"))
+        )
+        log.columns  # noqa: B018 -- analyses the read now: a format-3 checkpoint has no log
+    except Exception as exc:
+        if "STATE_VAR" in str(exc) or taskstate.log_name(name) in str(exc):
+            return base.select("blob")
+        raise
+    return base.join(log, "key", "left").select("blob", "log")
 
 
 def _stateful_stages(output: st.Output) -> list[st.Stateful]:
@@ -156,13 +186,7 @@ def rescale(
         versioned = bool(spec.get("versioned"))
         phase(f"warming store {name}")
         op = _operator_id(spark, gen.checkpoint, name)
-        old = (
-            spark.read.format("statestore")
-            .option("operatorId", op)
-            .option("stateVarName", name)
-            .load(gen.checkpoint)
-            .select("value.blob")
-        )
+        old = _old_states(spark, gen.checkpoint, op, name)
         parts = old.mapInPandas(
             server_rescale.split_states(kind, versioned, partitions), server_rescale.PARTS_SCHEMA
         ).persist()

@@ -9,7 +9,6 @@ same :class:`kspark_server.versioned.VersionedStore` code wraps the state read b
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Hashable, Iterator
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -81,7 +80,31 @@ def _operator_id(spark: Any, checkpoint: str, name: str) -> int:
     raise StoreError(f"no operator of checkpoint {checkpoint} holds store {name!r} (operators {ids})")
 
 
-def _task_states(spark: Any, checkpoint: str, name: str) -> dict[int, Any]:
+def _task_logs(spark: Any, checkpoint: str, op: int, name: str, batch: int | None = None) -> dict[int, list[bytes]]:
+    """Each task's log of changes (state format 4), oldest first; empty for a checkpoint
+    written before logs existed."""
+    from kspark_server import taskstate
+
+    reader = (
+        spark.read.format("statestore")
+        .option("operatorId", op)
+        .option("stateVarName", taskstate.log_name(name))
+        .option("flattenCollectionTypes", "false")
+    )
+    if batch is not None:
+        reader = reader.option("batchId", batch)
+    try:
+        rows = reader.load(checkpoint).select("key", "list_value").collect()
+    except Exception as exc:
+        if "STATE_VAR" in str(exc) or taskstate.log_name(name) in str(exc):
+            return {}  # a format-3 checkpoint: each task's state is its base alone
+        raise
+    return {int(r["key"][0]): [e[0] for e in (r["list_value"] or [])] for r in rows}
+
+
+def _task_states(spark: Any, checkpoint: str, name: str, spec: dict[str, Any]) -> dict[int, Any]:
+    from kspark_server import taskstate
+
     op = _operator_id(spark, checkpoint, name)
     df = (
         spark.read.format("statestore")
@@ -89,12 +112,14 @@ def _task_states(spark: Any, checkpoint: str, name: str) -> dict[int, Any]:
         .option("stateVarName", name)
         .load(checkpoint)
     )
+    logs = _task_logs(spark, checkpoint, op, name)
+    kind, versioned = str(spec["kind"]), bool(spec.get("versioned"))
     out: dict[int, Any] = {}
     for r in df.select("key", "value").collect():
         task = int(r["key"][0])
         blob = r["value"][0]
         if blob is not None:
-            out[task] = pickle.loads(blob)
+            out[task] = taskstate.materialize(kind, versioned, blob, logs.get(task, ()))
     return out
 
 
@@ -215,7 +240,7 @@ def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any
             f"store {name!r} belongs to {spec['processor']} ({spec['kind']}); only table "
             "stores answer interactive queries"
         )
-    tasks = _task_states(spark, checkpoint, name)
+    tasks = _task_states(spark, checkpoint, name, spec)
     if spec["versioned"]:
         return ReadOnlyVersionedStore(name, tasks, spec)
     return ReadOnlyKeyValueStore(name, tasks, spec)
@@ -254,6 +279,9 @@ class StoreReplica:
         self._checkpoint = checkpoint
         self._spec = stage.spec
         self._tasks: dict[int, Any] = {}
+        # each task's state as stored: its base and its log of changes (state format 4)
+        self._bases: dict[int, bytes] = {}
+        self._logs: dict[int, list[bytes]] = {}
         self._view: Any = None
         #: the last micro-batch whose state the replica holds (None before the first load)
         self.as_of_batch: int | None = None
@@ -266,6 +294,7 @@ class StoreReplica:
     def refresh(self) -> int:
         """Catch up with the checkpoint; returns how many task states changed."""
         from kspark.runtime.checkpoints import query_progress
+        from kspark_server import taskstate
 
         last = query_progress(self._spark, self._checkpoint, with_files=False).last_committed
         if last is None or last == self.as_of_batch:
@@ -276,33 +305,74 @@ class StoreReplica:
             .option("operatorId", op)
             .option("stateVarName", self.name)
         )
-        changed = 0
+        kind, versioned = str(self._spec["kind"]), bool(self._spec.get("versioned"))
+        dirty: set[int] = set()
         if self.as_of_batch is None:
             for r in reader.load(self._checkpoint).select("key", "value").collect():
                 if r["value"][0] is not None:
-                    self._tasks[int(r["key"][0])] = pickle.loads(r["value"][0])
-                    changed += 1
+                    self._bases[int(r["key"][0])] = r["value"][0]
+            self._logs = _task_logs(self._spark, self._checkpoint, op, self.name)
+            dirty = set(self._bases)
         else:
-            feed = (
-                reader.option("readChangeFeed", "true")
-                .option("changeStartBatchId", self.as_of_batch + 1)
-                .option("changeEndBatchId", last)
-                .load(self._checkpoint)
-                .select("batch_id", "change_type", "key", "value")
-                .orderBy("batch_id")
-                .collect()
-            )
-            for r in feed:
-                task = int(r["key"][0])
-                if r["change_type"] == "delete" or r["value"] is None or r["value"][0] is None:
-                    self._tasks.pop(task, None)
-                else:
-                    self._tasks[task] = pickle.loads(r["value"][0])
-                changed += 1
+            # (batch, rank, task, bytes): within a batch a new base comes first, then the
+            # log's clearing, then its append (the order the operator writes them in)
+            events: list[tuple[int, int, int, bytes | None]] = []
+            for r in self._feed(reader, last).select("batch_id", "change_type", "key", "value").collect():
+                blob = None if r["change_type"] == "delete" or r["value"] is None else r["value"][0]
+                events.append((int(r["batch_id"]), 0, int(r["key"][0]), blob))
+            for r in self._log_feed(op, last):
+                append = r["change_type"] == "append" and r["list_element"] is not None
+                events.append((int(r["batch_id"]), 2 if append else 1, int(r["key"][0]),
+                               r["list_element"][0] if append else None))
+            events.sort(key=lambda e: e[:3])
+            for _, rank, task, blob in events:
+                dirty.add(task)
+                if rank == 0:
+                    if blob is None:
+                        self._bases.pop(task, None)
+                        self._logs.pop(task, None)
+                    else:
+                        self._bases[task] = blob
+                elif rank == 1:
+                    self._logs.pop(task, None)
+                elif blob is not None:
+                    self._logs.setdefault(task, []).append(blob)
+        for task in dirty:
+            if task in self._bases:
+                self._tasks[task] = taskstate.materialize(kind, versioned, self._bases[task], self._logs.get(task, ()))
+            else:
+                self._tasks.pop(task, None)
+        changed = len(dirty)
         self.as_of_batch = last
         view_cls = ReadOnlyVersionedStore if self._spec["versioned"] else ReadOnlyKeyValueStore
         self._view = view_cls(self.name, self._tasks, self._spec)
         return changed
+
+    def _feed(self, reader: Any, last: int) -> Any:
+        assert self.as_of_batch is not None
+        return (
+            reader.option("readChangeFeed", "true")
+            .option("changeStartBatchId", self.as_of_batch + 1)
+            .option("changeEndBatchId", last)
+            .load(self._checkpoint)
+        )
+
+    def _log_feed(self, op: int, last: int) -> list[Any]:
+        from kspark_server import taskstate
+
+        reader = (
+            self._spark.read.format("statestore")
+            .option("operatorId", op)
+            .option("stateVarName", taskstate.log_name(self.name))
+        )
+        try:
+            return list(
+                self._feed(reader, last).select("batch_id", "change_type", "key", "list_element").collect()
+            )
+        except Exception as exc:
+            if "STATE_VAR" in str(exc) or taskstate.log_name(self.name) in str(exc):
+                return []  # a format-3 checkpoint has no logs
+            raise
 
     def _store(self) -> Any:
         if self._view is None:

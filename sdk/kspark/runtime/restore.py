@@ -1,0 +1,312 @@
+"""State restore: the state-store settings of an app, and restore reporting.
+
+What "restore" means on Spark
+-----------------------------
+Kafka Streams restores a task's stores from their changelog topics before the task
+processes records, and tells a ``StateRestoreListener`` as it goes. Spark has no such
+phase. When a query restarts from its checkpoint, each task of the first micro-batch opens
+its state partition, and the RocksDB provider loads it then: it copies the last snapshot of
+the partition from the checkpoint and replays the changelog files written after it. So state
+loads lazily, inside the first micro-batch, on the executors, and the client learns about it
+only from that batch's progress (``stateOperators[].customMetrics``: ``rocksdbNumLoadedFromDfs``,
+``rocksdbLoadLatencyMs``, ``rocksdbNumReplayChangelogFiles``, ...).
+
+kspark therefore reports a restore after the fact: :class:`RestoreTracker` reads the first
+executed micro-batch of each run and builds one :class:`RestoreReport` per store. The app is
+``State.RESTORING`` from the start of a run until the first progress of that run arrives.
+
+Examples
+--------
+>>> from kspark import StreamsConfig
+>>> dict(state_store_conf(StreamsConfig(application_id="a")))[
+...     "spark.sql.streaming.stateStore.minDeltasForSnapshot"]
+'5'
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from kspark.compiler import stages as st
+from kspark.config import StreamsConfig
+
+__all__ = [
+    "RestoreReport",
+    "RestoreTracker",
+    "StateRestoreListener",
+    "state_store_conf",
+    "store_order",
+]
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+_SS = "spark.sql.streaming.stateStore."
+
+
+def state_store_conf(config: StreamsConfig) -> list[tuple[str, str]]:
+    """The Spark settings of an app's state stores, to set on the session before it starts.
+
+    All of them are read from the session when a query starts, with two caveats (see
+    ``docs/configuration.md``): the provider class is pinned by the checkpoint (a restarted
+    query keeps the provider it was created with), and the maintenance interval and the
+    bounded-memory size are fixed by the first stateful query of each executor JVM.
+
+    Parameters
+    ----------
+    config
+        The app's settings.
+
+    Returns
+    -------
+    list of (key, value)
+        In the order to set them.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> cfg = StreamsConfig(application_id="a", state_memory_mb=512,
+    ...                     state_maintenance_interval=timedelta(seconds=10))
+    >>> conf = dict(state_store_conf(cfg))
+    >>> conf["spark.sql.streaming.stateStore.maintenanceInterval"]
+    '10000ms'
+    >>> conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"]
+    '512'
+    """
+    ms = int(config.state_maintenance_interval.total_seconds() * 1000)
+    pairs = [
+        (_SS + "providerClass", ROCKSDB_PROVIDER),
+        (
+            _SS + "rocksdb.changelogCheckpointing.enabled",
+            str(config.state_changelog_checkpointing).lower(),
+        ),
+        (_SS + "minDeltasForSnapshot", str(config.state_snapshot_min_deltas)),
+        (_SS + "maintenanceInterval", f"{ms}ms"),
+        ("spark.sql.streaming.minBatchesToRetain", str(config.state_min_batches_to_retain)),
+        (_SS + "rocksdb.compactOnCommit", str(config.state_compact_on_commit).lower()),
+    ]
+    if config.state_memory_mb is not None:
+        pairs += [
+            (_SS + "rocksdb.boundedMemoryUsage", "true"),
+            (_SS + "rocksdb.maxMemoryUsageMB", str(config.state_memory_mb)),
+        ]
+    return pairs
+
+
+@attrs.frozen(kw_only=True)
+class RestoreReport:
+    """What restoring one store took, from the first micro-batch of a restarted run.
+
+    Attributes
+    ----------
+    store
+        The store's name (``Topology.describe()`` lists them).
+    rows
+        Entries restored, counted by kspark's operator when it loaded each task's state:
+        dedup ids, or table keys. Only tasks that received records in the first micro-batch
+        run kspark's code, so only they are counted; ``tasks`` says how many did.
+    tasks
+        kspark tasks that counted their entries.
+    state_rows
+        Spark state-store rows of the operator after the batch (``numRowsTotal``). kspark
+        keeps each task's state as one row per store, so this is the number of tasks with
+        state, not the number of entries.
+    bytes
+        Bytes of snapshot files copied from the checkpoint (``rocksdbBytesCopied``).
+    memory_bytes
+        Memory of the loaded state stores after the batch (``memoryUsedBytes``).
+    seconds
+        Time to load the state partitions (``rocksdbLoadLatencyMs``), summed over the
+        partitions: they load in parallel, up to one per core.
+    snapshot_seconds, changelog_seconds
+        The parts of ``seconds`` spent loading the snapshot and replaying the changelog.
+    changelog_files
+        Changelog files replayed: the micro-batches since the last uploaded snapshot, summed
+        over the partitions.
+    partitions
+        State partitions loaded from the checkpoint (``rocksdbNumLoadedFromDfs``).
+    batch_id
+        The first micro-batch of the run, the one that loaded the state.
+    batch_seconds
+        Wall time of that whole micro-batch (``durationMs.triggerExecution``): the restart's
+        time to first output, state load and processing included.
+    """
+
+    store: str
+    rows: int
+    tasks: int
+    state_rows: int
+    bytes: int
+    memory_bytes: int
+    seconds: float
+    snapshot_seconds: float
+    changelog_seconds: float
+    changelog_files: int
+    partitions: int
+    batch_id: int
+    batch_seconds: float
+
+
+class StateRestoreListener:
+    """Told about state restores, after Kafka Streams' ``StateRestoreListener``.
+
+    Subclass it and override what you need; set it with
+    ``app.restore_listener = MyListener()``. Spark loads state inside the first micro-batch
+    of a run and reports it only when that batch ends, so both methods are called then, one
+    after the other, for each store that was loaded from the checkpoint. A fresh app (no
+    checkpoint) restores nothing and calls neither. There is no ``on_batch_restored``:
+    Spark replays a partition's changelog in one go and does not report progress inside it.
+
+    Examples
+    --------
+    >>> class Printer(StateRestoreListener):
+    ...     def on_restore_end(self, store, total_restored, report):
+    ...         print(f"{store}: {total_restored} entries in {report.seconds:.2f}s")
+    >>> Printer().on_restore_end("seen", 3, None)  # doctest: +SKIP
+    seen: 3 entries in 0.40s
+    """
+
+    def on_restore_start(self, store: str, checkpoint: str, batch_id: int) -> None:
+        """Store ``store`` was loaded from ``checkpoint`` by micro-batch ``batch_id``."""
+
+    def on_restore_end(self, store: str, total_restored: int, report: RestoreReport) -> None:
+        """Store ``store`` restored ``total_restored`` entries; ``report`` has the details."""
+
+
+def store_order(output: st.Output) -> list[str]:
+    """The store of each stateful operator, in the order of Spark's ``stateOperators``.
+
+    Spark lists the stateful operators of the physical plan in pre-order (parent first,
+    then the children in order), which is also the order it numbers them in. The plan is the
+    union of the sinks' stage trees, and a stage that two sinks share appears in both.
+
+    Examples
+    --------
+    >>> store_order(st.Output(sinks=(), writer_spec={}, processors=(), stores={}))
+    []
+    """
+    names: list[str] = []
+
+    def visit(stage: st.Stage) -> None:
+        if isinstance(stage, st.Stateful):
+            names.append(str(stage.spec.get("store")))
+        for child in stage.inputs:
+            visit(child)
+
+    for part in output.sinks:
+        visit(part.stage)
+    return names
+
+
+def _num(m: Mapping[str, Any], key: str) -> int:
+    v = m.get(key)
+    return int(v) if isinstance(v, int | float) else 0
+
+
+class RestoreTracker:
+    """Follows one app's runs and builds restore reports from their first micro-batch.
+
+    ``StreamsApp`` calls :meth:`begin` when it starts a query and :meth:`observe` whenever
+    it collects progress; :meth:`observe` returns True once the run has made progress, when
+    the app leaves ``RESTORING``.
+    """
+
+    def __init__(self) -> None:
+        self._run_id: str | None = None
+        self._stores: list[str] = []
+        self._checkpoint = ""
+        self._reported = True
+        self._reports: list[RestoreReport] = []
+
+    def begin(self, query: Any, output: st.Output, checkpoint: str, *, restoring: bool) -> None:
+        """A new run started; ``restoring``: it has state to restore (the app is RESTORING)."""
+        self._run_id = str(query.runId)
+        self._stores = store_order(output)
+        self._checkpoint = checkpoint
+        self._reports = []
+        self._reported = not (self._stores and restoring)
+
+    def observe(self, progress: Mapping[tuple[str, int], Mapping[str, Any]],
+                listener: Any = None) -> bool:
+        """Look at the progress collected so far (keyed by ``(runId, batchId)``).
+
+        Returns True if the current run has reported any progress. Builds the reports, and
+        calls ``listener``, at the run's first executed micro-batch.
+        """
+        mine = sorted(
+            (p for (run, _), p in progress.items() if run == self._run_id),
+            key=lambda p: int(p.get("batchId", -1)),
+        )
+        if not mine:
+            return False
+        if not self._reported:
+            first = next((p for p in mine if p.get("stateOperators")), None)
+            if first is not None:
+                self._reported = True
+                self._reports = _reports(first, self._stores)
+                if listener is not None:
+                    for r in self._reports:
+                        listener.on_restore_start(r.store, self._checkpoint, r.batch_id)
+                        listener.on_restore_end(r.store, r.rows, r)
+        return True
+
+    def reports(self) -> list[RestoreReport]:
+        """The stores the current (or last) run restored; empty if it restored none yet."""
+        return list(self._reports)
+
+
+def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
+    from kspark.runtime.app import _observed
+
+    ops = list(p.get("stateOperators") or [])
+    names = stores if len(stores) == len(ops) else [f"operator-{i}" for i in range(len(ops))]
+    loaded: dict[str, int] = defaultdict(int)
+    tasks: dict[str, set[str]] = defaultdict(set)
+    for s in _observed(dict(p)).get("side") or []:
+        if s.get("kind") == "loaded_entries":
+            store, task = str(s["processor"]), str(s["task"])
+            if task not in tasks[store]:  # a task reports once per batch
+                tasks[store].add(task)
+                loaded[store] += int(s.get("count") or 0)
+    batch_id = int(p.get("batchId", -1))
+    batch_s = _num(p.get("durationMs") or {}, "triggerExecution") / 1000
+    merged: dict[str, RestoreReport] = {}
+    for name, op in zip(names, ops, strict=True):
+        m = op.get("customMetrics") or {}
+        partitions = _num(m, "rocksdbNumLoadedFromDfs")
+        if partitions == 0:
+            continue  # nothing came from the checkpoint: a fresh store
+        r = RestoreReport(
+            store=name,
+            rows=loaded.get(name, 0),
+            tasks=len(tasks.get(name, ())),
+            state_rows=_num(op, "numRowsTotal"),
+            bytes=_num(m, "rocksdbBytesCopied"),
+            memory_bytes=_num(op, "memoryUsedBytes"),
+            seconds=_num(m, "rocksdbLoadLatencyMs") / 1000,
+            snapshot_seconds=max(
+                0, _num(m, "rocksdbLoadLatencyMs") - _num(m, "rocksdbReplayChangeLogLatencyMs")
+            ) / 1000,
+            changelog_seconds=_num(m, "rocksdbReplayChangeLogLatencyMs") / 1000,
+            changelog_files=_num(m, "rocksdbNumReplayChangelogFiles"),
+            partitions=partitions,
+            batch_id=batch_id,
+            batch_seconds=batch_s,
+        )
+        old = merged.get(name)
+        if old is not None:  # one store shared by two sinks' plans: add them up
+            r = attrs.evolve(
+                r,
+                state_rows=old.state_rows + r.state_rows,
+                bytes=old.bytes + r.bytes,
+                memory_bytes=old.memory_bytes + r.memory_bytes,
+                seconds=old.seconds + r.seconds,
+                snapshot_seconds=old.snapshot_seconds + r.snapshot_seconds,
+                changelog_seconds=old.changelog_seconds + r.changelog_seconds,
+                changelog_files=old.changelog_files + r.changelog_files,
+                partitions=old.partitions + r.partitions,
+            )
+        merged[name] = r
+    return list(merged.values())
