@@ -87,7 +87,7 @@ def wait_snapshots(checkpoint: str, timeout: float = 120.0) -> None:
     """Until every state partition of ``checkpoint`` has an uploaded snapshot (a .zip)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        parts = [p for p in glob.glob(os.path.join(checkpoint, "state", "*", "*")) if os.path.isdir(p)]
+        parts = glob.glob(os.path.join(checkpoint, "state", "*", "[0-9]*"))
         if parts and all(glob.glob(os.path.join(p, "*.zip")) for p in parts):
             return
         time.sleep(0.2)
@@ -113,9 +113,9 @@ def restore_metrics(progress: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def as_dicts(progress: list[Any]) -> list[dict[str, Any]]:
-    import json
+    from kspark.runtime.progress import progress_as_dict
 
-    return [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in progress]
+    return [progress_as_dict(p) for p in progress]
 
 
 class KsparkCase:
@@ -187,10 +187,16 @@ class SparkCase:
 
 def wait_batches(query: Any, n: int) -> None:
     """Until ``query`` has committed ``n`` batches that read input."""
+    from kspark.runtime.progress import input_rows
+
+    t0 = time.monotonic()
     while True:
-        done = [p for p in as_dicts(query.recentProgress) if int(p.get("numInputRows") or 0) > 0]
+        progress = as_dicts(query.recentProgress)
+        done = [p for p in progress if input_rows(p) > 0]
         if len(done) >= n:
             return
+        if time.monotonic() - t0 > 120:
+            raise RuntimeError(f"no input batch in 120s; progress: {progress[-2:]}")
         if not query.isActive:
             raise RuntimeError(f"the query stopped: {query.exception()}")
         time.sleep(0.1)
