@@ -22,6 +22,7 @@ next to another Spark JVM.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import glob
 import os
@@ -207,6 +208,7 @@ def main() -> None:
     p.add_argument("--sizes", default="10000,100000,1000000")
     p.add_argument("--small", type=int, default=1000, help="new keys per small micro-batch")
     p.add_argument("--since", default="1,50", help="micro-batches since the snapshot")
+    p.add_argument("--cases", default="kspark,spark", help="which of kspark,spark to run")
     a = p.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
     since = sorted(int(s) for s in a.since.split(","))
@@ -218,7 +220,8 @@ def main() -> None:
         spark = server.session()
         for n in sizes:
             base = workdir()
-            for case in (KsparkCase(spark, base), SparkCase(spark, base)):
+            cases = [c for c in (KsparkCase(spark, base), SparkCase(spark, base)) if c.name in a.cases.split(",")]
+            for case in cases:
                 write(case.inp, "0000-load.parquet", 0, n, 10**9)
                 t0 = time.perf_counter()
                 case.load()
@@ -248,10 +251,16 @@ def main() -> None:
                         flush=True,
                     )
     finally:
+        # release the session while the server is up: a client whose server is gone
+        # retries the release at exit, with backoff, for minutes
+        with contextlib.suppress(Exception):
+            spark.stop()
         server.stop()
     print("\n| keys | batches since snapshot | kspark restart (load / replayed files) | Spark restart (load / replayed files) | ratio |")
     print("| ---: | ---: | --- | --- | ---: |")
     by = {(c, n, b): (w, m) for c, n, b, w, m in rows}
+    if {c for c, *_ in rows} != {"kspark", "spark"}:
+        return
     for n in sizes:
         for b in since:
             kw, km = by[("kspark", n, b)]
