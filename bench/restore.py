@@ -42,6 +42,9 @@ from kspark import Deduplicated, StreamsApp, StreamsBuilder, StreamsConfig, Topi
 from kspark.runtime.server import EmbeddedServer
 
 PARTITIONS = 4
+#: Event time of the load; every later file is 10 s later than the one before, so all keys
+#: stay within the 7-day dedup interval (and Spark's watermark) and stay in the state.
+T0 = 1_700_000_000_000
 SS = "spark.sql.streaming.stateStore."
 
 
@@ -126,6 +129,7 @@ class KsparkCase:
         self.spark, self.inp = spark, f"{base}/ks-in"
         self.topo = topology(self.inp, f"{base}/ks-out")
         self.chk = f"{base}/ks-chk"
+        self.state_dir = f"{self.chk}/query/state"
 
     def cfg(self, min_deltas: int) -> StreamsConfig:
         return StreamsConfig(
@@ -152,6 +156,7 @@ class SparkCase:
 
     def __init__(self, spark: Any, base: str) -> None:
         self.spark, self.inp, self.base = spark, f"{base}/sp-in", base
+        self.state_dir = f"{base}/sp-chk/state"
 
     def query(self, min_deltas: int, once: bool) -> Any:
         from pyspark.sql import functions as F
@@ -184,6 +189,17 @@ class SparkCase:
         q = self.query(10_000, once=True)
         q.awaitTermination()
         return as_dicts(q.recentProgress)
+
+
+def changelog_bytes(state_dir: str) -> int:
+    return sum(os.path.getsize(f) for f in glob.glob(os.path.join(state_dir, "*", "*", "*.changelog")))
+
+
+def small_batches(progress: list[dict[str, Any]]) -> list[float]:
+    """Durations (s) of the batches that read input."""
+    from kspark.runtime.progress import input_rows
+
+    return [float(p["durationMs"]["triggerExecution"]) / 1000 for p in progress if input_rows(p) > 0]
 
 
 def wait_batches(query: Any, n: int) -> None:
@@ -222,7 +238,7 @@ def main() -> None:
             base = workdir()
             cases = [c for c in (KsparkCase(spark, base), SparkCase(spark, base)) if c.name in a.cases.split(",")]
             for case in cases:
-                write(case.inp, "0000-load.parquet", 0, n, 10**9)
+                write(case.inp, "0000-load.parquet", 0, n, T0)
                 t0 = time.perf_counter()
                 case.load()
                 print(f"{case.name}: {n:,} keys loaded and snapshotted in {time.perf_counter() - t0:.1f}s", flush=True)
@@ -230,12 +246,20 @@ def main() -> None:
                 for b in since:
                     # b - done small batches: then the restart's batch replays b changelogs
                     for i in range(done, b):
-                        write(case.inp, f"{1 + i:04d}-small.parquet", nxt, a.small, 2 * 10**9 + i)
+                        write(case.inp, f"{1 + i:04d}-small.parquet", nxt, a.small, T0 + 10_000 * (1 + i))
                         nxt += a.small
                     if b > done:
-                        case.run()
+                        before = changelog_bytes(case.state_dir)
+                        times = small_batches(case.run())
+                        per = (changelog_bytes(case.state_dir) - before) / max(1, len(times))
+                        print(
+                            f"{case.name:6} {n:>9,} keys: {len(times)} small batches, "
+                            f"{sum(times) / max(1, len(times)):.2f}s each, "
+                            f"{per / 1024:,.0f} KiB of changelog each",
+                            flush=True,
+                        )
                     done = b
-                    write(case.inp, f"{1 + done:04d}-restart.parquet", nxt, a.small, 3 * 10**9 + b)
+                    write(case.inp, f"{1 + done:04d}-restart.parquet", nxt, a.small, T0 + 10_000 * (1 + done))
                     nxt += a.small
                     done += 1
                     t0 = time.perf_counter()
