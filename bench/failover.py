@@ -131,13 +131,13 @@ def main() -> None:
         # new data, then a crash while the app runs continuously
         write_rates(f"{base}/rates", keys, 1, 10**9)
         app = StreamsApp(topo, cfg, session=spark)
-        query = app.start()._query
+        query = app.start().query
         last = wait_first_batch(query, 0)
         print(f"app running, batch {last} done", flush=True)
         write_rates(f"{base}/rates", keys, 2, 2 * 10**9)  # pending work at the crash
 
         def start_ks(session: Any) -> Any:
-            return StreamsApp(topo, cfg, session=session).start()._query
+            return StreamsApp(topo, cfg, session=session).start().query
 
         # the replica answers while the server is down
         restart, resume = kill_and_resume(server, start_ks, last)

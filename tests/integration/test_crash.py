@@ -109,8 +109,8 @@ def wait_for(path: str, app: StreamsApp, seconds: float = 180) -> None:
     while not os.path.exists(path):
         if time.monotonic() > deadline:
             raise AssertionError(f"the app never reached the kill point {os.path.basename(path)}")
-        if app._query is not None and not app._query.isActive:
-            raise AssertionError(f"the app stopped before the kill point: {app._query.exception()}")
+        if app.query is not None and not app.query.isActive:
+            raise AssertionError(f"the app stopped before the kill point: {app.query.exception()}")
         time.sleep(0.1)
 
 

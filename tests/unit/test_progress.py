@@ -120,15 +120,26 @@ def test_progress_as_dict_accepts_dicts_json_objects_and_pyspark_progress() -> N
         progress_as_dict(42)
 
 
+def test_input_metrics_prefix_matches_the_compiler() -> None:
+    from kspark.compiler.lower import INPUT_METRICS_PREFIX
+
+    assert pr.INPUT_METRICS_PREFIX == INPUT_METRICS_PREFIX
+
+
 def test_forked_source_is_counted_once() -> None:
-    p = batch(0, 10)
-    p["sources"] = [
-        {"description": "FileStreamSource[/in]", "numInputRows": 10},
-        {"description": "FileStreamSource[/in]", "numInputRows": 10},
-        {"description": "FileStreamSource[/rates]", "numInputRows": 2},
+    # what Spark reports for one file source that feeds two sinks (a stream scanned
+    # twice): the source once, with both scans' rows; kspark's observations say 10
+    p = batch(0, 20, out=20)
+    p["sources"] = [{"description": "FileStreamSource[/in]", "numInputRows": 20}]
+    p["observedMetrics"]["kspark_in:KSTREAM-SOURCE-0000000000"] = {"records": 10}
+    assert pr.input_rows(p) == 10
+    # two sources, one observation each; the [values, schema] JSON form too
+    p["observedMetrics"]["kspark_in:KTABLE-SOURCE-0000000003"] = [
+        [2], {"type": "struct", "fields": [{"name": "records", "type": "long"}]}
     ]
-    p["numInputRows"] = 22
     assert pr.input_rows(p) == 12
+    # a progress without kspark's observations (an idle trigger): Spark's count
+    assert pr.input_rows(batch(1, 7)) == 7
 
 
 @pytest.mark.parametrize(
@@ -160,11 +171,14 @@ def test_forked_source_is_counted_once() -> None:
         ],
     ],
 )
-def test_observed_metrics_decode_like_the_app(metrics: Any) -> None:
-    from kspark.runtime.app import _observed
-
+def test_observed_metrics_decode_in_every_form(metrics: Any) -> None:
+    # the app, its status and the display all read the observations with pr.observed
     p = {"observedMetrics": {"kspark": metrics}}
-    assert pr.observed(p) == _observed(p)
+    obs = pr.observed(p)
+    assert obs["records"] == 4
+    assert [(s["kind"], s["processor"], s["task"], int(s["count"])) for s in obs["side"]] == [
+        ("dlq", "p", "t", 2)
+    ]
     totals = ProgressTotals(clock=Clock())
     totals.add({"runId": "r", "batchId": 0, **p})
     assert (totals.records_out, totals.dropped, totals.dead_letters) == (4, 2, 2)

@@ -131,3 +131,37 @@ def test_a_local_module_ships_with_its_package(local_package: str) -> None:
     assert "kspark_server" in shipped and not any(m.startswith("pyspark") for m in shipped)
     named = shipping.modules_to_ship(topo, names=[f"{local_package}.helpers"])
     assert local_package in named and f"{local_package}.helpers" not in named
+
+
+def test_status_counts_a_forked_source_once() -> None:
+    from kspark.runtime.submit import _status_of
+
+    class Query:
+        """A running query whose one source feeds two sinks: Spark's progress counts the
+        source's 10 records twice; kspark's observation of the source says 10."""
+
+        isActive = True
+        status = {"message": "Processing new data"}
+        id = "q-1"
+        runId = "r-1"
+        recentProgress = [
+            {
+                "runId": "r-1",
+                "batchId": 0,
+                "timestamp": "2025-01-01T00:00:00.000Z",
+                "sources": [{"description": "FileStreamSource[/in]", "numInputRows": 20}],
+                "observedMetrics": {
+                    "kspark": {"records": 20, "side": []},
+                    "kspark_in:KSTREAM-SOURCE-0000000000": {"records": 10},
+                },
+            }
+        ]
+
+    handle = SubmittedApp(
+        app_id="payments", remote="sc://localhost:15002", session_id="s", user_id=None,
+        query_id="q-1", run_id="r-1", checkpoint="/chk",
+    )
+    st = _status_of(Query(), handle)
+    assert (st.state, st.batches, st.input_records, st.output_records) == (State.RUNNING, 1, 10, 20)
+    assert st.last_progress is not None and st.last_progress["numInputRows"] == 10
+    assert "10 rows" in st.summary()

@@ -19,10 +19,14 @@ from kspark.compiler import stages as st
 from kspark.errors import CompilationError
 from kspark.plan.types import Primitive, TypeDesc
 
-__all__ = ["SIDE_METRICS", "build_dataframe", "writer_function"]
+__all__ = ["INPUT_METRICS_PREFIX", "SIDE_METRICS", "build_dataframe", "writer_function"]
 
 #: Name of the observed metrics that carry drop counts and gauges to the client.
 SIDE_METRICS = "kspark"
+
+#: Prefix of the observed metrics that count each source's records (``records``); the
+#: name goes on with the source processor's name.
+INPUT_METRICS_PREFIX = "kspark_in:"
 
 
 @attrs.frozen(kw_only=True)
@@ -153,7 +157,7 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
                 ),
             ).alias("_corrupt_record"),
         )
-        return _corrupt_records(out, stage)
+        return _corrupt_records(_count_input(out, stage), stage)
     if t.format == "table":
         raw = spark.readStream.table(t.path or t.name)
     elif t.format in _FILE_FORMATS:
@@ -221,9 +225,24 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             *_tail(offset),
             *([F.col("_corrupt_record")] if "_corrupt_record" in cols else []),
         )
+    out = _count_input(out, stage)
     if "_corrupt_record" in out.columns:
         out = _corrupt_records(out, stage)
     return out
+
+
+def _count_input(df: DataFrame, stage: st.Read) -> DataFrame:
+    """Count the records read, for the app's records-in figures.
+
+    Spark's ``numInputRows`` sums a source over every scan of it in the plan, and a
+    stream that feeds two sinks (or branches that are merged) is scanned once per path to
+    the final union, so it would count such records twice or more. An observation on the
+    source's DataFrame counts each record once: every scan of the shared subtree counts
+    the same records, and Spark reports one value per observation name.
+    """
+    return df.observe(
+        INPUT_METRICS_PREFIX + stage.processor, F.count(F.lit(1)).alias("records")
+    )
 
 
 def _position(fmt: str) -> Column:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import json
 import re
 import time
 from collections import defaultdict
@@ -13,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from kspark.compiler.compiler import compile_topology
-from kspark.compiler.lower import SIDE_METRICS, Resume, build_dataframe, writer_function
+from kspark.compiler.lower import Resume, build_dataframe, writer_function
 from kspark.compiler.stages import Output
 from kspark.config import StreamsConfig
 from kspark.errors import (
@@ -31,6 +30,9 @@ from kspark.runtime.progress import (
     NullProgress,
     ProgressMode,
     ProgressReporter,
+    input_rows,
+    observed,
+    progress_as_dict,
     resolve_progress,
     watch,
 )
@@ -260,6 +262,30 @@ class StreamsApp:
         self._listeners.append(listener)
 
     @property
+    def query(self) -> Any:
+        """The app's Spark ``StreamingQuery``: the running one, or the last one if the app
+        has stopped; None before the first start.
+
+        Read-only; to stop the app use :meth:`stop` rather than the query's ``stop``, so
+        that the app's state and metrics follow.
+
+        Returns
+        -------
+        pyspark.sql.connect.streaming.StreamingQuery or None
+
+        Examples
+        --------
+        >>> app = StreamsApp(topology, StreamsConfig(application_id="payments"))  # doctest: +SKIP
+        >>> app.query is None  # doctest: +SKIP
+        True
+        >>> app.start().query.isActive  # doctest: +SKIP
+        True
+        >>> app.query.lastProgress["batchId"]  # doctest: +SKIP
+        3
+        """
+        return self._query
+
+    @property
     def state(self) -> State:
         """The app's life-cycle state.
 
@@ -368,8 +394,8 @@ class StreamsApp:
         new = [p for k, p in self._progress.items() if k not in before]
         report = RunReport(
             batches=len(new),
-            input_records=sum(int(p.get("numInputRows") or 0) for p in new),
-            output_records=sum(_observed(p).get("records", 0) or 0 for p in new),
+            input_records=sum(input_rows(p) for p in new),
+            output_records=sum(int(observed(p).get("records", 0) or 0) for p in new),
             seconds=seconds,
         )
         reporter.close(report.summary())
@@ -511,7 +537,7 @@ class StreamsApp:
         entries: dict[tuple[str, str], int] = {}
         dlq = 0
         for p in progress:
-            for s in _observed(p).get("side") or []:
+            for s in observed(p).get("side") or []:
                 key = (s["processor"], s["task"])
                 kind, count = s["kind"], int(s["count"] or 0)
                 if kind == "dropped":
@@ -527,8 +553,8 @@ class StreamsApp:
                     entries[key] = count
         return Metrics(
             batches=len(progress),
-            input_records=sum(int(p.get("numInputRows") or 0) for p in progress),
-            output_records=sum(_observed(p).get("records", 0) or 0 for p in progress),
+            input_records=sum(input_rows(p) for p in progress),
+            output_records=sum(int(observed(p).get("records", 0) or 0) for p in progress),
             dropped_records_total=dict(dropped),
             duplicates_dropped=dict(dups),
             store_entries=entries,
@@ -541,41 +567,6 @@ class StreamsApp:
 
 
 def _as_dict(p: Any) -> dict[str, Any]:
-    """A progress (dict, or object with ``.json``) as a plain dict."""
-    if isinstance(p, dict):
-        d = dict(p)
-    else:
-        d = json.loads(p.json) if hasattr(p, "json") else dict(p)
-    if d.get("numInputRows") is None or d.get("sources"):
-        # a forked stream reads its source once per branch: count each source once
-        per_source = {
-            src.get("description"): int(src.get("numInputRows") or 0)
-            for src in d.get("sources") or []
-        }
-        d["numInputRows"] = sum(per_source.values())
-    return d
-
-
-def _decode_row(values: Any, schema: Any) -> Any:
-    """A value of Spark's JSON form of an observed row (``[values, schema]`` pairs and
-    ``{"values": ..., "schema": ...}`` structs) as plain Python."""
-    if isinstance(values, dict) and "values" in values and "schema" in values:
-        return _decode_row(values["values"], values["schema"])
-    if isinstance(schema, dict) and schema.get("type") == "struct" and isinstance(values, list):
-        return {f["name"]: _decode_row(v, f["type"]) for f, v in zip(schema["fields"], values, strict=False)}
-    if isinstance(schema, dict) and schema.get("type") == "array" and isinstance(values, list):
-        return [_decode_row(v, schema["elementType"]) for v in values]
-    return values
-
-
-def _observed(p: dict[str, Any]) -> dict[str, Any]:
-    m = (p.get("observedMetrics") or {}).get(SIDE_METRICS)
-    if m is None:
-        return {}
-    if isinstance(m, list) and len(m) == 2 and isinstance(m[1], dict):
-        decoded = _decode_row(m[0], m[1])
-        return decoded if isinstance(decoded, dict) else {}
-    if hasattr(m, "asDict"):
-        m = m.asDict(recursive=True)
-    decoded = _decode_row(m, None)
-    return decoded if isinstance(decoded, dict) else {}
+    """A progress (dict, or object with ``.json``) as a plain dict, as Spark reported it;
+    count records in with :func:`kspark.runtime.progress.input_rows`."""
+    return progress_as_dict(p)

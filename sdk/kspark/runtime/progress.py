@@ -37,6 +37,7 @@ from typing import Any, Literal, Protocol, TextIO, cast, runtime_checkable
 from kspark.errors import InvalidArgumentError
 
 __all__ = [
+    "INPUT_METRICS_PREFIX",
     "OBSERVED_METRICS",
     "NotebookProgress",
     "NullProgress",
@@ -63,6 +64,10 @@ ProgressMode = Literal["auto", "terminal", "notebook", "none"]
 #: ``kspark.compiler.lower.SIDE_METRICS`` (a unit test checks); it is repeated here so that
 #: this module does not import the compiler, and with it pyspark.
 OBSERVED_METRICS = "kspark"
+
+#: The prefix of the observations that count each source's records; it must equal
+#: ``kspark.compiler.lower.INPUT_METRICS_PREFIX`` (a unit test checks).
+INPUT_METRICS_PREFIX = "kspark_in:"
 
 _Clock = Callable[[], float]
 
@@ -147,32 +152,42 @@ def _key(p: Mapping[str, Any]) -> tuple[str, int]:
 def input_rows(p: Mapping[str, Any]) -> int:
     """Records read by one micro-batch.
 
-    A forked stream reads its source once per branch, so Spark's ``numInputRows`` counts
-    such a source twice; this counts each source (by description) once.
+    A stream that feeds two sinks, or branches merged again, is scanned once per path
+    through the query plan, and Spark's ``numInputRows`` (overall and per source) sums
+    every scan, so it counts such records more than once. kspark's compiled query observes
+    each source's records (observations named ``INPUT_METRICS_PREFIX + processor``); this
+    sums those, and falls back to Spark's count for a progress without them.
 
     Examples
     --------
-    >>> input_rows({"numInputRows": 20, "sources": [
-    ...     {"description": "FileStreamSource[/in]", "numInputRows": 10},
-    ...     {"description": "FileStreamSource[/in]", "numInputRows": 10}]})
+    >>> input_rows({"numInputRows": 20, "observedMetrics": {
+    ...     "kspark_in:KSTREAM-SOURCE-0000000000": {"records": 10},
+    ...     "kspark": {"records": 20, "side": []}}})
     10
     >>> input_rows({"numInputRows": 7})
     7
+    >>> input_rows({"sources": [{"description": "KafkaV2[Subscribe[in]]", "numInputRows": 7}]})
+    7
     """
-    sources = p.get("sources") or []
-    if sources:
-        per_source = {
-            s.get("description"): _int(s.get("numInputRows"))
-            for s in sources
-            if isinstance(s, Mapping)
-        }
-        return sum(per_source.values())
+    metrics = p.get("observedMetrics")
+    if isinstance(metrics, Mapping):
+        counts = [
+            _int(_decode_observation(m).get("records"))
+            for name, m in metrics.items()
+            if isinstance(name, str) and name.startswith(INPUT_METRICS_PREFIX)
+        ]
+        if counts:
+            return sum(counts)
+    sources = p.get("sources")
+    if p.get("numInputRows") is None and isinstance(sources, list):
+        # pyspark's JSON form of a progress leaves the total out; its sources carry it
+        return sum(_int(s.get("numInputRows")) for s in sources if isinstance(s, Mapping))
     return _int(p.get("numInputRows"))
 
 
 def _decode_row(values: Any, schema: Any) -> Any:
     # Spark's JSON of an observed Row is [values, schema] pairs or {"values", "schema"}
-    # structs, nested; app.py decodes it the same way
+    # structs, nested
     if isinstance(values, Mapping) and "values" in values and "schema" in values:
         return _decode_row(values["values"], values["schema"])
     if isinstance(schema, Mapping) and schema.get("type") == "struct" and isinstance(values, list):
@@ -196,7 +211,11 @@ def observed(p: Mapping[str, Any]) -> dict[str, Any]:
     >>> observed({})
     {}
     """
-    m = (p.get("observedMetrics") or {}).get(OBSERVED_METRICS)
+    return _decode_observation((p.get("observedMetrics") or {}).get(OBSERVED_METRICS))
+
+
+def _decode_observation(m: Any) -> dict[str, Any]:
+    """One observation's row (in any of the forms a progress carries) as a dict."""
     if m is None:
         return {}
     if isinstance(m, list) and len(m) == 2 and isinstance(m[1], Mapping):

@@ -59,7 +59,8 @@ from kspark.errors import (
 from kspark.plan.nodes import TopicSpec
 from kspark.plan.topology import Topology
 from kspark.runtime import shipping
-from kspark.runtime.app import State, StreamsApp, _as_dict, _observed, translate_failure
+from kspark.runtime.app import State, StreamsApp, translate_failure
+from kspark.runtime.progress import input_rows, observed, progress_as_dict
 
 __all__ = [
     "AppStatus",
@@ -421,10 +422,18 @@ _PROGRESS_KEYS = (
 )
 
 
+def _last_progress(p: dict[str, Any]) -> dict[str, Any]:
+    """The figures of a progress that the status keeps, with ``numInputRows`` counted as
+    the app counts records in (Spark's counts a forked source once per branch)."""
+    out = {k: p.get(k) for k in _PROGRESS_KEYS}
+    out["numInputRows"] = input_rows(p)
+    return out
+
+
 def _status_of(query: Any, handle: SubmittedApp) -> AppStatus:
     """Read a query (active, or stopped and still in the server's cache) into AppStatus."""
     active = bool(query.isActive)
-    progresses = [_as_dict(p) for p in (query.recentProgress or [])]
+    progresses = [progress_as_dict(p) for p in (query.recentProgress or [])]
     by_batch = {int(p.get("batchId", -1)): p for p in progresses}
     last = progresses[-1] if progresses else None
     error: str | None = None
@@ -446,10 +455,10 @@ def _status_of(query: Any, handle: SubmittedApp) -> AppStatus:
         run_id=str(query.runId),
         session_id=handle.session_id,
         batches=len(by_batch),
-        input_records=sum(int(p.get("numInputRows") or 0) for p in by_batch.values()),
-        output_records=sum(int(_observed(p).get("records", 0) or 0) for p in by_batch.values()),
+        input_records=sum(input_rows(p) for p in by_batch.values()),
+        output_records=sum(int(observed(p).get("records", 0) or 0) for p in by_batch.values()),
         last_batch_id=max(by_batch) if by_batch else None,
-        last_progress={k: last.get(k) for k in _PROGRESS_KEYS} if last else None,
+        last_progress=_last_progress(last) if last else None,
         error=error,
         checkpoint=handle.checkpoint,
         outputs=handle.outputs,
@@ -786,7 +795,7 @@ def submit(
             raise StreamsAppError(
                 f"app {app_id} could not start: {_first_line(exc)}", application_id=app_id
             ) from exc
-        query = app._query  # the query StreamsApp.start() created (no public accessor)
+        query = app.query
         started = True
         if wait > 0:
             _wait_first_progress(query, wait)
