@@ -258,7 +258,7 @@ class RestoreTracker:
 
 
 def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
-    from kspark.runtime.app import _observed
+    from kspark.runtime.progress import observed as _observed
 
     ops = list(p.get("stateOperators") or [])
     names = stores if len(stores) == len(ops) else [f"operator-{i}" for i in range(len(ops))]
