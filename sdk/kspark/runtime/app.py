@@ -114,24 +114,54 @@ class RunReport:
         )
 
 
-_FAILURE = re.compile(r"(ProcessingFailed|HandlerFailed|KSPARK_[A-Z_]+\]?)[:\s]+(.*)")
+# kspark's failures, as they reach the client, and only where they were raised: a worker's
+# Python traceback ends with the exception's line, "kspark_server.handling.ProcessingFailed:
+# <message>", at the start of a line; a record that does not deserialize fails through SQL
+# raise_error("[KSPARK_...] <message>"), which Spark reports as "[USER_RAISED_EXCEPTION]
+# [KSPARK_...] <message> SQLSTATE: P0001". Spark's message often includes the query's
+# logical plan too, and the plan holds that raise_error's literal ("raise_error(
+# USER_RAISED_EXCEPTION, map(errorMessage, concat([KSPARK_DESERIALIZATION_FAILED] ...");
+# a code that only appears there is not what failed.
+_RAISED_IN_WORKER = re.compile(
+    r"^\s*(?:[A-Za-z_][\w.]*\.)?(ProcessingFailed|HandlerFailed): (.*)$"
+)
+_RAISED_BY_SQL = re.compile(r"(?:^\s*|\[USER_RAISED_EXCEPTION\]\s*)\[(KSPARK_[A-Z_]+)\]\s*(.*)$")
+_SQLSTATE = re.compile(r"(?:\s*SQLSTATE: \w+)+\s*$")
 
 
 def translate_failure(exc: BaseException, app_id: str) -> StreamsAppError:
-    """A kspark error for a failed streaming query, with the worker's message."""
+    """A kspark error for a failed streaming query, with the worker's message.
+
+    Only failures kspark raised are translated to their own error types:
+    ``ProcessingFailed`` and ``HandlerFailed`` from the Python workers, and the
+    ``[KSPARK_...]`` codes of SQL ``raise_error``. Any other failure (and a kspark code that
+    only appears in the query plan Spark prints with its message) becomes a
+    :class:`~kspark.errors.StreamsAppError` with the first line of Spark's message.
+
+    Examples
+    --------
+    >>> raised = "kspark_server.handling.ProcessingFailed: processor P failed on record (...)"
+    >>> translate_failure(RuntimeError(raised), "app")
+    ProcessingError('[KSPARK_PROCESSING_FAILED] processor P failed on record (...)')
+    >>> plan_only = "+- Project [raise_error(USER_RAISED_EXCEPTION, map(errorMessage, concat("
+    >>> plan_only += "[KSPARK_DESERIALIZATION_FAILED] S: a record ...)))]"
+    >>> type(translate_failure(RuntimeError(plan_only), "app")).__name__
+    'StreamsAppError'
+    """
     text = str(exc)
     for line in text.splitlines():
-        m = _FAILURE.search(line)
-        if m is None:
-            continue
-        kind, message = m.group(1), m.group(2).strip()
-        if kind == "ProcessingFailed":
-            return ProcessingError(message, application_id=app_id)
-        if kind == "HandlerFailed":
+        m = _RAISED_IN_WORKER.search(line)
+        if m is not None:
+            kind, message = m.group(1), _SQLSTATE.sub("", m.group(2)).strip()
+            if kind == "ProcessingFailed":
+                return ProcessingError(message, application_id=app_id)
             return HandlerError(message, application_id=app_id)
-        if kind.startswith("KSPARK_DESERIALIZATION_FAILED"):
-            return DeserializationError(message, application_id=app_id)
-        return StreamsAppError(f"{kind} {message}", application_id=app_id)
+        m = _RAISED_BY_SQL.search(line)
+        if m is not None:
+            code, message = m.group(1), _SQLSTATE.sub("", m.group(2)).strip()
+            if code == DeserializationError.code:
+                return DeserializationError(message, application_id=app_id)
+            return StreamsAppError(f"{code} {message}", application_id=app_id)
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return StreamsAppError(f"app {app_id} failed: {first}", application_id=app_id)
 
