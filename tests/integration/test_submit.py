@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.submit_project import write_project
 
 import kspark
 import kspark_server
@@ -26,43 +27,6 @@ import kspark_server
 pytestmark = pytest.mark.spark
 
 DEADLINE = 300.0  # seconds; generous for a 2-core machine, never a timing assertion
-
-TOPOLOGY = '''
-from __future__ import annotations
-
-import dataclasses
-
-from kspark import StreamsBuilder, Topic
-
-from {pkg}.helpers import shout
-
-
-@dataclasses.dataclass
-class Event:
-    id: str
-    user: str
-    text: str
-    ts: int
-
-
-def build():
-    b = StreamsBuilder()
-    (
-        b.stream(
-            Topic.jsonl("events", {inp!r}, layout="value", key_field="user", timestamp_field="ts"),
-            key_type=str, value_type=Event,
-        )
-        .map_values(lambda e: shout(e.text), value_type=str)
-        .to(Topic.jsonl("shouts", {out!r}))
-    )
-    return b.build()
-'''
-
-HELPERS = '''
-def shout(text: str) -> str:
-    return text.upper() + "!"
-'''
-
 
 def _pythonpath() -> str:
     # the code under test, wherever it is checked out
@@ -127,12 +91,7 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, str, Path]]:
     """A package ``<pkg>`` (topology + helpers) in a temporary directory, and the data dir."""
     pkg = f"subapp_{uuid.uuid4().hex[:8]}"
     root, data = tmp_path / "project", tmp_path / "data"
-    (root / pkg).mkdir(parents=True)
-    (root / pkg / "__init__.py").write_text("")
-    (root / pkg / "helpers.py").write_text(HELPERS)
-    (root / pkg / "topo.py").write_text(
-        TOPOLOGY.format(pkg=pkg, inp=str(data / "in"), out=str(data / "out"))
-    )
+    write_project(root, pkg, data)
     yield root, pkg, data
 
 

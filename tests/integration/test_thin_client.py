@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.submit_project import write_project
 
 pytestmark = pytest.mark.spark
 
@@ -189,37 +190,6 @@ def test_thin_client_connects_from_python_dash_c(thin_python: str, spark_url: st
     assert "COUNT 7" in proc.stdout
 
 
-SUBMIT_TOPOLOGY = '''
-from __future__ import annotations
-
-import dataclasses
-
-from kspark import StreamsBuilder, Topic
-
-from {pkg}.helpers import shout
-
-
-@dataclasses.dataclass
-class Event:
-    id: str
-    user: str
-    text: str
-    ts: int
-
-
-def build():
-    b = StreamsBuilder()
-    (
-        b.stream(
-            Topic.jsonl("events", {inp!r}, layout="value", key_field="user", timestamp_field="ts"),
-            key_type=str, value_type=Event,
-        )
-        .map_values(lambda e: shout(e.text), value_type=str)
-        .to(Topic.jsonl("shouts", {out!r}))
-    )
-    return b.build()
-'''
-
 DEADLINE = 300.0  # seconds to wait for the submitted app; never a timing assertion
 
 
@@ -230,14 +200,9 @@ def test_thin_client_submits_an_app_that_outlives_it(
     # and stop, each a separate process in the thin venv, against the session's server
     pkg = f"thinapp_{app_id.replace('-', '_')}"
     root, data, home = tmp_path / "project", tmp_path / "data", tmp_path / "home"
-    (root / pkg).mkdir(parents=True)
-    (root / pkg / "__init__.py").write_text("")
     # a helper in a sibling module that the plan never names: it runs on the server only if
     # submit ships the whole package by value, as it does with full pyspark
-    (root / pkg / "helpers.py").write_text("def shout(text):\n    return text.upper() + '!'\n")
-    (root / pkg / "topo.py").write_text(
-        SUBMIT_TOPOLOGY.format(pkg=pkg, inp=str(data / "in"), out=str(data / "out"))
-    )
+    write_project(root, pkg, data)
     (data / "in").mkdir(parents=True)
     with open(data / "in" / "a.jsonl", "w") as f:
         for i in range(12):

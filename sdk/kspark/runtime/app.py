@@ -273,11 +273,12 @@ class StreamsApp:
             cfg = cfg.with_(num_partitions=gen.num_partitions)
         return compile_topology(self.topology, cfg)
 
-    def _resume(self, gen: Generation) -> Resume | None:
+    def _resume(self, gen: Generation, committed: bool) -> Resume | None:
+        """``committed``: the generation's checkpoint has a committed batch."""
         if gen.number == 0:
             return None
         initial: dict[str, str] = {}
-        if gen.initial_state and query_progress(self.session, gen.checkpoint, with_files=False).last_committed is None:
+        if gen.initial_state and not committed:
             initial = dict(gen.initial_state)  # the new checkpoint's first batch only
         return Resume(skip_files=gen.skip_files, kafka_offsets=dict(gen.kafka_offsets), initial_state=initial)
 
@@ -324,15 +325,12 @@ class StreamsApp:
         (see :meth:`restores`). Then ``RUNNING``, and ``NOT_RUNNING`` or ``ERROR`` once the
         query ends.
         """
-        if self._query is not None and self._state is State.RESTORING:
-            self._collect()
-        if (
-            self._query is not None
-            and self._state in (State.RUNNING, State.RESTORING)
-            and not self._query.isActive
-        ):
-            self._collect()
-            self._set_state(State.ERROR if self._query.exception() else State.NOT_RUNNING)
+        if self._query is not None and self._state in (State.RUNNING, State.RESTORING):
+            active = self._query.isActive
+            if self._state is State.RESTORING or not active:
+                self._collect()  # leaves RESTORING once the run's first batch is reported
+            if not active:
+                self._set_state(State.ERROR if self._query.exception() else State.NOT_RUNNING)
         return self._state
 
     def compiled(self) -> Output:
@@ -356,13 +354,14 @@ class StreamsApp:
         spark.conf.set("spark.sql.shuffle.partitions", str(self.config.effective_shuffle_partitions))
         for k, v in [*restore.state_store_conf(self.config), *self.config.spark_conf]:
             spark.conf.set(k, v)
-        resume = self._resume(gen)
-        # state to restore: stores, and a committed batch in this generation's checkpoint
-        # (or a rescale's warmed initial state)
-        restoring = bool(restore.store_order(output)) and (
-            bool(resume and resume.initial_state)
-            or query_progress(spark, gen.checkpoint, with_files=False).last_committed is not None
+        stateful = bool(restore.store_order(output))
+        # one read of the checkpoint's commits serves both: whether a rescaled generation
+        # still needs its initial state, and whether there is state to restore
+        committed = (stateful or bool(gen.initial_state)) and (
+            query_progress(spark, gen.checkpoint, with_files=False).last_committed is not None
         )
+        resume = self._resume(gen, committed)
+        restoring = stateful and (committed or bool(resume and resume.initial_state))
         df = build_dataframe(output, spark, resume)
         writer = (
             df.writeStream.queryName(self.config.application_id)

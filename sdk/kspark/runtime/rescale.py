@@ -85,6 +85,7 @@ def _old_states(spark: Any, checkpoint: str, op: int, name: str) -> Any:
     """Each old task's ``blob`` (its base) and ``log`` (its changes, state format 4)."""
     from pyspark.sql import functions as F
 
+    from kspark.runtime.stores import no_log
     from kspark_server import taskstate
 
     base = (
@@ -105,7 +106,7 @@ def _old_states(spark: Any, checkpoint: str, op: int, name: str) -> Any:
         )
         log.columns  # noqa: B018 -- analyses the read now: a format-3 checkpoint has no log
     except Exception as exc:
-        if "STATE_VAR" in str(exc) or taskstate.log_name(name) in str(exc):
+        if no_log(exc, name):
             return base.select("blob")
         raise
     return base.join(log, "key", "left").select("blob", "log")

@@ -80,6 +80,14 @@ def _operator_id(spark: Any, checkpoint: str, name: str) -> int:
     raise StoreError(f"no operator of checkpoint {checkpoint} holds store {name!r} (operators {ids})")
 
 
+def no_log(exc: BaseException, store: str) -> bool:
+    """Whether reading ``store``'s log failed because the checkpoint has none: it was
+    written before state format 4, where each task's state is its base alone."""
+    from kspark_server import taskstate
+
+    return "STATE_VAR" in str(exc) or taskstate.log_name(store) in str(exc)
+
+
 def _task_logs(spark: Any, checkpoint: str, op: int, name: str, batch: int | None = None) -> dict[int, list[bytes]]:
     """Each task's log of changes (state format 4), oldest first; empty for a checkpoint
     written before logs existed."""
@@ -96,8 +104,8 @@ def _task_logs(spark: Any, checkpoint: str, op: int, name: str, batch: int | Non
     try:
         rows = reader.load(checkpoint).select("key", "list_value").collect()
     except Exception as exc:
-        if "STATE_VAR" in str(exc) or taskstate.log_name(name) in str(exc):
-            return {}  # a format-3 checkpoint: each task's state is its base alone
+        if no_log(exc, name):
+            return {}
         raise
     return {int(r["key"][0]): [e[0] for e in (r["list_value"] or [])] for r in rows}
 
@@ -370,8 +378,8 @@ class StoreReplica:
                 self._feed(reader, last).select("batch_id", "change_type", "key", "list_element").collect()
             )
         except Exception as exc:
-            if "STATE_VAR" in str(exc) or taskstate.log_name(self.name) in str(exc):
-                return []  # a format-3 checkpoint has no logs
+            if no_log(exc, self.name):
+                return []
             raise
 
     def _store(self) -> Any:
