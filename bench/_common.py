@@ -28,7 +28,9 @@ def workdir() -> str:
     return tempfile.mkdtemp(prefix="kspark-bench-")
 
 
-def write_events(path: str, rows: int, keys: int, files: int, dup_rate: float = 0.0, seed: int = 1) -> None:
+def write_events(
+    path: str, rows: int, keys: int, files: int, dup_rate: float = 0.0, seed: int = 1
+) -> None:
     """Parquet files of (key, value, timestamp): value layout for kspark, plain for Spark."""
     import numpy as np
 
@@ -72,7 +74,10 @@ def fresh(path: str) -> str:
 
 def run_query(df: Any, out: str, chk: str) -> None:
     q = (
-        df.writeStream.format("parquet").option("path", fresh(out))
-        .option("checkpointLocation", fresh(chk)).trigger(availableNow=True).start()
+        df.writeStream.format("parquet")
+        .option("path", fresh(out))
+        .option("checkpointLocation", fresh(chk))
+        .trigger(availableNow=True)
+        .start()
     )
     q.awaitTermination()

@@ -52,19 +52,29 @@ def main() -> None:
         def ks(batches: int = batches) -> None:
             b = StreamsBuilder()
             b.stream(
-                Topic.parquet("events", data, layout="value", key_field="key", timestamp_field="ts"),
-                key_type=str, value_type=Event,
-            ).deduplicate_by_key(timedelta(seconds=10)).to(Topic.parquet("out", fresh(os.path.join(base, "k-out"))))
+                Topic.parquet(
+                    "events", data, layout="value", key_field="key", timestamp_field="ts"
+                ),
+                key_type=str,
+                value_type=Event,
+            ).deduplicate_by_key(timedelta(seconds=10)).to(
+                Topic.parquet("out", fresh(os.path.join(base, "k-out")))
+            )
             cfg = StreamsConfig(
-                application_id="bench-dedup", checkpoint_dir=fresh(os.path.join(base, "k-chk")),
-                num_partitions=4, max_files_per_trigger=1 if batches > 1 else None,
+                application_id="bench-dedup",
+                checkpoint_dir=fresh(os.path.join(base, "k-chk")),
+                num_partitions=4,
+                max_files_per_trigger=1 if batches > 1 else None,
             )
             StreamsApp(b.build(), cfg, session=spark).run_until_caught_up()
 
         n_rate = a.rows / timed(native, a.repeat)
         k_rate = a.rows / timed(ks, a.repeat)
-        print(f"{batches:>2} batch(es): spark-native {n_rate:>10,.0f} rec/s  kspark {k_rate:>10,.0f} rec/s  "
-              f"ratio {k_rate / n_rate:.3f}", flush=True)
+        print(
+            f"{batches:>2} batch(es): spark-native {n_rate:>10,.0f} rec/s  kspark {k_rate:>10,.0f} rec/s  "
+            f"ratio {k_rate / n_rate:.3f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -66,12 +66,19 @@ def write_rates(path: str, keys: int, part: int, ts: int) -> None:
 def topology(base: str) -> Any:
     b = StreamsBuilder()
     rates = b.table(
-        Topic.parquet("rates", f"{base}/rates", layout="value", key_field="key", timestamp_field="ts"),
-        key_type=str, value_type=Rate, materialized=Materialized.as_versioned("rates", timedelta(days=30)),
+        Topic.parquet(
+            "rates", f"{base}/rates", layout="value", key_field="key", timestamp_field="ts"
+        ),
+        key_type=str,
+        value_type=Rate,
+        materialized=Materialized.as_versioned("rates", timedelta(days=30)),
     )
     b.stream(
-        Topic.parquet("payments", f"{base}/payments", layout="value", key_field="key", timestamp_field="ts"),
-        key_type=str, value_type=Payment,
+        Topic.parquet(
+            "payments", f"{base}/payments", layout="value", key_field="key", timestamp_field="ts"
+        ),
+        key_type=str,
+        value_type=Payment,
     ).left_join(rates, lambda p, r: p.value * (r.rate if r else 0.0), value_type=float).to(
         Topic.parquet("out", f"{base}/out")
     )
@@ -120,7 +127,9 @@ def main() -> None:
         from _common import write_events
 
         write_events(f"{base}/payments", a.rows, keys, 2)
-        cfg = StreamsConfig(application_id="failover", checkpoint_dir=f"{base}/chk", num_partitions=4)
+        cfg = StreamsConfig(
+            application_id="failover", checkpoint_dir=f"{base}/chk", num_partitions=4
+        )
         topo = topology(base)
         StreamsApp(topo, cfg, session=spark).run_until_caught_up(progress=False)
 
@@ -157,14 +166,17 @@ def main() -> None:
 
         def native(session: Any) -> Any:
             df = (
-                session.readStream.schema("key string, rate double, ts long").parquet(f"{base}/rates")
+                session.readStream.schema("key string, rate double, ts long")
+                .parquet(f"{base}/rates")
                 .withColumn("t", F.timestamp_millis(F.col("ts") % 10**6))
                 .withWatermark("t", "30 days")
                 .dropDuplicatesWithinWatermark(["key", "ts"])
             )
             return (
-                df.writeStream.format("parquet").option("path", f"{base}/n-out")
-                .option("checkpointLocation", f"{base}/n-chk").start()
+                df.writeStream.format("parquet")
+                .option("path", f"{base}/n-out")
+                .option("checkpointLocation", f"{base}/n-chk")
+                .start()
             )
 
         q = native(spark)
@@ -174,11 +186,17 @@ def main() -> None:
     finally:
         server.stop()
     print(f"state: {keys:,} keys")
-    print(f"kspark  kill -> first batch {restart + resume:6.1f}s  (server {restart:.1f}s + resume {resume:.1f}s)")
-    print(f"spark   kill -> first batch {n_restart + n_resume:6.1f}s  (server {n_restart:.1f}s + resume {n_resume:.1f}s)")
+    print(
+        f"kspark  kill -> first batch {restart + resume:6.1f}s  (server {restart:.1f}s + resume {resume:.1f}s)"
+    )
+    print(
+        f"spark   kill -> first batch {n_restart + n_resume:6.1f}s  (server {n_restart:.1f}s + resume {n_resume:.1f}s)"
+    )
     print(f"ratio kspark / spark resume   {resume / n_resume:.2f}")
-    print(f"replica: full load {load:.1f}s, refresh after the outage {refresh:.1f}s ({changed} task states), "
-          f"reads during the outage {read_us:.1f} us each")
+    print(
+        f"replica: full load {load:.1f}s, refresh after the outage {refresh:.1f}s ({changed} task states), "
+        f"reads during the outage {read_us:.1f} us each"
+    )
 
 
 if __name__ == "__main__":

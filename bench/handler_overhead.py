@@ -57,26 +57,40 @@ def main() -> None:
                 yield pa.RecordBatch.from_pylist(out, schema=b.schema)
 
         df = spark.readStream.schema("key string, value long, ts long").parquet(data)
-        run_query(df.mapInArrow(fn, "key string, value long, ts long"), os.path.join(base, "p-out"), os.path.join(base, "p-chk"))
+        run_query(
+            df.mapInArrow(fn, "key string, value long, ts long"),
+            os.path.join(base, "p-out"),
+            os.path.join(base, "p-chk"),
+        )
 
     def ks(fn: Any, handler: Any) -> None:
         b = StreamsBuilder()
         b.stream(
             Topic.parquet("events", data, layout="value", key_field="key", timestamp_field="ts"),
-            key_type=str, value_type=Event,
+            key_type=str,
+            value_type=Event,
         ).map_values(fn).to(Topic.parquet("out", fresh(os.path.join(base, "k-out"))))
         cfg = StreamsConfig(
-            application_id="bench-handler", checkpoint_dir=fresh(os.path.join(base, "k-chk")),
-            num_partitions=4, processing_exception_handler=handler, spark_conf=logging_off,
+            application_id="bench-handler",
+            checkpoint_dir=fresh(os.path.join(base, "k-chk")),
+            num_partitions=4,
+            processing_exception_handler=handler,
+            spark_conf=logging_off,
         )
         StreamsApp(b.build(), cfg, session=spark).run_until_caught_up()
 
     plain_rate = a.rows / timed(plain, a.repeat)
     default_rate = a.rows / timed(lambda: ks(scale, None), a.repeat)
-    cont_rate = a.rows / timed(lambda: ks(scale_or_fail, LogAndContinueProcessingExceptionHandler), a.repeat)
+    cont_rate = a.rows / timed(
+        lambda: ks(scale_or_fail, LogAndContinueProcessingExceptionHandler), a.repeat
+    )
     print(f"plain PySpark (row loop, no handling) {plain_rate:>10,.0f} rec/s")
-    print(f"kspark, default handler              {default_rate:>10,.0f} rec/s  ratio {default_rate / plain_rate:.3f}")
-    print(f"kspark, LogAndContinue at 1% failing {cont_rate:>10,.0f} rec/s  ratio {cont_rate / plain_rate:.3f}")
+    print(
+        f"kspark, default handler              {default_rate:>10,.0f} rec/s  ratio {default_rate / plain_rate:.3f}"
+    )
+    print(
+        f"kspark, LogAndContinue at 1% failing {cont_rate:>10,.0f} rec/s  ratio {cont_rate / plain_rate:.3f}"
+    )
 
 
 if __name__ == "__main__":

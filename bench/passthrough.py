@@ -43,7 +43,11 @@ def main() -> None:
 
     def native() -> None:
         df = spark.readStream.schema("key string, value long, ts long").parquet(data)
-        run_query(df.select("key", (F.col("value") * 2).alias("value"), "ts"), os.path.join(base, "n-out"), os.path.join(base, "n-chk"))
+        run_query(
+            df.select("key", (F.col("value") * 2).alias("value"), "ts"),
+            os.path.join(base, "n-out"),
+            os.path.join(base, "n-chk"),
+        )
 
     def python_udf() -> None:
         # what a good Spark user writes for a Python function: one vectorized Arrow pass
@@ -54,15 +58,24 @@ def main() -> None:
                 yield b.set_column(1, "value", pc.multiply(b.column(1), 2))
 
         df = spark.readStream.schema("key string, value long, ts long").parquet(data)
-        run_query(df.mapInArrow(fn, "key string, value long, ts long"), os.path.join(base, "p-out"), os.path.join(base, "p-chk"))
+        run_query(
+            df.mapInArrow(fn, "key string, value long, ts long"),
+            os.path.join(base, "p-out"),
+            os.path.join(base, "p-chk"),
+        )
 
     def ks() -> None:
         b = StreamsBuilder()
         b.stream(
             Topic.parquet("events", data, layout="value", key_field="key", timestamp_field="ts"),
-            key_type=str, value_type=Event,
+            key_type=str,
+            value_type=Event,
         ).map_values(double).to(Topic.parquet("out", fresh(os.path.join(base, "k-out"))))
-        cfg = StreamsConfig(application_id="bench-passthrough", checkpoint_dir=fresh(os.path.join(base, "k-chk")), num_partitions=4)
+        cfg = StreamsConfig(
+            application_id="bench-passthrough",
+            checkpoint_dir=fresh(os.path.join(base, "k-chk")),
+            num_partitions=4,
+        )
         StreamsApp(b.build(), cfg, session=spark).run_until_caught_up()
 
     results = {}

@@ -75,7 +75,8 @@ def topology(inp: str, out: str) -> Any:
     (
         b.stream(
             Topic.parquet("events", inp, layout="value", key_field="key", timestamp_field="ts"),
-            key_type=str, value_type=Event,
+            key_type=str,
+            value_type=Event,
         )
         .deduplicate_by_key(timedelta(days=7), Deduplicated.as_("dedup"))
         .to(Topic.parquet("out", out))
@@ -133,8 +134,11 @@ class KsparkCase:
 
     def cfg(self, min_deltas: int) -> StreamsConfig:
         return StreamsConfig(
-            application_id="restore", checkpoint_dir=self.chk, num_partitions=PARTITIONS,
-            max_files_per_trigger=1, spark_conf=state_conf(min_deltas),
+            application_id="restore",
+            checkpoint_dir=self.chk,
+            num_partitions=PARTITIONS,
+            max_files_per_trigger=1,
+            spark_conf=state_conf(min_deltas),
         )
 
     def load(self) -> None:
@@ -161,19 +165,25 @@ class SparkCase:
     def query(self, min_deltas: int, once: bool) -> Any:
         from pyspark.sql import functions as F
 
-        self.spark.conf.set(SS + "providerClass", "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+        self.spark.conf.set(
+            SS + "providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
         self.spark.conf.set(SS + "rocksdb.changelogCheckpointing.enabled", "true")
         self.spark.conf.set(SS + "minDeltasForSnapshot", str(min_deltas))
         self.spark.conf.set("spark.sql.shuffle.partitions", str(PARTITIONS))
         df = (
             self.spark.readStream.schema("key string, value long, ts long")
-            .option("maxFilesPerTrigger", 1).parquet(self.inp)
+            .option("maxFilesPerTrigger", 1)
+            .parquet(self.inp)
             .withColumn("t", F.timestamp_millis("ts"))
             .withWatermark("t", "7 days")
             .dropDuplicatesWithinWatermark(["key"])
         )
-        w = df.writeStream.format("parquet").option("path", f"{self.base}/sp-out").option(
-            "checkpointLocation", f"{self.base}/sp-chk"
+        w = (
+            df.writeStream.format("parquet")
+            .option("path", f"{self.base}/sp-out")
+            .option("checkpointLocation", f"{self.base}/sp-chk")
         )
         return (w.trigger(availableNow=True) if once else w).start()
 
@@ -192,14 +202,18 @@ class SparkCase:
 
 
 def changelog_bytes(state_dir: str) -> int:
-    return sum(os.path.getsize(f) for f in glob.glob(os.path.join(state_dir, "*", "*", "*.changelog")))
+    return sum(
+        os.path.getsize(f) for f in glob.glob(os.path.join(state_dir, "*", "*", "*.changelog"))
+    )
 
 
 def small_batches(progress: list[dict[str, Any]]) -> list[float]:
     """Durations (s) of the batches that read input."""
     from kspark.runtime.progress import input_rows
 
-    return [float(p["durationMs"]["triggerExecution"]) / 1000 for p in progress if input_rows(p) > 0]
+    return [
+        float(p["durationMs"]["triggerExecution"]) / 1000 for p in progress if input_rows(p) > 0
+    ]
 
 
 def wait_batches(query: Any, n: int) -> None:
@@ -236,17 +250,30 @@ def main() -> None:
         spark = server.session()
         for n in sizes:
             base = workdir()
-            cases = [c for c in (KsparkCase(spark, base), SparkCase(spark, base)) if c.name in a.cases.split(",")]
+            cases = [
+                c
+                for c in (KsparkCase(spark, base), SparkCase(spark, base))
+                if c.name in a.cases.split(",")
+            ]
             for case in cases:
                 write(case.inp, "0000-load.parquet", 0, n, T0)
                 t0 = time.perf_counter()
                 case.load()
-                print(f"{case.name}: {n:,} keys loaded and snapshotted in {time.perf_counter() - t0:.1f}s", flush=True)
+                print(
+                    f"{case.name}: {n:,} keys loaded and snapshotted in {time.perf_counter() - t0:.1f}s",
+                    flush=True,
+                )
                 done, nxt = 0, n
                 for b in since:
                     # b - done small batches: then the restart's batch replays b changelogs
                     for i in range(done, b):
-                        write(case.inp, f"{1 + i:04d}-small.parquet", nxt, a.small, T0 + 10_000 * (1 + i))
+                        write(
+                            case.inp,
+                            f"{1 + i:04d}-small.parquet",
+                            nxt,
+                            a.small,
+                            T0 + 10_000 * (1 + i),
+                        )
                         nxt += a.small
                     if b > done:
                         before = changelog_bytes(case.state_dir)
@@ -259,7 +286,13 @@ def main() -> None:
                             flush=True,
                         )
                     done = b
-                    write(case.inp, f"{1 + done:04d}-restart.parquet", nxt, a.small, T0 + 10_000 * (1 + done))
+                    write(
+                        case.inp,
+                        f"{1 + done:04d}-restart.parquet",
+                        nxt,
+                        a.small,
+                        T0 + 10_000 * (1 + done),
+                    )
                     nxt += a.small
                     done += 1
                     t0 = time.perf_counter()
@@ -280,7 +313,9 @@ def main() -> None:
         with contextlib.suppress(Exception):
             spark.stop()
         server.stop()
-    print("\n| keys | batches since snapshot | kspark restart (load / replayed files) | Spark restart (load / replayed files) | ratio |")
+    print(
+        "\n| keys | batches since snapshot | kspark restart (load / replayed files) | Spark restart (load / replayed files) | ratio |"
+    )
     print("| ---: | ---: | --- | --- | ---: |")
     by = {(c, n, b): (w, m) for c, n, b, w, m in rows}
     if {c for c, *_ in rows} != {"kspark", "spark"}:

@@ -96,7 +96,9 @@ def main() -> None:
         hist = spark.read.parquet(rates).withColumn(
             "valid_to", F.lead("ts").over(Window.partitionBy("key").orderBy("ts"))
         )
-        hist = hist.select(F.col("key").alias("rkey"), "rate", F.col("ts").alias("valid_from"), "valid_to")
+        hist = hist.select(
+            F.col("key").alias("rkey"), "rate", F.col("ts").alias("valid_from"), "valid_to"
+        )
         pay = spark.readStream.schema("key string, value long, ts long").parquet(data)
         cond = (
             (pay["key"] == hist["rkey"])
@@ -112,14 +114,22 @@ def main() -> None:
         b = StreamsBuilder()
         table = b.table(
             Topic.parquet("rates", rates, layout="value", key_field="key", timestamp_field="ts"),
-            key_type=str, value_type=Rate,
+            key_type=str,
+            value_type=Rate,
             materialized=Materialized.as_versioned("rates", timedelta(days=365)),
         )
         b.stream(
             Topic.parquet("payments", data, layout="value", key_field="key", timestamp_field="ts"),
-            key_type=str, value_type=Payment,
-        ).left_join(table, convert, value_type=float).to(Topic.parquet("out", fresh(os.path.join(base, "k-out"))))
-        cfg = StreamsConfig(application_id="bench-asof", checkpoint_dir=fresh(os.path.join(base, "k-chk")), num_partitions=4)
+            key_type=str,
+            value_type=Payment,
+        ).left_join(table, convert, value_type=float).to(
+            Topic.parquet("out", fresh(os.path.join(base, "k-out")))
+        )
+        cfg = StreamsConfig(
+            application_id="bench-asof",
+            checkpoint_dir=fresh(os.path.join(base, "k-chk")),
+            num_partitions=4,
+        )
         StreamsApp(b.build(), cfg, session=spark).run_until_caught_up()
 
     rates_of = {}
@@ -134,6 +144,7 @@ def main() -> None:
     k = rates_of["kspark versioned-table left_join"]
     for name in list(rates_of)[:3]:
         print(f"ratio kspark / {name:29s} {k / rates_of[name]:.3f}")
+
 
 if __name__ == "__main__":
     main()

@@ -76,4 +76,6 @@ def app_id() -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # integration tests share one server: run the fast plan-only tests first, and the
     # crash tests (which kill and restart the server) last
-    items.sort(key=lambda item: ("integration" in str(item.fspath), "test_crash" in str(item.fspath)))
+    items.sort(
+        key=lambda item: ("integration" in str(item.fspath), "test_crash" in str(item.fspath))
+    )

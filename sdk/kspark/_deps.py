@@ -70,8 +70,10 @@ def pyspark_distribution() -> str | None:
 def has_spark_jars(home: str | None = None) -> bool:
     """Whether ``home`` (default: the installed pyspark) can run a Spark JVM."""
     home = home or _pyspark_dir()
-    return bool(home) and os.path.isfile(os.path.join(str(home), "bin", "spark-submit")) and (
-        os.path.isdir(os.path.join(str(home), "jars"))
+    return (
+        bool(home)
+        and os.path.isfile(os.path.join(str(home), "bin", "spark-submit"))
+        and (os.path.isdir(os.path.join(str(home), "jars")))
     )
 
 

@@ -59,7 +59,9 @@ def _add_app_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _app_target(args: argparse.Namespace) -> dict[str, Any]:
     return {
-        "app_id": args.app_id, "remote": args.remote, "handle": args.handle,
+        "app_id": args.app_id,
+        "remote": args.remote,
+        "handle": args.handle,
         "session_id": args.session_id,
     }
 
@@ -76,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--remote", help="sc://host:port of a Spark Connect server")
     demo.add_argument("--data-dir", help="where to write data (default: a temp dir)")
     demo.add_argument(
-        "--kafka", action="store_true",
+        "--kafka",
+        action="store_true",
         help="go through Kafka: start a local Kafka-protocol broker (tansu) and use kspark's Kafka source and sink",
     )
     desc = sub.add_parser("describe", help="print a topology")
@@ -101,18 +104,20 @@ def main(argv: list[str] | None = None) -> int:
     submit.add_argument("topology", help="module:attr")
     submit.add_argument("--remote", required=True, help="sc://host:port[/;token=...]")
     submit.add_argument("--config", help="a JSON or TOML file of StreamsConfig options")
+    submit.add_argument("--app-id", help="application_id (default: the config's, else kspark-app)")
     submit.add_argument(
-        "--app-id", help="application_id (default: the config's, else kspark-app)"
-    )
-    submit.add_argument(
-        "--wait", type=float, default=60.0,
+        "--wait",
+        type=float,
+        default=60.0,
         help="seconds to wait for the first micro-batch, to report a failed start (0: none)",
     )
     submit.add_argument("--json", action="store_true", help="print the handle as JSON")
     status = sub.add_parser("status", help="show a submitted app's state and progress")
     _add_app_arguments(status)
     status.add_argument(
-        "--watch", type=float, metavar="SECONDS",
+        "--watch",
+        type=float,
+        metavar="SECONDS",
         help="repeat every SECONDS until the app stops (this also keeps its session alive)",
     )
     stop = sub.add_parser("stop", help="stop a submitted app and release its session")
@@ -125,21 +130,31 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from kspark.demo import run_demo
 
-            run_demo(payments=args.payments, remote=args.remote, data_dir=args.data_dir, kafka=args.kafka)
+            run_demo(
+                payments=args.payments, remote=args.remote, data_dir=args.data_dir, kafka=args.kafka
+            )
         elif args.command == "describe":
             topo = load_topology(args.topology)
-            print({"text": topo.describe, "mermaid": topo.to_mermaid, "dot": topo.to_dot}[args.format]())
+            print(
+                {"text": topo.describe, "mermaid": topo.to_mermaid, "dot": topo.to_dot}[
+                    args.format
+                ]()
+            )
         elif args.command == "run":
             from kspark.runtime import StreamsApp, connect
 
             topo = load_topology(args.topology)
-            app = StreamsApp(topo, load_config(args.config, args.app_id), session=connect(args.remote))
+            app = StreamsApp(
+                topo, load_config(args.config, args.app_id), session=connect(args.remote)
+            )
             print(app.run_until_caught_up().summary())
         elif args.command == "rescale":
             from kspark.runtime import StreamsApp, connect
 
             topo = load_topology(args.app)
-            app = StreamsApp(topo, load_config(args.config, args.app_id), session=connect(args.remote))
+            app = StreamsApp(
+                topo, load_config(args.config, args.app_id), session=connect(args.remote)
+            )
             app.rescale(args.partitions, progress=True)  # prints the phases and the summary
             print(f"run the app with num_partitions={args.partitions} from now on")
         elif args.command == "submit":
@@ -150,8 +165,12 @@ def main(argv: list[str] | None = None) -> int:
                 args.config, args.app_id or "kspark-app", override=args.app_id is not None
             )
             handle = remote.submit(
-                topo, config, args.remote, modules=[args.topology.split(":", 1)[0]],
-                topology_ref=args.topology, wait=args.wait,
+                topo,
+                config,
+                args.remote,
+                modules=[args.topology.split(":", 1)[0]],
+                topology_ref=args.topology,
+                wait=args.wait,
             )
             _show(handle, args.json)
         elif args.command == "status":
@@ -167,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "stop":
             from kspark.runtime import submit as remote
 
-            _show(remote.stop(**_app_target(args), release_session=not args.keep_session), args.json)
+            _show(
+                remote.stop(**_app_target(args), release_session=not args.keep_session), args.json
+            )
     except KSparkError as exc:
         print(f"kspark: {exc}", file=sys.stderr)
         return 1

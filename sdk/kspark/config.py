@@ -52,7 +52,9 @@ def _optional_positive_int(name: str) -> Any:
     return check
 
 
-def _conf_tuple(value: Mapping[str, Any] | tuple[tuple[str, str], ...] | None) -> tuple[tuple[str, str], ...]:
+def _conf_tuple(
+    value: Mapping[str, Any] | tuple[tuple[str, str], ...] | None,
+) -> tuple[tuple[str, str], ...]:
     if value is None:
         return ()
     items = value.items() if isinstance(value, Mapping) else value
@@ -104,7 +106,9 @@ class StreamsConfig:
     dead_letter_queue_topic: TopicSpec | None = None
     #: How Kafka topics are read and written: ``"auto"`` (the JVM connector if the server
     #: has it, else kspark's Python Kafka source and sink), ``"jvm"`` or ``"python"``.
-    kafka_client: str = attrs.field(default="auto", validator=attrs.validators.in_(("auto", "jvm", "python")))
+    kafka_client: str = attrs.field(
+        default="auto", validator=attrs.validators.in_(("auto", "jvm", "python"))
+    )
     #: State-store snapshots: a snapshot of a state partition is taken after this many
     #: micro-batches (changelog files) since the last one
     #: (``spark.sql.streaming.stateStore.minDeltasForSnapshot``). A restore loads the last

@@ -326,8 +326,14 @@ class ProductionExceptionHandler(_Handler):
 def _log_failure(kind: str, context: ErrorHandlerContext, exception: Exception, then: str) -> None:
     _log.warning(
         "%s exception in %s (topic=%s partition=%s offset=%s): %s: %s; %s",
-        kind, context.processor_node_id, context.topic, context.partition, context.offset,
-        type(exception).__name__, exception, then,
+        kind,
+        context.processor_node_id,
+        context.topic,
+        context.partition,
+        context.offset,
+        type(exception).__name__,
+        exception,
+        then,
     )
 
 
@@ -338,7 +344,9 @@ def _dead_letter(context: ErrorHandlerContext) -> DeadLetterRecord:
 class LogAndFailProcessingExceptionHandler(ProcessingExceptionHandler):
     """The default: log the failure and stop the app."""
 
-    def handle(self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception) -> Response:
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
         _log_failure("processing", context, exception, "failing")
         return Response.fail()
 
@@ -346,7 +354,9 @@ class LogAndFailProcessingExceptionHandler(ProcessingExceptionHandler):
 class LogAndContinueProcessingExceptionHandler(ProcessingExceptionHandler):
     """Log the failure, drop the record and go on."""
 
-    def handle(self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception) -> Response:
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
         _log_failure("processing", context, exception, "dropping the record")
         return Response.continue_()
 
@@ -356,19 +366,25 @@ class DeadLetterQueueProcessingExceptionHandler(ProcessingExceptionHandler):
 
     writes_dead_letters = True
 
-    def handle(self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception) -> Response:
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
         _log_failure("processing", context, exception, "sending it to the dead-letter queue")
         return Response.resume([_dead_letter(context)])
 
 
 class LogAndFailDeserializationExceptionHandler(DeserializationExceptionHandler):
-    def handle(self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception) -> Response:
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
         _log_failure("deserialization", context, exception, "failing")
         return Response.fail()
 
 
 class LogAndContinueDeserializationExceptionHandler(DeserializationExceptionHandler):
-    def handle(self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception) -> Response:
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
         _log_failure("deserialization", context, exception, "dropping the record")
         return Response.continue_()
 
@@ -376,19 +392,25 @@ class LogAndContinueDeserializationExceptionHandler(DeserializationExceptionHand
 class DeadLetterQueueDeserializationExceptionHandler(DeserializationExceptionHandler):
     writes_dead_letters = True
 
-    def handle(self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception) -> Response:
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
         _log_failure("deserialization", context, exception, "sending it to the dead-letter queue")
         return Response.resume([_dead_letter(context)])
 
 
 class LogAndFailProductionExceptionHandler(ProductionExceptionHandler):
-    def handle(self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception) -> Response:
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
         _log_failure("production", context, exception, "failing")
         return Response.fail()
 
 
 class LogAndContinueProductionExceptionHandler(ProductionExceptionHandler):
-    def handle(self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception) -> Response:
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
         _log_failure("production", context, exception, "dropping the record")
         return Response.continue_()
 
@@ -396,6 +418,8 @@ class LogAndContinueProductionExceptionHandler(ProductionExceptionHandler):
 class DeadLetterQueueProductionExceptionHandler(ProductionExceptionHandler):
     writes_dead_letters = True
 
-    def handle(self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception) -> Response:
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
         _log_failure("production", context, exception, "sending it to the dead-letter queue")
         return Response.resume([_dead_letter(context)])

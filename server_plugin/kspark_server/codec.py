@@ -129,7 +129,9 @@ def plain(x: Any) -> Any:
     """A picklable, hashable-friendly copy of a pandas/Arrow cell: no numpy inside."""
     if isinstance(x, dict):
         return {k: plain(v) for k, v in x.items()}
-    if isinstance(x, list | tuple) or (hasattr(x, "tolist") and hasattr(x, "dtype") and getattr(x, "ndim", 0) > 0):
+    if isinstance(x, list | tuple) or (
+        hasattr(x, "tolist") and hasattr(x, "dtype") and getattr(x, "ndim", 0) > 0
+    ):
         return [plain(v) for v in x]
     return native(x)
 

@@ -110,7 +110,11 @@ class Guard:
         return f"{self.subtopology}_{part}"
 
     def call(
-        self, processor: str, fn: Callable[..., Any], args: tuple[Any, ...], row: dict[str, Any],
+        self,
+        processor: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        row: dict[str, Any],
         record: tuple[Any, Any] | None = None,
     ) -> tuple[bool, Any]:
         """``fn(*args)``; on an exception, ask the handler. ``record`` is the (key, value)
@@ -122,8 +126,13 @@ class Guard:
             return False, None
 
     def encode(
-        self, processor: str, kenc: Callable[[Any], Any], venc: Callable[[Any], Any],
-        key: Any, value: Any, row: dict[str, Any],
+        self,
+        processor: str,
+        kenc: Callable[[Any], Any],
+        venc: Callable[[Any], Any],
+        key: Any,
+        value: Any,
+        row: dict[str, Any],
     ) -> tuple[bool, Any]:
         """Serialize a record for the next stage or sink; failures go to the production
         exception handler with the failing part (KEY or VALUE) as the context's origin."""
@@ -137,8 +146,13 @@ class Guard:
             return False, None
 
     def on_error(
-        self, processor: str, args: tuple[Any, ...], row: dict[str, Any], exc: Exception,
-        kind: str = "processing", origin: str | None = None,
+        self,
+        processor: str,
+        args: tuple[Any, ...],
+        row: dict[str, Any],
+        exc: Exception,
+        kind: str = "processing",
+        origin: str | None = None,
     ) -> None:
         task = self.task_id(row)
         ctx = record_context(row, processor, task)
@@ -233,4 +247,6 @@ class Guard:
         """Side rows as one Arrow batch of the stage's output schema."""
         rows = self.side_rows(chunk)
         if rows:
-            yield pa.RecordBatch.from_pylist([{"ks_side": side_json(r)} for r in rows], schema=schema)
+            yield pa.RecordBatch.from_pylist(
+                [{"ks_side": side_json(r)} for r in rows], schema=schema
+            )

@@ -100,7 +100,9 @@ def _max(a: Any, b: Any) -> Any:
 
 def merge(kind: str, versioned: bool, parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The parts of one new task as its state."""
-    out: dict[str, Any] = {k: v for k, v in parts[0].items() if k not in ("seen", "table", "buffer", "hash")}
+    out: dict[str, Any] = {
+        k: v for k, v in parts[0].items() if k not in ("seen", "table", "buffer", "hash")
+    }
     out["hash"] = {}
     out["stream_time"] = None
     if kind == "dedup":
@@ -125,7 +127,9 @@ def merge(kind: str, versioned: bool, parts: list[dict[str, Any]]) -> dict[str, 
     return out
 
 
-def split_states(kind: str, versioned: bool, m: int) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+def split_states(
+    kind: str, versioned: bool, m: int
+) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
     """The ``mapInPandas`` function over the state reader's ``blob`` column."""
 
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -138,7 +142,14 @@ def split_states(kind: str, versioned: bool, m: int) -> Callable[[Iterator[pd.Da
                 st = taskstate.materialize(kind, versioned, blob, [] if log is None else list(log))
                 rows.append((-1, None, 0, entries(kind, versioned, st)))
                 for task, p in split(kind, versioned, st, m).items():
-                    rows.append((task, pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL), entries(kind, versioned, p), 0))
+                    rows.append(
+                        (
+                            task,
+                            pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL),
+                            entries(kind, versioned, p),
+                            0,
+                        )
+                    )
             yield pd.DataFrame(rows, columns=["ks_task", "part", "entries", "old_entries"])
 
     return run
@@ -151,6 +162,8 @@ def merge_states(kind: str, versioned: bool) -> Callable[[pd.DataFrame], pd.Data
         task = int(frame["ks_task"].iat[0])
         st = merge(kind, versioned, [pickle.loads(b) for b in frame["part"].tolist()])
         blob = pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL)
-        return pd.DataFrame({"ks_task": [task], "blob": [blob], "entries": [entries(kind, versioned, st)]})
+        return pd.DataFrame(
+            {"ks_task": [task], "blob": [blob], "entries": [entries(kind, versioned, st)]}
+        )
 
     return run

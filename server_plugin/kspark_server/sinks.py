@@ -44,7 +44,9 @@ def make_batch_writer(spec: dict[str, Any]) -> Any:
                     F.col(f"v{i}").alias("value"),
                     "timestamp",
                     "headers",
-                    F.expr(f"pmod(hash(k{i}), {int(s['num_partitions'])})").cast("int").alias("partition"),
+                    F.expr(f"pmod(hash(k{i}), {int(s['num_partitions'])})")
+                    .cast("int")
+                    .alias("partition"),
                     "ks_seq",
                     "ks_sub",
                 )
@@ -145,7 +147,9 @@ def _write_kafka(df: DataFrame, topic: dict[str, Any], kafka_format: str) -> Non
             F.coalesce(headers, F.array().cast("array<struct<key:string,value:binary>>")),
             F.array(
                 *[
-                    F.struct(F.lit(h).alias("key"), F.col(c).cast("string").cast("binary").alias("value"))
+                    F.struct(
+                        F.lit(h).alias("key"), F.col(c).cast("string").cast("binary").alias("value")
+                    )
                     for c, h in extra
                 ]
             ),
@@ -158,7 +162,9 @@ def _write_kafka(df: DataFrame, topic: dict[str, Any], kafka_format: str) -> Non
     if kafka_format != "kafka":
         cols.append(F.col("timestamp").alias("timestamp"))
     out = df.sortWithinPartitions("ks_seq", "ks_sub").select(*cols)
-    out.write.format(kafka_format).options(**opts).option("topic", topic["name"]).mode("append").save()
+    out.write.format(kafka_format).options(**opts).option("topic", topic["name"]).mode(
+        "append"
+    ).save()
 
 
 def _write_table(df: DataFrame, table: str, batch_id: int) -> None:

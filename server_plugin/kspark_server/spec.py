@@ -21,16 +21,36 @@ SPEC_VERSION = 3
 
 #: The envelope columns every stream carries between stages, in this order.
 ENVELOPE = (
-    "key", "value", "timestamp", "headers", "topic", "partition", "offset", "ks_seq", "ks_sub",
+    "key",
+    "value",
+    "timestamp",
+    "headers",
+    "topic",
+    "partition",
+    "offset",
+    "ks_seq",
+    "ks_sub",
     "ks_side",
 )
 
 REQUIRED: dict[str, tuple[str, ...]] = {
     "chain": ("input", "output", "steps", "output_schema"),
     "dedup": ("processor", "mode", "interval_ms", "store", "input", "output_schema", "packed"),
-    "join": ("processor", "store", "left", "stream", "table", "output", "output_schema",
-             "versioned", "history_retention_ms", "grace_ms", "joiner", "joiner_with_key",
-             "packed"),
+    "join": (
+        "processor",
+        "store",
+        "left",
+        "stream",
+        "table",
+        "output",
+        "output_schema",
+        "versioned",
+        "history_retention_ms",
+        "grace_ms",
+        "joiner",
+        "joiner_with_key",
+        "packed",
+    ),
     "sinks": ("sinks", "side_schema"),
     "dedup_id": ("processor", "input", "id_selector", "output_schema"),
 }
@@ -48,7 +68,12 @@ STEP_OPS: dict[str, tuple[str, ...]] = {
     "table_map_values": ("fn", "with_key"),
 }
 
-TYPE_TAGS = {"prim": ("spark",), "list": ("element",), "map": ("key", "value"), "record": ("cls", "fields")}
+TYPE_TAGS = {
+    "prim": ("spark",),
+    "list": ("element",),
+    "map": ("key", "value"),
+    "record": ("cls", "fields"),
+}
 
 
 class SpecError(ValueError):

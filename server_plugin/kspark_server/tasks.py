@@ -88,7 +88,10 @@ def headers_from_text(text: Any) -> list[dict[str, Any]]:
     if text is None:
         return []
     return [
-        {"key": h.get("key"), "value": None if h.get("value") is None else base64.b64decode(h["value"])}
+        {
+            "key": h.get("key"),
+            "value": None if h.get("value") is None else base64.b64decode(h["value"]),
+        }
         for h in json.loads(text)
     ]
 
@@ -161,7 +164,9 @@ def _with_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     Spark's converter rejects NaN in array and struct columns)."""
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        frame = frame.assign(**{c: pd.Series([None] * len(frame), index=frame.index, dtype=object) for c in missing})
+        frame = frame.assign(
+            **{c: pd.Series([None] * len(frame), index=frame.index, dtype=object) for c in missing}
+        )
     return frame[columns]
 
 
@@ -223,7 +228,9 @@ class Emitter:
         record["value"] = value
         self.carried.append((len(self.idx) + len(self.carried), record))
 
-    def frame(self, batch: Batch | None, columns: list[str], new_value: bool) -> pd.DataFrame | None:
+    def frame(
+        self, batch: Batch | None, columns: list[str], new_value: bool
+    ) -> pd.DataFrame | None:
         parts = []
         if self.idx and batch is not None:
             out = _with_columns(batch.take(self.idx), columns)
@@ -303,9 +310,13 @@ class TaskProcessor(StatefulProcessor):
         if self._base is not None:
             change = taskstate.encode_change(self.kind, self.versioned, st, self.touched)
             log_bytes = sum(map(len, self._log)) + len(change)
-            if not taskstate.should_compact(len(self._base), log_bytes, len(self._log) + 1, self.min_base):
+            if not taskstate.should_compact(
+                len(self._base), log_bytes, len(self._log) + 1, self.min_base
+            ):
                 if self.check_log:
-                    back = taskstate.materialize(self.kind, self.versioned, self._base, [*self._log, change])
+                    back = taskstate.materialize(
+                        self.kind, self.versioned, self._base, [*self._log, change]
+                    )
                     if self.upgrade(back) != st:
                         raise AssertionError(
                             f"{self.spec['processor']}: the logged change does not reproduce "
@@ -324,7 +335,9 @@ class TaskProcessor(StatefulProcessor):
             self.state.update((blobs[0],))
             self.log.clear()
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+    def handleInputRows(
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
+    ) -> Iterator[pd.DataFrame]:
         frames = [f for f in rows if len(f)]
         if not frames:
             return
@@ -347,15 +360,23 @@ class TaskProcessor(StatefulProcessor):
         chunk = f"{self.spec['store']}:{task}:{first}"
         extra = self.extra_side(st, task)
         if loaded is not None:
-            extra.append({"kind": "loaded_entries", "processor": self.spec["store"],
-                          "task": f"{self.guard.subtopology}_{task}", "count": loaded})
+            extra.append(
+                {
+                    "kind": "loaded_entries",
+                    "processor": self.spec["store"],
+                    "task": f"{self.guard.subtopology}_{task}",
+                    "count": loaded,
+                }
+            )
         for e in extra:
             e["chunk"] = chunk
         side = side_json + [handling.side_json(s) for s in self.guard.side_rows(chunk) + extra]
         result = out.frame(batch, self.columns, self.new_value)
         if side:
             side_frame = _with_columns(pd.DataFrame({"ks_side": side}), self.columns)
-            result = side_frame if result is None else pd.concat([result, side_frame], ignore_index=True)
+            result = (
+                side_frame if result is None else pd.concat([result, side_frame], ignore_index=True)
+            )
         if result is not None and len(result):
             yield result
 
@@ -396,14 +417,19 @@ class DedupProcessor(TaskProcessor):
             return [(True, x) for x in batch.col("ks_id")]
         hashable = codec.hashable
         if self.mode == "by_key":
-            return [(True, k if type(k) is str else None if k is None else hashable(k)) for k in batch.keys]
+            return [
+                (True, k if type(k) is str else None if k is None else hashable(k))
+                for k in batch.keys
+            ]
         assert self.id_selector is not None
         values = batch.col("value")
         out: list[tuple[bool, Any]] = []
         for i, key in enumerate(batch.keys):
             ok, ident = self.guard.call(
-                self.processor, self.id_selector,
-                (self.kdec(key), self.vdec(self.unpack_value(values[i]))), batch.row(i)
+                self.processor,
+                self.id_selector,
+                (self.kdec(key), self.vdec(self.unpack_value(values[i]))),
+                batch.row(i),
             )
             if not ok:
                 out.append((False, None))
@@ -420,7 +446,9 @@ class DedupProcessor(TaskProcessor):
         interval = self.interval
         duplicates = 0
         touched = self.touched
-        for i, ((ok, ident), ts, h) in enumerate(zip(self._idents(batch), batch.ts, batch.hashes, strict=True)):
+        for i, ((ok, ident), ts, h) in enumerate(
+            zip(self._idents(batch), batch.ts, batch.hashes, strict=True)
+        ):
             stream_time = ts if stream_time is None or ts > stream_time else stream_time
             if not ok:
                 continue
@@ -451,7 +479,12 @@ class DedupProcessor(TaskProcessor):
         t = f"{self.guard.subtopology}_{task}"
         return [
             {"kind": "duplicates", "processor": self.processor, "task": t, "count": n},
-            {"kind": "store_entries", "processor": self.spec["store"], "task": t, "count": len(st["seen"])},
+            {
+                "kind": "store_entries",
+                "processor": self.spec["store"],
+                "task": t,
+                "count": len(st["seen"]),
+            },
         ]
 
 
@@ -487,7 +520,13 @@ class JoinProcessor(TaskProcessor):
         # stream_time: the task's (both sides), for grace; the versioned store keeps its own
         # observed stream time (table side), for history retention
         table: Any = VersionedStore.empty_state() if self.versioned else {}
-        return {"format": STATE_FORMAT, "stream_time": None, "table": table, "buffer": [], "hash": {}}
+        return {
+            "format": STATE_FORMAT,
+            "stream_time": None,
+            "table": table,
+            "buffer": [],
+            "hash": {},
+        }
 
     def store(self, st: Any) -> VersionedStore:
         return VersionedStore(st["table"], self.retention)
@@ -509,7 +548,9 @@ class JoinProcessor(TaskProcessor):
         t = None if tv is None else self.tvdec(self.unpack_table(tv))
         args = (k, v, t) if self.with_key else (v, t)
         joiner, venc, pack = self.joiner, self.venc, self.pack_out
-        return self.guard.call(self.processor, lambda *a: pack(venc(joiner(*a))), args, row, record=(k, v))
+        return self.guard.call(
+            self.processor, lambda *a: pack(venc(joiner(*a))), args, row, record=(k, v)
+        )
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         jside = batch.col("ks_jside")
@@ -524,7 +565,13 @@ class JoinProcessor(TaskProcessor):
         stream_time = st["stream_time"]
         hashable, plain, store_plain = codec.hashable, codec.plain, self.store_plain
         left, joiner, with_key = self.left, self.joiner, self.with_key
-        skdec, svdec, tvdec, venc, pack = self.skdec, self.svdec, self.tvdec, self.venc, self.pack_out
+        skdec, svdec, tvdec, venc, pack = (
+            self.skdec,
+            self.svdec,
+            self.tvdec,
+            self.venc,
+            self.pack_out,
+        )
         unpack_value, unpack_table = self.unpack_value, self.unpack_table
         for i in range(batch.n):
             ts = tss[i]
@@ -598,9 +645,18 @@ class JoinProcessor(TaskProcessor):
     def extra_side(self, st: Any, task: int) -> list[dict[str, Any]]:
         n, self.expired_puts = self.expired_puts, 0
         t = f"{self.guard.subtopology}_{task}"
-        rows = [{"kind": "store_entries", "processor": self.spec["store"], "task": t, "count": len(st["table"]["data"] if self.versioned else st["table"])}]
+        rows = [
+            {
+                "kind": "store_entries",
+                "processor": self.spec["store"],
+                "task": t,
+                "count": len(st["table"]["data"] if self.versioned else st["table"]),
+            }
+        ]
         if n:
-            rows.append({"kind": "expired_puts", "processor": self.processor, "task": t, "count": n})
+            rows.append(
+                {"kind": "expired_puts", "processor": self.processor, "task": t, "count": n}
+            )
         return rows
 
 

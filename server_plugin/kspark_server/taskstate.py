@@ -112,7 +112,9 @@ def materialize(kind: str, versioned: bool, base: bytes, log: Iterable[bytes]) -
     return st
 
 
-def should_compact(base_bytes: int, log_bytes: int, log_len: int, min_base: int = MIN_BASE_BYTES) -> bool:
+def should_compact(
+    base_bytes: int, log_bytes: int, log_len: int, min_base: int = MIN_BASE_BYTES
+) -> bool:
     """Whether a batch writes a new base instead of appending its change.
 
     ``log_bytes`` and ``log_len`` include the batch's own change.
@@ -124,8 +126,4 @@ def should_compact(base_bytes: int, log_bytes: int, log_len: int, min_base: int 
     >>> should_compact(100, 10, 1)
     True
     """
-    return (
-        base_bytes < min_base
-        or log_len > MAX_LOG
-        or log_bytes > LOG_FRACTION * base_bytes
-    )
+    return base_bytes < min_base or log_len > MAX_LOG or log_bytes > LOG_FRACTION * base_bytes

@@ -134,7 +134,9 @@ class VersionedStore:
     def in_retention(self, ts: int) -> bool:
         return not self._too_old(int(ts))
 
-    def versions(self, key: Hashable, from_ts: int | None = None, to_ts: int | None = None) -> list[Version]:
+    def versions(
+        self, key: Hashable, from_ts: int | None = None, to_ts: int | None = None
+    ) -> list[Version]:
         """The versions of ``key`` valid at some time in ``[from_ts, to_ts]``, oldest first,
         tombstones left out (KIP-968's ``VersionedKeyQuery``)."""
         versions = self.state["data"].get(key)

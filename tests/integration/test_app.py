@@ -31,8 +31,15 @@ def topology(base: str) -> Any:
     b = StreamsBuilder()
     (
         b.stream(
-            Topic.jsonl("events", os.path.join(base, "in"), layout="value", key_field="user", timestamp_field="ts"),
-            key_type=str, value_type=Event,
+            Topic.jsonl(
+                "events",
+                os.path.join(base, "in"),
+                layout="value",
+                key_field="user",
+                timestamp_field="ts",
+            ),
+            key_type=str,
+            value_type=Event,
         )
         .deduplicate_by_key_value(lambda k, e: e.id, timedelta(seconds=30))
         .flat_map_values(lambda e: [e.n] * (e.n % 3), value_type=int)
@@ -67,7 +74,9 @@ def test_restart_from_checkpoint_is_exactly_once(spark: Any, app_id: str) -> Non
         # uninterrupted: everything at once
         write(one, "a.jsonl", events(0, 60))
         write(one, "b.jsonl", events(60, 60))
-        cfg1 = StreamsConfig(application_id=app_id, checkpoint_dir=os.path.join(one, "chk"), num_partitions=2)
+        cfg1 = StreamsConfig(
+            application_id=app_id, checkpoint_dir=os.path.join(one, "chk"), num_partitions=2
+        )
         report = StreamsApp(topology(one), cfg1, session=spark).run_until_caught_up()
         assert report.input_records == 120
         # interrupted: a first run, a new app object on the same checkpoint, a second run
@@ -96,7 +105,9 @@ def test_same_output_for_any_micro_batch_split(spark: Any, app_id: str) -> None:
     def topo() -> Any:
         b = StreamsBuilder()
         rates = b.table(
-            Topic.jsonl("rates", "/unused"), key_type=str, value_type=Rate,
+            Topic.jsonl("rates", "/unused"),
+            key_type=str,
+            value_type=Rate,
             materialized=Materialized.as_versioned("rates", timedelta(hours=1)),
         )
         (
@@ -119,11 +130,13 @@ def test_same_output_for_any_micro_batch_split(spark: Any, app_id: str) -> None:
             size = len(pay) // split
             for i in range(split):
                 # table updates come first in each batch: as-of lookups see them in order
-                for k, v, ts in rates[i * len(rates) // split:(i + 1) * len(rates) // split]:
+                for k, v, ts in rates[i * len(rates) // split : (i + 1) * len(rates) // split]:
                     r.pipe_input(k, v, timestamp=ts)
-                for k, v, ts in pay[i * size:(i + 1) * size]:
+                for k, v, ts in pay[i * size : (i + 1) * size]:
                     p.pipe_input(k, v, timestamp=ts)
                 d.process()
-            outputs.append(d.create_output_topic("out", key_type=str, value_type=float).read_key_values())
+            outputs.append(
+                d.create_output_topic("out", key_type=str, value_type=float).read_key_values()
+            )
     assert outputs[0] == outputs[1]
     assert len(outputs[0]) > 20

@@ -51,7 +51,9 @@ def topology(data: str, crash_dir: str) -> Any:
 
     b = StreamsBuilder()
     rates = b.table(
-        Topic.jsonl("rates", f"{data}/rates"), key_type=str, value_type=str,
+        Topic.jsonl("rates", f"{data}/rates"),
+        key_type=str,
+        value_type=str,
         materialized=Materialized.as_versioned("rates", DAY),
     )
     (
@@ -75,15 +77,22 @@ def write_inputs(data: str) -> None:
             for k in range(8):
                 ts = 1 + n * 100 + k
                 f.write(json.dumps({"key": f"c{k}", "value": f"p{n}-{k}", "timestamp": ts}) + "\n")
-                f.write(json.dumps({"key": f"c{k}", "value": f"dup{n}-{k}", "timestamp": ts}) + "\n")
-            f.write(json.dumps({"key": f"x{n}", "value": f"poison{n}", "timestamp": n * 100 + 50}) + "\n")
+                f.write(
+                    json.dumps({"key": f"c{k}", "value": f"dup{n}-{k}", "timestamp": ts}) + "\n"
+                )
+            f.write(
+                json.dumps({"key": f"x{n}", "value": f"poison{n}", "timestamp": n * 100 + 50})
+                + "\n"
+            )
         # the file source takes the oldest file first
         os.utime(f"{data}/payments/p{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
 
 
 def config(app_id: str, data: str) -> StreamsConfig:
     return StreamsConfig(
-        application_id=app_id, checkpoint_dir=f"{data}/checkpoint", num_partitions=2,
+        application_id=app_id,
+        checkpoint_dir=f"{data}/checkpoint",
+        num_partitions=2,
         max_files_per_trigger=1,
         processing_exception_handler=DeadLetterQueueProcessingExceptionHandler(),
         dead_letter_queue_topic=Topic.jsonl("dlq", f"{data}/dlq"),
@@ -115,20 +124,37 @@ def wait_for(path: str, app: StreamsApp, seconds: float = 180) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Counter[Any], Counter[Any]]:
+def reference(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Counter[Any], Counter[Any]]:
     data = str(tmp_path_factory.mktemp("crash-ref"))
     write_inputs(data)
-    StreamsApp(topology(data, f"{data}/none"), config("crash-ref", data), session=spark).run_until_caught_up()
+    StreamsApp(
+        topology(data, f"{data}/none"), config("crash-ref", data), session=spark
+    ).run_until_caught_up()
     out, dead = results(data)
     # the semantics, independently of kspark: the first payment per key wins, as of rate r<k>
-    assert out == Counter({(f"c{k}", f"p0-{k}@r{k}"): 1 for k in range(8)} | {(f"x{n}", None): 0 for n in range(BATCHES)}) - Counter()
+    assert (
+        out
+        == Counter(
+            {(f"c{k}", f"p0-{k}@r{k}"): 1 for k in range(8)}
+            | {(f"x{n}", None): 0 for n in range(BATCHES)}
+        )
+        - Counter()
+    )
     assert sum(dead.values()) == BATCHES
     return out, dead
 
 
-@pytest.mark.parametrize(("point", "value"), [("chain", "p0-3"), ("join", "p0-5"), ("join", "poison2")])
+@pytest.mark.parametrize(
+    ("point", "value"), [("chain", "p0-3"), ("join", "p0-5"), ("join", "poison2")]
+)
 def test_kill_9_mid_batch_then_resume_gives_each_result_once(
-    spark_server: Any, reference: tuple[Counter[Any], Counter[Any]], tmp_path: Any, point: str, value: str
+    spark_server: Any,
+    reference: tuple[Counter[Any], Counter[Any]],
+    tmp_path: Any,
+    point: str,
+    value: str,
 ) -> None:
     if spark_server is None:
         pytest.skip("needs the embedded server (it is killed and restarted)")

@@ -34,7 +34,13 @@ def dedup_topology(interval_ms: int, mode: str = "by_key") -> Any:
     return b.build()
 
 
-def run(spark: Any, app_id: str, topo: Any, batches: list[list[tuple[str | None, str, int]]], partitions: int = 1) -> list[str]:
+def run(
+    spark: Any,
+    app_id: str,
+    topo: Any,
+    batches: list[list[tuple[str | None, str, int]]],
+    partitions: int = 1,
+) -> list[str]:
     cfg = StreamsConfig(application_id=app_id, num_partitions=partitions)
     out: list[str] = []
     with TopologyTestDriver(topo, cfg, session=spark) as d:
@@ -94,7 +100,9 @@ def reference(records: list[tuple[Any, int]], interval: int) -> list[int]:
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(
     data=st.lists(
-        st.tuples(st.sampled_from(["a", "b", "c", None]), st.integers(0, 40)), min_size=1, max_size=20
+        st.tuples(st.sampled_from(["a", "b", "c", None]), st.integers(0, 40)),
+        min_size=1,
+        max_size=20,
     ),
     interval=st.integers(0, 12),
     cuts=st.lists(st.integers(1, 19), max_size=2, unique=True),
@@ -112,14 +120,25 @@ def test_property_against_reference_model(
 
 
 def test_by_key_value_and_global_dedup(spark: Any, app_id: str) -> None:
-    records = [("k1", "x-1", 1), ("k2", "x-2", 2), ("k1", "x-3", 3), ("k1", "-4", 4), ("k1", "-5", 5)]
+    records = [
+        ("k1", "x-1", 1),
+        ("k2", "x-2", 2),
+        ("k1", "x-3", 3),
+        ("k1", "-4", 4),
+        ("k1", "-5", 5),
+    ]
     # by (key, id): k2's x is not k1's x; a None id is always forwarded
     assert run(spark, app_id, dedup_topology(10, "by_key_value"), [records], partitions=2) == [
-        "x-1", "x-2", "-4", "-5",
+        "x-1",
+        "x-2",
+        "-4",
+        "-5",
     ]
     # by id over all partitions: x is seen once whatever the key
     assert run(spark, app_id + "g", dedup_topology(10, "by_id"), [records], partitions=2) == [
-        "x-1", "-4", "-5",
+        "x-1",
+        "-4",
+        "-5",
     ]
 
 

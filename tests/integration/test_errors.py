@@ -42,7 +42,9 @@ def topology() -> Any:
     return b.build()
 
 
-def drive(spark: Any, cfg: StreamsConfig, records: list[tuple[str, str]]) -> tuple[list[Any], TopologyTestDriver]:
+def drive(
+    spark: Any, cfg: StreamsConfig, records: list[tuple[str, str]]
+) -> tuple[list[Any], TopologyTestDriver]:
     d = TopologyTestDriver(topology(), cfg, session=spark)
     src = d.create_input_topic("in", key_type=str, value_type=str)
     for i, (k, v) in enumerate(records):
@@ -65,7 +67,8 @@ def test_default_fails_with_processor_exception_and_record(spark: Any, app_id: s
 
 def test_continue_drops_only_the_poison_records_and_counts_them(spark: Any, app_id: str) -> None:
     cfg = StreamsConfig(
-        application_id=app_id, num_partitions=2,
+        application_id=app_id,
+        num_partitions=2,
         processing_exception_handler=LogAndContinueProcessingExceptionHandler,
     )
     out, d = drive(spark, cfg, POISON)
@@ -80,7 +83,8 @@ def test_continue_drops_only_the_poison_records_and_counts_them(spark: Any, app_
 
 def test_resume_writes_dead_letters_with_context(spark: Any, app_id: str) -> None:
     cfg = StreamsConfig(
-        application_id=app_id, num_partitions=2,
+        application_id=app_id,
+        num_partitions=2,
         processing_exception_handler=DeadLetterQueueProcessingExceptionHandler(),
         dead_letter_queue_topic=Topic.jsonl("dlq", "/unused"),
     )
@@ -88,7 +92,10 @@ def test_resume_writes_dead_letters_with_context(spark: Any, app_id: str) -> Non
     try:
         assert out == [("a", 100), ("c", 25), ("e", 20)]
         dead = sorted(d.dead_letter_topic().read_raw(), key=lambda r: r["offset"])
-        assert [(json.loads(r["key"]), json.loads(r["value"])) for r in dead] == [("b", "0"), ("d", "x")]
+        assert [(json.loads(r["key"]), json.loads(r["value"])) for r in dead] == [
+            ("b", "0"),
+            ("d", "x"),
+        ]
         first = dead[0]
         assert first["exception_class"] == "builtins.ZeroDivisionError"
         assert "by zero" in first["exception_message"] and "Traceback" in first["stack_trace"]
@@ -104,12 +111,19 @@ def test_resume_writes_dead_letters_with_context(spark: Any, app_id: str) -> Non
 class Recording(ProcessingExceptionHandler):
     """Sends the context it was given to the DLQ, to check every field."""
 
-    def handle(self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception) -> Response:
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
         fields = {
-            "topic": context.topic, "partition": context.partition, "offset": context.offset,
-            "timestamp": context.timestamp, "processor": context.processor_node_id,
-            "task": context.task_id, "headers": [[k, (v or b"").decode()] for k, v in context.headers],
-            "raw_key": context.source_raw_key, "raw_value": context.source_raw_value,
+            "topic": context.topic,
+            "partition": context.partition,
+            "offset": context.offset,
+            "timestamp": context.timestamp,
+            "processor": context.processor_node_id,
+            "task": context.task_id,
+            "headers": [[k, (v or b"").decode()] for k, v in context.headers],
+            "raw_key": context.source_raw_key,
+            "raw_value": context.source_raw_value,
             "record": [record["key"], record["value"]],
         }
         return Response.resume([DeadLetterRecord(key="ctx", value=fields)])
@@ -117,7 +131,9 @@ class Recording(ProcessingExceptionHandler):
 
 def test_context_fields_match_the_input_record(spark: Any, app_id: str) -> None:
     cfg = StreamsConfig(
-        application_id=app_id, num_partitions=2, processing_exception_handler=Recording,
+        application_id=app_id,
+        num_partitions=2,
+        processing_exception_handler=Recording,
         dead_letter_queue_topic=Topic.jsonl("dlq", "/unused"),
     )
     _, d = drive(spark, cfg, [("a", "1"), ("b", "2"), ("c", "0")])
@@ -125,9 +141,16 @@ def test_context_fields_match_the_input_record(spark: Any, app_id: str) -> None:
         (row,) = d.dead_letter_topic().read_raw()
         ctx = json.loads(row["value"])
         assert ctx == {
-            "topic": "in", "partition": 0, "offset": 2, "timestamp": 1002,
-            "processor": "KSTREAM-MAPVALUES-0000000001", "task": ctx["task"],
-            "headers": [["trace", "t2"]], "raw_key": "c", "raw_value": "0", "record": ["c", "0"],
+            "topic": "in",
+            "partition": 0,
+            "offset": 2,
+            "timestamp": 1002,
+            "processor": "KSTREAM-MAPVALUES-0000000001",
+            "task": ctx["task"],
+            "headers": [["trace", "t2"]],
+            "raw_key": "c",
+            "raw_value": "0",
+            "record": ["c", "0"],
         }
         assert ctx["task"] in ("0_0", "0_1")
     finally:
@@ -135,18 +158,24 @@ def test_context_fields_match_the_input_record(spark: Any, app_id: str) -> None:
 
 
 class Raising(ProcessingExceptionHandler):
-    def handle(self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception) -> Response:
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
         raise RuntimeError("handler bug")
 
 
 class NotAResponse(ProcessingExceptionHandler):
-    def handle(self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception) -> Response:
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
         return "continue please"  # type: ignore[return-value]
 
 
 @pytest.mark.parametrize("handler", [Raising, NotAResponse])
 def test_a_broken_handler_fails_the_app_distinctly(spark: Any, app_id: str, handler: type) -> None:
-    cfg = StreamsConfig(application_id=app_id, num_partitions=2, processing_exception_handler=handler)
+    cfg = StreamsConfig(
+        application_id=app_id, num_partitions=2, processing_exception_handler=handler
+    )
     with pytest.raises(HandlerError) as e:
         drive(spark, cfg, POISON)
     assert e.value.code == "KSPARK_HANDLER_FAILED" and handler.__name__ in str(e.value)
@@ -155,10 +184,12 @@ def test_a_broken_handler_fails_the_app_distinctly(spark: Any, app_id: str, hand
 def test_production_handler_gets_records_that_cannot_be_serialized(spark: Any, app_id: str) -> None:
     b = StreamsBuilder()
     b.stream(Topic.jsonl("in", "/unused"), key_type=str, value_type=str).map_values(
-        lambda v: int(v) if v.isdigit() else v, value_type=int  # a str slips through
+        lambda v: int(v) if v.isdigit() else v,
+        value_type=int,  # a str slips through
     ).to(Topic.jsonl("out", "/unused"))
     cfg = StreamsConfig(
-        application_id=app_id, num_partitions=2,
+        application_id=app_id,
+        num_partitions=2,
         production_exception_handler=LogAndContinueProductionExceptionHandler,
     )
     with TopologyTestDriver(b.build(), cfg, session=spark) as d:
@@ -174,12 +205,16 @@ def _jsonl_app(base: str, app_id: str, **cfg: Any) -> StreamsApp:
     os.makedirs(os.path.join(base, "in"), exist_ok=True)
     with open(os.path.join(base, "in", "a.jsonl"), "w") as f:
         f.write('{"key": "a", "value": 1, "timestamp": 1}\n{"key": "b", "value": \n')
-        f.write('{"key": "c", "value": "three", "timestamp": 3}\n{"key": "d", "value": 4, "timestamp": 4}\n')
+        f.write(
+            '{"key": "c", "value": "three", "timestamp": 3}\n{"key": "d", "value": 4, "timestamp": 4}\n'
+        )
     b = StreamsBuilder()
     b.stream(Topic.jsonl("in", os.path.join(base, "in")), key_type=str, value_type=int).to(
         Topic.jsonl("out", os.path.join(base, "out"))
     )
-    config = StreamsConfig(application_id=app_id, checkpoint_dir=os.path.join(base, "chk"), num_partitions=2, **cfg)
+    config = StreamsConfig(
+        application_id=app_id, checkpoint_dir=os.path.join(base, "chk"), num_partitions=2, **cfg
+    )
     return StreamsApp(b.build(), config)
 
 
@@ -190,7 +225,11 @@ def test_deserialization_failures(spark: Any, app_id: str) -> None:
         with pytest.raises(DeserializationError, match="offset"):
             app.run_until_caught_up()
     with tempfile.TemporaryDirectory() as base:
-        app = _jsonl_app(base, app_id, deserialization_exception_handler=LogAndContinueDeserializationExceptionHandler)
+        app = _jsonl_app(
+            base,
+            app_id,
+            deserialization_exception_handler=LogAndContinueDeserializationExceptionHandler,
+        )
         app._session = spark
         app.run_until_caught_up()
         rows = spark.read.json(os.path.join(base, "out")).select("key", "value").collect()
@@ -198,11 +237,15 @@ def test_deserialization_failures(spark: Any, app_id: str) -> None:
         assert sum(app.metrics().dropped_records_total.values()) == 2
     with tempfile.TemporaryDirectory() as base:
         app = _jsonl_app(
-            base, app_id,
+            base,
+            app_id,
             deserialization_exception_handler=DeadLetterQueueDeserializationExceptionHandler,
             dead_letter_queue_topic=Topic.parquet("dlq", os.path.join(base, "dlq")),
         )
         app._session = spark
         app.run_until_caught_up()
         dead = spark.read.parquet(os.path.join(base, "dlq")).collect()
-        assert sorted(r.value for r in dead) == ['{"key": "b", "value": ', '{"key": "c", "value": "three", "timestamp": 3}']
+        assert sorted(r.value for r in dead) == [
+            '{"key": "b", "value": ',
+            '{"key": "c", "value": "three", "timestamp": 3}',
+        ]

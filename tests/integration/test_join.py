@@ -18,21 +18,37 @@ from kspark.testing import TopologyTestDriver
 pytestmark = pytest.mark.spark
 
 
-def topology(versioned: bool, left: bool, retention_ms: int = 10_000, grace_ms: int = 0, to_table: bool = False) -> Any:
+def topology(
+    versioned: bool,
+    left: bool,
+    retention_ms: int = 10_000,
+    grace_ms: int = 0,
+    to_table: bool = False,
+) -> Any:
     b = StreamsBuilder()
-    mat = Materialized.as_versioned("b-store", timedelta(milliseconds=retention_ms)) if versioned else Materialized.as_("b-store")
+    mat = (
+        Materialized.as_versioned("b-store", timedelta(milliseconds=retention_ms))
+        if versioned
+        else Materialized.as_("b-store")
+    )
     if to_table:  # the table as a stream's changelog, through KStream.to_table
         table = b.stream(Topic.jsonl("B", "/unused"), key_type=str, value_type=str).to_table(mat)
     else:
         table = b.table(Topic.jsonl("B", "/unused"), key_type=str, value_type=str, materialized=mat)
     stream = b.stream(Topic.jsonl("A", "/unused"), key_type=str, value_type=str)
-    joined = Joined.with_grace_period(Joined(), timedelta(milliseconds=grace_ms)) if grace_ms else None
+    joined = (
+        Joined.with_grace_period(Joined(), timedelta(milliseconds=grace_ms)) if grace_ms else None
+    )
     join = stream.left_join if left else stream.join
-    join(table, lambda a, bv: f"({a},{bv})", joined, value_type=str).to(Topic.jsonl("out", "/unused"))
+    join(table, lambda a, bv: f"({a},{bv})", joined, value_type=str).to(
+        Topic.jsonl("out", "/unused")
+    )
     return b.build()
 
 
-def drive(spark: Any, app_id: str, topo: Any, batches: list[list[tuple[str, str | None, str | None, int]]]) -> list[str]:
+def drive(
+    spark: Any, app_id: str, topo: Any, batches: list[list[tuple[str, str | None, str | None, int]]]
+) -> list[str]:
     cfg = StreamsConfig(application_id=app_id, num_partitions=2)
     with TopologyTestDriver(topo, cfg, session=spark) as d:
         a = d.create_input_topic("A", key_type=str, value_type=str)
@@ -44,13 +60,23 @@ def drive(spark: Any, app_id: str, topo: Any, batches: list[list[tuple[str, str 
         return d.create_output_topic("out", key_type=str, value_type=str).read_values()
 
 
-SEED = [("B", "k", "b0", 0), ("A", "k", "a1", 1), ("B", "k", "b3", 3), ("A", "k", "a4", 4), ("A", "k", "a2", 2)]
+SEED = [
+    ("B", "k", "b0", 0),
+    ("A", "k", "a1", 1),
+    ("B", "k", "b3", 3),
+    ("A", "k", "a4", 4),
+    ("A", "k", "a2", 2),
+]
 
 
 @pytest.mark.parametrize("to_table", [False, True], ids=["table", "stream-to-table"])
-def test_seed_motivating_example_joins_as_of_the_stream_time(spark: Any, app_id: str, to_table: bool) -> None:
+def test_seed_motivating_example_joins_as_of_the_stream_time(
+    spark: Any, app_id: str, to_table: bool
+) -> None:
     # one record per micro-batch, as the seed tells it
-    out = drive(spark, app_id, topology(versioned=True, left=False, to_table=to_table), [[r] for r in SEED])
+    out = drive(
+        spark, app_id, topology(versioned=True, left=False, to_table=to_table), [[r] for r in SEED]
+    )
     assert out == ["(a1,b0)", "(a4,b3)", "(a2,b0)"]
 
 
@@ -85,7 +111,9 @@ def test_history_retention(spark: Any, app_id: str) -> None:
     ]
     inner = drive(spark, app_id, topology(versioned=True, left=False, retention_ms=10_000), batches)
     assert inner == ["(a45,old)"]
-    left = drive(spark, app_id + "l", topology(versioned=True, left=True, retention_ms=10_000), batches)
+    left = drive(
+        spark, app_id + "l", topology(versioned=True, left=True, retention_ms=10_000), batches
+    )
     assert left == ["(a5,None)", "(a45,old)"]
 
 
@@ -96,17 +124,32 @@ def test_grace_period_buffers_stream_records(spark: Any, app_id: str) -> None:
         [("B", "k", "b100", 100)],  # stream time passes 10 + grace: a10 is emitted
         [("A", "k", "a1", 1)],  # already beyond grace: joined at once
     ]
-    out = drive(spark, app_id, topology(versioned=True, left=False, retention_ms=1_000, grace_ms=50), batches)
+    out = drive(
+        spark,
+        app_id,
+        topology(versioned=True, left=False, retention_ms=1_000, grace_ms=50),
+        batches,
+    )
     assert out == ["(a10,b5)", "(a1,b0)"]
 
 
-def test_interactive_queries_read_the_versioned_store_from_the_checkpoint(spark: Any, app_id: str) -> None:
+def test_interactive_queries_read_the_versioned_store_from_the_checkpoint(
+    spark: Any, app_id: str
+) -> None:
     from kspark.errors import StoreError
 
     cfg = StreamsConfig(application_id=app_id, num_partitions=2)
-    with TopologyTestDriver(topology(versioned=True, left=True, retention_ms=100), cfg, session=spark) as d:
+    with TopologyTestDriver(
+        topology(versioned=True, left=True, retention_ms=100), cfg, session=spark
+    ) as d:
         bt = d.create_input_topic("B", key_type=str, value_type=str)
-        for k, v, ts in [("k", "v10", 10), ("k", "v20", 20), ("k", None, 30), ("k", "v40", 40), ("j", "j5", 5)]:
+        for k, v, ts in [
+            ("k", "v10", 10),
+            ("k", "v20", 20),
+            ("k", None, 30),
+            ("k", "v40", 40),
+            ("j", "j5", 5),
+        ]:
             bt.pipe_input(k, v, timestamp=ts)
         d.process()
         store = d.store("b-store")
@@ -116,7 +159,11 @@ def test_interactive_queries_read_the_versioned_store_from_the_checkpoint(spark:
         assert store.get("k", as_of=35) is None  # deleted as of 30
         assert store.get("k", as_of=9) is None  # before the first version
         assert store.get("absent") is None
-        assert [tuple(v) for v in store.versions("k", 12, 45)] == [("v10", 10, 20), ("v20", 20, 30), ("v40", 40, None)]
+        assert [tuple(v) for v in store.versions("k", 12, 45)] == [
+            ("v10", 10, 20),
+            ("v20", 20, 30),
+            ("v40", 40, None),
+        ]
         assert store.approximate_num_entries() == 2
         # observed stream time 40, retention 100: everything is in retention; move past it
         # (stream time is per task, so advance it with the same key)
@@ -132,7 +179,9 @@ def test_interactive_queries_read_the_versioned_store_from_the_checkpoint(spark:
 
 def test_store_replica_refreshes_from_the_change_feed(spark: Any, app_id: str) -> None:
     cfg = StreamsConfig(application_id=app_id, num_partitions=2)
-    with TopologyTestDriver(topology(versioned=True, left=True, retention_ms=1_000), cfg, session=spark) as d:
+    with TopologyTestDriver(
+        topology(versioned=True, left=True, retention_ms=1_000), cfg, session=spark
+    ) as d:
         bt = d.create_input_topic("B", key_type=str, value_type=str)
         for k, v, ts in [("k", "v10", 10), ("j", "j5", 5)]:
             bt.pipe_input(k, v, timestamp=ts)
@@ -150,7 +199,9 @@ def test_store_replica_refreshes_from_the_change_feed(spark: Any, app_id: str) -
         assert 1 <= changed <= 2 and replica.as_of_batch == first + 1
         assert replica.get("k") == ("v20", 20) and replica.get("k", as_of=15) == ("v10", 10)
         assert replica.get("n") == ("n30", 30) and replica.get("j") == ("j5", 5)
-        assert replica.approximate_num_entries() == d.store("b-store").approximate_num_entries() == 3
+        assert (
+            replica.approximate_num_entries() == d.store("b-store").approximate_num_entries() == 3
+        )
 
 
 def test_latest_value_store_answers_get_but_not_as_of(spark: Any, app_id: str) -> None:
@@ -168,7 +219,9 @@ def test_latest_value_store_answers_get_but_not_as_of(spark: Any, app_id: str) -
             store.get("k", as_of=1)
 
 
-def _reference_join(batches: list[list[tuple[str, str | None, str | None, int]]], retention: int, left: bool) -> list[str]:
+def _reference_join(
+    batches: list[list[tuple[str, str | None, str | None, int]]], retention: int, left: bool
+) -> list[str]:
     """What the join must output: records merged per micro-batch as the operator takes them
     (offset order per topic, the smaller head timestamp first across topics), then looked
     up in a brute-force versioned store."""
@@ -178,7 +231,10 @@ def _reference_join(batches: list[list[tuple[str, str | None, str | None, int]]]
     out: list[str] = []
     seq = 0
     for batch in batches:
-        queues: dict[str, list[tuple[int, int, tuple[str, str | None, str | None, int]]]] = {"A": [], "B": []}
+        queues: dict[str, list[tuple[int, int, tuple[str, str | None, str | None, int]]]] = {
+            "A": [],
+            "B": [],
+        }
         for r in batch:
             seq += 1
             queues[r[0]].append((r[3], seq, r))
@@ -206,7 +262,10 @@ def _reference_join(batches: list[list[tuple[str, str | None, str | None, int]]]
 
 
 _record = st.tuples(
-    st.sampled_from(["A", "B"]), st.sampled_from(["k", "j", None]), st.sampled_from(["x", "y", None]), st.integers(0, 40),
+    st.sampled_from(["A", "B"]),
+    st.sampled_from(["k", "j", None]),
+    st.sampled_from(["x", "y", None]),
+    st.integers(0, 40),
 )
 
 
@@ -225,7 +284,9 @@ def test_versioned_join_matches_the_reference_for_any_batch_split(
     bounds = [0, *sorted(c for c in cuts if c < len(records)), len(records)]
     batches = [records[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     cfg = StreamsConfig(application_id=f"prop-{uuid.uuid4().hex[:8]}", num_partitions=1)
-    with TopologyTestDriver(topology(versioned=True, left=left, retention_ms=retention), cfg, session=spark) as d:
+    with TopologyTestDriver(
+        topology(versioned=True, left=left, retention_ms=retention), cfg, session=spark
+    ) as d:
         a = d.create_input_topic("A", key_type=str, value_type=str)
         bt = d.create_input_topic("B", key_type=str, value_type=str)
         for batch in batches:

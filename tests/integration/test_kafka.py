@@ -66,13 +66,15 @@ def topology(bootstrap: str, names: dict[str, str]) -> Any:
     b = StreamsBuilder()
     rates = b.table(
         Topic.kafka(names["rates"], bootstrap_servers=bootstrap, startingOffsets="earliest"),
-        key_type=str, value_type=Rate,
+        key_type=str,
+        value_type=Rate,
         materialized=Materialized.as_versioned("rates", timedelta(days=1)),
     )
     (
         b.stream(
             Topic.kafka(names["payments"], bootstrap_servers=bootstrap, startingOffsets="earliest"),
-            key_type=str, value_type=Payment,
+            key_type=str,
+            value_type=Payment,
         )
         .deduplicate_by_key_value(lambda k, p: p.id, timedelta(minutes=10))
         .left_join(rates, convert, value_type=str)
@@ -81,23 +83,47 @@ def topology(bootstrap: str, names: dict[str, str]) -> Any:
     return b.build()
 
 
-def test_dedup_temporal_join_to_kafka_and_restart(spark: Any, broker: Broker, tmp_path: Any) -> None:
+def test_dedup_temporal_join_to_kafka_and_restart(
+    spark: Any, broker: Broker, tmp_path: Any
+) -> None:
     suffix = uuid.uuid4().hex[:6]
     names = {k: f"{k}-{suffix}" for k in ("payments", "rates", "out")}
     for t in names.values():
         create_topic(broker.bootstrap, t, partitions=2)
-    produce(broker.bootstrap, names["rates"], [
-        (b"EUR", _j({"rate": 1.0}), None, None, 1_000),
-        (b"EUR", _j({"rate": 2.0}), None, None, 5_000),
-    ])
-    produce(broker.bootstrap, names["payments"], [
-        (b"EUR", _j({"id": "p1", "amount": 10.0, "currency": "EUR"}), [("trace", b"t1")], None, 2_000),
-        (b"EUR", _j({"id": "p1", "amount": 10.0, "currency": "EUR"}), None, None, 2_500),  # duplicate
-        (b"EUR", _j({"id": "p2", "amount": 10.0, "currency": "EUR"}), None, None, 6_000),
-        (b"USD", _j({"id": "p3", "amount": 5.0, "currency": "USD"}), None, None, 6_000),
-    ])
+    produce(
+        broker.bootstrap,
+        names["rates"],
+        [
+            (b"EUR", _j({"rate": 1.0}), None, None, 1_000),
+            (b"EUR", _j({"rate": 2.0}), None, None, 5_000),
+        ],
+    )
+    produce(
+        broker.bootstrap,
+        names["payments"],
+        [
+            (
+                b"EUR",
+                _j({"id": "p1", "amount": 10.0, "currency": "EUR"}),
+                [("trace", b"t1")],
+                None,
+                2_000,
+            ),
+            (
+                b"EUR",
+                _j({"id": "p1", "amount": 10.0, "currency": "EUR"}),
+                None,
+                None,
+                2_500,
+            ),  # duplicate
+            (b"EUR", _j({"id": "p2", "amount": 10.0, "currency": "EUR"}), None, None, 6_000),
+            (b"USD", _j({"id": "p3", "amount": 5.0, "currency": "USD"}), None, None, 6_000),
+        ],
+    )
     cfg = StreamsConfig(
-        application_id=f"kafka-{suffix}", checkpoint_dir=str(tmp_path / "chk"), num_partitions=2,
+        application_id=f"kafka-{suffix}",
+        checkpoint_dir=str(tmp_path / "chk"),
+        num_partitions=2,
     )
     StreamsApp(topology(broker.bootstrap, names), cfg, session=spark).run_until_caught_up()
     out = consume_all(broker.bootstrap, names["out"])
@@ -109,34 +135,53 @@ def test_dedup_temporal_join_to_kafka_and_restart(spark: Any, broker: Broker, tm
     assert [(k, v) for k, v in p1["headers"] or []] == [("trace", b"t1")]
 
     # a restart from the checkpoint reads only what is new, and keeps the dedup store
-    produce(broker.bootstrap, names["payments"], [
-        (b"EUR", _j({"id": "p2", "amount": 10.0, "currency": "EUR"}), None, None, 6_100),  # dup
-        (b"EUR", _j({"id": "p4", "amount": 1.0, "currency": "EUR"}), None, None, 1_500),  # late: as of 1500
-    ])
+    produce(
+        broker.bootstrap,
+        names["payments"],
+        [
+            (b"EUR", _j({"id": "p2", "amount": 10.0, "currency": "EUR"}), None, None, 6_100),  # dup
+            (
+                b"EUR",
+                _j({"id": "p4", "amount": 1.0, "currency": "EUR"}),
+                None,
+                None,
+                1_500,
+            ),  # late: as of 1500
+        ],
+    )
     StreamsApp(topology(broker.bootstrap, names), cfg, session=spark).run_until_caught_up()
     values = sorted(r["value"].decode() for r in consume_all(broker.bootstrap, names["out"]))
     assert values == ["p1:10.0", "p2:20.0", "p3:None", "p4:1.0"]
 
 
-def test_bad_kafka_records_go_to_the_deserialization_handler(spark: Any, broker: Broker, tmp_path: Any) -> None:
+def test_bad_kafka_records_go_to_the_deserialization_handler(
+    spark: Any, broker: Broker, tmp_path: Any
+) -> None:
     suffix = uuid.uuid4().hex[:6]
     src, out = f"in-{suffix}", f"out-{suffix}"
     create_topic(broker.bootstrap, src, partitions=1)
     create_topic(broker.bootstrap, out, partitions=1)
-    produce(broker.bootstrap, src, [
-        (b"a", _j({"rate": 1.5}), None, None, 1),
-        (b"b", b"{not json", None, None, 2),
-        (b"c", _j({"rate": 2.5}), None, None, 3),
-    ])
+    produce(
+        broker.bootstrap,
+        src,
+        [
+            (b"a", _j({"rate": 1.5}), None, None, 1),
+            (b"b", b"{not json", None, None, 2),
+            (b"c", _j({"rate": 2.5}), None, None, 3),
+        ],
+    )
     b = StreamsBuilder()
     b.stream(
         Topic.kafka(src, bootstrap_servers=broker.bootstrap, startingOffsets="earliest"),
-        key_type=str, value_type=Rate,
+        key_type=str,
+        value_type=Rate,
     ).map_values(lambda r: r.rate * 2, value_type=float).to(
         Topic.kafka(out, bootstrap_servers=broker.bootstrap, **{"kafka.batch.num.messages": "1"})
     )
     cfg = StreamsConfig(
-        application_id=f"kbad-{suffix}", checkpoint_dir=str(tmp_path / "chk"), num_partitions=1,
+        application_id=f"kbad-{suffix}",
+        checkpoint_dir=str(tmp_path / "chk"),
+        num_partitions=1,
         deserialization_exception_handler=LogAndContinueDeserializationExceptionHandler,
         kafka_client="python",
     )

@@ -32,16 +32,20 @@ def two_sinks(base: str) -> Topology:
     b = StreamsBuilder()
     s = b.stream(Topic.jsonl("in", os.path.join(base, "in")), key_type=str, value_type=int)
     s.to(Topic.jsonl("all", os.path.join(base, "all")))
-    s.map_values(lambda v: v * 2, value_type=int).to(Topic.jsonl("doubled", os.path.join(base, "doubled")))
+    s.map_values(lambda v: v * 2, value_type=int).to(
+        Topic.jsonl("doubled", os.path.join(base, "doubled"))
+    )
     return b.build()
 
 
 def branches(base: str) -> Topology:
     b = StreamsBuilder()
     s = b.stream(Topic.jsonl("in", os.path.join(base, "in")), key_type=str, value_type=int)
-    parts = s.split(Named.as_("b-")).branch(
-        lambda k, v: v % 2 == 0, Branched.as_("even")
-    ).default_branch(Branched.as_("odd"))
+    parts = (
+        s.split(Named.as_("b-"))
+        .branch(lambda k, v: v % 2 == 0, Branched.as_("even"))
+        .default_branch(Branched.as_("odd"))
+    )
     parts["b-even"].to(Topic.jsonl("even", os.path.join(base, "even")))
     parts["b-odd"].to(Topic.jsonl("odd", os.path.join(base, "odd")))
     return b.build()

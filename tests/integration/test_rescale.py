@@ -32,14 +32,18 @@ def convert(amount: str, rate: str | None) -> str:
 def topology() -> Any:
     b = StreamsBuilder()
     rates = b.table(
-        Topic.jsonl("rates", "/unused"), key_type=str, value_type=str,
+        Topic.jsonl("rates", "/unused"),
+        key_type=str,
+        value_type=str,
         materialized=Materialized.as_versioned("rates", DAY),
     )
     (
         b.stream(Topic.jsonl("payments", "/unused"), key_type=str, value_type=str)
         # long interval and retention: the answers do not depend on stream time, which is
         # per task and so is not comparable across partitionings
-        .deduplicate_by_key_value(lambda k, v: v, DAY, Deduplicated.as_("dedup").with_store_name("seen"))
+        .deduplicate_by_key_value(
+            lambda k, v: v, DAY, Deduplicated.as_("dedup").with_store_name("seen")
+        )
         .left_join(rates, convert, value_type=str)
         .to(Topic.jsonl("out", "/unused"))
     )
@@ -65,9 +69,12 @@ def batches() -> list[list[tuple[str, str, str | None, int]]]:
     return out
 
 
-def run(spark: Any, app_id: str, rescales: dict[int, int]) -> tuple[list[Any], list[Any], list[Any]]:
+def run(
+    spark: Any, app_id: str, rescales: dict[int, int]
+) -> tuple[list[Any], list[Any], list[Any]]:
     cfg = StreamsConfig(
-        application_id=app_id, num_partitions=2,
+        application_id=app_id,
+        num_partitions=2,
         processing_exception_handler=DeadLetterQueueProcessingExceptionHandler(),
         dead_letter_queue_topic=Topic.jsonl("dlq", "/unused"),
     )
@@ -81,7 +88,10 @@ def run(spark: Any, app_id: str, rescales: dict[int, int]) -> tuple[list[Any], l
             for topic, key, value, ts in batch:
                 (pay if topic == "payments" else rates).pipe_input(key, value, timestamp=ts)
             d.process()
-        out = sorted((r.key, r.value, r.timestamp) for r in d.create_output_topic("out", key_type=str, value_type=str).read_records())
+        out = sorted(
+            (r.key, r.value, r.timestamp)
+            for r in d.create_output_topic("out", key_type=str, value_type=str).read_records()
+        )
         dead = sorted((r["key"], r["offset"] is not None) for r in d.dead_letter_topic().read_raw())
     return out, dead, reports
 
@@ -90,7 +100,9 @@ def test_rescale_round_trip_keeps_the_output(spark: Any, app_id: str) -> None:
     expected, expected_dead, _ = run(spark, app_id + "-ref", {})
     got, dead, reports = run(spark, app_id, {1: 4, 2: 1})
     # the reference is what the semantics say: one output per first-seen key, as of its time
-    assert expected == sorted((f"c{k}", f"p{n}-{k}@r{n}-{k}", n * 1000 + k * 10 + 5) for n in range(3) for k in range(12))
+    assert expected == sorted(
+        (f"c{k}", f"p{n}-{k}@r{n}-{k}", n * 1000 + k * 10 + 5) for n in range(3) for k in range(12)
+    )
     assert len(expected_dead) == 3
     assert got == expected
     assert dead == expected_dead
@@ -111,7 +123,9 @@ def test_rescale_refuses_what_it_cannot_do(spark: Any, app_id: str) -> None:
     with TopologyTestDriver(topology(), cfg, session=spark) as d:
         with pytest.raises(RescaleError, match="no committed micro-batch"):
             d.rescale(4)
-        d.create_input_topic("payments", key_type=str, value_type=str).pipe_input("a", "1", timestamp=1)
+        d.create_input_topic("payments", key_type=str, value_type=str).pipe_input(
+            "a", "1", timestamp=1
+        )
         d.process()
         with pytest.raises(RescaleError, match="already has 2 partitions"):
             d.rescale(2)
@@ -139,7 +153,12 @@ def topology():
 """
 
 
-def test_rescale_command(spark_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rescale_command(
+    spark_server: Any,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     import json
     import os
 
@@ -166,7 +185,21 @@ def test_rescale_command(spark_server: Any, tmp_path: Any, monkeypatch: pytest.M
     common = ["--remote", spark_server.url, "--app-id", "cli-rescale"]
     write("a", ["k1", "k2", "k3"])
     assert main(["run", "cli_rescale_app:topology", "--config", config(2), *common]) == 0
-    assert main(["rescale", "--app", "cli_rescale_app:topology", "--partitions", "3", "--config", config(2), *common]) == 0
+    assert (
+        main(
+            [
+                "rescale",
+                "--app",
+                "cli_rescale_app:topology",
+                "--partitions",
+                "3",
+                "--config",
+                config(2),
+                *common,
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "num_partitions=3" in out
     write("b", ["k1", "k4"])  # k1 is a duplicate only the moved state knows

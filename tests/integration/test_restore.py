@@ -38,14 +38,28 @@ def topology(base: str) -> Any:
     """Two stores: dedup ``seen`` feeding a left join with the versioned table ``rates``."""
     b = StreamsBuilder()
     rates = b.table(
-        Topic.jsonl("rates", os.path.join(base, "rates"), layout="value", key_field="k", timestamp_field="ts"),
-        key_type=str, value_type=Rate,
+        Topic.jsonl(
+            "rates",
+            os.path.join(base, "rates"),
+            layout="value",
+            key_field="k",
+            timestamp_field="ts",
+        ),
+        key_type=str,
+        value_type=Rate,
         materialized=Materialized.as_versioned("rates", timedelta(hours=1)),
     )
     (
         b.stream(
-            Topic.jsonl("events", os.path.join(base, "events"), layout="value", key_field="k", timestamp_field="ts"),
-            key_type=str, value_type=Ev,
+            Topic.jsonl(
+                "events",
+                os.path.join(base, "events"),
+                layout="value",
+                key_field="k",
+                timestamp_field="ts",
+            ),
+            key_type=str,
+            value_type=Ev,
         )
         .deduplicate_by_key(timedelta(hours=1), Deduplicated.as_("dedup").with_store_name("seen"))
         .left_join(rates, lambda e, r: e.n * (r.rate if r else -1.0), value_type=float)
@@ -87,11 +101,15 @@ def per_store(entries: dict[tuple[str, str], int]) -> tuple[dict[str, int], dict
     return dict(total), dict(tasks)
 
 
-def test_restart_reports_restoring_then_running_and_the_restored_entries(spark: Any, app_id: str) -> None:
+def test_restart_reports_restoring_then_running_and_the_restored_entries(
+    spark: Any, app_id: str
+) -> None:
     with tempfile.TemporaryDirectory() as base:
         write(base, "events", "1.jsonl", [Ev(f"k{i}", i, 1000 * i) for i in range(40)])
         write(base, "rates", "1.jsonl", [Rate(f"k{i}", 1 + i / 10, 10 * i) for i in range(10)])
-        cfg = StreamsConfig(application_id=app_id, checkpoint_dir=os.path.join(base, "chk"), num_partitions=2)
+        cfg = StreamsConfig(
+            application_id=app_id, checkpoint_dir=os.path.join(base, "chk"), num_partitions=2
+        )
 
         fresh = StreamsApp(topology(base), cfg, session=spark)
         seen_fresh: list[tuple[State, State]] = []
@@ -113,7 +131,8 @@ def test_restart_reports_restoring_then_running_and_the_restored_entries(spark: 
         report = app.run_until_caught_up()
         assert report.batches == 1
         assert seen == [
-            (State.CREATED, State.RESTORING), (State.RESTORING, State.RUNNING),
+            (State.CREATED, State.RESTORING),
+            (State.RESTORING, State.RUNNING),
             (State.RUNNING, State.NOT_RUNNING),
         ]
         restores = {r.store: r for r in app.restores()}
@@ -125,7 +144,8 @@ def test_restart_reports_restoring_then_running_and_the_restored_entries(spark: 
             assert r.batch_id == 1 and r.state_rows >= tasks[store]
             assert r.seconds >= 0 and r.batch_seconds > 0
         assert listener.calls == [
-            call for r in app.restores()
+            call
+            for r in app.restores()
             for call in (("start", r.store, 1), ("end", r.store, r.rows))
         ]
         assert listener.reports == app.restores()

@@ -38,9 +38,11 @@ def test_workers_cannot_import_our_packages(spark: Any, request: pytest.FixtureR
         spark.range(1).write.parquet(path)
         df = spark.readStream.schema("id long").parquet(path).mapInArrow(_probe, "r string")
         q = (
-            df.writeStream.format("memory").queryName("probe_imports")
+            df.writeStream.format("memory")
+            .queryName("probe_imports")
             .option("checkpointLocation", os.path.join(tmp, "chk"))
-            .trigger(availableNow=True).start()
+            .trigger(availableNow=True)
+            .start()
         )
         q.awaitTermination()
         (row,) = spark.sql("select r from probe_imports").collect()

@@ -35,9 +35,11 @@ def test_operator_chain_and_branches(spark: Any, app_id: str) -> None:
     orders.map(lambda k, v: (v.id, v.qty), key_type=str, value_type=int).select_key(
         lambda k, v: k.upper(), key_type=str
     ).to(Topic.jsonl("by-id", "/unused"))
-    branches = orders.split(Named.as_("b-")).branch(
-        lambda k, v: "urgent" in v.tags, Branched.as_("urgent")
-    ).default_branch(Branched.as_("rest"))
+    branches = (
+        orders.split(Named.as_("b-"))
+        .branch(lambda k, v: "urgent" in v.tags, Branched.as_("urgent"))
+        .default_branch(Branched.as_("rest"))
+    )
     branches["b-urgent"].merge(branches["b-rest"].filter(lambda k, v: v.qty == 1)).to(
         Topic.jsonl("merged", "/unused")
     )

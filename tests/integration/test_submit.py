@@ -28,6 +28,7 @@ pytestmark = pytest.mark.spark
 
 DEADLINE = 300.0  # seconds; generous for a 2-core machine, never a timing assertion
 
+
 def _pythonpath() -> str:
     # the code under test, wherever it is checked out
     roots = [os.path.dirname(os.path.dirname(p)) for p in (kspark.__file__, kspark_server.__file__)]
@@ -47,8 +48,12 @@ class Cli:
         if home is not None:
             env["KSPARK_HOME"] = str(home)
         return subprocess.run(
-            [sys.executable, "-m", "kspark.cli", *args], cwd=self.cwd, env=env,
-            capture_output=True, text=True, timeout=DEADLINE,
+            [sys.executable, "-m", "kspark.cli", *args],
+            cwd=self.cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
         )
 
     def json(self, *args: str) -> dict[str, Any]:
@@ -74,7 +79,10 @@ def write_events(directory: Path, name: str, start: int, count: int) -> None:
     tmp = directory / f".{name}"
     with open(tmp, "w") as f:
         for i in range(start, start + count):
-            f.write(json.dumps({"id": f"e{i}", "user": f"u{i % 3}", "text": f"hi {i}", "ts": 1000 * i}) + "\n")
+            f.write(
+                json.dumps({"id": f"e{i}", "user": f"u{i % 3}", "text": f"hi {i}", "ts": 1000 * i})
+                + "\n"
+            )
     os.replace(tmp, directory / name)  # the file source must never see a partial file
 
 
@@ -95,18 +103,32 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, str, Path]]:
     yield root, pkg, data
 
 
-def test_submit_status_stop(spark_url: str, app_id: str, project: tuple[Path, str, Path], tmp_path: Path) -> None:
+def test_submit_status_stop(
+    spark_url: str, app_id: str, project: tuple[Path, str, Path], tmp_path: Path
+) -> None:
     root, pkg, data = project
     config = tmp_path / "app.json"
-    config.write_text(json.dumps({
-        "checkpoint_dir": str(data / "chk"), "num_partitions": 2, "trigger_interval": 1,
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "checkpoint_dir": str(data / "chk"),
+                "num_partitions": 2,
+                "trigger_interval": 1,
+            }
+        )
+    )
     cli = Cli(root, tmp_path / "home")
     write_events(data / "in", "a.jsonl", 0, 20)
 
     handle = cli.json(
-        "submit", f"{pkg}.topo:build", "--remote", spark_url, "--config", str(config),
-        "--app-id", app_id,
+        "submit",
+        f"{pkg}.topo:build",
+        "--remote",
+        spark_url,
+        "--config",
+        str(config),
+        "--app-id",
+        app_id,
     )
     try:
         # the submitting process has exited; the app is still there
@@ -114,7 +136,9 @@ def test_submit_status_stop(spark_url: str, app_id: str, project: tuple[Path, st
         assert pkg in handle["modules"]  # the package, not only the topology's module
         assert "token" not in handle["remote"]
         assert handle["checkpoint"] == str(data / "chk" / "query")
-        assert [(o["name"], o["location"]) for o in handle["outputs"]] == [("shouts", str(data / "out"))]
+        assert [(o["name"], o["location"]) for o in handle["outputs"]] == [
+            ("shouts", str(data / "out"))
+        ]
         assert os.path.exists(tmp_path / "home" / "apps" / f"{app_id}.json")
 
         def processed(n: int) -> Callable[[], dict[str, Any]]:
@@ -134,12 +158,33 @@ def test_submit_status_stop(spark_url: str, app_id: str, project: tuple[Path, st
         poll("the second file", processed(30))
 
         # a second submit of the same app is refused: from this client's handle ...
-        again = cli("submit", f"{pkg}.topo:build", "--remote", spark_url, "--config", str(config),
-                    "--app-id", app_id, "--wait", "0")
+        again = cli(
+            "submit",
+            f"{pkg}.topo:build",
+            "--remote",
+            spark_url,
+            "--config",
+            str(config),
+            "--app-id",
+            app_id,
+            "--wait",
+            "0",
+        )
         assert again.returncode == 1 and "KSPARK_APP_ALREADY_RUNNING" in again.stderr, again.stderr
         # ... and, with no handle (another client), by the server: the checkpoint is in use
-        elsewhere = cli("submit", f"{pkg}.topo:build", "--remote", spark_url, "--config", str(config),
-                        "--app-id", app_id, "--wait", "0", home=tmp_path / "other-home")
+        elsewhere = cli(
+            "submit",
+            f"{pkg}.topo:build",
+            "--remote",
+            spark_url,
+            "--config",
+            str(config),
+            "--app-id",
+            app_id,
+            "--wait",
+            "0",
+            home=tmp_path / "other-home",
+        )
         assert elsewhere.returncode == 1, elsewhere.stderr
         assert "KSPARK_APP_ALREADY_RUNNING" in elsewhere.stderr, elsewhere.stderr
         assert cli.json("status", "--app-id", app_id, "--remote", spark_url)["state"] == "RUNNING"

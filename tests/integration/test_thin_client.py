@@ -44,12 +44,27 @@ def thin_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     python = str(env_dir / "bin" / "python")
     site = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     pip = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-input",
-         "--disable-pip-version-check", "--no-deps", "--target", site, PYSPARK_CLIENT],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-input",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--target",
+            site,
+            PYSPARK_CLIENT,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     if pip.returncode != 0:
         pytest.fail(f"pip could not install {PYSPARK_CLIENT}:\n{pip.stdout}\n{pip.stderr}")
@@ -60,23 +75,34 @@ def thin_python(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def run_thin(
-    python: str, args: list[str], cwd: Path, *, env: dict[str, str] | None = None,
+    python: str,
+    args: list[str],
+    cwd: Path,
+    *,
+    env: dict[str, str] | None = None,
     check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python args`` in the thin venv, with this checkout's kspark and no Spark env."""
     full_env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if not k.startswith(("SPARK_", "PYSPARK_", "KSPARK_"))
         and k not in ("VIRTUAL_ENV", "PYTHONHOME")
     }
     full_env["PYTHONPATH"] = os.pathsep.join([str(REPO / "sdk"), str(REPO / "server_plugin")])
     full_env.update(env or {})
     proc = subprocess.run(
-        [python, "-W", "ignore", *args], cwd=cwd, env=full_env, capture_output=True, text=True,
+        [python, "-W", "ignore", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
         timeout=600,
     )
     if check:
-        assert proc.returncode == 0, f"thin client failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        assert proc.returncode == 0, (
+            f"thin client failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
     return proc
 
 
@@ -149,7 +175,9 @@ PAYMENTS = [
 ]
 
 
-def test_thin_client_builds_compiles_and_runs_an_app(thin_python: str, spark_url: str, tmp_path: Path) -> None:
+def test_thin_client_builds_compiles_and_runs_an_app(
+    thin_python: str, spark_url: str, tmp_path: Path
+) -> None:
     os.makedirs(tmp_path / "in")
     with open(tmp_path / "in" / "part-0.jsonl", "w") as f:
         for pid, account, cents, ts in PAYMENTS:
@@ -182,10 +210,14 @@ def test_thin_client_builds_compiles_and_runs_an_app(thin_python: str, spark_url
     assert got == [("ann", 20), ("ann", 50), ("bob", 70), ("bob", 70)]
 
 
-def test_thin_client_connects_from_python_dash_c(thin_python: str, spark_url: str, tmp_path: Path) -> None:
+def test_thin_client_connects_from_python_dash_c(
+    thin_python: str, spark_url: str, tmp_path: Path
+) -> None:
     # pyspark-client takes `python -c` for a doctest run and exits without a SPARK_HOME;
     # kspark.connect works around it
-    code = "import kspark; print('COUNT', kspark.connect(__import__('sys').argv[1]).range(7).count())"
+    code = (
+        "import kspark; print('COUNT', kspark.connect(__import__('sys').argv[1]).range(7).count())"
+    )
     proc = run_thin(thin_python, ["-c", code, spark_url], tmp_path)
     assert "COUNT 7" in proc.stdout
 
@@ -206,7 +238,10 @@ def test_thin_client_submits_an_app_that_outlives_it(
     (data / "in").mkdir(parents=True)
     with open(data / "in" / "a.jsonl", "w") as f:
         for i in range(12):
-            f.write(json.dumps({"id": f"e{i}", "user": f"u{i % 3}", "text": f"hi {i}", "ts": 1000 * i}) + "\n")
+            f.write(
+                json.dumps({"id": f"e{i}", "user": f"u{i % 3}", "text": f"hi {i}", "ts": 1000 * i})
+                + "\n"
+            )
     config = tmp_path / "app.json"
     config.write_text(json.dumps({"checkpoint_dir": str(data / "chk"), "num_partitions": 2}))
     env = {"KSPARK_HOME": str(home)}
@@ -216,8 +251,16 @@ def test_thin_client_submits_an_app_that_outlives_it(
         out: dict[str, Any] = json.loads(proc.stdout)
         return out
 
-    handle = cli("submit", f"{pkg}.topo:build", "--remote", spark_url, "--config", str(config),
-                 "--app-id", app_id)
+    handle = cli(
+        "submit",
+        f"{pkg}.topo:build",
+        "--remote",
+        spark_url,
+        "--config",
+        str(config),
+        "--app-id",
+        app_id,
+    )
     try:
         assert handle["app_id"] == app_id and pkg in handle["modules"]
         assert (home / "apps" / f"{app_id}.json").exists()
@@ -236,7 +279,9 @@ def test_thin_client_submits_an_app_that_outlives_it(
         from kspark.runtime import submit as remote
 
         apps = home / "apps"
-        if (apps / f"{app_id}.json").exists() and remote.load_handle(app_id, str(apps)).final is None:
+        if (apps / f"{app_id}.json").exists() and remote.load_handle(
+            app_id, str(apps)
+        ).final is None:
             remote.stop(handle=str(apps / f"{app_id}.json"), remote=spark_url)
 
     rows = []

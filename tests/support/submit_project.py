@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-TOPOLOGY = '''
+TOPOLOGY = """
 from __future__ import annotations
 
 import dataclasses
@@ -34,12 +34,12 @@ def build():
         .to(Topic.jsonl("shouts", {out!r}))
     )
     return b.build()
-'''
+"""
 
-HELPERS = '''
+HELPERS = """
 def shout(text: str) -> str:
     return text.upper() + "!"
-'''
+"""
 
 
 def write_project(root: Path, pkg: str, data: Path) -> None:

@@ -39,7 +39,9 @@ pairs = payments.map(lambda k, p: (p.id, int(p.amount)))
 assert_type(pairs, KStream[str, int])
 
 rates = b.table(
-    Topic.jsonl("rates", "/r"), key_type=str, value_type=Rate,
+    Topic.jsonl("rates", "/r"),
+    key_type=str,
+    value_type=Rate,
     materialized=Materialized.as_versioned("rates", timedelta(hours=1)),
 )
 assert_type(rates, KTable[str, Rate])

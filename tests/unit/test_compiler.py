@@ -44,7 +44,12 @@ def test_stateless_steps_fuse_into_one_python_pass() -> None:
     out = compile_topology(b.build(), CFG)
     (chain,) = _chains(out)
     assert [s["op"] for s in chain.spec["steps"]] == [
-        "filter", "map_values", "flat_map_values", "select_key", "peek", "map_values",
+        "filter",
+        "map_values",
+        "flat_map_values",
+        "select_key",
+        "peek",
+        "map_values",
     ]
     assert chain.spec["output"]["value"] == {"t": "prim", "spark": "double"}
 
@@ -88,11 +93,15 @@ def test_unknown_output_type_names_the_processor_and_the_fix() -> None:
 def test_versioned_join_spec() -> None:
     b = StreamsBuilder()
     rates = b.table(
-        Topic.jsonl("rates", "/tmp/r"), key_type=str, value_type=float,
+        Topic.jsonl("rates", "/tmp/r"),
+        key_type=str,
+        value_type=float,
         materialized=Materialized.as_versioned("rates", timedelta(hours=2)),
     )
     s = b.stream(Topic.jsonl("payments", "/tmp/p"), key_type=str, value_type=Payment)
-    s.left_join(rates, lambda p, r: p.amount * (r or 1.0), value_type=float).to(Topic.parquet("o", "/tmp/o"))
+    s.left_join(rates, lambda p, r: p.amount * (r or 1.0), value_type=float).to(
+        Topic.parquet("o", "/tmp/o")
+    )
     out = compile_topology(b.build(), CFG)
     join = next(s for s in out.stages() if isinstance(s, st.Stateful))
     assert join.spec["versioned"] and join.spec["left"]
@@ -103,13 +112,15 @@ def test_kafka_topics_compile_to_the_kafka_format_with_the_envelope() -> None:
     b = StreamsBuilder()
     b.stream(
         Topic.kafka("payments", bootstrap_servers="broker:9092", startingOffsets="earliest"),
-        key_type=str, value_type=Payment,
+        key_type=str,
+        value_type=Payment,
     ).to(Topic.kafka("out", bootstrap_servers="broker:9092"))
     out = compile_topology(b.build(), CFG)
     (read,) = [s for s in out.stages() if isinstance(s, st.Read)]
     assert read.topic.format == "kafka" and read.read_schema is None
     assert read.topic.option_dict() == {
-        "kafka.bootstrap.servers": "broker:9092", "startingOffsets": "earliest",
+        "kafka.bootstrap.servers": "broker:9092",
+        "startingOffsets": "earliest",
     }
     sink = out.writer_spec["sinks"][0]["topic"]
     assert sink["format"] == "kafka" and sink["name"] == "out"
@@ -119,7 +130,8 @@ def test_value_layout_reads_with_the_value_schema() -> None:
     b = StreamsBuilder()
     b.stream(
         Topic.jsonl("payments", "/tmp/p", layout="value", key_field="id"),
-        key_type=str, value_type=Payment,
+        key_type=str,
+        value_type=Payment,
     ).to(Topic.parquet("out", "/tmp/out"))
     (read,) = [s for s in compile_topology(b.build(), CFG).stages() if isinstance(s, st.Read)]
     assert read.read_schema is not None
@@ -146,7 +158,9 @@ def test_dlq_handler_needs_a_dlq_topic() -> None:
     from kspark.errors import DeadLetterQueueProcessingExceptionHandler
 
     b = StreamsBuilder()
-    b.stream(Topic.jsonl("payments", "/tmp/p"), key_type=str, value_type=Payment).to(Topic.parquet("o", "/tmp/o"))
+    b.stream(Topic.jsonl("payments", "/tmp/p"), key_type=str, value_type=Payment).to(
+        Topic.parquet("o", "/tmp/o")
+    )
     cfg = CFG.with_(processing_exception_handler=DeadLetterQueueProcessingExceptionHandler)
     with pytest.raises(ConfigError, match="dead_letter_queue_topic"):
         compile_topology(b.build(), cfg)
@@ -154,9 +168,13 @@ def test_dlq_handler_needs_a_dlq_topic() -> None:
 
 def test_driver_rewires_topics_without_changing_names() -> None:
     b = StreamsBuilder()
-    b.stream(Topic.jsonl("payments", "/tmp/p"), key_type=str, value_type=Payment).to(Topic.jsonl("o", "/tmp/o"))
+    b.stream(Topic.jsonl("payments", "/tmp/p"), key_type=str, value_type=Payment).to(
+        Topic.jsonl("o", "/tmp/o")
+    )
     topo = b.build()
-    rewired: Topology = topo.with_topics(lambda t, role: Topic.parquet(t.name, f"/elsewhere/{t.name}"))
+    rewired: Topology = topo.with_topics(
+        lambda t, role: Topic.parquet(t.name, f"/elsewhere/{t.name}")
+    )
     assert [x.name for x in rewired.nodes()] == [x.name for x in topo.nodes()]
     assert {s.topic.path for s in rewired.sources()} == {"/elsewhere/payments"}
 

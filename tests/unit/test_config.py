@@ -68,8 +68,12 @@ def test_state_store_conf() -> None:
     assert conf["spark.sql.streaming.stateStore.rocksdb.compactOnCommit"] == "false"
     assert "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage" not in conf
     cfg = StreamsConfig.from_mapping(
-        {"application_id": "a", "state_maintenance_interval": 5, "state_memory_mb": 256,
-         "state_changelog_checkpointing": False}
+        {
+            "application_id": "a",
+            "state_maintenance_interval": 5,
+            "state_memory_mb": 256,
+            "state_changelog_checkpointing": False,
+        }
     )
     conf = dict(state_store_conf(cfg))
     assert conf["spark.sql.streaming.stateStore.maintenanceInterval"] == "5000ms"

@@ -36,15 +36,21 @@ def test_pyspark_and_pyspark_client_in_one_directory_warn(monkeypatch: pytest.Mo
     assert _deps.pyspark_distribution() == "pyspark-client"
 
 
-def test_pyspark_client_elsewhere_on_the_path_does_not_warn(monkeypatch: pytest.MonkeyPatch, recwarn: Any) -> None:
+def test_pyspark_client_elsewhere_on_the_path_does_not_warn(
+    monkeypatch: pytest.MonkeyPatch, recwarn: Any
+) -> None:
     home = _deps._pyspark_dir()
-    monkeypatch.setattr(_deps, "_owner_dirs", lambda: {"pyspark": home, "pyspark-client": "/elsewhere/pyspark"})
+    monkeypatch.setattr(
+        _deps, "_owner_dirs", lambda: {"pyspark": home, "pyspark-client": "/elsewhere/pyspark"}
+    )
     _deps.check_pyspark()
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
     assert _deps.pyspark_distribution() == "pyspark"
 
 
-def test_embedded_server_without_jars_names_kspark_local(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_embedded_server_without_jars_names_kspark_local(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # a SPARK_HOME without bin/spark-submit and jars/, as pyspark-client's directory is
     os.makedirs(tmp_path / "sql")
     monkeypatch.setenv("SPARK_HOME", str(tmp_path))

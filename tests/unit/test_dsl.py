@@ -62,12 +62,16 @@ def test_generated_names_follow_kafka_streams_and_are_deterministic() -> None:
         )
         return [node.name for node in b.build().nodes()]
 
-    assert build() == build() == [
-        "KSTREAM-SOURCE-0000000000",
-        "KSTREAM-FILTER-0000000001",
-        "KSTREAM-MAPVALUES-0000000002",
-        "KSTREAM-SINK-0000000003",
-    ]
+    assert (
+        build()
+        == build()
+        == [
+            "KSTREAM-SOURCE-0000000000",
+            "KSTREAM-FILTER-0000000001",
+            "KSTREAM-MAPVALUES-0000000002",
+            "KSTREAM-SINK-0000000003",
+        ]
+    )
 
 
 def test_named_processor_and_duplicate_names_are_rejected() -> None:
@@ -105,7 +109,11 @@ def test_type_mapping_of_records_and_containers() -> None:
     desc = describe_type(Rate)
     spark = desc.spark_json()
     assert [f["name"] for f in spark["fields"]] == ["currency", "rate", "history", "note"]
-    assert spark["fields"][2]["type"] == {"type": "array", "elementType": "double", "containsNull": True}
+    assert spark["fields"][2]["type"] == {
+        "type": "array",
+        "elementType": "double",
+        "containsNull": True,
+    }
     with pytest.raises(TypeMappingError):
         describe_type(set[int])
     with pytest.raises(TypeMappingError):
@@ -134,12 +142,21 @@ def test_grace_period_needs_a_versioned_table() -> None:
     s = b.stream(Topic.jsonl("payments", "/tmp/p"), key_type=str, value_type=Payment)
     t = b.table(Topic.jsonl("rates", "/tmp/r"), key_type=str, value_type=float)
     with pytest.raises(InvalidTopologyError, match="versioned"):
-        s.join(t, lambda v, r: v.amount * r, Joined.as_("j").with_grace_period(timedelta(seconds=1)))
+        s.join(
+            t, lambda v, r: v.amount * r, Joined.as_("j").with_grace_period(timedelta(seconds=1))
+        )
     vt = b.table(
-        Topic.jsonl("rates2", "/tmp/r2"), key_type=str, value_type=float,
+        Topic.jsonl("rates2", "/tmp/r2"),
+        key_type=str,
+        value_type=float,
         materialized=Materialized.as_versioned("rates-v", timedelta(hours=1)),
     )
-    j = s.join(vt, lambda v, r: v.amount * r, Joined.with_grace_period(Joined(), timedelta(seconds=1)), value_type=float)
+    j = s.join(
+        vt,
+        lambda v, r: v.amount * r,
+        Joined.with_grace_period(Joined(), timedelta(seconds=1)),
+        value_type=float,
+    )
     assert isinstance(j.node, n.StreamTableJoin) and j.node.versioned and j.node.grace_ms == 1000
 
 
@@ -158,9 +175,12 @@ def test_option_objects_are_frozen_and_return_copies() -> None:
 def test_split_branches_are_named_like_kafka_streams() -> None:
     b = StreamsBuilder()
     s = b.stream(Topic.jsonl("payments", "/tmp/p"), key_type=str, value_type=Payment)
-    branches = s.split(Named.as_("pay-")).branch(lambda k, v: v.amount < 0, Branched.as_("refunds")).branch(
-        lambda k, v: v.amount > 1000
-    ).default_branch()
+    branches = (
+        s.split(Named.as_("pay-"))
+        .branch(lambda k, v: v.amount < 0, Branched.as_("refunds"))
+        .branch(lambda k, v: v.amount > 1000)
+        .default_branch()
+    )
     assert sorted(branches) == ["pay-0", "pay-2", "pay-refunds"]
 
 
@@ -216,10 +236,22 @@ def test_to_table_makes_a_table_of_a_stream() -> None:
         Named.as_("rates-table"), Materialized.as_versioned("rates", timedelta(hours=1))
     )
     assert versioned.name == "rates-table" and versioned.store_name == "rates"
-    assert isinstance(versioned.node, n.ToTable) and versioned.node.history_retention_ms == 3_600_000
-    j = s.join(versioned, lambda p, r: p.amount * r, Joined.as_("j").with_grace_period(timedelta(seconds=1)))
-    assert isinstance(j.node, n.StreamTableJoin) and j.node.versioned and j.node.store_name == "rates"
+    assert (
+        isinstance(versioned.node, n.ToTable) and versioned.node.history_retention_ms == 3_600_000
+    )
+    j = s.join(
+        versioned,
+        lambda p, r: p.amount * r,
+        Joined.as_("j").with_grace_period(timedelta(seconds=1)),
+    )
+    assert (
+        isinstance(j.node, n.StreamTableJoin) and j.node.versioned and j.node.store_name == "rates"
+    )
     with pytest.raises(InvalidTopologyError, match="versioned"):
-        s.join(plain, lambda p, r: p.amount * r, Joined.as_("j2").with_grace_period(timedelta(seconds=1)))
+        s.join(
+            plain,
+            lambda p, r: p.amount * r,
+            Joined.as_("j2").with_grace_period(timedelta(seconds=1)),
+        )
     with pytest.raises(InvalidArgumentError, match="one Materialized"):
         updates.to_table(Materialized.as_("a"), Materialized.as_("b"))  # type: ignore[arg-type]

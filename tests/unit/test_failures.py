@@ -56,10 +56,8 @@ org.apache.spark.sql.streaming.StreamingQueryException
 def test_a_code_only_in_the_plan_is_not_the_failure() -> None:
     # the sink's write failed (nothing kspark raised); the plan mentions the code
     failure = RuntimeError(
-        HEAD
-        + "pyspark.errors.exceptions.connect.AnalysisException: [PATH_NOT_FOUND] Path does "
-        "not exist: file:/data/out. SQLSTATE: 42K03\n"
-        + PLAN
+        HEAD + "pyspark.errors.exceptions.connect.AnalysisException: [PATH_NOT_FOUND] Path does "
+        "not exist: file:/data/out. SQLSTATE: 42K03\n" + PLAN
     )
     err = translate_failure(failure, "payments")
     assert type(err) is StreamsAppError
@@ -70,14 +68,12 @@ def test_a_code_only_in_the_plan_is_not_the_failure() -> None:
 
 def test_a_deserialization_failure_raised_by_spark_is_translated() -> None:
     failure = RuntimeError(
-        HEAD
-        + "pyspark.errors.exceptions.connect.SparkRuntimeException: [USER_RAISED_EXCEPTION] "
+        HEAD + "pyspark.errors.exceptions.connect.SparkRuntimeException: [USER_RAISED_EXCEPTION] "
         "[KSPARK_DESERIALIZATION_FAILED] KSTREAM-SOURCE-0000000000: a record of topic 'in' "
         "could not be read as its declared types (offset 3765251985301831680): "
         '{"key": "c", "value": "three", "timestamp": 3}. Set StreamsConfig('
         "deserialization_exception_handler=...) to skip such records or send them to a "
-        "dead-letter queue. SQLSTATE: P0001\n"
-        + PLAN
+        "dead-letter queue. SQLSTATE: P0001\n" + PLAN
     )
     err = translate_failure(failure, "payments")
     assert type(err) is DeserializationError

@@ -17,8 +17,13 @@ def reference(rows: list[dict[str, Any]]) -> list[int]:
     queues: dict[tuple[str, int], list[int]] = {}
     for i, r in enumerate(rows):
         queues.setdefault((r["topic"], r["partition"]), []).append(i)
-    lists = [sorted(q, key=lambda i: (rows[i]["ks_seq"], rows[i]["ks_sub"])) for q in queues.values()]
-    heads = [(rows[q[0]]["timestamp"], rows[q[0]]["ks_seq"], rows[q[0]]["ks_sub"], n, 0) for n, q in enumerate(lists)]
+    lists = [
+        sorted(q, key=lambda i: (rows[i]["ks_seq"], rows[i]["ks_sub"])) for q in queues.values()
+    ]
+    heads = [
+        (rows[q[0]]["timestamp"], rows[q[0]]["ks_seq"], rows[q[0]]["ks_sub"], n, 0)
+        for n, q in enumerate(lists)
+    ]
     heapq.heapify(heads)
     out = []
     while heads:
@@ -47,7 +52,10 @@ def test_order_matches_the_head_timestamp_merge(rows: list[dict[str, Any]], risi
     if rising:  # the usual case: timestamps rise with offsets (the numpy fast path)
         rows = sorted(rows, key=lambda r: (r["ks_seq"], r["ks_sub"]))
         stamps = sorted(r["timestamp"] for r in rows)
-        rows = [dict(r, ks_seq=i, timestamp=t) for i, (r, t) in enumerate(zip(rows, stamps, strict=True))]
+        rows = [
+            dict(r, ks_seq=i, timestamp=t)
+            for i, (r, t) in enumerate(zip(rows, stamps, strict=True))
+        ]
     frame = pd.DataFrame(rows)
 
     def key(i: int) -> tuple[Any, ...]:

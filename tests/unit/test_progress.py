@@ -84,7 +84,9 @@ def batch(
     return p
 
 
-def idle(batch_id: int, *, run: str = "run-1", ts: str = "2025-01-01T00:09:00.000Z") -> dict[str, Any]:
+def idle(
+    batch_id: int, *, run: str = "run-1", ts: str = "2025-01-01T00:09:00.000Z"
+) -> dict[str, Any]:
     """A trigger that found no new data: no addBatch."""
     p = batch(batch_id, 0, run=run, ts=ts)
     p["durationMs"] = {"latestOffset": 3, "triggerExecution": 3}
@@ -102,8 +104,12 @@ def test_observed_metrics_name_matches_the_compiler() -> None:
 def test_progress_as_dict_accepts_dicts_json_objects_and_pyspark_progress() -> None:
     from pyspark.sql.streaming.listener import StreamingQueryProgress
 
-    raw = batch(3, 10, out=9, side=[{"kind": "dropped", "processor": "p", "task": "0_1",
-                                     "count": 1, "chunk": 0}])
+    raw = batch(
+        3,
+        10,
+        out=9,
+        side=[{"kind": "dropped", "processor": "p", "task": "0_1", "count": 1, "chunk": 0}],
+    )
     raw["id"] = raw["runId"] = "8a1c5e0e-0000-4000-8000-000000000001"
     raw["eventTime"] = {}
     spark_progress = StreamingQueryProgress.fromJson(raw)
@@ -135,7 +141,8 @@ def test_forked_source_is_counted_once() -> None:
     assert pr.input_rows(p) == 10
     # two sources, one observation each; the [values, schema] JSON form too
     p["observedMetrics"]["kspark_in:KTABLE-SOURCE-0000000003"] = [
-        [2], {"type": "struct", "fields": [{"name": "records", "type": "long"}]}
+        [2],
+        {"type": "struct", "fields": [{"name": "records", "type": "long"}]},
     ]
     assert pr.input_rows(p) == 12
     # a progress without kspark's observations (an idle trigger): Spark's count
@@ -187,10 +194,17 @@ def test_observed_metrics_decode_in_every_form(metrics: Any) -> None:
 def test_totals_count_batches_records_and_replace_an_idle_trigger() -> None:
     clock = Clock()
     totals = ProgressTotals(clock=clock)
-    totals.add(batch(0, 100, out=90, side=[
-        {"kind": "dropped", "processor": "p", "task": "0_0", "count": 3},
-        {"kind": "duplicates", "processor": "d", "task": "0_0", "count": 7},
-    ]))
+    totals.add(
+        batch(
+            0,
+            100,
+            out=90,
+            side=[
+                {"kind": "dropped", "processor": "p", "task": "0_0", "count": 3},
+                {"kind": "duplicates", "processor": "d", "task": "0_0", "count": 7},
+            ],
+        )
+    )
     totals.add(idle(1))  # an idle trigger under the id of the next batch
     totals.add(batch(1, 50, out=50))  # the batch that ran under that id replaces it
     totals.add(idle(1, ts="2025-01-01T00:10:00.000Z"))  # idle after it: does not replace it
@@ -273,7 +287,10 @@ def test_terminal_rewrites_one_line() -> None:
     assert "\n" not in text
     frames = text.split("\r")[1:]
     assert len(frames) == 3
-    assert frames[1].startswith("demo: 1 batch, 12,000 records in") and "[restoring state]" in frames[1]
+    assert (
+        frames[1].startswith("demo: 1 batch, 12,000 records in")
+        and "[restoring state]" in frames[1]
+    )
     assert "3 batches, 30,000 records in, 15,000 records/s" in frames[2]
     r.phase(None)
     r.close("done")
@@ -486,12 +503,15 @@ class JsonProgress:
 
 
 def test_watch_feeds_each_batch_once_and_returns_when_the_query_ends() -> None:
-    query = FakeQuery([
-        [batch(0, 10)],
-        [],
-        [batch(1, 20), JsonProgress(idle(2))],
-        [JsonProgress(batch(2, 30))],  # replaces the idle entry with the same id
-    ], keep=2)  # Spark keeps only the last few entries
+    query = FakeQuery(
+        [
+            [batch(0, 10)],
+            [],
+            [batch(1, 20), JsonProgress(idle(2))],
+            [JsonProgress(batch(2, 30))],  # replaces the idle entry with the same id
+        ],
+        keep=2,
+    )  # Spark keeps only the last few entries
     rec = Recorder()
     assert watch(query, rec, poll_seconds=0.5) is True
     assert rec.seen == [(0, 10), (1, 20), (2, 0), (2, 30)]

@@ -16,9 +16,13 @@ from kspark_server import rescale
 hashes = st.integers(min_value=-(2**31), max_value=2**31 - 1)
 
 
-def dedup_state(n_tasks: int, seen: dict[str, tuple[int, int]], times: list[int | None]) -> list[dict[str, Any]]:
+def dedup_state(
+    n_tasks: int, seen: dict[str, tuple[int, int]], times: list[int | None]
+) -> list[dict[str, Any]]:
     """Old task states: each id in the task its hash names under ``n_tasks``."""
-    states = [{"format": 3, "stream_time": times[t], "seen": {}, "hash": {}} for t in range(n_tasks)]
+    states = [
+        {"format": 3, "stream_time": times[t], "seen": {}, "hash": {}} for t in range(n_tasks)
+    ]
     for ident, (ts, h) in seen.items():
         s = states[h % n_tasks]
         s["seen"][ident] = ts
@@ -26,9 +30,17 @@ def dedup_state(n_tasks: int, seen: dict[str, tuple[int, int]], times: list[int 
     return states
 
 
-def join_state(n_tasks: int, table: dict[str, tuple[list[int], list[Any], int]], buffer: list[tuple[int, int]]) -> list[dict[str, Any]]:
+def join_state(
+    n_tasks: int, table: dict[str, tuple[list[int], list[Any], int]], buffer: list[tuple[int, int]]
+) -> list[dict[str, Any]]:
     states = [
-        {"format": 3, "stream_time": 100 + t, "table": {"time": 50 + t, "data": {}}, "hash": {}, "buffer": []}
+        {
+            "format": 3,
+            "stream_time": 100 + t,
+            "table": {"time": 50 + t, "data": {}},
+            "hash": {},
+            "buffer": [],
+        }
         for t in range(n_tasks)
     ]
     for hk, (tss, vals, h) in table.items():
@@ -36,27 +48,41 @@ def join_state(n_tasks: int, table: dict[str, tuple[list[int], list[Any], int]],
         s["table"]["data"][hk] = (tss, vals)
         s["hash"][hk] = h
     for i, (ts, h) in enumerate(buffer):
-        states[h % n_tasks]["buffer"].append({"timestamp": ts, "ks_seq": i, "ks_sub": 0, "ks_hash": h, "key": f"b{i}"})
+        states[h % n_tasks]["buffer"].append(
+            {"timestamp": ts, "ks_seq": i, "ks_sub": 0, "ks_hash": h, "key": f"b{i}"}
+        )
     return states
 
 
-def run(kind: str, versioned: bool, states: list[dict[str, Any]], m: int) -> tuple[pd.DataFrame, int]:
+def run(
+    kind: str, versioned: bool, states: list[dict[str, Any]], m: int
+) -> tuple[pd.DataFrame, int]:
     frame = pd.DataFrame({"blob": [pickle.dumps(s) for s in states]})
-    parts = pd.concat(list(rescale.split_states(kind, versioned, m)(iter([frame]))), ignore_index=True)
+    parts = pd.concat(
+        list(rescale.split_states(kind, versioned, m)(iter([frame]))), ignore_index=True
+    )
     old = int(parts["old_entries"].sum())
     parts = parts[parts["ks_task"] >= 0]
     merged = [rescale.merge_states(kind, versioned)(g) for _, g in parts.groupby("ks_task")]
-    return (pd.concat(merged, ignore_index=True) if merged else pd.DataFrame(columns=["ks_task", "blob", "entries"])), old
+    return (
+        pd.concat(merged, ignore_index=True)
+        if merged
+        else pd.DataFrame(columns=["ks_task", "blob", "entries"])
+    ), old
 
 
 @settings(max_examples=60, deadline=None)
 @given(
     n=st.integers(1, 5),
     m=st.integers(1, 5),
-    seen=st.dictionaries(st.text(min_size=1, max_size=4), st.tuples(st.integers(0, 1000), hashes), max_size=30),
+    seen=st.dictionaries(
+        st.text(min_size=1, max_size=4), st.tuples(st.integers(0, 1000), hashes), max_size=30
+    ),
     times=st.lists(st.one_of(st.none(), st.integers(0, 2000)), min_size=5, max_size=5),
 )
-def test_dedup_entries_move_to_their_new_task(n: int, m: int, seen: dict[str, tuple[int, int]], times: list[int | None]) -> None:
+def test_dedup_entries_move_to_their_new_task(
+    n: int, m: int, seen: dict[str, tuple[int, int]], times: list[int | None]
+) -> None:
     states = dedup_state(n, seen, times)
     new, old = run("dedup", False, states, m)
     assert old == len(seen) == int(new["entries"].sum())

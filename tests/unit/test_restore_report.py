@@ -61,7 +61,13 @@ class Recorder(StateRestoreListener):
 
 
 def side(task: str, count: int) -> dict[str, Any]:
-    return {"kind": "loaded_entries", "processor": "seen", "task": task, "count": count, "chunk": task}
+    return {
+        "kind": "loaded_entries",
+        "processor": "seen",
+        "task": task,
+        "count": count,
+        "chunk": task,
+    }
 
 
 def test_a_restarted_run_reports_its_first_batch() -> None:
@@ -72,8 +78,20 @@ def test_a_restarted_run_reports_its_first_batch() -> None:
     p = progress(7, 4, [side("0_0", 10), side("0_1", 5), side("0_1", 5)])
     assert t.observe({("run-1", 7): p}, rec)
     (r,) = t.reports()
-    assert (r.store, r.rows, r.tasks, r.partitions, r.changelog_files, r.bytes) == ("seen", 15, 2, 4, 8, 12345)
-    assert (r.seconds, r.changelog_seconds, r.snapshot_seconds, r.batch_seconds) == (0.3, 0.1, 0.2, 2.5)
+    assert (r.store, r.rows, r.tasks, r.partitions, r.changelog_files, r.bytes) == (
+        "seen",
+        15,
+        2,
+        4,
+        8,
+        12345,
+    )
+    assert (r.seconds, r.changelog_seconds, r.snapshot_seconds, r.batch_seconds) == (
+        0.3,
+        0.1,
+        0.2,
+        2.5,
+    )
     assert rec.calls == [("start", "seen", "/chk/query", 7), ("end", "seen", 15)]
     t.observe({("run-1", 7): p, ("run-1", 8): progress(8, 0, [])}, rec)
     assert len(rec.calls) == 2  # told once per run

@@ -26,7 +26,9 @@ class Payment:
 def _all_specs() -> list[dict[str, object]]:
     b = StreamsBuilder()
     rates = b.table(
-        Topic.jsonl("rates", "/tmp/r"), key_type=str, value_type=float,
+        Topic.jsonl("rates", "/tmp/r"),
+        key_type=str,
+        value_type=float,
         materialized=Materialized.as_versioned("rates", timedelta(hours=1)),
     )
     s = b.stream(Topic.jsonl("payments", "/tmp/p"), key_type=str, value_type=Payment)

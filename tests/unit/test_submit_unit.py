@@ -43,8 +43,13 @@ def closed_port() -> int:
 
 def handle(**changes: object) -> SubmittedApp:
     values: dict[str, object] = {
-        "app_id": "payments", "remote": "sc://localhost:15002", "session_id": str(uuid.uuid4()),
-        "user_id": "alice", "query_id": "q", "run_id": "r", "checkpoint": "/chk/query",
+        "app_id": "payments",
+        "remote": "sc://localhost:15002",
+        "session_id": str(uuid.uuid4()),
+        "user_id": "alice",
+        "query_id": "q",
+        "run_id": "r",
+        "checkpoint": "/chk/query",
         "outputs": (OutputInfo(name="out", format="jsonl", location="/data/out"),),
     }
     values.update(changes)
@@ -53,7 +58,9 @@ def handle(**changes: object) -> SubmittedApp:
 
 def test_url_parameters() -> None:
     url = "sc://spark:15002/;token=abc;user_id=bob"
-    assert with_params(url, session_id="s1") == "sc://spark:15002/;token=abc;user_id=bob;session_id=s1"
+    assert (
+        with_params(url, session_id="s1") == "sc://spark:15002/;token=abc;user_id=bob;session_id=s1"
+    )
     assert with_params(url, token=None, user_id=None) == "sc://spark:15002"
     assert with_params("sc://spark", session_id="s") == "sc://spark/;session_id=s"
     with pytest.raises(ServerError):
@@ -158,8 +165,13 @@ def test_status_counts_a_forked_source_once() -> None:
         ]
 
     handle = SubmittedApp(
-        app_id="payments", remote="sc://localhost:15002", session_id="s", user_id=None,
-        query_id="q-1", run_id="r-1", checkpoint="/chk",
+        app_id="payments",
+        remote="sc://localhost:15002",
+        session_id="s",
+        user_id=None,
+        query_id="q-1",
+        run_id="r-1",
+        checkpoint="/chk",
     )
     st = _status_of(Query(), handle)
     assert (st.state, st.batches, st.input_records, st.output_records) == (State.RUNNING, 1, 10, 20)

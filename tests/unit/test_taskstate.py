@@ -18,7 +18,9 @@ from kspark_server.versioned import VersionedStore
 keys = st.sampled_from([f"k{i}" for i in range(8)])
 
 
-def stored(kind: str, versioned: bool, batches: list[Any], step: Any, initial: dict[str, Any]) -> tuple[dict[str, Any], bytes, list[bytes]]:
+def stored(
+    kind: str, versioned: bool, batches: list[Any], step: Any, initial: dict[str, Any]
+) -> tuple[dict[str, Any], bytes, list[bytes]]:
     """Run ``step`` over ``batches`` as the operator would: the first writes a base, later
     ones append changes (compaction off) or write a new base (compaction on)."""
     state = copy.deepcopy(initial)
@@ -37,11 +39,15 @@ def stored(kind: str, versioned: bool, batches: list[Any], step: Any, initial: d
 
 
 dedup_ops = st.lists(
-    st.lists(st.tuples(st.booleans(), keys, st.integers(0, 100)), max_size=6), min_size=1, max_size=12
+    st.lists(st.tuples(st.booleans(), keys, st.integers(0, 100)), max_size=6),
+    min_size=1,
+    max_size=12,
 )
 
 
-def dedup_step(state: dict[str, Any], batch: list[tuple[bool, str, int]], touched: set[Any]) -> None:
+def dedup_step(
+    state: dict[str, Any], batch: list[tuple[bool, str, int]], touched: set[Any]
+) -> None:
     for put, k, ts in batch:
         if put:
             state["seen"][k] = ts
@@ -66,13 +72,17 @@ def test_dedup_state_reads_back_from_base_and_log(batches: list[Any], big: bool)
 
 
 join_ops = st.lists(
-    st.lists(st.tuples(keys, st.one_of(st.none(), st.integers(0, 9)), st.integers(0, 300)), max_size=6),
+    st.lists(
+        st.tuples(keys, st.one_of(st.none(), st.integers(0, 9)), st.integers(0, 300)), max_size=6
+    ),
     min_size=1,
     max_size=12,
 )
 
 
-def join_step(state: dict[str, Any], batch: list[tuple[str, int | None, int]], touched: set[Any]) -> None:
+def join_step(
+    state: dict[str, Any], batch: list[tuple[str, int | None, int]], touched: set[Any]
+) -> None:
     store = VersionedStore(state["table"], history_retention_ms=50)
     for k, v, ts in batch:
         state["hash"][k] = 1
@@ -89,7 +99,10 @@ def join_step(state: dict[str, Any], batch: list[tuple[str, int | None, int]], t
 @given(batches=join_ops)
 def test_versioned_join_state_reads_back_with_expiry(batches: list[Any]) -> None:
     initial = {
-        "format": 4, "stream_time": None, "buffer": [], "hash": {f"x{i}": 1 for i in range(300)},
+        "format": 4,
+        "stream_time": None,
+        "buffer": [],
+        "hash": {f"x{i}": 1 for i in range(300)},
         "table": {"time": None, "data": {f"x{i}": ([0], [i]) for i in range(300)}},
     }
     stored("join", True, batches, join_step, initial)
@@ -97,8 +110,13 @@ def test_versioned_join_state_reads_back_with_expiry(batches: list[Any]) -> None
 
 def test_expiry_without_a_recorded_key_is_caught() -> None:
     """The check can fail: a change that misses an expired key does not read back."""
-    state = {"format": 4, "stream_time": None, "buffer": [], "hash": {"a": 1},
-             "table": {"time": None, "data": {"a": ([0, 10], [1, 2])}}}
+    state = {
+        "format": 4,
+        "stream_time": None,
+        "buffer": [],
+        "hash": {"a": 1},
+        "table": {"time": None, "data": {"a": ([0, 10], [1, 2])}},
+    }
     base = pickle.dumps(state)
     store = VersionedStore(state["table"], history_retention_ms=5)
     store.put("b", 3, 100)
@@ -117,5 +135,9 @@ def test_rescale_reads_the_log() -> None:
     frame = pd.DataFrame({"blob": [base], "log": [[change]]})
     parts = pd.concat(list(rescale.split_states("dedup", False, 2)(iter([frame]))))
     assert int(parts["old_entries"].sum()) == 2
-    moved = {t: pickle.loads(b)["seen"] for t, b in zip(parts["ks_task"], parts["part"], strict=True) if t >= 0}
+    moved = {
+        t: pickle.loads(b)["seen"]
+        for t, b in zip(parts["ks_task"], parts["part"], strict=True)
+        if t >= 0
+    }
     assert moved == {0: {"a": 1}, 1: {"b": 2}}

@@ -84,7 +84,11 @@ class _Compiler:
             config,
         )
         for handler in (self.processing_handler, self.production_handler):
-            if handler is not None and _needs_dlq(handler) and config.dead_letter_queue_topic is None:
+            if (
+                handler is not None
+                and _needs_dlq(handler)
+                and config.dead_letter_queue_topic is None
+            ):
                 raise errors.ConfigError(
                     f"{type(handler).__name__} writes dead-letter records; set "
                     "StreamsConfig(dead_letter_queue_topic=Topic...)",
@@ -235,7 +239,8 @@ class _Compiler:
 
     def visit_Branch(self, node: n.Branch) -> _Pending:
         return self._step(
-            node, node.parent,
+            node,
+            node.parent,
             {"op": "branch", "predicates": list(node.predicates), "index": node.index},
         )
 
@@ -246,7 +251,8 @@ class _Compiler:
 
     def visit_TableMapValues(self, node: n.TableMapValues) -> _Pending:
         return self._step(
-            node, node.parent,
+            node,
+            node.parent,
             {"op": "table_map_values", "fn": node.fn, "with_key": node.with_key},
         )
 
@@ -310,8 +316,12 @@ class _Compiler:
             "output": {"key": stream.key_type.spec(), "value": out_value.spec()},
             "output_schema": env.envelope_json(stream.key_type, out_value),
             "input_schema": env.envelope_json(
-                stream.key_type, stream.value_type,
-                [env.field("ks_tvalue", table.value_type.spark_json()), env.field("ks_jside", "integer")],
+                stream.key_type,
+                stream.value_type,
+                [
+                    env.field("ks_tvalue", table.value_type.spark_json()),
+                    env.field("ks_jside", "integer"),
+                ],
             ),
             "packed": {
                 "value": json_packable(stream.value_type),
@@ -321,8 +331,12 @@ class _Compiler:
             "handling": self.handling(sub),
         }
         stage = st.Stateful(
-            stream=stream, table=table, spec=spec, num_partitions=self.config.num_partitions,
-            key_type=stream.key_type, value_type=out_value,
+            stream=stream,
+            table=table,
+            spec=spec,
+            num_partitions=self.config.num_partitions,
+            key_type=stream.key_type,
+            value_type=out_value,
         )
         return self._start(stage, node)
 
@@ -364,8 +378,13 @@ class _Compiler:
             "handling": self.handling(sub),
         }
         stage = st.Stateful(
-            stream=stream, table=None, spec=spec, num_partitions=self.config.num_partitions,
-            task_column=task_column, key_type=stream.key_type, value_type=stream.value_type,
+            stream=stream,
+            table=None,
+            spec=spec,
+            num_partitions=self.config.num_partitions,
+            task_column=task_column,
+            key_type=stream.key_type,
+            value_type=stream.value_type,
         )
         return self._start(stage, node)
 
@@ -446,7 +465,10 @@ def _read_schema(topic: n.TopicSpec, key: TypeDesc, value: TypeDesc, processor: 
                 processor=processor,
             )
         names = {f.name for f in value.fields}
-        for what, fld in (("key_field", topic.key_field), ("timestamp_field", topic.timestamp_field)):
+        for what, fld in (
+            ("key_field", topic.key_field),
+            ("timestamp_field", topic.timestamp_field),
+        ):
             if fld is not None and fld not in names:
                 raise InvalidTopologyError(
                     f"{processor}: {what} {fld!r} is not a field of {value.display()}",

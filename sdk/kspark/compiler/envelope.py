@@ -57,12 +57,24 @@ SIDE: dict[str, Any] = {
 
 #: The dead-letter queue's record schema (docs/errors.md documents it).
 DLQ_COLUMNS = (
-    "key", "value", "timestamp", "headers", "exception_class", "exception_message",
-    "stack_trace", "topic", "partition", "offset", "processor_node_id", "task_id",
+    "key",
+    "value",
+    "timestamp",
+    "headers",
+    "exception_class",
+    "exception_message",
+    "stack_trace",
+    "topic",
+    "partition",
+    "offset",
+    "processor_node_id",
+    "task_id",
 )
 
 
-def envelope_fields(key: TypeDesc, value: TypeDesc, value_col: str = "value") -> list[dict[str, Any]]:
+def envelope_fields(
+    key: TypeDesc, value: TypeDesc, value_col: str = "value"
+) -> list[dict[str, Any]]:
     return [
         _f("key", key.spark_json()),
         _f(value_col, value.spark_json()),

@@ -39,14 +39,22 @@ class Resume:
     kafka_offsets: dict[str, dict[str, int]] = attrs.field(factory=dict)
     initial_state: dict[str, str] = attrs.field(factory=dict)
 
+
 _FILE_FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
 
 
 def _dtype(desc_json: Any) -> DataType:
     """A Spark type from its JSON form (a type name or a dict)."""
-    return StructType.fromJson(
-        {"type": "struct", "fields": [{"name": "x", "type": desc_json, "nullable": True, "metadata": {}}]}
-    ).fields[0].dataType
+    return (
+        StructType.fromJson(
+            {
+                "type": "struct",
+                "fields": [{"name": "x", "type": desc_json, "nullable": True, "metadata": {}}],
+            }
+        )
+        .fields[0]
+        .dataType
+    )
 
 
 _simple = _dtype
@@ -92,7 +100,9 @@ def _kafka_decode(c: Column, desc: TypeDesc) -> tuple[Column, Column]:
     with_corrupt = StructType([*schema.fields]).add("_corrupt_record", "string")
     parsed = F.from_json(text, with_corrupt, {"columnNameOfCorruptRecord": "_corrupt_record"})
     bad = c.isNotNull() & (parsed.isNull() | parsed["_corrupt_record"].isNotNull())
-    value = F.when(c.isNull() | bad, F.lit(None)).otherwise(F.struct(*[parsed[n].alias(n) for n in names]))
+    value = F.when(c.isNull() | bad, F.lit(None)).otherwise(
+        F.struct(*[parsed[n].alias(n) for n in names])
+    )
     return value.cast(schema), bad
 
 
@@ -136,7 +146,9 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             reader = reader.option(k, v)
         if resume is not None and t.name in resume.kafka_offsets:
             # a rescaled app's new checkpoint goes on where the old one's last batch ended
-            reader = reader.option("startingOffsets", json.dumps({t.name: resume.kafka_offsets[t.name]}))
+            reader = reader.option(
+                "startingOffsets", json.dumps({t.name: resume.kafka_offsets[t.name]})
+            )
         raw = reader.load()
         key, bad_key = _kafka_decode(F.col("key"), stage.key_type)
         value, bad_value = _kafka_decode(F.col("value"), stage.value_type)
@@ -152,8 +164,10 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             F.when(
                 bad_key | bad_value,
                 F.concat(
-                    F.lit("key="), F.coalesce(F.col("key").cast("string"), F.lit("null")),
-                    F.lit(" value="), F.coalesce(F.col("value").cast("string"), F.lit("null")),
+                    F.lit("key="),
+                    F.coalesce(F.col("key").cast("string"), F.lit("null")),
+                    F.lit(" value="),
+                    F.coalesce(F.col("value").cast("string"), F.lit("null")),
                 ),
             ).alias("_corrupt_record"),
         )
@@ -193,10 +207,14 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
         out = raw.select(
             F.col("key").cast(key_t).alias("key"),
             F.col("value").cast(value_t).alias("value"),
-            F.coalesce(F.col("timestamp").cast("long"), F.expr("unix_millis(current_timestamp())")).alias("timestamp"),
+            F.coalesce(
+                F.col("timestamp").cast("long"), F.expr("unix_millis(current_timestamp())")
+            ).alias("timestamp"),
             headers.alias("headers"),
             F.lit(t.name).alias("topic"),
-            (F.coalesce(F.col("partition"), F.lit(0)) if "partition" in cols else F.lit(0)).cast("int").alias("partition"),
+            (F.coalesce(F.col("partition"), F.lit(0)) if "partition" in cols else F.lit(0))
+            .cast("int")
+            .alias("partition"),
             offset.cast("long").alias("offset"),
             *_tail(offset, seq),
             *([F.col("_corrupt_record")] if "_corrupt_record" in cols else []),
@@ -240,9 +258,7 @@ def _count_input(df: DataFrame, stage: st.Read) -> DataFrame:
     source's DataFrame counts each record once: every scan of the shared subtree counts
     the same records, and Spark reports one value per observation name.
     """
-    return df.observe(
-        INPUT_METRICS_PREFIX + stage.processor, F.count(F.lit(1)).alias("records")
-    )
+    return df.observe(INPUT_METRICS_PREFIX + stage.processor, F.count(F.lit(1)).alias("records"))
 
 
 def _position(fmt: str) -> Column:
@@ -284,13 +300,17 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
                 "records or send them to a dead-letter queue."
             ),
         )
-        return df.withColumn("ks_side", F.when(bad, F.raise_error(msg).cast("string")).otherwise(F.col("ks_side"))).drop("_corrupt_record")
+        return df.withColumn(
+            "ks_side", F.when(bad, F.raise_error(msg).cast("string")).otherwise(F.col("ks_side"))
+        ).drop("_corrupt_record")
     common = {
         "processor": F.lit(stage.processor),
         "task": F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")),
         "count": F.lit(1).cast("long"),
         "chunk": F.concat(
-            F.lit(stage.processor + ":"), F.col("offset").cast("string"), F.lit(":"),
+            F.lit(stage.processor + ":"),
+            F.col("offset").cast("string"),
+            F.lit(":"),
             F.xxhash64(F.col("_corrupt_record")).cast("string"),
         ),
     }
@@ -331,7 +351,9 @@ def _hash(column: str) -> Column:
     return F.expr(f"hash(`{column}`)")
 
 
-def _stateful(stage: st.Stateful, df_of: Any, spark: SparkSession, resume: Resume | None) -> DataFrame:
+def _stateful(
+    stage: st.Stateful, df_of: Any, spark: SparkSession, resume: Resume | None
+) -> DataFrame:
     from kspark_server.tasks import make_processor
 
     spec = stage.spec
@@ -342,9 +364,14 @@ def _stateful(stage: st.Stateful, df_of: Any, spark: SparkSession, resume: Resum
         svalue_t = _dtype(stage.stream.value_type.spark_json())
         cols = list(env.envelope_fields(stage.key_type, stage.stream.value_type))
         names = [c["name"] for c in cols]
-        left = stream.select(*names, F.lit(None).cast(tvalue_t).alias("ks_tvalue"), F.lit(0).alias("ks_jside"))
+        left = stream.select(
+            *names, F.lit(None).cast(tvalue_t).alias("ks_tvalue"), F.lit(0).alias("ks_jside")
+        )
         right = table.select(
-            *[F.lit(None).cast(svalue_t).alias("value") if c == "value" else F.col(c) for c in names],
+            *[
+                F.lit(None).cast(svalue_t).alias("value") if c == "value" else F.col(c)
+                for c in names
+            ],
             F.col("value").alias("ks_tvalue"),
             F.lit(1).alias("ks_jside"),
         )
@@ -365,7 +392,11 @@ def _stateful(stage: st.Stateful, df_of: Any, spark: SparkSession, resume: Resum
     )
     initial = None
     if resume is not None and spec["store"] in resume.initial_state:
-        initial = spark.read.parquet(resume.initial_state[spec["store"]]).select("ks_task", "blob").groupBy("ks_task")
+        initial = (
+            spark.read.parquet(resume.initial_state[spec["store"]])
+            .select("ks_task", "blob")
+            .groupBy("ks_task")
+        )
     out_schema = _schema(spec["output_schema"])
     text_schema = StructType(
         [
@@ -390,17 +421,25 @@ def _stateful(stage: st.Stateful, df_of: Any, spark: SparkSession, resume: Resum
 
 def _headers_text(c: Column) -> Column:
     """Headers as JSON text, binary values as base64 (JSON has no bytes)."""
-    return F.to_json(F.transform(c, lambda h: F.struct(h["key"].alias("key"), F.base64(h["value"]).alias("value"))))
+    return F.to_json(
+        F.transform(
+            c, lambda h: F.struct(h["key"].alias("key"), F.base64(h["value"]).alias("value"))
+        )
+    )
 
 
 def _headers_struct(c: Column) -> Column:
     """The inverse of :func:`_headers_text`; a null stays an empty list."""
     parsed = F.from_json(c, "array<struct<key:string,value:string>>")
-    restored = F.transform(parsed, lambda h: F.struct(h["key"].alias("key"), F.unbase64(h["value"]).alias("value")))
+    restored = F.transform(
+        parsed, lambda h: F.struct(h["key"].alias("key"), F.unbase64(h["value"]).alias("value"))
+    )
     return F.coalesce(restored, F.array().cast(_dtype(env.HEADERS)))
 
 
-def build_dataframe(output: st.Output, spark: SparkSession, resume: Resume | None = None) -> DataFrame:
+def build_dataframe(
+    output: st.Output, spark: SparkSession, resume: Resume | None = None
+) -> DataFrame:
     """The app's streaming DataFrame: the union of every sink's records and side rows,
     tagged by ``ks_sink``, with the side rows' metrics observed."""
     from kspark_server.chain import make_chain, make_id_stage
@@ -414,9 +453,13 @@ def build_dataframe(output: st.Output, spark: SparkSession, resume: Resume | Non
         if isinstance(stage, st.Read):
             df = _read(stage, spark, resume)
         elif isinstance(stage, st.Chain):
-            df = df_of(stage.input).mapInArrow(make_chain(stage.spec), _schema(stage.spec["output_schema"]))
+            df = df_of(stage.input).mapInArrow(
+                make_chain(stage.spec), _schema(stage.spec["output_schema"])
+            )
         elif isinstance(stage, st.IdStage):
-            df = df_of(stage.input).mapInArrow(make_id_stage(stage.spec), _schema(stage.spec["output_schema"]))
+            df = df_of(stage.input).mapInArrow(
+                make_id_stage(stage.spec), _schema(stage.spec["output_schema"])
+            )
         elif isinstance(stage, st.Union):
             parts = [df_of(p) for p in stage.parts]
             df = parts[0]
@@ -462,7 +505,9 @@ def build_dataframe(output: st.Output, spark: SparkSession, resume: Resume | Non
     )
 
 
-def writer_function(output: st.Output, spark: SparkSession | None = None, batch_offset: int = 0) -> Any:
+def writer_function(
+    output: st.Output, spark: SparkSession | None = None, batch_offset: int = 0
+) -> Any:
     from kspark_server.sinks import make_batch_writer
 
     spec = dict(output.writer_spec)

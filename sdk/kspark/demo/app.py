@@ -83,13 +83,25 @@ def build_topology(data_dir: str, kafka: str | None = None) -> Topology:
     b = StreamsBuilder()
     if kafka is not None:
         rates_topic = Topic.kafka("rates", bootstrap_servers=kafka, startingOffsets="earliest")
-        payments_topic = Topic.kafka("payments", bootstrap_servers=kafka, startingOffsets="earliest")
+        payments_topic = Topic.kafka(
+            "payments", bootstrap_servers=kafka, startingOffsets="earliest"
+        )
         converted_topic = Topic.kafka("converted", bootstrap_servers=kafka)
     else:
-        rates_topic = Topic.jsonl("rates", os.path.join(data_dir, "rates"), layout="value",
-                                  key_field="currency", timestamp_field="ts")
-        payments_topic = Topic.jsonl("payments", os.path.join(data_dir, "payments"), layout="value",
-                                     key_field="account", timestamp_field="ts")
+        rates_topic = Topic.jsonl(
+            "rates",
+            os.path.join(data_dir, "rates"),
+            layout="value",
+            key_field="currency",
+            timestamp_field="ts",
+        )
+        payments_topic = Topic.jsonl(
+            "payments",
+            os.path.join(data_dir, "payments"),
+            layout="value",
+            key_field="account",
+            timestamp_field="ts",
+        )
         converted_topic = Topic.parquet("converted", os.path.join(data_dir, "out", "converted"))
     rates = b.table(
         rates_topic,
@@ -137,26 +149,45 @@ def generate(data_dir: str, n_payments: int = 2000, seed: int = 7, part: int = 0
     rates = []
     for c in CURRENCIES:
         level = BASE_RATES[c]
-        for minute in range(-10, 60, 10):  # a new rate every 10 minutes, from before the first payment
+        for minute in range(
+            -10, 60, 10
+        ):  # a new rate every 10 minutes, from before the first payment
             level *= 1 + rng.uniform(-0.03, 0.03)
             rates.append(Rate(c, round(level, 6), start + minute * 60_000))
     payments: list[Payment] = []
     for i in range(n_payments):
         ts = start + int(i * 3_600_000 / n_payments)
         payments.append(
-            Payment(f"p{part}-{i:06d}", f"acct-{rng.randrange(200):03d}", rng.choice(CURRENCIES),
-                    round(rng.uniform(5, 2000), 2), ts)
+            Payment(
+                f"p{part}-{i:06d}",
+                f"acct-{rng.randrange(200):03d}",
+                rng.choice(CURRENCIES),
+                round(rng.uniform(5, 2000), 2),
+                ts,
+            )
         )
     lines: list[str] = []
     duplicates = 0
     for p in payments:
         # out of order: some events arrive up to 2 minutes late
-        shown = dataclasses.replace(p, ts=p.ts - rng.randrange(120_000)) if rng.random() < 0.1 else p
+        shown = (
+            dataclasses.replace(p, ts=p.ts - rng.randrange(120_000)) if rng.random() < 0.1 else p
+        )
         lines.append(json.dumps(dataclasses.asdict(shown)))
         if rng.random() < 0.08:  # a retransmission seconds later
-            lines.append(json.dumps(dataclasses.asdict(dataclasses.replace(shown, ts=shown.ts + rng.randrange(30_000)))))
+            lines.append(
+                json.dumps(
+                    dataclasses.asdict(
+                        dataclasses.replace(shown, ts=shown.ts + rng.randrange(30_000))
+                    )
+                )
+            )
             duplicates += 1
-    malformed = ['{"payment_id": "bad-1", "amount": "twelve"', "not json at all", '{"payment_id": 5, "amount": ']
+    malformed = [
+        '{"payment_id": "bad-1", "amount": "twelve"',
+        "not json at all",
+        '{"payment_id": 5, "amount": ',
+    ]
     for j, bad in enumerate(malformed):
         lines.insert((j + 1) * len(lines) // 4, bad)
     with open(os.path.join(data_dir, "payments", f"payments-{part:03d}.jsonl"), "w") as f:
@@ -164,5 +195,10 @@ def generate(data_dir: str, n_payments: int = 2000, seed: int = 7, part: int = 0
     rates.sort(key=lambda r: r.ts)
     with open(os.path.join(data_dir, "rates", f"rates-{part:03d}.jsonl"), "w") as f:
         f.write("\n".join(json.dumps(dataclasses.asdict(r)) for r in rates) + "\n")
-    return {"payments": len(payments), "duplicates": duplicates, "malformed": len(malformed),
-            "rates": rates, "lines": len(lines)}
+    return {
+        "payments": len(payments),
+        "duplicates": duplicates,
+        "malformed": len(malformed),
+        "rates": rates,
+        "lines": len(lines),
+    }

@@ -36,7 +36,9 @@ def run_demo(
     data_dir = data_dir or tempfile.mkdtemp(prefix="kspark-demo-")
     t0 = time.perf_counter()
     w.write(f"kspark demo: data in {data_dir}\n")
-    w.write("starting Spark Connect server ..." if remote is None else f"connecting to {remote} ...")
+    w.write(
+        "starting Spark Connect server ..." if remote is None else f"connecting to {remote} ..."
+    )
     w.flush()
     spark = connect(remote)
     w.write(f" ready ({time.perf_counter() - t0:.1f}s)\n")
@@ -75,12 +77,26 @@ def _produce_part(bootstrap: str, data_dir: str, part: int) -> None:
                 out.append((key, line.encode(), None, None, ts))
         return out
 
-    produce(bootstrap, "rates", records(os.path.join(data_dir, "rates", f"rates-{part:03d}.jsonl"), "currency"))
-    produce(bootstrap, "payments", records(os.path.join(data_dir, "payments", f"payments-{part:03d}.jsonl"), "account"))
+    produce(
+        bootstrap,
+        "rates",
+        records(os.path.join(data_dir, "rates", f"rates-{part:03d}.jsonl"), "currency"),
+    )
+    produce(
+        bootstrap,
+        "payments",
+        records(os.path.join(data_dir, "payments", f"payments-{part:03d}.jsonl"), "account"),
+    )
 
 
 def _run(
-    spark: Any, w: TextIO, data_dir: str, payments: int, bootstrap: str | None, t0: float, clean: bool
+    spark: Any,
+    w: TextIO,
+    data_dir: str,
+    payments: int,
+    bootstrap: str | None,
+    t0: float,
+    clean: bool,
 ) -> dict[str, Any]:
     topology = build_topology(data_dir, kafka=bootstrap)
     w.write(topology.describe() + "\n\n")
@@ -99,21 +115,27 @@ def _run(
 
         from kspark.testing.broker import consume_all
 
-        converted = pd.DataFrame([json.loads(r["value"]) for r in consume_all(bootstrap, "converted")])
+        converted = pd.DataFrame(
+            [json.loads(r["value"]) for r in consume_all(bootstrap, "converted")]
+        )
         dead_rows = consume_all(bootstrap, "dlq")
         dead = pd.DataFrame(
             [
                 {
                     "offset": dict(r["headers"] or []).get("__streams.errors.offset", b"").decode(),
                     "value": (r["value"] or b"").decode(errors="replace"),
-                    "exception_class": dict(r["headers"] or []).get("__streams.errors.exception", b"").decode(),
+                    "exception_class": dict(r["headers"] or [])
+                    .get("__streams.errors.exception", b"")
+                    .decode(),
                 }
                 for r in dead_rows
             ]
         )
     else:
         converted = (
-            spark.read.parquet(os.path.join(data_dir, "out", "converted")).select("value.*").toPandas()
+            spark.read.parquet(os.path.join(data_dir, "out", "converted"))
+            .select("value.*")
+            .toPandas()
         )
         dlq_path = os.path.join(data_dir, "out", "dlq")
         dead = spark.read.parquet(dlq_path).toPandas() if os.path.isdir(dlq_path) else None
@@ -126,7 +148,9 @@ def _run(
         for r in g["rates"]:
             latest[r.currency] = r.rate
     wrong = converted[converted["rate"].notna()].copy()
-    wrong["latest_eur"] = wrong.apply(lambda r: round(r["amount"] * latest[r["currency"]], 2), axis=1)
+    wrong["latest_eur"] = wrong.apply(
+        lambda r: round(r["amount"] * latest[r["currency"]], 2), axis=1
+    )
     wrong["error"] = (wrong["latest_eur"] - wrong["amount_eur"]).abs()
     off = wrong[wrong["error"] > 0.005 * wrong["amount_eur"].abs()]
     summary = {

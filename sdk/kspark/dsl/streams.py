@@ -195,7 +195,9 @@ class KStream(Generic[K, V]):
         return {"key_type": self._node.key_type, "value_type": self._node.value_type}
 
     # -- stateless --------------------------------------------------------------------
-    def filter(self, predicate: Callable[[K, V], bool], named: Named | None = None) -> KStream[K, V]:
+    def filter(
+        self, predicate: Callable[[K, V], bool], named: Named | None = None
+    ) -> KStream[K, V]:
         """Keeps the records for which ``predicate(key, value)`` is true.
 
         Examples
@@ -221,7 +223,11 @@ class KStream(Generic[K, V]):
         _infer.check_callable(predicate, "predicate", name)
         return self._wrap(
             n.Filter(
-                name=name, seq=seq, parent=self._node, fn=predicate, negate=True,
+                name=name,
+                seq=seq,
+                parent=self._node,
+                fn=predicate,
+                negate=True,
                 **self._same_types(),
             )
         )
@@ -244,7 +250,10 @@ class KStream(Generic[K, V]):
         hk, hv = _infer.pair_hints(_infer.return_hint(mapper))
         return self._wrap(
             n.Map(
-                name=name, seq=seq, parent=self._node, fn=mapper,
+                name=name,
+                seq=seq,
+                parent=self._node,
+                fn=mapper,
                 key_type=_infer.resolve(key_type, hk, name, "key_type"),
                 value_type=_infer.resolve(value_type, hv, name, "value_type"),
             )
@@ -295,10 +304,15 @@ class KStream(Generic[K, V]):
         _infer.check_callable(mapper, "mapper", name)
         return self._wrap(
             n.MapValues(
-                name=name, seq=seq, parent=self._node, fn=mapper,
+                name=name,
+                seq=seq,
+                parent=self._node,
+                fn=mapper,
                 with_key=_infer.takes_key(mapper, 1, name, "mapper"),
                 key_type=self._node.key_type,
-                value_type=_infer.resolve(value_type, _infer.return_hint(mapper), name, "value_type"),
+                value_type=_infer.resolve(
+                    value_type, _infer.return_hint(mapper), name, "value_type"
+                ),
             )
         )
 
@@ -316,7 +330,10 @@ class KStream(Generic[K, V]):
         hk, hv = _infer.pair_hints(_infer.element_hint(_infer.return_hint(mapper)))
         return self._wrap(
             n.FlatMap(
-                name=name, seq=seq, parent=self._node, fn=mapper,
+                name=name,
+                seq=seq,
+                parent=self._node,
+                fn=mapper,
                 key_type=_infer.resolve(key_type, hk, name, "key_type"),
                 value_type=_infer.resolve(value_type, hv, name, "value_type"),
             )
@@ -353,7 +370,10 @@ class KStream(Generic[K, V]):
         hint = _infer.element_hint(_infer.return_hint(mapper))
         return self._wrap(
             n.FlatMapValues(
-                name=name, seq=seq, parent=self._node, fn=mapper,
+                name=name,
+                seq=seq,
+                parent=self._node,
+                fn=mapper,
                 with_key=_infer.takes_key(mapper, 1, name, "mapper"),
                 key_type=self._node.key_type,
                 value_type=_infer.resolve(value_type, hint, name, "value_type"),
@@ -372,7 +392,10 @@ class KStream(Generic[K, V]):
         _infer.check_callable(mapper, "mapper", name)
         return self._wrap(
             n.SelectKey(
-                name=name, seq=seq, parent=self._node, fn=mapper,
+                name=name,
+                seq=seq,
+                parent=self._node,
+                fn=mapper,
                 key_type=_infer.resolve(key_type, _infer.return_hint(mapper), name, "key_type"),
                 value_type=self._node.value_type,
             )
@@ -411,7 +434,9 @@ class KStream(Generic[K, V]):
                     processor=name,
                 )
         return self._wrap(
-            n.Merge(name=name, seq=seq, inputs=(self._node, other._node), key_type=kt, value_type=vt)
+            n.Merge(
+                name=name, seq=seq, inputs=(self._node, other._node), key_type=kt, value_type=vt
+            )
         )
 
     def split(self, named: Named | None = None) -> BranchedKStream[K, V]:
@@ -438,7 +463,10 @@ class KStream(Generic[K, V]):
         name, seq = self._builder._next("KSTREAM-REPARTITION", opts.name)
         return self._wrap(
             n.Repartition(
-                name=name, seq=seq, parent=self._node, num_partitions=opts.num_partitions,
+                name=name,
+                seq=seq,
+                parent=self._node,
+                num_partitions=opts.num_partitions,
                 **self._same_types(),
             )
         )
@@ -447,7 +475,9 @@ class KStream(Generic[K, V]):
         """Writes the stream to ``topic``. Key and value types must be known here."""
         _check_topic(topic)
         name, seq = self._builder._next("KSTREAM-SINK", named)
-        self._builder._add_sink(n.Sink(name=name, seq=seq, parent=self._node, topic=topic, **self._same_types()))
+        self._builder._add_sink(
+            n.Sink(name=name, seq=seq, parent=self._node, topic=topic, **self._same_types())
+        )
 
     # -- joins ------------------------------------------------------------------------
     @overload
@@ -598,7 +628,9 @@ class KStream(Generic[K, V]):
                 history_retention_ms=source.history_retention_ms,
                 grace_ms=to_ms(opts.grace_period, "grace_period") if opts.grace_period else 0,
                 key_type=self._node.key_type or tt,
-                value_type=_infer.resolve(value_type, _infer.return_hint(joiner), name, "value_type"),
+                value_type=_infer.resolve(
+                    value_type, _infer.return_hint(joiner), name, "value_type"
+                ),
             )
         )
 
@@ -790,8 +822,13 @@ class BranchedKStream(Generic[K, V]):
                 raise InvalidTopologyError(f"{self._split_name}: branch name {key!r} used twice")
             name, seq = self._builder._next("KSTREAM-BRANCHCHILD", key)
             node = n.Branch(
-                name=name, seq=seq, parent=self._stream._node, predicates=preds, index=index,
-                key_type=self._stream._node.key_type, value_type=self._stream._node.value_type,
+                name=name,
+                seq=seq,
+                parent=self._stream._node,
+                predicates=preds,
+                index=index,
+                key_type=self._stream._node.key_type,
+                value_type=self._stream._node.value_type,
             )
             out[key] = KStream(self._builder, node)
         return out
@@ -833,10 +870,17 @@ class KTable(Generic[K, V]):
         """Keeps the rows for which ``predicate(key, value)`` is true; others are deleted."""
         name, seq = self._builder._next("KTABLE-FILTER", named)
         _infer.check_callable(predicate, "predicate", name)
-        return KTable(self._builder, n.TableFilter(
-            name=name, seq=seq, parent=self._node, fn=predicate,
-            key_type=self._node.key_type, value_type=self._node.value_type,
-        ))
+        return KTable(
+            self._builder,
+            n.TableFilter(
+                name=name,
+                seq=seq,
+                parent=self._node,
+                fn=predicate,
+                key_type=self._node.key_type,
+                value_type=self._node.value_type,
+            ),
+        )
 
     def filter_not(
         self, predicate: Callable[[K, V], bool], named: Named | None = None
@@ -844,38 +888,72 @@ class KTable(Generic[K, V]):
         """Keeps the rows for which ``predicate(key, value)`` is false."""
         name, seq = self._builder._next("KTABLE-FILTER", named)
         _infer.check_callable(predicate, "predicate", name)
-        return KTable(self._builder, n.TableFilter(
-            name=name, seq=seq, parent=self._node, fn=predicate, negate=True,
-            key_type=self._node.key_type, value_type=self._node.value_type,
-        ))
+        return KTable(
+            self._builder,
+            n.TableFilter(
+                name=name,
+                seq=seq,
+                parent=self._node,
+                fn=predicate,
+                negate=True,
+                key_type=self._node.key_type,
+                value_type=self._node.value_type,
+            ),
+        )
 
     @overload
     def map_values(
-        self, mapper: Callable[[V], VR], named: Named | None = None, *, value_type: type[VR] | None = None
+        self,
+        mapper: Callable[[V], VR],
+        named: Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
     ) -> KTable[K, VR]: ...
 
     @overload
     def map_values(
-        self, mapper: Callable[[K, V], VR], named: Named | None = None, *, value_type: type[VR] | None = None
+        self,
+        mapper: Callable[[K, V], VR],
+        named: Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
     ) -> KTable[K, VR]: ...
 
     def map_values(
-        self, mapper: Callable[..., Any], named: Named | None = None, *, value_type: type[Any] | None = None
+        self,
+        mapper: Callable[..., Any],
+        named: Named | None = None,
+        *,
+        value_type: type[Any] | None = None,
     ) -> KTable[Any, Any]:
         """Maps each row's value; tombstones stay tombstones."""
         name, seq = self._builder._next("KTABLE-MAPVALUES", named)
         _infer.check_callable(mapper, "mapper", name)
-        return KTable(self._builder, n.TableMapValues(
-            name=name, seq=seq, parent=self._node, fn=mapper,
-            with_key=_infer.takes_key(mapper, 1, name, "mapper"),
-            key_type=self._node.key_type,
-            value_type=_infer.resolve(value_type, _infer.return_hint(mapper), name, "value_type"),
-        ))
+        return KTable(
+            self._builder,
+            n.TableMapValues(
+                name=name,
+                seq=seq,
+                parent=self._node,
+                fn=mapper,
+                with_key=_infer.takes_key(mapper, 1, name, "mapper"),
+                key_type=self._node.key_type,
+                value_type=_infer.resolve(
+                    value_type, _infer.return_hint(mapper), name, "value_type"
+                ),
+            ),
+        )
 
     def to_stream(self, named: Named | None = None) -> KStream[K, V]:
         """The table's changelog as a stream; deletes appear with value None."""
         name, seq = self._builder._next("KTABLE-TOSTREAM", named)
-        return KStream(self._builder, n.ToStream(
-            name=name, seq=seq, parent=self._node,
-            key_type=self._node.key_type, value_type=self._node.value_type,
-        ))
+        return KStream(
+            self._builder,
+            n.ToStream(
+                name=name,
+                seq=seq,
+                parent=self._node,
+                key_type=self._node.key_type,
+                value_type=self._node.value_type,
+            ),
+        )

@@ -112,8 +112,12 @@ class TopicSpec:
         'jsonl'
         """
         return cls(
-            name=name, format="jsonl", path=path, layout=layout,
-            key_field=key_field, timestamp_field=timestamp_field,
+            name=name,
+            format="jsonl",
+            path=path,
+            layout=layout,
+            key_field=key_field,
+            timestamp_field=timestamp_field,
         )
 
     @classmethod
@@ -128,8 +132,12 @@ class TopicSpec:
     ) -> TopicSpec:
         """A directory of Parquet files."""
         return cls(
-            name=name, format="parquet", path=path, layout=layout,
-            key_field=key_field, timestamp_field=timestamp_field,
+            name=name,
+            format="parquet",
+            path=path,
+            layout=layout,
+            key_field=key_field,
+            timestamp_field=timestamp_field,
         )
 
     @classmethod
@@ -144,8 +152,13 @@ class TopicSpec:
     ) -> TopicSpec:
         """A directory of CSV files; each row is a value (``layout='value'``)."""
         return cls(
-            name=name, format="csv", path=path, layout="value", key_field=key_field,
-            timestamp_field=timestamp_field, options=(("header", str(header).lower()),),
+            name=name,
+            format="csv",
+            path=path,
+            layout="value",
+            key_field=key_field,
+            timestamp_field=timestamp_field,
+            options=(("header", str(header).lower()),),
         )
 
     @classmethod
@@ -160,8 +173,12 @@ class TopicSpec:
     ) -> TopicSpec:
         """A Spark table (``spark.readStream.table``), by default the table named ``name``."""
         return cls(
-            name=name, format="table", path=table_name or name, layout=layout,
-            key_field=key_field, timestamp_field=timestamp_field,
+            name=name,
+            format="table",
+            path=table_name or name,
+            layout=layout,
+            key_field=key_field,
+            timestamp_field=timestamp_field,
         )
 
     @classmethod

@@ -33,7 +33,16 @@ import attrs
 
 from kspark.errors import TypeMappingError
 
-__all__ = ["PRIMITIVES", "Field", "ListType", "MapType", "Primitive", "Record", "TypeDesc", "describe_type"]
+__all__ = [
+    "PRIMITIVES",
+    "Field",
+    "ListType",
+    "MapType",
+    "Primitive",
+    "Record",
+    "TypeDesc",
+    "describe_type",
+]
 
 PRIMITIVES: dict[type, str] = {
     str: "string",
@@ -180,7 +189,9 @@ def describe_type(tp: Any) -> TypeDesc:
     if origin is dict or tp is dict:
         args = typing.get_args(tp)
         if len(args) != 2:
-            raise TypeMappingError(f"{tp!r} needs key and value types, such as dict[str, int]", type=repr(tp))
+            raise TypeMappingError(
+                f"{tp!r} needs key and value types, such as dict[str, int]", type=repr(tp)
+            )
         return MapType(key=describe_type(args[0]), value=describe_type(args[1]))
     if isinstance(tp, type) and (dataclasses.is_dataclass(tp) or attrs.has(tp)):
         return _describe_record(tp)
@@ -236,4 +247,3 @@ def json_packable(desc: TypeDesc) -> bool:
         return False
 
     return not isinstance(desc, Primitive) and leaves_ok(desc)
-

@@ -122,9 +122,7 @@ class RunReport:
 # logical plan too, and the plan holds that raise_error's literal ("raise_error(
 # USER_RAISED_EXCEPTION, map(errorMessage, concat([KSPARK_DESERIALIZATION_FAILED] ...");
 # a code that only appears there is not what failed.
-_RAISED_IN_WORKER = re.compile(
-    r"^\s*(?:[A-Za-z_][\w.]*\.)?(ProcessingFailed|HandlerFailed): (.*)$"
-)
+_RAISED_IN_WORKER = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?(ProcessingFailed|HandlerFailed): (.*)$")
 _RAISED_BY_SQL = re.compile(r"(?:^\s*|\[USER_RAISED_EXCEPTION\]\s*)\[(KSPARK_[A-Z_]+)\]\s*(.*)$")
 _SQLSTATE = re.compile(r"(?:\s*SQLSTATE: \w+)+\s*$")
 
@@ -280,7 +278,9 @@ class StreamsApp:
         initial: dict[str, str] = {}
         if gen.initial_state and not committed:
             initial = dict(gen.initial_state)  # the new checkpoint's first batch only
-        return Resume(skip_files=gen.skip_files, kafka_offsets=dict(gen.kafka_offsets), initial_state=initial)
+        return Resume(
+            skip_files=gen.skip_files, kafka_offsets=dict(gen.kafka_offsets), initial_state=initial
+        )
 
     def _set_state(self, state: State) -> None:
         old, self._state = self._state, state
@@ -351,7 +351,9 @@ class StreamsApp:
             ],
         )
         spark = self.session
-        spark.conf.set("spark.sql.shuffle.partitions", str(self.config.effective_shuffle_partitions))
+        spark.conf.set(
+            "spark.sql.shuffle.partitions", str(self.config.effective_shuffle_partitions)
+        )
         for k, v in [*restore.state_store_conf(self.config), *self.config.spark_conf]:
             spark.conf.set(k, v)
         stateful = bool(restore.store_order(output))
@@ -430,7 +432,9 @@ class StreamsApp:
         reporter.close(report.summary())
         return report
 
-    def _await(self, query: Any, timeout: float | None, reporter: ProgressReporter | None = None) -> bool:
+    def _await(
+        self, query: Any, timeout: float | None, reporter: ProgressReporter | None = None
+    ) -> bool:
         try:
             if reporter is not None and not isinstance(reporter, NullProgress):
                 done = watch(query, reporter, timeout=timeout)
@@ -534,7 +538,10 @@ class StreamsApp:
         for p in progresses:
             d = _as_dict(p)
             self._progress[(str(d.get("runId")), int(d.get("batchId", -1)))] = d
-        if self._restore.observe(self._progress, self.restore_listener) and self._state is State.RESTORING:
+        if (
+            self._restore.observe(self._progress, self.restore_listener)
+            and self._state is State.RESTORING
+        ):
             self._set_state(State.RUNNING)
 
     def restores(self) -> list[restore.RestoreReport]:
@@ -555,7 +562,12 @@ class StreamsApp:
     def progress(self) -> list[dict[str, Any]]:
         """Every micro-batch's progress seen so far, oldest first."""
         self._collect()
-        return [self._progress[k] for k in sorted(self._progress, key=lambda k: (self._progress[k].get("timestamp", ""), k[1]))]
+        return [
+            self._progress[k]
+            for k in sorted(
+                self._progress, key=lambda k: (self._progress[k].get("timestamp", ""), k[1])
+            )
+        ]
 
     def metrics(self) -> Metrics:
         """Counts over all micro-batches this app object ran."""

@@ -604,9 +604,7 @@ class _Status:
             f"<br><b>{html.escape(v)}</b></td>"
             for n, v in self.fields
         )
-        note = (
-            f"<div style='margin-top:.3em'>{html.escape(self.note)}</div>" if self.note else ""
-        )
+        note = f"<div style='margin-top:.3em'>{html.escape(self.note)}</div>" if self.note else ""
         return (
             "<div class='kspark-progress' style='font-family:monospace;font-size:90%'>"
             f"<div><b>{html.escape(self.title)}</b></div>"

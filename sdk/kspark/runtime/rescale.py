@@ -201,7 +201,9 @@ def rescale(
                 parts.filter("ks_task >= 0")
                 .select("ks_task", "part")
                 .groupBy("ks_task")
-                .applyInPandas(server_rescale.merge_states(kind, versioned), server_rescale.STATES_SCHEMA)
+                .applyInPandas(
+                    server_rescale.merge_states(kind, versioned), server_rescale.STATES_SCHEMA
+                )
             )
             path = f"{warm_dir}/{name}"
             merged.write.mode("overwrite").parquet(path)
@@ -220,7 +222,9 @@ def rescale(
         check = written.agg(
             F.sum("entries").alias("entries"),
             F.count("ks_task").alias("tasks"),
-            F.sum(F.when((F.col("ks_task") < 0) | (F.col("ks_task") >= partitions), 1).otherwise(0)).alias("bad"),
+            F.sum(
+                F.when((F.col("ks_task") < 0) | (F.col("ks_task") >= partitions), 1).otherwise(0)
+            ).alias("bad"),
         ).collect()[0]
         after, tasks_after = int(check["entries"] or 0), int(check["tasks"] or 0)
         bad_tasks = int(check["bad"] or 0)
@@ -232,8 +236,12 @@ def rescale(
             )
         stores.append(
             StoreRescale(
-                store=name, processor=spec["processor"], entries_before=before,
-                entries_after=after, tasks_before=tasks_before, tasks_after=tasks_after,
+                store=name,
+                processor=spec["processor"],
+                entries_before=before,
+                entries_after=after,
+                tasks_before=tasks_before,
+                tasks_after=tasks_after,
             )
         )
         initial[name] = path
@@ -274,7 +282,9 @@ def _kafka_offsets(output: st.Output, offsets: tuple[str | None, ...]) -> dict[s
     import json
 
     topics = {
-        s.topic.name for s in output.stages() if isinstance(s, st.Read) and s.topic.format == "kafka"
+        s.topic.name
+        for s in output.stages()
+        if isinstance(s, st.Read) and s.topic.format == "kafka"
     }
     found: dict[str, dict[str, int]] = {}
     for text in offsets:

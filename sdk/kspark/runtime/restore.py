@@ -228,8 +228,9 @@ class RestoreTracker:
         self._reports = []
         self._reported = not (self._stores and restoring)
 
-    def observe(self, progress: Mapping[tuple[str, int], Mapping[str, Any]],
-                listener: Any = None) -> bool:
+    def observe(
+        self, progress: Mapping[tuple[str, int], Mapping[str, Any]], listener: Any = None
+    ) -> bool:
         """Look at the progress collected so far (keyed by ``(runId, batchId)``).
 
         Returns True if the current run has reported any progress. Builds the reports, and
@@ -288,7 +289,8 @@ def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
             seconds=_num(m, "rocksdbLoadLatencyMs") / 1000,
             snapshot_seconds=max(
                 0, _num(m, "rocksdbLoadLatencyMs") - _num(m, "rocksdbReplayChangeLogLatencyMs")
-            ) / 1000,
+            )
+            / 1000,
             changelog_seconds=_num(m, "rocksdbReplayChangeLogLatencyMs") / 1000,
             changelog_files=_num(m, "rocksdbNumReplayChangelogFiles"),
             partitions=partitions,

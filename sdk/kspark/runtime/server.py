@@ -70,8 +70,8 @@ def _spark_home() -> str:
 
     home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
     if not has_spark_jars(home):
-        source = "SPARK_HOME" if os.environ.get("SPARK_HOME") else (
-            pyspark_distribution() or "pyspark"
+        source = (
+            "SPARK_HOME" if os.environ.get("SPARK_HOME") else (pyspark_distribution() or "pyspark")
         )
         raise ServerError(
             f"the embedded Spark Connect server needs full pyspark with its JVM jars, and "
@@ -172,7 +172,11 @@ class EmbeddedServer:
             self.port = _free_port()
         self._workdir = tempfile.mkdtemp(prefix="kspark-server-")
         self.log_path = os.path.join(self._workdir, "server.log")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_CONNECT") and k not in ("SPARK_REMOTE", "PYTHONPATH")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("SPARK_CONNECT") and k not in ("SPARK_REMOTE", "PYTHONPATH")
+        }
         env.update(
             {
                 "SPARK_HOME": home,
@@ -185,19 +189,30 @@ class EmbeddedServer:
         env.update(self.extra_env)
         cmd = [
             os.path.join(home, "bin", "spark-submit"),
-            "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-            "--master", self.master,
-            "--driver-memory", self.driver_memory,
-            "--conf", f"spark.connect.grpc.binding.port={self.port}",
-            "--conf", f"spark.sql.warehouse.dir={os.path.join(self._workdir, 'warehouse')}",
-            "--conf", f"spark.driver.extraJavaOptions=-Dderby.system.home={self._workdir}",
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--master",
+            self.master,
+            "--driver-memory",
+            self.driver_memory,
+            "--conf",
+            f"spark.connect.grpc.binding.port={self.port}",
+            "--conf",
+            f"spark.sql.warehouse.dir={os.path.join(self._workdir, 'warehouse')}",
+            "--conf",
+            f"spark.driver.extraJavaOptions=-Dderby.system.home={self._workdir}",
         ]
         for k, v in sorted(self.conf.items()):
             cmd += ["--conf", f"{k}={v}"]
         log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
-            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            cwd=self._workdir, start_new_session=True,
+            cmd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self._workdir,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

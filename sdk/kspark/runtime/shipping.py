@@ -62,9 +62,7 @@ def _is_local_package(module: ModuleType) -> bool:
     if not paths or module.__name__.split(".")[0] in ("kspark", "pyspark"):
         return False
     roots = _installed_roots()
-    return all(
-        not os.path.realpath(p).startswith(root + os.sep) for p in paths for root in roots
-    )
+    return all(not os.path.realpath(p).startswith(root + os.sep) for p in paths for root in roots)
 
 
 def _ship_unit(module: ModuleType) -> str:
@@ -101,7 +99,9 @@ def _objects(topology: Topology, extra: Iterable[Any]) -> Iterator[Any]:
     yield from extra
 
 
-def modules_to_ship(topology: Topology, extra: Iterable[Any] = (), names: Iterable[str] = ()) -> list[str]:
+def modules_to_ship(
+    topology: Topology, extra: Iterable[Any] = (), names: Iterable[str] = ()
+) -> list[str]:
     """Names of the modules to pickle by value for ``topology``.
 
     ``names`` are modules to ship in any case, such as the module a ``module:attr``
@@ -134,6 +134,8 @@ def ship(topology: Topology, extra: Iterable[Any] = (), names: Iterable[str] = (
         try:
             module = importlib.import_module(name)
         except ImportError as exc:
-            raise CodeShippingError(f"cannot import module {name!r} to ship it: {exc}", module=name) from exc
+            raise CodeShippingError(
+                f"cannot import module {name!r} to ship it: {exc}", module=name
+            ) from exc
         cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
     return shipped

@@ -77,7 +77,9 @@ def _operator_id(spark: Any, checkpoint: str, name: str) -> int:
     ids = sorted({int(r["operatorId"]) for r in rows})
     if len(ids) == 1:
         return ids[0]
-    raise StoreError(f"no operator of checkpoint {checkpoint} holds store {name!r} (operators {ids})")
+    raise StoreError(
+        f"no operator of checkpoint {checkpoint} holds store {name!r} (operators {ids})"
+    )
 
 
 def no_log(exc: BaseException, store: str) -> bool:
@@ -88,7 +90,9 @@ def no_log(exc: BaseException, store: str) -> bool:
     return "STATE_VAR" in str(exc) or taskstate.log_name(store) in str(exc)
 
 
-def _task_logs(spark: Any, checkpoint: str, op: int, name: str, batch: int | None = None) -> dict[int, list[bytes]]:
+def _task_logs(
+    spark: Any, checkpoint: str, op: int, name: str, batch: int | None = None
+) -> dict[int, list[bytes]]:
     """Each task's log of changes (state format 4), oldest first; empty for a checkpoint
     written before logs existed."""
     from kspark_server import taskstate
@@ -281,7 +285,9 @@ class StoreReplica:
     def __init__(self, spark: Any, checkpoint: str, output: st.Output, name: str) -> None:
         stage = _find_stage(output, name)
         if stage.spec["kind"] != "join":
-            raise StoreError(f"store {name!r} belongs to {stage.spec['processor']}; only table stores have replicas")
+            raise StoreError(
+                f"store {name!r} belongs to {stage.spec['processor']}; only table stores have replicas"
+            )
         self.name = name
         self._spark = spark
         self._checkpoint = checkpoint
@@ -325,13 +331,21 @@ class StoreReplica:
             # (batch, rank, task, bytes): within a batch a new base comes first, then the
             # log's clearing, then its append (the order the operator writes them in)
             events: list[tuple[int, int, int, bytes | None]] = []
-            for r in self._feed(reader, last).select("batch_id", "change_type", "key", "value").collect():
+            for r in (
+                self._feed(reader, last).select("batch_id", "change_type", "key", "value").collect()
+            ):
                 blob = None if r["change_type"] == "delete" or r["value"] is None else r["value"][0]
                 events.append((int(r["batch_id"]), 0, int(r["key"][0]), blob))
             for r in self._log_feed(op, last):
                 append = r["change_type"] == "append" and r["list_element"] is not None
-                events.append((int(r["batch_id"]), 2 if append else 1, int(r["key"][0]),
-                               r["list_element"][0] if append else None))
+                events.append(
+                    (
+                        int(r["batch_id"]),
+                        2 if append else 1,
+                        int(r["key"][0]),
+                        r["list_element"][0] if append else None,
+                    )
+                )
             events.sort(key=lambda e: e[:3])
             for _, rank, task, blob in events:
                 dirty.add(task)
@@ -347,7 +361,9 @@ class StoreReplica:
                     self._logs.setdefault(task, []).append(blob)
         for task in dirty:
             if task in self._bases:
-                self._tasks[task] = taskstate.materialize(kind, versioned, self._bases[task], self._logs.get(task, ()))
+                self._tasks[task] = taskstate.materialize(
+                    kind, versioned, self._bases[task], self._logs.get(task, ())
+                )
             else:
                 self._tasks.pop(task, None)
         changed = len(dirty)
@@ -375,7 +391,9 @@ class StoreReplica:
         )
         try:
             return list(
-                self._feed(reader, last).select("batch_id", "change_type", "key", "list_element").collect()
+                self._feed(reader, last)
+                .select("batch_id", "change_type", "key", "list_element")
+                .collect()
             )
         except Exception as exc:
             if no_log(exc, self.name):

@@ -84,7 +84,7 @@ def _split(url: str) -> tuple[str, dict[str, str]]:
     """``sc://host:port/;k=v;k=v`` as ``("host:port", {k: v})``."""
     if not url.startswith("sc://"):
         raise ServerError(f"a Spark Connect URL starts with sc://, got {url!r}")
-    rest = url[len("sc://"):]
+    rest = url[len("sc://") :]
     hostport, _, tail = rest.partition("/")
     params: dict[str, str] = {}
     for part in tail.split(";"):
@@ -136,7 +136,8 @@ def _check_reachable(url: str, timeout: float = 5.0) -> None:
         raise ServerUnreachableError(
             f"no Spark Connect server answers at {host}:{port} ({exc}); check the address "
             "and that the server is running",
-            host=host, port=port,
+            host=host,
+            port=port,
         ) from exc
 
 
@@ -214,7 +215,9 @@ class OutputInfo:
         else:
             location = topic.path or topic.name
         return cls(
-            name=topic.name, format=topic.format, location=location,
+            name=topic.name,
+            format=topic.format,
+            location=location,
             dead_letter_queue=dead_letter_queue,
         )
 
@@ -266,9 +269,7 @@ class SubmittedApp:
 
     def url(self, remote: str | None = None) -> str:
         """The URL that reconnects to the app's session (``remote`` may add a token)."""
-        return with_params(
-            remote or self.remote, session_id=self.session_id, user_id=self.user_id
-        )
+        return with_params(remote or self.remote, session_id=self.session_id, user_id=self.user_id)
 
     def to_dict(self) -> dict[str, Any]:
         d = attrs.asdict(self, recurse=True)
@@ -319,10 +320,7 @@ class SubmittedApp:
 def _lifetime(timeout: str) -> str:
     if timeout.strip() in ("-1", "-1ms", "-1s"):
         return "only if the session is released (session timeout -1: never by inactivity)"
-    return (
-        f"when its session has had no request for {timeout} "
-        "(each `kspark status` is one)"
-    )
+    return f"when its session has had no request for {timeout} (each `kspark status` is one)"
 
 
 def load_handle(app_id: str, directory: str | None = None) -> SubmittedApp:
@@ -345,7 +343,8 @@ def _read_handle(path: str, app_id: str | None = None) -> SubmittedApp:
         raise UnknownAppError(
             f"no app {app_id or path!r} was submitted from this client (no handle at {path}); "
             "pass --session-id to find an app submitted elsewhere, or check the id",
-            application_id=app_id, handle=path,
+            application_id=app_id,
+            handle=path,
         ) from None
     except (OSError, ValueError) as exc:
         raise UnknownAppError(f"cannot read app handle {path}: {exc}", handle=path) from exc
@@ -418,7 +417,11 @@ class AppStatus:
 
 
 _PROGRESS_KEYS = (
-    "batchId", "timestamp", "numInputRows", "inputRowsPerSecond", "processedRowsPerSecond",
+    "batchId",
+    "timestamp",
+    "numInputRows",
+    "inputRowsPerSecond",
+    "processedRowsPerSecond",
 )
 
 
@@ -473,13 +476,16 @@ def _failure(exc: Any, app_id: str) -> str:
     such (the plan text in Spark's message can otherwise be mistaken for the cause)."""
     m = _MISSING_MODULE.search(str(exc))
     if m is not None:
-        return str(CodeShippingError(
-            f"app {app_id} failed: the server's Python workers cannot import module "
-            f"{m.group(1)!r}; kspark ships the topology's modules and their local packages, "
-            "so install the module on the server, or make it part of a local package the "
-            "topology uses",
-            module=m.group(1), application_id=app_id,
-        ))
+        return str(
+            CodeShippingError(
+                f"app {app_id} failed: the server's Python workers cannot import module "
+                f"{m.group(1)!r}; kspark ships the topology's modules and their local packages, "
+                "so install the module on the server, or make it part of a local package the "
+                "topology uses",
+                module=m.group(1),
+                application_id=app_id,
+            )
+        )
     return str(translate_failure(exc, app_id))
 
 
@@ -488,9 +494,14 @@ def _gone(handle: SubmittedApp, message: str) -> AppStatus:
         final = AppStatus.from_dict(handle.final)
         return attrs.evolve(final, message=f"{final.message}; {message}")
     return AppStatus(
-        app_id=handle.app_id, state=State.NOT_RUNNING, message=message,
-        query_id=handle.query_id or None, run_id=handle.run_id or None,
-        session_id=handle.session_id, checkpoint=handle.checkpoint, outputs=handle.outputs,
+        app_id=handle.app_id,
+        state=State.NOT_RUNNING,
+        message=message,
+        query_id=handle.query_id or None,
+        run_id=handle.run_id or None,
+        session_id=handle.session_id,
+        checkpoint=handle.checkpoint,
+        outputs=handle.outputs,
     )
 
 
@@ -516,8 +527,11 @@ def _find_query(spark: Any, handle: SubmittedApp) -> Any:
 
 
 def _resolve(
-    app_id: str | None, remote: str | None, handle: SubmittedApp | str | None,
-    session_id: str | None, directory: str | None,
+    app_id: str | None,
+    remote: str | None,
+    handle: SubmittedApp | str | None,
+    session_id: str | None,
+    directory: str | None,
 ) -> tuple[SubmittedApp, str]:
     """The handle to act on and the URL to reach its session."""
     if isinstance(handle, SubmittedApp):
@@ -528,9 +542,13 @@ def _resolve(
         if app_id is None or remote is None:
             raise UnknownAppError("--session-id needs --app-id and --remote too")
         found = SubmittedApp(
-            app_id=app_id, remote=with_params(remote, token=None, session_id=None),
-            session_id=session_id, user_id=_split(remote)[1].get("user_id"),
-            query_id="", run_id="", checkpoint="",
+            app_id=app_id,
+            remote=with_params(remote, token=None, session_id=None),
+            session_id=session_id,
+            user_id=_split(remote)[1].get("user_id"),
+            query_id="",
+            run_id="",
+            checkpoint="",
         )
     elif app_id is not None:
         found = load_handle(app_id, directory)
@@ -564,8 +582,15 @@ def _status_in(spark: Any, handle: SubmittedApp) -> tuple[AppStatus, bool]:
 
 def _record_final(handle: SubmittedApp, result: AppStatus, live: bool) -> None:
     """Keep how the app ended in its handle: the server forgets it an hour later."""
-    if handle.path and handle.final is None and live and result.state in (
-        State.NOT_RUNNING, State.ERROR,
+    if (
+        handle.path
+        and handle.final is None
+        and live
+        and result.state
+        in (
+            State.NOT_RUNNING,
+            State.ERROR,
+        )
     ):
         attrs.evolve(handle, final=result.to_dict()).save()
 
@@ -684,7 +709,9 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-def _already_running(app_id: str, where: str, handle: SubmittedApp | None = None) -> AppAlreadyRunningError:
+def _already_running(
+    app_id: str, where: str, handle: SubmittedApp | None = None
+) -> AppAlreadyRunningError:
     extra = f" (query {handle.query_id}, session {handle.session_id})" if handle else ""
     return AppAlreadyRunningError(
         f"app {app_id} is already running {where}{extra}; stop it first with "
@@ -791,7 +818,9 @@ def submit(
             raise
         except Exception as exc:
             if "already active" in str(exc):
-                raise _already_running(app_id, f"on {stored_remote} (its checkpoint is in use)") from exc
+                raise _already_running(
+                    app_id, f"on {stored_remote} (its checkpoint is in use)"
+                ) from exc
             raise StreamsAppError(
                 f"app {app_id} could not start: {_first_line(exc)}", application_id=app_id
             ) from exc
@@ -822,7 +851,8 @@ def submit(
             _release(spark)
             raise StreamsAppError(
                 f"app {app_id} failed right after it started: {current.error}",
-                application_id=app_id, handle=handle.path,
+                application_id=app_id,
+                handle=handle.path,
             )
         return handle
     except BaseException:
@@ -831,4 +861,3 @@ def submit(
         raise
     finally:
         _detach(spark)
-

@@ -55,7 +55,9 @@ class TestInputTopic(Generic[K, V]):
 
     __test__ = False
 
-    def __init__(self, driver: TopologyTestDriver, name: str, key: TypeDesc, value: TypeDesc) -> None:
+    def __init__(
+        self, driver: TopologyTestDriver, name: str, key: TypeDesc, value: TypeDesc
+    ) -> None:
         self._driver = driver
         self.name = name
         self._key = key
@@ -148,7 +150,9 @@ class TestOutputTopic(Generic[K, V]):
 
     __test__ = False
 
-    def __init__(self, driver: TopologyTestDriver, name: str, key: TypeDesc, value: TypeDesc) -> None:
+    def __init__(
+        self, driver: TopologyTestDriver, name: str, key: TypeDesc, value: TypeDesc
+    ) -> None:
         self._driver = driver
         self.name = name
         from kspark_server import codec
@@ -227,7 +231,9 @@ class TopologyTestDriver:
     [('a', 1)]
     """
 
-    def __init__(self, topology: Topology, config: StreamsConfig | None = None, session: Any = None) -> None:
+    def __init__(
+        self, topology: Topology, config: StreamsConfig | None = None, session: Any = None
+    ) -> None:
         self._workdir = tempfile.mkdtemp(prefix="kspark-ttd-")
         self._seq = 0
         self._inputs: dict[str, TestInputTopic[Any, Any]] = {}
@@ -243,9 +249,7 @@ class TopologyTestDriver:
 
     def _rewire(self, topic: TopicSpec, role: str) -> TopicSpec:
         opts = (("kspark.ordered", "true"),) if role == "sink" else ()
-        return attrs.evolve(
-            Topic.parquet(topic.name, self._topic_path(topic.name)), options=opts
-        )
+        return attrs.evolve(Topic.parquet(topic.name, self._topic_path(topic.name)), options=opts)
 
     def _topic_path(self, name: str) -> str:
         return os.path.join(self._workdir, "topics", name)
@@ -254,25 +258,33 @@ class TopologyTestDriver:
         self._seq += 1
         return self._seq
 
-    def create_input_topic(self, name: str, *, key_type: type[K], value_type: type[V]) -> TestInputTopic[K, V]:
+    def create_input_topic(
+        self, name: str, *, key_type: type[K], value_type: type[V]
+    ) -> TestInputTopic[K, V]:
         """A handle to pipe records into topic ``name``."""
         if name not in {s.topic.name for s in self.topology.sources()}:
             raise InvalidArgumentError(
                 f"topic {name!r} is not a source of the topology; sources: "
                 f"{sorted({s.topic.name for s in self.topology.sources()})}"
             )
-        topic: TestInputTopic[K, V] = TestInputTopic(self, name, describe_type(key_type), describe_type(value_type))
+        topic: TestInputTopic[K, V] = TestInputTopic(
+            self, name, describe_type(key_type), describe_type(value_type)
+        )
         self._inputs[name] = topic
         return topic
 
-    def create_output_topic(self, name: str, *, key_type: type[K], value_type: type[V]) -> TestOutputTopic[K, V]:
+    def create_output_topic(
+        self, name: str, *, key_type: type[K], value_type: type[V]
+    ) -> TestOutputTopic[K, V]:
         """A handle to read the records the topology wrote to topic ``name``."""
         sinks = {s.topic.name for s in self.topology.sinks}
         dlq = self.config.dead_letter_queue_topic
         if dlq is not None:
             sinks.add(dlq.name)
         if name not in sinks:
-            raise InvalidArgumentError(f"topic {name!r} is not a sink of the topology; sinks: {sorted(sinks)}")
+            raise InvalidArgumentError(
+                f"topic {name!r} is not a sink of the topology; sinks: {sorted(sinks)}"
+            )
         return TestOutputTopic(self, name, describe_type(key_type), describe_type(value_type))
 
     def dead_letter_topic(self) -> TestOutputTopic[str, str]:

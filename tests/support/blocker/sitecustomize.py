@@ -1,6 +1,7 @@
 """Loaded by the test server's Python workers (via PYTHONPATH): makes kspark, kspark_server
 and the test modules unimportable there, so every behaviour test proves that code reaches
 the server by value, as it must on a remote server that lacks it."""
+
 from __future__ import annotations
 
 import sys
@@ -12,7 +13,9 @@ class _Blocker:
     def find_spec(self, name, path=None, target=None):
         root = name.split(".")[0]
         if root in _BLOCKED_ROOTS or root.startswith("test_"):
-            raise ModuleNotFoundError(f"No module named {name!r} (blocked on the test server)", name=name)
+            raise ModuleNotFoundError(
+                f"No module named {name!r} (blocked on the test server)", name=name
+            )
         return None
 
 
