@@ -1,7 +1,9 @@
 """Re-splitting stateful operators' task states from N to M tasks (``kspark rescale``).
 
-A task's state (see :mod:`kspark_server.tasks`) is one pickled dict, stored as a base and
-a log of changes (:mod:`kspark_server.taskstate`); the split reads both. Every entry in it
+A task's state (see :mod:`kspark_server.tasks`) is stored as a base and a log of changes
+(:mod:`kspark_server.taskstate`); the split reads both. It also reads the pickled states of
+formats 3 and 4, and writes format 5: a rescale, even to the same number of partitions,
+is how an older checkpoint migrates. This job runs on the app's own server. Every entry in it
 keeps the Spark hash of its partitioning column, so the entry's task under M tasks is
 ``pmod(hash, M)``, the same rule the app's plan applies to new records. Rescaling is
 two pure functions, run as Spark jobs over the state reader's rows:
@@ -16,17 +18,17 @@ was lost or duplicated before it switches the app over.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pandas as pd
 
-from kspark_server import taskstate
+from kspark_server import placement, taskstate
 
 #: Column layout of :func:`split_states`' output.
 PARTS_SCHEMA = "ks_task int, part binary, entries long, old_entries long"
-#: Column layout of :func:`merge_states`' output (the new app's initial state).
+#: Column layout of :func:`merge_states`' output (the new app's initial state): the task
+#: key (:mod:`kspark_server.placement`), its base, its entries.
 STATES_SCHEMA = "ks_task int, blob binary, entries long"
 
 
@@ -139,13 +141,15 @@ def split_states(
             for blob, log in zip(frame["blob"].tolist(), logs, strict=True):
                 if blob is None:
                     continue
-                st = taskstate.materialize(kind, versioned, blob, [] if log is None else list(log))
+                st = taskstate.materialize(
+                    kind, versioned, blob, [] if log is None else list(log), allow_pickle=True
+                )
                 rows.append((-1, None, 0, entries(kind, versioned, st)))
                 for task, p in split(kind, versioned, st, m).items():
                     rows.append(
                         (
                             task,
-                            pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL),
+                            taskstate.encode_base(kind, versioned, p),
                             entries(kind, versioned, p),
                             0,
                         )
@@ -155,15 +159,20 @@ def split_states(
     return run
 
 
-def merge_states(kind: str, versioned: bool) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """The ``applyInPandas`` function of one new task's parts."""
+def merge_states(kind: str, versioned: bool, m: int) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """The ``applyInPandas`` function of one new task's parts (of ``m`` new tasks)."""
 
     def run(frame: pd.DataFrame) -> pd.DataFrame:
         task = int(frame["ks_task"].iat[0])
-        st = merge(kind, versioned, [pickle.loads(b) for b in frame["part"].tolist()])
-        blob = pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL)
+        parts = [taskstate.materialize(kind, versioned, b, []) for b in frame["part"].tolist()]
+        st = merge(kind, versioned, parts)
+        blob = taskstate.encode_base(kind, versioned, st)
         return pd.DataFrame(
-            {"ks_task": [task], "blob": [blob], "entries": [entries(kind, versioned, st)]}
+            {
+                "ks_task": [placement.task_keys(m)[task]],
+                "blob": [blob],
+                "entries": [entries(kind, versioned, st)],
+            }
         )
 
     return run

@@ -1,11 +1,14 @@
 """Stateful operators run per task with ``transformWithStateInPandas``.
 
-Records are grouped by task (``ks_task``, the hash of the key modulo the app's number of
-partitions), so one handler call sees a task's whole micro-batch. The task's state is a pickled dict
-per store, loaded once per batch: this cuts the round trips to the JVM that dominate
-per-key designs (see docs/performance.md). A batch writes back only the keys it touched,
-as a change appended to the store's log, so Spark's changelog (and a restore's replay) grows
-with the changes, not with the state (:mod:`kspark_server.taskstate`).
+Records are grouped by task (``ks_task``: a task key, :mod:`kspark_server.placement`,
+derived from the hash of the key modulo the app's number of partitions), so one handler
+call sees a task's whole micro-batch, and each task runs in its own Spark partition.
+
+A task's state lives durably in Spark's state store as a base and a log of per-batch
+changes (:mod:`kspark_server.taskstate`, MessagePack), and is worked on in an
+executor-local store (:mod:`kspark_server.localstore`): a batch loads the entries of the
+keys its records touch, and writes back, to both, only the keys it changed. So a batch
+costs what it touches, not the whole state.
 
 The batch stays columnar: only the columns an operator reads (key, value, timestamp) become
 Python objects, and output rows are taken from the input frame by position, with the
@@ -26,24 +29,34 @@ import base64
 import heapq
 import json
 import os
-import pickle
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import BinaryType, StructField, StructType
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from kspark_server import codec, handling, rescale, taskstate
+from kspark_server import codec, handling, localstore, placement, stateenc, taskstate
 from kspark_server.spec import check_spec
 from kspark_server.versioned import VersionedStore
 
 _BLOB = StructType([StructField("blob", BinaryType(), True)])
+_VERSION = StructType(
+    [
+        StructField("incarnation", StringType(), True),
+        StructField("batches", LongType(), True),
+        StructField("base_bytes", LongType(), True),
+        StructField("log_bytes", LongType(), True),
+        StructField("log_len", IntegerType(), True),
+    ]
+)
 
-#: The layout of the pickled task state; rescale and the state reader check it.
-#: 4: a base plus a log of changes (:mod:`kspark_server.taskstate`); 3: the base alone.
-STATE_FORMAT = 4
+#: The layout of the task state (:mod:`kspark_server.taskstate`); rescale and the state
+#: reader check it. 5: MessagePack base and log, cached in an executor-local store; 4 and 3
+#: (pickled) are read only by the rescale job that migrates them.
+STATE_FORMAT = taskstate.STATE_FORMAT
 
 
 def order(frame: pd.DataFrame) -> np.ndarray[Any, Any]:
@@ -251,18 +264,29 @@ class Emitter:
 
 
 class TaskProcessor(StatefulProcessor):
-    """Base of per-task operators: load state, process the batch in order, save state."""
+    """Base of per-task operators: open the task's local store, load the entries of the
+    keys the batch touches, process the batch in order, write back what changed.
+
+    The durable state is a base and a log of changes in Spark's state store
+    (:mod:`kspark_server.taskstate`); the operator works on the executor-local copy
+    (:mod:`kspark_server.localstore`), rebuilt from the durable state when its version
+    differs. A batch therefore costs the keys it touches, not the whole state.
+    """
 
     #: whether the operator replaces the value column (a join) or passes rows through
     new_value = False
+    #: whether entries expire by their timestamp through the local store's time index
+    time_indexed = False
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = check_spec(spec)
         self.columns = [f["name"] for f in _schema_fields(spec["output_schema"])]
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = handle.getValueState(self.spec["store"], _BLOB)
-        self.log = handle.getListState(taskstate.log_name(self.spec["store"]), _BLOB)
+        store = self.spec["store"]
+        self.state = handle.getValueState(store, _BLOB)
+        self.log = handle.getListState(taskstate.log_name(store), _BLOB)
+        self.version = handle.getValueState(taskstate.version_name(store), _VERSION)
         self.kind = str(self.spec["kind"])
         self.versioned = bool(self.spec.get("versioned"))
         #: keys whose entries the current batch changed (the processors add to it)
@@ -283,50 +307,115 @@ class TaskProcessor(StatefulProcessor):
     def setup(self) -> None:
         """Build codecs; called once per worker."""
 
-    def initial(self) -> Any:
+    def keys(self, st: Any, batch: Batch) -> list[Any]:
+        """The state keys the batch may read or change (their entries are loaded)."""
         raise NotImplementedError
-
-    def upgrade(self, st: Any) -> Any:
-        """A state read back, in the current layout."""
-        st.setdefault("hash", {})
-        st["format"] = STATE_FORMAT
-        return st
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         raise NotImplementedError
 
-    def _load(self) -> Any:
-        blob = self.state.get() if self.state.exists() else None
-        self.touched = set()
-        if blob is None:
-            self._base: bytes | None = None
-            self._log: list[bytes] = []
-            return self.initial()
-        self._base = blob[0]
-        self._log = [t[0] for t in self.log.get()] if self.log.exists() else []
-        return self.upgrade(taskstate.materialize(self.kind, self.versioned, blob[0], self._log))
+    def time_of(self, entry: Any) -> int:
+        """An entry's time in the local store's time index (``time_indexed`` operators)."""
+        raise NotImplementedError
 
-    def _save(self, st: Any) -> None:
-        if self._base is not None:
-            change = taskstate.encode_change(self.kind, self.versioned, st, self.touched)
-            log_bytes = sum(map(len, self._log)) + len(change)
-            if not taskstate.should_compact(
-                len(self._base), log_bytes, len(self._log) + 1, self.min_base
-            ):
-                if self.check_log:
-                    back = taskstate.materialize(
-                        self.kind, self.versioned, self._base, [*self._log, change]
-                    )
-                    if self.upgrade(back) != st:
-                        raise AssertionError(
-                            f"{self.spec['processor']}: the logged change does not reproduce "
-                            "the task state (a key the batch changed was not recorded)"
+    def expire_before(self, st: Any) -> int | None:
+        """Entries whose index time is older than this are removed after the batch."""
+        return None
+
+    # -- the durable state and the local store ----------------------------------------
+
+    def _open(self, task: int) -> tuple[localstore.TaskStore, str, list[int], bool]:
+        """The task's local store at the durable state's version: (store, incarnation,
+        [batches, base bytes, log bytes, log length], whether the task has state)."""
+        ver = self.version.get() if self.version.exists() else None
+        has_base = self.state.exists()
+        if ver is None:
+            # a new task, or one that starts from a rescale's initial state
+            inc, sizes = uuid.uuid4().hex, [0, 0, 0, 0]
+        else:
+            inc, sizes = str(ver[0]), [int(v) for v in ver[1:]]
+        local = localstore.TaskStore.open(localstore.root_dir(), self.spec["store"], inc, task)
+        if local.version != (inc, sizes[0]) or ver is None:
+            got = self.state.get() if has_base else None
+            base = None if got is None else got[0]
+            log = [t[0] for t in self.log.get()] if has_base and self.log.exists() else []
+            s, pairs = taskstate.merge_pairs(base, log)
+            index = (
+                [localstore.time_key(self.time_of(stateenc.unpack(e)), k) for k, e in pairs.items()]
+                if self.time_indexed
+                else []
+            )
+            local.reset(sorted(pairs.items()), s, (inc, sizes[0]), index=sorted(index))
+            if base is not None and ver is None:
+                sizes[1] = len(base)  # a rescale's base: no log yet
+        return local, inc, sizes, has_base
+
+    def _partial(self, local: localstore.TaskStore, batch: Batch | None) -> Any:
+        """The task state with the entries of the batch's keys only."""
+        st = taskstate.empty(self.kind, self.versioned)
+        taskstate.set_scalars(self.kind, self.versioned, st, local.scalars())
+        keys = self.keys(st, batch) if batch is not None else []
+        pack = stateenc.pack
+        taskstate.fill(self.kind, self.versioned, st, keys, local.get_many([pack(k) for k in keys]))
+        return st
+
+    def _save(
+        self,
+        st: Any,
+        local: localstore.TaskStore,
+        inc: str,
+        sizes: list[int],
+        before: dict[Any, Any],
+    ) -> None:
+        """Write the batch's changes to the local store and the durable state."""
+        kind, versioned = self.kind, self.versioned
+        touched = list(self.touched)
+        pairs = taskstate.change_pairs(kind, versioned, st, touched)
+        index: list[tuple[bytes | None, bytes | None]] = []
+        if self.time_indexed:
+            seen = taskstate.maps(kind, versioned, st)[0]
+            for k, (kb, _) in zip(touched, pairs, strict=True):
+                old, new = before.get(k), seen.get(k)
+                if old != new:
+                    index.append(
+                        (
+                            None if old is None else localstore.time_key(self.time_of([old]), kb),
+                            None if new is None else localstore.time_key(self.time_of([new]), kb),
                         )
-                self.log.appendValue((change,))
-                return
-        self.state.update((pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL),))
-        if self._log:
-            self.log.clear()
+                    )
+        sc = taskstate.scalars(kind, versioned, st)
+        n = sizes[0] + 1
+        expired = local.apply(
+            pairs, sc, (inc, n), index=index, expire_before=self.expire_before(st)
+        )
+        pairs.extend((k, None) for k in expired)
+        change = stateenc.encode_frame(sc, pairs)
+        base_bytes, log_bytes, log_len = sizes[1], sizes[2] + len(change), sizes[3] + 1
+        if not self.state.exists() or taskstate.should_compact(
+            base_bytes, log_bytes, log_len, self.min_base
+        ):
+            base = stateenc.encode_frame(sc, local.pairs())
+            self.state.update((base,))
+            if self.log.exists():
+                self.log.clear()
+            base_bytes, log_bytes, log_len = len(base), 0, 0
+        else:
+            self.log.appendValue((change,))
+        self.version.update((inc, n, base_bytes, log_bytes, log_len))
+        if self.check_log:
+            self._check(local)
+
+    def _check(self, local: localstore.TaskStore) -> None:
+        """Tests: the durable base and log read back as the local store's state."""
+        got = self.state.get()
+        base = None if got is None else got[0]
+        log = [t[0] for t in self.log.get()] if self.log.exists() else []
+        s, pairs = taskstate.merge_pairs(base, log)
+        if pairs != dict(local.pairs()) or s != local.scalars():
+            raise AssertionError(
+                f"{self.spec['processor']}: the durable base and log do not reproduce the "
+                "task state (a key the batch changed was not recorded)"
+            )
 
     def handleInitialState(self, key: Any, initialState: pd.DataFrame, timerValues: Any) -> None:
         # a rescaled app starts from the old app's state, re-split by task (kspark rescale)
@@ -334,6 +423,7 @@ class TaskProcessor(StatefulProcessor):
         if blobs:
             self.state.update((blobs[0],))
             self.log.clear()
+            self.version.clear()
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
@@ -345,20 +435,22 @@ class TaskProcessor(StatefulProcessor):
         is_side = pdf["ks_side"].notna().to_numpy()
         side_json = pdf["ks_side"][is_side].tolist() if is_side.any() else []
         main = pdf[~is_side] if len(side_json) else pdf
-        task = int(key[0])
-        st = self._load()
+        task = placement.task_of(int(key[0]))
+        self.touched = set()
+        local, inc, sizes, has_state = self._open(task)
+        batch = Batch(main, self.columns, self.decoders) if len(main) else None
+        st = self._partial(local, batch)
+        before = dict(taskstate.maps(self.kind, self.versioned, st)[0]) if self.time_indexed else {}
         # the entries as loaded, before this batch: the restore report of a restarted run
         # counts them (kspark.runtime.restore)
-        loaded = None if self._base is None else rescale.entries(self.kind, self.versioned, st)
+        loaded = local.count() + len(st.get("buffer") or []) if has_state else None
         out = Emitter()
-        batch = None
-        if len(main):
-            batch = Batch(main, self.columns, self.decoders)
+        if batch is not None:
             self.process(st, batch, task, out)
-        self._save(st)
+        self._save(st, local, inc, sizes, before)
         first = f"{batch.first('ks_seq')}:{batch.first('ks_sub')}" if batch is not None else ""
         chunk = f"{self.spec['store']}:{task}:{first}"
-        extra = self.extra_side(st, task)
+        extra = self.extra_side(st, task, local.count())
         if loaded is not None:
             extra.append(
                 {
@@ -380,7 +472,7 @@ class TaskProcessor(StatefulProcessor):
         if result is not None and len(result):
             yield result
 
-    def extra_side(self, st: Any, task: int) -> list[dict[str, Any]]:
+    def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         return []
 
     def close(self) -> None:
@@ -409,8 +501,18 @@ class DedupProcessor(TaskProcessor):
         self.vdec = codec.decoder(s["input"]["value"])
         self.duplicates = 0
 
-    def initial(self) -> Any:
-        return {"format": STATE_FORMAT, "stream_time": None, "seen": {}, "hash": {}}
+    time_indexed = True
+
+    def keys(self, st: Any, batch: Batch) -> list[Any]:
+        self._batch_idents = self._idents(batch)
+        return list({ident for ok, ident in self._batch_idents if ok and ident is not None})
+
+    def time_of(self, entry: Any) -> int:
+        return int(entry[0])
+
+    def expire_before(self, st: Any) -> int | None:
+        t = st["stream_time"]
+        return None if t is None else int(t) - self.interval
 
     def _idents(self, batch: Batch) -> list[tuple[bool, Any]]:
         if self.mode == "by_id":
@@ -447,7 +549,7 @@ class DedupProcessor(TaskProcessor):
         duplicates = 0
         touched = self.touched
         for i, ((ok, ident), ts, h) in enumerate(
-            zip(self._idents(batch), batch.ts, batch.hashes, strict=True)
+            zip(self._batch_idents, batch.ts, batch.hashes, strict=True)
         ):
             stream_time = ts if stream_time is None or ts > stream_time else stream_time
             if not ok:
@@ -474,7 +576,7 @@ class DedupProcessor(TaskProcessor):
         st["stream_time"] = stream_time
         self.duplicates += duplicates
 
-    def extra_side(self, st: Any, task: int) -> list[dict[str, Any]]:
+    def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         n, self.duplicates = self.duplicates, 0
         t = f"{self.guard.subtopology}_{task}"
         return [
@@ -483,7 +585,7 @@ class DedupProcessor(TaskProcessor):
                 "kind": "store_entries",
                 "processor": self.spec["store"],
                 "task": t,
-                "count": len(st["seen"]),
+                "count": entries,
             },
         ]
 
@@ -516,17 +618,15 @@ class JoinProcessor(TaskProcessor):
         self.store_plain = not s["packed"].get("tvalue")
         self.expired_puts = 0
 
-    def initial(self) -> Any:
-        # stream_time: the task's (both sides), for grace; the versioned store keeps its own
-        # observed stream time (table side), for history retention
-        table: Any = VersionedStore.empty_state() if self.versioned else {}
-        return {
-            "format": STATE_FORMAT,
-            "stream_time": None,
-            "table": table,
-            "buffer": [],
-            "hash": {},
-        }
+    def keys(self, st: Any, batch: Batch) -> list[Any]:
+        # the batch's keys (both sides) and those of stream records buffered for grace
+        hashable = codec.hashable
+        found = {k if type(k) is str else hashable(k) for k in batch.keys if k is not None}
+        for r in st["buffer"]:
+            k = r.get("key")
+            if k is not None:
+                found.add(k if type(k) is str else hashable(k))
+        return list(found)
 
     def store(self, st: Any) -> VersionedStore:
         return VersionedStore(st["table"], self.retention)
@@ -642,7 +742,7 @@ class JoinProcessor(TaskProcessor):
                 if ok:
                     out.carry(r, res)
 
-    def extra_side(self, st: Any, task: int) -> list[dict[str, Any]]:
+    def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         n, self.expired_puts = self.expired_puts, 0
         t = f"{self.guard.subtopology}_{task}"
         rows = [
@@ -650,7 +750,7 @@ class JoinProcessor(TaskProcessor):
                 "kind": "store_entries",
                 "processor": self.spec["store"],
                 "task": t,
-                "count": len(st["table"]["data"] if self.versioned else st["table"]),
+                "count": entries,
             }
         ]
         if n:

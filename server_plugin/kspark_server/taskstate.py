@@ -1,54 +1,63 @@
-"""A task's state as a base plus a log of per-batch changes (state format 4).
+"""A task's durable state: a base plus a log of per-batch changes (state format 5).
 
-A stateful operator keeps each task's state as a Python dict (see :mod:`kspark_server.tasks`).
-Writing the whole dict back after every micro-batch made every batch cost the task's
-whole state in Spark's state store: RocksDB's changelog checkpoint of a batch held the
-full state, and a restore replayed the full state once per batch since the last snapshot.
+A stateful operator's task keeps its state in three state variables of Spark's state
+store:
 
-So the state lives in two state variables of the task:
+- ``<store>``: a value state, the *base*: the whole state as of some batch;
+- ``<store>__log``: a list state, one *change* per later batch: the batch's scalar fields
+  (stream time, grace buffer) and the new entry of every key the batch changed (nil:
+  the key was removed);
+- ``<store>__version``: a value state, the state's version (see
+  :mod:`kspark_server.localstore`) and the sizes that decide when to write a new base.
 
-- ``<store>``: a value state, the pickled *base* (the dict as of some batch);
-- ``<store>__log``: a list state, one pickled *change* per later batch: the batch's
-  scalar fields (stream time, grace buffer) and, for every key the batch touched, the
-  key's new entry in each of the state's per-key maps (None: removed from that map).
+A base and a change are frames of :mod:`kspark_server.stateenc` (MessagePack, no pickle).
+The operator works on the executor-local copy (:mod:`kspark_server.localstore`) and reads
+the base and log only to rebuild it. A batch appends its change, which holds only the
+keys it changed, until the log has grown past half the base (or :data:`MAX_LOG`
+changes); then it writes a new base and clears the log, so the log's replay costs at most
+half the state, and writing bases costs at most twice the changes.
 
-A batch appends its change, which holds only the keys it touched, unless the log has grown
-past half the base (or :data:`MAX_LOG` changes). Then it writes a new base and clears the
-log. Each write of the whole state is paid for by at least half as many bytes of
-changes, and reading a task's state costs at most 1.5 times its size.
+An *entry* is the list of a key's values in each of the state's per-key maps
+(:func:`maps`): ``[timestamp, hash]`` for deduplication, ``[value, hash]`` for a
+latest-value table, ``[[timestamps, values], hash]`` for a versioned table, where
+``hash`` is the Spark hash of the key's partitioning column (for rescaling).
 
-The per-key maps of each operator kind are listed by :func:`maps`. Every reader of the
-state uses :func:`materialize`: the operator itself, the interactive-query readers and
-the rescale job.
+Every reader of the whole state uses :func:`materialize`: the interactive-query readers,
+the replicas and the rescale job.
 
 Examples
 --------
->>> import pickle
->>> base = {"format": 4, "stream_time": 5, "seen": {"a": 5}, "hash": {"a": 11}}
->>> st = pickle.loads(pickle.dumps(base))
+>>> from kspark_server import stateenc
+>>> st = empty("dedup", False)
+>>> st["seen"]["a"] = 5; st["hash"]["a"] = 11; st["stream_time"] = 5
+>>> base = stateenc.encode_frame(scalars("dedup", False, st), change_pairs("dedup", False, st, ["a"]))
 >>> st["seen"]["b"] = 7; st["hash"]["b"] = 12; del st["seen"]["a"]; del st["hash"]["a"]
 >>> st["stream_time"] = 7
->>> change = encode_change("dedup", False, st, {"a", "b"})
->>> materialize("dedup", False, pickle.dumps(base), [change]) == st
+>>> change = stateenc.encode_frame(scalars("dedup", False, st), change_pairs("dedup", False, st, ["a", "b"]))
+>>> materialize("dedup", False, base, [change]) == st
 True
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable, Set
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from kspark_server import stateenc
+
+#: The layout of the task state these functions read and write.
+STATE_FORMAT = stateenc.FORMAT
 #: Suffix of the list-state variable that holds a store's log of changes.
 LOG_SUFFIX = "__log"
+#: Suffix of the value-state variable that holds a store's version.
+VERSION_SUFFIX = "__version"
 #: A task writes a new base once its log holds this many changes, however small.
 MAX_LOG = 512
 #: ... or once the log's bytes pass this fraction of the base's.
 LOG_FRACTION = 0.5
 #: Bases smaller than this are rewritten rather than logged against (cheap either way).
 MIN_BASE_BYTES = 4096
-
-_HIGHEST = pickle.HIGHEST_PROTOCOL
 
 
 def log_name(store: str) -> str:
@@ -58,6 +67,23 @@ def log_name(store: str) -> str:
     'rates__log'
     """
     return store + LOG_SUFFIX
+
+
+def version_name(store: str) -> str:
+    """The value-state variable of ``store``'s version.
+
+    >>> version_name("rates")
+    'rates__version'
+    """
+    return store + VERSION_SUFFIX
+
+
+def empty(kind: str, versioned: bool) -> dict[str, Any]:
+    """An empty task state of an operator kind."""
+    if kind == "dedup":
+        return {"format": STATE_FORMAT, "stream_time": None, "seen": {}, "hash": {}}
+    table: Any = {"time": None, "data": {}} if versioned else {}
+    return {"format": STATE_FORMAT, "stream_time": None, "table": table, "buffer": [], "hash": {}}
 
 
 def maps(kind: str, versioned: bool, st: dict[str, Any]) -> list[dict[Any, Any]]:
@@ -78,38 +104,136 @@ def scalars(kind: str, versioned: bool, st: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def encode_change(kind: str, versioned: bool, st: dict[str, Any], touched: Set[Any]) -> bytes:
-    """One batch's change: the scalar fields and each touched key's entries."""
-    ms = maps(kind, versioned, st)
-    keys = {k: tuple(m.get(k) for m in ms) for k in touched}
-    return pickle.dumps({"scalars": scalars(kind, versioned, st), "keys": keys}, protocol=_HIGHEST)
-
-
-def apply_change(kind: str, versioned: bool, st: dict[str, Any], change: bytes) -> None:
-    """Apply one change (from :func:`encode_change`) to ``st`` in place."""
-    c = pickle.loads(change)
-    ms = maps(kind, versioned, st)
-    for k, entries in c["keys"].items():
-        for m, v in zip(ms, entries, strict=True):
-            if v is None:
-                m.pop(k, None)
-            else:
-                m[k] = v
-    s = c["scalars"]
-    st["stream_time"] = s["stream_time"]
+def set_scalars(kind: str, versioned: bool, st: dict[str, Any], s: dict[str, Any]) -> None:
+    """Put scalar fields (from :func:`scalars`) into ``st``."""
+    st["stream_time"] = s.get("stream_time")
     if kind != "dedup":
-        st["buffer"] = s["buffer"]
+        st["buffer"] = list(s.get("buffer") or [])
         if versioned:
-            st["table"]["time"] = s["table_time"]
+            st["table"]["time"] = s.get("table_time")
 
 
-def materialize(kind: str, versioned: bool, base: bytes, log: Iterable[bytes]) -> dict[str, Any]:
-    """A task's state: its base with its log applied, oldest change first."""
+def change_pairs(
+    kind: str, versioned: bool, st: dict[str, Any], keys: Iterable[Any]
+) -> list[tuple[bytes, bytes | None]]:
+    """The encoded (key, entry) pairs of ``keys`` as ``st`` has them (None: removed)."""
+    ms = maps(kind, versioned, st)
+    pack = stateenc.pack
+    out: list[tuple[bytes, bytes | None]] = []
+    for k in keys:
+        entry = [m.get(k) for m in ms]
+        out.append((pack(k), None if entry[0] is None else pack(entry)))
+    return out
+
+
+def fill(
+    kind: str,
+    versioned: bool,
+    st: dict[str, Any],
+    keys: Sequence[Any],
+    entries: Sequence[bytes | None],
+) -> None:
+    """Put the decoded ``entries`` of ``keys`` (None: absent) into ``st``'s maps."""
+    ms = maps(kind, versioned, st)
+    unpack = stateenc.unpack
+    for k, raw in zip(keys, entries, strict=True):
+        if raw is None:
+            continue
+        for m, v in zip(ms, unpack(raw), strict=True):
+            if v is not None:
+                m[k] = v
+
+
+def apply_frame(kind: str, versioned: bool, st: dict[str, Any], frame: bytes) -> None:
+    """Apply a base or change (a frame of :mod:`kspark_server.stateenc`) to ``st``."""
+    s, pairs = stateenc.decode_frame(frame)
+    ms = maps(kind, versioned, st)
+    unpack = stateenc.unpack
+    for kb, eb in pairs:
+        k = unpack(kb)
+        if eb is None:
+            for m in ms:
+                m.pop(k, None)
+        else:
+            for m, v in zip(ms, unpack(eb), strict=True):
+                if v is None:
+                    m.pop(k, None)
+                else:
+                    m[k] = v
+    set_scalars(kind, versioned, st, s)
+
+
+def merge_pairs(
+    base: bytes | None, log: Iterable[bytes]
+) -> tuple[dict[str, Any], dict[bytes, bytes]]:
+    """The scalars and encoded pairs of a base with its log applied, without decoding the
+    entries (an executor-local store's rebuild)."""
+    out: dict[bytes, bytes] = {}
+    s: dict[str, Any] = {}
+    for frame in ([] if base is None else [base]) + list(log):
+        s, pairs = stateenc.decode_frame(frame)
+        for kb, eb in pairs:
+            if eb is None:
+                out.pop(kb, None)
+            else:
+                out[kb] = eb
+    return s, out
+
+
+def _materialize_pickled(
+    kind: str, versioned: bool, base: bytes, log: Iterable[bytes]
+) -> dict[str, Any]:
+    """A state of formats 3 and 4 (pickled), read only by the server-side rescale job
+    that migrates it: the client never unpickles (see :func:`materialize`)."""
     st: dict[str, Any] = pickle.loads(base)
     st.setdefault("hash", {})
     for change in log:
-        apply_change(kind, versioned, st, change)
+        c = pickle.loads(change)
+        ms = maps(kind, versioned, st)
+        for k, entries in c["keys"].items():
+            for m, v in zip(ms, entries, strict=True):
+                if v is None:
+                    m.pop(k, None)
+                else:
+                    m[k] = v
+        sc = c["scalars"]
+        st["stream_time"] = sc["stream_time"]
+        if kind != "dedup":
+            st["buffer"] = sc["buffer"]
+            if versioned:
+                st["table"]["time"] = sc["table_time"]
+    st["format"] = STATE_FORMAT
     return st
+
+
+def materialize(
+    kind: str,
+    versioned: bool,
+    base: bytes | None,
+    log: Iterable[bytes],
+    *,
+    allow_pickle: bool = False,
+) -> dict[str, Any]:
+    """A task's whole state: its base with its log applied, oldest change first.
+
+    A pickled state of an older kspark (formats 3 and 4) raises
+    :class:`~kspark_server.stateenc.StateFormatError`, unless ``allow_pickle`` (only the
+    server-side migration passes it).
+    """
+    if base is not None and not stateenc.is_frame(base) and allow_pickle:
+        return _materialize_pickled(kind, versioned, base, log)
+    st = empty(kind, versioned)
+    for frame in ([] if base is None else [base]) + list(log):
+        apply_frame(kind, versioned, st, frame)
+    return st
+
+
+def encode_base(kind: str, versioned: bool, st: dict[str, Any]) -> bytes:
+    """A whole task state as a base frame (a rescale's new task states)."""
+    return stateenc.encode_frame(
+        scalars(kind, versioned, st),
+        change_pairs(kind, versioned, st, list(maps(kind, versioned, st)[0])),
+    )
 
 
 def should_compact(

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kspark_server import rescale
+from kspark_server import placement, rescale, taskstate
 
 hashes = st.integers(min_value=-(2**31), max_value=2**31 - 1)
 
@@ -63,7 +63,7 @@ def run(
     )
     old = int(parts["old_entries"].sum())
     parts = parts[parts["ks_task"] >= 0]
-    merged = [rescale.merge_states(kind, versioned)(g) for _, g in parts.groupby("ks_task")]
+    merged = [rescale.merge_states(kind, versioned, m)(g) for _, g in parts.groupby("ks_task")]
     return (
         pd.concat(merged, ignore_index=True)
         if merged
@@ -87,8 +87,10 @@ def test_dedup_entries_move_to_their_new_task(
     new, old = run("dedup", False, states, m)
     assert old == len(seen) == int(new["entries"].sum())
     got: dict[str, tuple[int, int]] = {}
-    for task, blob in zip(new["ks_task"], new["blob"], strict=True):
-        s = pickle.loads(blob)
+    for key, blob in zip(new["ks_task"], new["blob"], strict=True):
+        task = placement.task_of(key)
+        assert placement.task_keys(m)[task] == key
+        s = taskstate.materialize("dedup", False, blob, [])
         for ident, ts in s["seen"].items():
             assert ident not in got, "an entry in two new tasks"
             assert s["hash"][ident] % m == task
@@ -118,8 +120,9 @@ def test_versioned_join_state_keeps_every_version_and_buffered_record(
     assert old == len(table) + len(buffer) == int(new["entries"].sum())
     keys: dict[str, Any] = {}
     buffered = 0
-    for task, blob in zip(new["ks_task"], new["blob"], strict=True):
-        s = pickle.loads(blob)
+    for key, blob in zip(new["ks_task"], new["blob"], strict=True):
+        task = placement.task_of(key)
+        s = taskstate.materialize("join", True, blob, [])
         for hk, versions in s["table"]["data"].items():
             assert s["hash"][hk] % m == task and hk not in keys
             keys[hk] = versions

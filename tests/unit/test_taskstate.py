@@ -9,10 +9,11 @@ import pickle
 from typing import Any
 
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kspark_server import rescale, taskstate
+from kspark_server import rescale, stateenc, taskstate
 from kspark_server.versioned import VersionedStore
 
 keys = st.sampled_from([f"k{i}" for i in range(8)])
@@ -24,18 +25,26 @@ def stored(
     """Run ``step`` over ``batches`` as the operator would: the first writes a base, later
     ones append changes (compaction off) or write a new base (compaction on)."""
     state = copy.deepcopy(initial)
-    base = pickle.dumps(state)
+    base = taskstate.encode_base(kind, versioned, state)
     log: list[bytes] = []
     for batch in batches:
         touched: set[Any] = set()
         step(state, batch, touched)
-        change = taskstate.encode_change(kind, versioned, state, touched)
+        change = change_of(kind, versioned, state, touched)
         if taskstate.should_compact(len(base), sum(map(len, log)) + len(change), len(log) + 1):
-            base, log = pickle.dumps(state), []
+            base, log = taskstate.encode_base(kind, versioned, state), []
         else:
             log.append(change)
         assert taskstate.materialize(kind, versioned, base, log) == state
     return state, base, log
+
+
+def change_of(kind: str, versioned: bool, state: dict[str, Any], touched: set[Any]) -> bytes:
+    """A batch's change, as the operator writes it."""
+    return stateenc.encode_frame(
+        taskstate.scalars(kind, versioned, state),
+        taskstate.change_pairs(kind, versioned, state, sorted(touched)),
+    )
 
 
 dedup_ops = st.lists(
@@ -62,7 +71,7 @@ def dedup_step(
 @settings(max_examples=80, deadline=None)
 @given(batches=dedup_ops, big=st.booleans())
 def test_dedup_state_reads_back_from_base_and_log(batches: list[Any], big: bool) -> None:
-    initial = {"format": 4, "stream_time": None, "seen": {}, "hash": {}}
+    initial = {"format": 5, "stream_time": None, "seen": {}, "hash": {}}
     if big:  # a base big enough that changes are logged, not rewritten
         initial["seen"] = {f"x{i}": i for i in range(2000)}
         initial["hash"] = {f"x{i}": i for i in range(2000)}
@@ -99,7 +108,7 @@ def join_step(
 @given(batches=join_ops)
 def test_versioned_join_state_reads_back_with_expiry(batches: list[Any]) -> None:
     initial = {
-        "format": 4,
+        "format": 5,
         "stream_time": None,
         "buffer": [],
         "hash": {f"x{i}": 1 for i in range(300)},
@@ -111,33 +120,52 @@ def test_versioned_join_state_reads_back_with_expiry(batches: list[Any]) -> None
 def test_expiry_without_a_recorded_key_is_caught() -> None:
     """The check can fail: a change that misses an expired key does not read back."""
     state = {
-        "format": 4,
+        "format": 5,
         "stream_time": None,
         "buffer": [],
         "hash": {"a": 1},
         "table": {"time": None, "data": {"a": ([0, 10], [1, 2])}},
     }
-    base = pickle.dumps(state)
+    base = taskstate.encode_base("join", True, state)
     store = VersionedStore(state["table"], history_retention_ms=5)
     store.put("b", 3, 100)
     state["hash"]["b"] = 1
     store.expire()  # trims "a" without reporting it
-    change = taskstate.encode_change("join", True, state, {"b"})
+    change = change_of("join", True, state, {"b"})
     assert taskstate.materialize("join", True, base, [change]) != state
 
 
 def test_rescale_reads_the_log() -> None:
-    state = {"format": 4, "stream_time": 1, "seen": {"a": 1}, "hash": {"a": 4}}
-    base = pickle.dumps(state)
+    state = {"format": 5, "stream_time": 1, "seen": {"a": 1}, "hash": {"a": 4}}
+    base = taskstate.encode_base("dedup", False, state)
     state["seen"]["b"] = 2
     state["hash"]["b"] = 5
-    change = taskstate.encode_change("dedup", False, state, {"b"})
+    change = change_of("dedup", False, state, {"b"})
     frame = pd.DataFrame({"blob": [base], "log": [[change]]})
     parts = pd.concat(list(rescale.split_states("dedup", False, 2)(iter([frame]))))
     assert int(parts["old_entries"].sum()) == 2
     moved = {
-        t: pickle.loads(b)["seen"]
+        t: taskstate.materialize("dedup", False, b, [])["seen"]
         for t, b in zip(parts["ks_task"], parts["part"], strict=True)
         if t >= 0
     }
     assert moved == {0: {"a": 1}, 1: {"b": 2}}
+
+
+def test_the_client_never_unpickles_state() -> None:
+    """A pickled state (formats 3 and 4, or a planted one) is refused, not loaded: reading
+    it would run whatever code its bytes name. Only the server-side migration reads it."""
+
+    class Boom:
+        def __reduce__(self) -> Any:
+            return (exec, ("raise SystemExit('pickle ran code')",))
+
+    planted = pickle.dumps({"format": 4, "stream_time": 1, "seen": {"a": Boom()}, "hash": {}})
+    with pytest.raises(stateenc.StateFormatError, match="kspark rescale"):
+        taskstate.materialize("dedup", False, planted, [])
+
+
+def test_a_migration_reads_a_pickled_format_4_state() -> None:
+    old = {"format": 4, "stream_time": 3, "seen": {"a": 1}, "hash": {"a": 4}}
+    st = taskstate.materialize("dedup", False, pickle.dumps(old), [], allow_pickle=True)
+    assert st == {"format": 5, "stream_time": 3, "seen": {"a": 1}, "hash": {"a": 4}}

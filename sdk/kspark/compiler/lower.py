@@ -342,7 +342,12 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
 
 
 def _task(column: str, n: int) -> Column:
-    return F.expr(f"pmod(hash(`{column}`), {int(n)})").cast("int")
+    """The task key of a record: task ``pmod(hash, n)``'s group key, which Spark places in
+    shuffle partition ``t``, one task per partition (:mod:`kspark_server.placement`)."""
+    from kspark_server.placement import task_keys
+
+    keys = ",".join(str(k) for k in task_keys(int(n)))
+    return F.expr(f"element_at(array({keys}), pmod(hash(`{column}`), {int(n)}) + 1)").cast("int")
 
 
 def _hash(column: str) -> Column:

@@ -25,7 +25,12 @@ from kspark.errors import (
 )
 from kspark.plan.topology import Topology
 from kspark.runtime import restore, shipping
-from kspark.runtime.checkpoints import Generation, current_generation, query_progress
+from kspark.runtime.checkpoints import (
+    Generation,
+    current_generation,
+    query_progress,
+    write_generation,
+)
 from kspark.runtime.progress import (
     NullProgress,
     ProgressMode,
@@ -214,14 +219,38 @@ class StreamsApp:
             gen = current_generation(self.session, self.config.checkpoint_dir)
             if gen.num_partitions is not None and gen.num_partitions != self.config.num_partitions:
                 raise ConfigError(
-                    f"app {self.config.application_id} was rescaled to {gen.num_partitions} "
-                    f"partitions (checkpoint {gen.checkpoint}), but its config says "
-                    f"num_partitions={self.config.num_partitions}; set "
-                    f"num_partitions={gen.num_partitions}, or rescale again",
+                    f"app {self.config.application_id} has {gen.num_partitions} "
+                    f"partitions (checkpoint {gen.checkpoint}: its state is split that "
+                    f"way), but its config says num_partitions={self.config.num_partitions}; "
+                    f"set num_partitions={gen.num_partitions}, or move the state with "
+                    f"app.rescale({self.config.num_partitions}) (`kspark rescale`)",
                     options=["num_partitions"],
                 )
             self._generation = gen
         return self._generation
+
+    def _check_state_format(self, gen: Generation, committed: bool) -> Generation:
+        """Refuse a checkpoint whose state an older kspark wrote (pickled, grouped by
+        task number); record a new app's first generation, so that a later start knows
+        its state format and partitions."""
+        from kspark_server.taskstate import STATE_FORMAT
+
+        if gen.state_format == STATE_FORMAT:
+            return gen
+        if committed:
+            raise StreamsAppError(
+                f"app {self.config.application_id}: checkpoint {gen.checkpoint} holds state "
+                f"written by an older kspark (state format 4, pickled); migrate it once "
+                f"with app.rescale({self.config.num_partitions}) or `kspark rescale --app "
+                f"MODULE:TOPOLOGY --partitions {self.config.num_partitions}`, then start "
+                "the app again"
+            )
+        gen = attrs.evolve(
+            gen, num_partitions=self.config.num_partitions, state_format=STATE_FORMAT
+        )
+        write_generation(self.session, self.config.checkpoint_dir, gen)
+        self._generation = gen
+        return gen
 
     def _forget_generation(self) -> None:
         self._generation = None
@@ -362,6 +391,8 @@ class StreamsApp:
         committed = (stateful or bool(gen.initial_state)) and (
             query_progress(spark, gen.checkpoint, with_files=False).last_committed is not None
         )
+        if stateful:
+            gen = self._check_state_format(gen, committed)
         resume = self._resume(gen, committed)
         restoring = stateful and (committed or bool(resume and resume.initial_state))
         df = build_dataframe(output, spark, resume)

@@ -38,6 +38,9 @@ class Generation:
     kafka_offsets: dict[str, dict[str, int]] = attrs.field(factory=dict)
     #: the generation it was rescaled from, with its partitions (for the report)
     previous: int | None = None
+    #: the layout of its stateful operators' state (``kspark_server.taskstate``); None for
+    #: a generation recorded before state format 5, whose state a rescale must migrate
+    state_format: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(attrs.asdict(self), sort_keys=True)

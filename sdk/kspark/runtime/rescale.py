@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -81,37 +81,6 @@ class RescaleReport:
         return "\n".join(lines)
 
 
-def _old_states(spark: Any, checkpoint: str, op: int, name: str) -> Any:
-    """Each old task's ``blob`` (its base) and ``log`` (its changes, state format 4)."""
-    from pyspark.sql import functions as F
-
-    from kspark.runtime.stores import no_log
-    from kspark_server import taskstate
-
-    base = (
-        spark.read.format("statestore")
-        .option("operatorId", op)
-        .option("stateVarName", name)
-        .load(checkpoint)
-        .select("key", F.col("value.blob").alias("blob"))
-    )
-    try:
-        log = (
-            spark.read.format("statestore")
-            .option("operatorId", op)
-            .option("stateVarName", taskstate.log_name(name))
-            .option("flattenCollectionTypes", "false")
-            .load(checkpoint)
-            .select("key", F.col("list_value.blob").alias("log"))
-        )
-        log.columns  # noqa: B018 -- analyses the read now: a format-3 checkpoint has no log
-    except Exception as exc:
-        if no_log(exc, name):
-            return base.select("blob")
-        raise
-    return base.join(log, "key", "left").select("blob", "log")
-
-
 def _stateful_stages(output: st.Output) -> list[st.Stateful]:
     return [s for s in output.stages() if isinstance(s, st.Stateful)]
 
@@ -157,7 +126,10 @@ def rescale(
             raise RescaleError(f"app {app_id} is running; stop it before rescaling")
     gen = current_generation(spark, cfg.checkpoint_dir)
     old_partitions = gen.num_partitions or cfg.num_partitions
-    if partitions == old_partitions:
+    from kspark_server.taskstate import STATE_FORMAT
+
+    # the same number of partitions is a migration of an older kspark's state format
+    if partitions == old_partitions and gen.state_format == STATE_FORMAT:
         raise RescaleError(f"app {app_id} already has {partitions} partitions; nothing to do")
     output = app.compiled_for(gen)
     _refuse_unsupported_sources(output)
@@ -175,8 +147,9 @@ def rescale(
     from pyspark.sql import functions as F
 
     from kspark.runtime import shipping
-    from kspark.runtime.stores import _operator_id
+    from kspark.runtime.stores import _operator_id, task_frame
     from kspark_server import rescale as server_rescale
+    from kspark_server.placement import task_keys
 
     shipping.ship(app.topology)
     stores: list[StoreRescale] = []
@@ -187,7 +160,7 @@ def rescale(
         versioned = bool(spec.get("versioned"))
         phase(f"warming store {name}")
         op = _operator_id(spark, gen.checkpoint, name)
-        old = _old_states(spark, gen.checkpoint, op, name)
+        old = task_frame(spark, gen.checkpoint, op, name)
         parts = old.mapInPandas(
             server_rescale.split_states(kind, versioned, partitions), server_rescale.PARTS_SCHEMA
         ).persist()
@@ -202,7 +175,8 @@ def rescale(
                 .select("ks_task", "part")
                 .groupBy("ks_task")
                 .applyInPandas(
-                    server_rescale.merge_states(kind, versioned), server_rescale.STATES_SCHEMA
+                    server_rescale.merge_states(kind, versioned, partitions),
+                    server_rescale.STATES_SCHEMA,
                 )
             )
             path = f"{warm_dir}/{name}"
@@ -223,7 +197,7 @@ def rescale(
             F.sum("entries").alias("entries"),
             F.count("ks_task").alias("tasks"),
             F.sum(
-                F.when((F.col("ks_task") < 0) | (F.col("ks_task") >= partitions), 1).otherwise(0)
+                F.when(~F.col("ks_task").isin(list(task_keys(partitions))), 1).otherwise(0)
             ).alias("bad"),
         ).collect()[0]
         after, tasks_after = int(check["entries"] or 0), int(check["tasks"] or 0)
@@ -255,6 +229,7 @@ def rescale(
         skip_files=tuple(sorted(set(gen.skip_files) | set(progress.files))),
         kafka_offsets=kafka_offsets,
         previous=gen.number,
+        state_format=STATE_FORMAT,
     )
     phase("switching")
     write_generation(spark, cfg.checkpoint_dir, new)

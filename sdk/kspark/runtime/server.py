@@ -184,6 +184,9 @@ class EmbeddedServer:
                 "PYSPARK_PYTHON": self.python,
                 "PYSPARK_DRIVER_PYTHON": self.python,
                 "SPARK_CONNECT_AUTHENTICATE_TOKEN": self.token,
+                # the stateful operators' executor-local stores (kspark_server.localstore):
+                # caches of the checkpoint's state, gone with the server
+                "KSPARK_LOCAL_STATE_DIR": os.path.join(self._workdir, "local-state"),
             }
         )
         env.update(self.extra_env)

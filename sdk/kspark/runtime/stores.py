@@ -114,25 +114,119 @@ def _task_logs(
     return {int(r["key"][0]): [e[0] for e in (r["list_value"] or [])] for r in rows}
 
 
-def _task_states(spark: Any, checkpoint: str, name: str, spec: dict[str, Any]) -> dict[int, Any]:
+def task_frame(spark: Any, checkpoint: str, op: int, name: str) -> Any:
+    """A DataFrame of each task's ``blob`` (its base) and ``log`` (its changes) of store
+    ``name``, read on the server with Spark's state reader."""
+    from pyspark.sql import functions as F
+
     from kspark_server import taskstate
 
-    op = _operator_id(spark, checkpoint, name)
-    df = (
+    base = (
         spark.read.format("statestore")
         .option("operatorId", op)
         .option("stateVarName", name)
         .load(checkpoint)
+        .select("key", F.col("value.blob").alias("blob"))
     )
-    logs = _task_logs(spark, checkpoint, op, name)
-    kind, versioned = str(spec["kind"]), bool(spec.get("versioned"))
-    out: dict[int, Any] = {}
-    for r in df.select("key", "value").collect():
-        task = int(r["key"][0])
-        blob = r["value"][0]
-        if blob is not None:
-            out[task] = taskstate.materialize(kind, versioned, blob, logs.get(task, ()))
-    return out
+    try:
+        log = (
+            spark.read.format("statestore")
+            .option("operatorId", op)
+            .option("stateVarName", taskstate.log_name(name))
+            .option("flattenCollectionTypes", "false")
+            .load(checkpoint)
+            .select("key", F.col("list_value.blob").alias("log"))
+        )
+        log.columns  # noqa: B018 -- analyses the read now: a format-3 checkpoint has no log
+    except Exception as exc:
+        if no_log(exc, name):
+            return base.select("blob")
+        raise
+    return base.join(log, "key", "left").select("blob", "log")
+
+
+class _Source:
+    """Where a read-only store's entries come from: ``entries(keys)`` gives the
+    ``(table_time, per-key value)`` of each key found; ``count()`` and ``items()``."""
+
+    def entries(self, keys: list[Hashable]) -> dict[Hashable, tuple[Any, Any]]:
+        raise NotImplementedError
+
+    def count(self) -> int:
+        raise NotImplementedError
+
+    def items(self) -> Iterator[tuple[Hashable, tuple[Any, Any]]]:
+        raise NotImplementedError
+
+
+class _CheckpointSource(_Source):
+    """Entries read from the checkpoint by a job on the server that returns only the
+    entries asked for (:mod:`kspark_server.queries`): a lookup costs the client one
+    entry, whatever the store's size."""
+
+    def __init__(self, spark: Any, checkpoint: str, name: str) -> None:
+        self._frame = task_frame(spark, checkpoint, _operator_id(spark, checkpoint, name), name)
+
+    @staticmethod
+    def _decode(rows: list[Any]) -> Iterator[tuple[Hashable, tuple[Any, Any]]]:
+        from kspark_server import stateenc
+
+        for r in rows:
+            sc = stateenc.unpack(r["scalars"])
+            yield stateenc.unpack(r["key"]), (sc.get("table_time"), stateenc.unpack(r["entry"])[0])
+
+    def entries(self, keys: list[Hashable]) -> dict[Hashable, tuple[Any, Any]]:
+        from kspark_server import queries, stateenc
+
+        wanted = [stateenc.pack(k) for k in keys]
+        rows = self._frame.mapInPandas(queries.lookup(wanted), queries.ENTRY_SCHEMA).collect()
+        return dict(self._decode(rows))
+
+    def count(self) -> int:
+        from pyspark.sql import functions as F
+
+        from kspark_server import queries
+
+        row = (
+            self._frame.mapInPandas(queries.count(), queries.COUNT_SCHEMA)
+            .agg(F.sum("entries").alias("n"))
+            .collect()[0]
+        )
+        return int(row["n"] or 0)
+
+    def items(self) -> Iterator[tuple[Hashable, tuple[Any, Any]]]:
+        from kspark_server import queries
+
+        rows = self._frame.mapInPandas(queries.scan(), queries.ENTRY_SCHEMA).toLocalIterator()
+        yield from self._decode(rows)
+
+
+class _MemorySource(_Source):
+    """Entries of task states held in memory (a replica's)."""
+
+    def __init__(self, tasks: dict[int, Any], versioned: bool) -> None:
+        self._tasks, self._versioned = tasks, versioned
+
+    def _table(self, st: Any) -> tuple[Any, dict[Any, Any]]:
+        if self._versioned:
+            return st["table"]["time"], st["table"]["data"]
+        return None, st["table"]
+
+    def entries(self, keys: list[Hashable]) -> dict[Hashable, tuple[Any, Any]]:
+        out = {}
+        for task in self._tasks.values():
+            time, data = self._table(task)
+            out.update({k: (time, data[k]) for k in keys if k in data})
+        return out
+
+    def count(self) -> int:
+        return sum(len(self._table(task)[1]) for task in self._tasks.values())
+
+    def items(self) -> Iterator[tuple[Hashable, tuple[Any, Any]]]:
+        for task in self._tasks.values():
+            time, data = self._table(task)
+            for k, v in data.items():
+                yield k, (time, v)
 
 
 def _value_decoder(spec: dict[str, Any]) -> Any:
@@ -151,16 +245,16 @@ class ReadOnlyVersionedStore(Generic[K, V]):
     """A versioned table's store as of the app's last committed micro-batch.
 
     Obtained from :meth:`kspark.StreamsApp.store` or
-    :meth:`kspark.testing.TopologyTestDriver.store`.
+    :meth:`kspark.testing.TopologyTestDriver.store`. Each call reads the checkpoint on
+    the server and brings back only the key's versions.
     """
 
-    def __init__(self, name: str, tasks: dict[int, Any], spec: dict[str, Any]) -> None:
+    def __init__(self, name: str, source: _Source, spec: dict[str, Any]) -> None:
         from kspark_server import codec
-        from kspark_server.versioned import VersionedStore
 
         self.name = name
         self._retention = int(spec["history_retention_ms"])
-        self._stores = [VersionedStore(t["table"], self._retention) for t in tasks.values()]
+        self._source = source
         self._kenc = codec.encoder(spec["table"]["key"], "key")
         self._vdec = _value_decoder(spec)
         self._hashable = codec.hashable
@@ -171,10 +265,13 @@ class ReadOnlyVersionedStore(Generic[K, V]):
         return self._hashable(self._kenc(key))  # type: ignore[no-any-return]
 
     def _owner(self, hk: Hashable) -> Any:
-        for s in self._stores:
-            if hk in s.state["data"]:
-                return s
-        return None
+        from kspark_server.versioned import VersionedStore
+
+        found = self._source.entries([hk]).get(hk)
+        if found is None:
+            return None
+        time, versions = found
+        return VersionedStore({"time": time, "data": {hk: versions}}, self._retention)
 
     def get(self, key: K, as_of: int | None = None) -> ValueAndTimestamp[V] | None:
         """The value of ``key`` valid at ``as_of`` (epoch ms; default: now), with the
@@ -204,27 +301,26 @@ class ReadOnlyVersionedStore(Generic[K, V]):
 
     def approximate_num_entries(self) -> int:
         """Keys with at least one version in the store."""
-        return sum(len(s) for s in self._stores)
+        return self._source.count()
 
     def __iter__(self) -> Iterator[tuple[Any, ValueAndTimestamp[V]]]:
         """Each key's latest value (keys as stored: records as sorted field tuples)."""
-        for s in self._stores:
-            for hk in s.keys():
-                found = s.get(hk)
-                if found is not None:
-                    yield hk, ValueAndTimestamp(self._vdec(found.value), found.valid_from)
+        from kspark_server.versioned import VersionedStore
+
+        for hk, (time, versions) in self._source.items():
+            found = VersionedStore({"time": time, "data": {hk: versions}}, self._retention).get(hk)
+            if found is not None:
+                yield hk, ValueAndTimestamp(self._vdec(found.value), found.valid_from)
 
 
 class ReadOnlyKeyValueStore(Generic[K, V]):
     """A latest-value table's store as of the app's last committed micro-batch."""
 
-    def __init__(self, name: str, tasks: dict[int, Any], spec: dict[str, Any]) -> None:
+    def __init__(self, name: str, source: _Source, spec: dict[str, Any]) -> None:
         from kspark_server import codec
 
         self.name = name
-        self._data: dict[Hashable, Any] = {}
-        for t in tasks.values():
-            self._data.update(t["table"])
+        self._source = source
         self._kenc = codec.encoder(spec["table"]["key"], "key")
         self._vdec = _value_decoder(spec)
         self._hashable = codec.hashable
@@ -235,11 +331,12 @@ class ReadOnlyKeyValueStore(Generic[K, V]):
                 f"store {self.name} is a latest-value store and keeps no history; "
                 "use Materialized.as_versioned(...) to query as of a time"
             )
-        v = self._data.get(self._hashable(self._kenc(key)))
-        return None if v is None else self._vdec(v)
+        hk = self._hashable(self._kenc(key))
+        found = self._source.entries([hk]).get(hk)
+        return None if found is None or found[1] is None else self._vdec(found[1])
 
     def approximate_num_entries(self) -> int:
-        return len(self._data)
+        return self._source.count()
 
 
 def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any:
@@ -252,10 +349,10 @@ def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any
             f"store {name!r} belongs to {spec['processor']} ({spec['kind']}); only table "
             "stores answer interactive queries"
         )
-    tasks = _task_states(spark, checkpoint, name, spec)
+    source = _CheckpointSource(spark, checkpoint, name)
     if spec["versioned"]:
-        return ReadOnlyVersionedStore(name, tasks, spec)
-    return ReadOnlyKeyValueStore(name, tasks, spec)
+        return ReadOnlyVersionedStore(name, source, spec)
+    return ReadOnlyKeyValueStore(name, source, spec)
 
 
 __all__ = [
@@ -293,7 +390,7 @@ class StoreReplica:
         self._checkpoint = checkpoint
         self._spec = stage.spec
         self._tasks: dict[int, Any] = {}
-        # each task's state as stored: its base and its log of changes (state format 4)
+        # each task's state as stored: its base and its log of changes
         self._bases: dict[int, bytes] = {}
         self._logs: dict[int, list[bytes]] = {}
         self._view: Any = None
@@ -369,7 +466,7 @@ class StoreReplica:
         changed = len(dirty)
         self.as_of_batch = last
         view_cls = ReadOnlyVersionedStore if self._spec["versioned"] else ReadOnlyKeyValueStore
-        self._view = view_cls(self.name, self._tasks, self._spec)
+        self._view = view_cls(self.name, _MemorySource(self._tasks, versioned), self._spec)
         return changed
 
     def _feed(self, reader: Any, last: int) -> Any:

@@ -1,0 +1,158 @@
+"""How state is encoded (state format 5): MessagePack with a few extension types, no pickle.
+
+Every byte string that a stateful operator writes to Spark's state store, and that a
+client, a replica or a rescale reads back, is MessagePack (https://msgpack.org), written
+and read with ``msgspec``. Any language with a MessagePack library can read it; reading it
+runs no code, unlike pickle.
+
+Values map to MessagePack as follows. The extension types exist because MessagePack has
+no tuple, decimal or naive date-time, and the state needs all three: keys are hashable
+tuples (:func:`kspark_server.codec.hashable`), and a table's values keep their Spark
+types.
+
+==================  =========================================================
+Python              MessagePack
+==================  =========================================================
+None, bool, int     nil, bool, int (up to 64 bits)
+float, str, bytes   float 64, str, bin
+list, dict          array, map
+tuple               ext 1: the elements as an array
+Decimal             ext 2: its text (``str(d)``)
+datetime            ext 3: ISO 8601 text (with its offset when it has one)
+date                ext 4: ISO 8601 text
+dict, keys not str  ext 5: an array of ``[key, value]`` arrays
+==================  =========================================================
+
+A task's state is stored as *pairs* ``(key bytes, entry bytes)``: each half encoded on its
+own, so that the executor-local store (:mod:`kspark_server.localstore`) can use them as
+they are, without decoding, and an entry of None (a removed key) is a nil. A *base* and a
+*change* (:mod:`kspark_server.taskstate`) share one layout, a map framed by
+:data:`MAGIC`::
+
+    MAGIC + msgpack({"format": 5, "scalars": {...}, "pairs": [[key, entry or nil], ...]})
+
+Examples
+--------
+>>> from decimal import Decimal
+>>> unpack(pack(("EUR", 1)))
+('EUR', 1)
+>>> unpack(pack({"rate": Decimal("1.10"), "at": [1, 2]}))
+{'rate': Decimal('1.10'), 'at': [1, 2]}
+>>> frame = encode_frame({"stream_time": 5}, [(pack("a"), pack((5, 11))), (pack("b"), None)])
+>>> scalars, pairs = decode_frame(frame)
+>>> scalars, [(unpack(k), None if e is None else unpack(e)) for k, e in pairs]
+({'stream_time': 5}, [('a', (5, 11)), ('b', None)])
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import msgspec
+
+#: The state format these functions write (the stateful operators' ``STATE_FORMAT``).
+FORMAT = 5
+#: The first bytes of every base and change of format 5; a pickled one (formats 3 and 4)
+#: starts with ``\x80``.
+MAGIC = b"KSS5"
+
+_TUPLE, _DECIMAL, _DATETIME, _DATE, _MAP = 1, 2, 3, 4, 5
+_SCALAR = (str, int, float, bool, bytes, type(None))
+
+_encoder = msgspec.msgpack.Encoder()
+
+
+class StateFormatError(ValueError):
+    """Bytes that are not state of a format this package reads."""
+
+
+def _tag(x: Any) -> Any:
+    """``x`` with every value MessagePack has no type for turned into its extension."""
+    t = type(x)
+    if t in _SCALAR:
+        return x
+    if t is tuple:
+        return msgspec.msgpack.Ext(_TUPLE, _encoder.encode([_tag(v) for v in x]))
+    if t is list:
+        return [_tag(v) for v in x]
+    if t is dict:
+        if all(type(k) is str for k in x):
+            return {k: _tag(v) for k, v in x.items()}
+        return msgspec.msgpack.Ext(
+            _MAP, _encoder.encode([[_tag(k), _tag(v)] for k, v in x.items()])
+        )
+    if isinstance(x, Decimal):
+        return msgspec.msgpack.Ext(_DECIMAL, str(x).encode())
+    if isinstance(x, _dt.datetime):
+        return msgspec.msgpack.Ext(_DATETIME, x.isoformat().encode())
+    if isinstance(x, _dt.date):
+        return msgspec.msgpack.Ext(_DATE, x.isoformat().encode())
+    if isinstance(x, bool | int | float | str | bytes):
+        return x
+    if isinstance(x, tuple):
+        return msgspec.msgpack.Ext(_TUPLE, _encoder.encode([_tag(v) for v in x]))
+    if isinstance(x, list):
+        return [_tag(v) for v in x]
+    raise StateFormatError(f"a value of type {t.__name__} cannot be kept in state: {x!r}")
+
+
+def _ext(code: int, data: memoryview) -> Any:
+    if code == _TUPLE:
+        return tuple(_decoder.decode(data))
+    if code == _MAP:
+        return {k: v for k, v in _decoder.decode(data)}
+    text = bytes(data).decode()
+    if code == _DECIMAL:
+        return Decimal(text)
+    if code == _DATETIME:
+        return _dt.datetime.fromisoformat(text)
+    if code == _DATE:
+        return _dt.date.fromisoformat(text)
+    raise StateFormatError(f"unknown MessagePack extension type {code} in state")
+
+
+_decoder = msgspec.msgpack.Decoder(ext_hook=_ext)
+
+
+def pack(x: Any) -> bytes:
+    """``x`` as MessagePack bytes, with the extension types above.
+
+    Equal keys of one type give equal bytes, so the bytes serve as the key in the
+    executor-local store.
+    """
+    if type(x) is str or type(x) is int:
+        return _encoder.encode(x)
+    return _encoder.encode(_tag(x))
+
+
+def unpack(data: bytes | memoryview) -> Any:
+    """The value :func:`pack` encoded."""
+    return _decoder.decode(data)
+
+
+def encode_frame(scalars: dict[str, Any], pairs: Iterable[tuple[bytes, bytes | None]]) -> bytes:
+    """A base or a change: ``scalars`` and the ``(key, entry)`` pairs, framed."""
+    body = {"format": FORMAT, "scalars": _tag(scalars), "pairs": [[k, e] for k, e in pairs]}
+    return MAGIC + _encoder.encode(body)
+
+
+def is_frame(blob: bytes) -> bool:
+    """Whether ``blob`` is a base or change of format 5 (not a pickled older one)."""
+    return bytes(blob[: len(MAGIC)]) == MAGIC
+
+
+def decode_frame(blob: bytes) -> tuple[dict[str, Any], Sequence[tuple[bytes, bytes | None]]]:
+    """The scalars and pairs of a frame from :func:`encode_frame`; the halves of each pair
+    stay encoded."""
+    if not is_frame(blob):
+        raise StateFormatError(
+            "this state was not written in state format 5 (it is a pickled state of an "
+            "older kspark); run `kspark rescale` with the app's partitions to migrate it"
+        )
+    body = _decoder.decode(memoryview(blob)[len(MAGIC) :])
+    if body.get("format") != FORMAT:
+        raise StateFormatError(f"state format {body.get('format')!r} is not {FORMAT}")
+    return body["scalars"], [(bytes(k), None if e is None else bytes(e)) for k, e in body["pairs"]]
