@@ -1,0 +1,178 @@
+"""The stateful engine (state format 5): task placement, the executor-local store and its
+rebuilds, and the refusal of an older state format."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from kspark import StreamsBuilder, StreamsConfig, Topic
+from kspark.errors import StreamsAppError
+from kspark.testing import TopologyTestDriver
+from kspark_server import localstore, placement, stateenc
+
+pytestmark = pytest.mark.spark
+
+S = 1000
+
+
+def test_task_keys_hash_as_spark_does(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    rows = (
+        spark.range(-300, 300)
+        .select(F.col("id").cast("int").alias("i"))
+        .select("i", F.hash("i").alias("h"))
+        .collect()
+    )
+    assert all(placement.murmur3_int(r["i"]) == r["h"] for r in rows)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 7])
+def test_each_task_runs_in_its_own_partition(spark: Any, n: int) -> None:
+    """Spark's hash partitioning of the task keys (what the operator's groupBy does)
+    puts task t in partition t: every partition works."""
+    from pyspark.sql import functions as F
+
+    from kspark.compiler.lower import _task
+
+    df = spark.range(5000).select(F.concat(F.lit("k"), F.col("id").cast("string")).alias("key"))
+    placed = (
+        df.select(_task("key", n).alias("ks_task"))
+        .repartition(n, "ks_task")
+        .select("ks_task", F.spark_partition_id().alias("p"))
+        .distinct()
+        .collect()
+    )
+    assert sorted((placement.task_of(r["ks_task"]), r["p"]) for r in placed) == [
+        (t, t) for t in range(n)
+    ]
+
+
+def dedup_topology(interval_ms: int) -> Any:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/unused"), key_type=str, value_type=str).deduplicate_by_key(
+        timedelta(milliseconds=interval_ms)
+    ).to(Topic.jsonl("out", "/unused"))
+    return b.build()
+
+
+def _local_dir(spark_server: Any) -> str:
+    if spark_server is None:
+        pytest.skip("needs the embedded server's local state directory")
+    return os.path.join(spark_server._workdir, "local-state")
+
+
+def _run_batches(
+    spark: Any, app_id: str, batches: list[list[tuple[str, str, int]]], between: Any
+) -> list[str]:
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2)
+    with TopologyTestDriver(dedup_topology(10 * S), cfg, session=spark) as d:
+        src = d.create_input_topic("in", key_type=str, value_type=str)
+        sink = d.create_output_topic("out", key_type=str, value_type=str)
+        for i, batch in enumerate(batches):
+            if i:
+                between()
+            for k, v, ts in batch:
+                src.pipe_input(k, v, timestamp=ts)
+            d.process()
+        return sink.read_values()
+
+
+BATCHES = [
+    [("a", "a1", 1 * S), ("b", "b1", 2 * S), ("c", "c1", 3 * S)],
+    [("a", "a2", 4 * S), ("b", "b2", 5 * S), ("d", "d1", 6 * S)],
+    [("c", "c2", 7 * S), ("d", "d2", 30 * S), ("a", "a3", 31 * S)],
+]
+#: a, b, c first seen; repeats within 10 s dropped; d2 is 24 s after d1; a3 27 s after a1
+EXPECTED = ["a1", "b1", "c1", "d1", "d2", "a3"]
+
+
+def test_a_lost_local_store_is_rebuilt_from_the_checkpoint(
+    spark: Any, spark_server: Any, app_id: str
+) -> None:
+    """A new executor (here: the local stores wiped between batches) finds no local store
+    and rebuilds it from the durable base and log: nothing is forgotten."""
+    root = _local_dir(spark_server)
+
+    def wipe() -> None:
+        assert os.path.isdir(root), "the operator keeps its local stores here"
+        for name in os.listdir(root):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+    assert _run_batches(spark, app_id, BATCHES, wipe) == EXPECTED
+
+
+def test_a_local_store_ahead_of_the_checkpoint_is_rolled_back(
+    spark: Any, spark_server: Any, app_id: str
+) -> None:
+    """A failed batch attempt leaves the local store ahead of the committed state: its
+    version no longer matches, so the task rebuilds it instead of trusting it."""
+    root = _local_dir(spark_server)
+
+    def run_ahead() -> None:
+        found = 0
+        for dirpath, _, files in os.walk(root):
+            if "data.mdb" not in files:
+                continue
+            store = localstore.TaskStore(dirpath)
+            try:
+                version = store.version
+                assert version is not None
+                # what an attempt that failed after its own writes leaves behind: one batch
+                # ahead, and "d" seen at 5 s, which would drop d1 (6 s) if it were trusted
+                poison = (stateenc.pack("d"), stateenc.pack([5 * S, 0]))
+                store.apply([poison], store.scalars(), (version[0], version[1] + 1))
+                found += 1
+            finally:
+                store.env.close()
+        assert found, "the operator keeps its local stores here"
+
+    assert _run_batches(spark, app_id, BATCHES, run_ahead) == EXPECTED
+
+
+def test_a_checkpoint_of_an_older_state_format_is_refused_then_migrated(
+    spark: Any, app_id: str, tmp_path: Any
+) -> None:
+    from kspark import StreamsApp
+    from kspark.runtime.checkpoints import current_generation, write_generation
+
+    data = tmp_path / "in"
+    data.mkdir()
+    ckpt = str(tmp_path / "ckpt")
+
+    def write(name: str, records: list[tuple[str, str, int]]) -> None:
+        with open(data / name, "w") as f:
+            for k, v, ts in records:
+                f.write(json.dumps({"key": k, "value": v, "timestamp": ts}) + "\n")
+
+    def app() -> Any:
+        b = StreamsBuilder()
+        b.stream(Topic.jsonl("in", str(data)), key_type=str, value_type=str).deduplicate_by_key(
+            timedelta(seconds=10)
+        ).to(Topic.jsonl("out", str(tmp_path / "out")))
+        cfg = StreamsConfig(application_id=app_id, checkpoint_dir=ckpt, num_partitions=2)
+        return StreamsApp(b.build(), cfg, session=spark)
+
+    write("1.jsonl", BATCHES[0])
+    app().run_until_caught_up(progress=False)
+    # what a checkpoint of an older kspark looks like: no state format recorded
+    gen = current_generation(spark, ckpt)
+    assert gen.state_format is not None
+    import attrs
+
+    write_generation(spark, ckpt, attrs.evolve(gen, state_format=None))
+    write("2.jsonl", BATCHES[1])
+    with pytest.raises(StreamsAppError, match=r"rescale\(2\)"):
+        app().run_until_caught_up(progress=False)
+    migrating = app()
+    report = migrating.rescale(2)
+    assert report.to_partitions == 2
+    migrating.run_until_caught_up(progress=False)
+    out = spark.read.json(str(tmp_path / "out")).select("value").collect()
+    assert sorted(r["value"] for r in out) == sorted(["a1", "b1", "c1", "d1"])
