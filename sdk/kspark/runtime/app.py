@@ -7,14 +7,14 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from kspark.compiler.compiler import compile_topology
-from kspark.compiler.lower import Resume, build_dataframe, writer_function
+from kspark.compiler.lower import build_dataframe, writer_function
 from kspark.compiler.stages import Output
-from kspark.config import StreamsConfig
+from kspark.config import StreamsConfig, state_store_conf
 from kspark.errors import (
     ConfigError,
     DeserializationError,
@@ -24,6 +24,7 @@ from kspark.errors import (
     StreamsAppError,
 )
 from kspark.plan.topology import Topology
+from kspark.runtime import rescale as rescaling
 from kspark.runtime import restore, shipping
 from kspark.runtime.checkpoints import Generation, current_generation, query_progress
 from kspark.runtime.progress import (
@@ -37,9 +38,6 @@ from kspark.runtime.progress import (
     watch,
 )
 from kspark.runtime.server import connect
-
-if TYPE_CHECKING:
-    from kspark.runtime.rescale import RescaleReport
 
 __all__ = ["Metrics", "RunReport", "State", "StreamsApp"]
 
@@ -237,7 +235,7 @@ class StreamsApp:
         partitions: int,
         *,
         progress: bool | ProgressMode | ProgressReporter | None = "auto",
-    ) -> RescaleReport:
+    ) -> rescaling.RescaleReport:
         """Move the stopped app's state to ``partitions`` partitions, keeping every
         entry, and switch the app to it (see :mod:`kspark.runtime.rescale`).
 
@@ -250,12 +248,12 @@ class StreamsApp:
         >>> print(app.rescale(8).summary())  # doctest: +SKIP
         rescaled payments from 4 to 8 partitions in 6.2s: generation 1 ...
         """
-        from kspark.runtime.rescale import rescale
-
         self.stop()
         reporter = resolve_progress(progress, label=f"{self.config.application_id} rescale")
         try:
-            report = rescale(self, partitions, on_phase=reporter.phase)
+            report = rescaling.rescale(
+                self.session, self.topology, self.config, partitions, on_phase=reporter.phase
+            )
         except BaseException:
             reporter.close()
             raise
@@ -263,24 +261,6 @@ class StreamsApp:
         self.config = self.config.with_(num_partitions=partitions)
         self._forget_generation()
         return report
-
-    def compiled_for(self, gen: Generation) -> Output:
-        """The app compiled for checkpoint generation ``gen`` (its partitions)."""
-        cfg = self.config
-        if gen.num_partitions is not None and gen.num_partitions != cfg.num_partitions:
-            cfg = cfg.with_(num_partitions=gen.num_partitions)
-        return compile_topology(self.topology, cfg)
-
-    def _resume(self, gen: Generation, committed: bool) -> Resume | None:
-        """``committed``: the generation's checkpoint has a committed batch."""
-        if gen.number == 0:
-            return None
-        initial: dict[str, str] = {}
-        if gen.initial_state and not committed:
-            initial = dict(gen.initial_state)  # the new checkpoint's first batch only
-        return Resume(
-            skip_files=gen.skip_files, kafka_offsets=dict(gen.kafka_offsets), initial_state=initial
-        )
 
     def _set_state(self, state: State) -> None:
         old, self._state = self._state, state
@@ -354,7 +334,7 @@ class StreamsApp:
         spark.conf.set(
             "spark.sql.shuffle.partitions", str(self.config.effective_shuffle_partitions)
         )
-        for k, v in [*restore.state_store_conf(self.config), *self.config.spark_conf]:
+        for k, v in [*state_store_conf(self.config), *self.config.spark_conf]:
             spark.conf.set(k, v)
         stateful = bool(restore.store_order(output))
         # one read of the checkpoint's commits serves both: whether a rescaled generation
@@ -362,7 +342,7 @@ class StreamsApp:
         committed = (stateful or bool(gen.initial_state)) and (
             query_progress(spark, gen.checkpoint, with_files=False).last_committed is not None
         )
-        resume = self._resume(gen, committed)
+        resume = gen.resume(committed)
         restoring = stateful and (committed or bool(resume and resume.initial_state))
         df = build_dataframe(output, spark, resume)
         writer = (

@@ -1,4 +1,4 @@
-"""State restore: the state-store settings of an app, and restore reporting.
+"""State restore reporting.
 
 What "restore" means on Spark
 -----------------------------
@@ -14,13 +14,6 @@ only from that batch's progress (``stateOperators[].customMetrics``: ``rocksdbNu
 kspark therefore reports a restore after the fact: :class:`RestoreTracker` reads the first
 executed micro-batch of each run and builds one :class:`RestoreReport` per store. The app is
 ``State.RESTORING`` from the start of a run until the first progress of that run arrives.
-
-Examples
---------
->>> from kspark import StreamsConfig
->>> dict(state_store_conf(StreamsConfig(application_id="a")))[
-...     "spark.sql.streaming.stateStore.minDeltasForSnapshot"]
-'5'
 """
 
 from __future__ import annotations
@@ -32,67 +25,13 @@ from typing import Any
 import attrs
 
 from kspark.compiler import stages as st
-from kspark.config import StreamsConfig
 
 __all__ = [
     "RestoreReport",
     "RestoreTracker",
     "StateRestoreListener",
-    "state_store_conf",
     "store_order",
 ]
-
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-_SS = "spark.sql.streaming.stateStore."
-
-
-def state_store_conf(config: StreamsConfig) -> list[tuple[str, str]]:
-    """The Spark settings of an app's state stores, to set on the session before it starts.
-
-    All of them are read from the session when a query starts, with two caveats (see
-    ``docs/configuration.md``): the provider class is pinned by the checkpoint (a restarted
-    query keeps the provider it was created with), and the maintenance interval and the
-    bounded-memory size are fixed by the first stateful query of each executor JVM.
-
-    Parameters
-    ----------
-    config
-        The app's settings.
-
-    Returns
-    -------
-    list of (key, value)
-        In the order to set them.
-
-    Examples
-    --------
-    >>> from datetime import timedelta
-    >>> cfg = StreamsConfig(application_id="a", state_memory_mb=512,
-    ...                     state_maintenance_interval=timedelta(seconds=10))
-    >>> conf = dict(state_store_conf(cfg))
-    >>> conf["spark.sql.streaming.stateStore.maintenanceInterval"]
-    '10000ms'
-    >>> conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"]
-    '512'
-    """
-    ms = int(config.state_maintenance_interval.total_seconds() * 1000)
-    pairs = [
-        (_SS + "providerClass", ROCKSDB_PROVIDER),
-        (
-            _SS + "rocksdb.changelogCheckpointing.enabled",
-            str(config.state_changelog_checkpointing).lower(),
-        ),
-        (_SS + "minDeltasForSnapshot", str(config.state_snapshot_min_deltas)),
-        (_SS + "maintenanceInterval", f"{ms}ms"),
-        ("spark.sql.streaming.minBatchesToRetain", str(config.state_min_batches_to_retain)),
-        (_SS + "rocksdb.compactOnCommit", str(config.state_compact_on_commit).lower()),
-    ]
-    if config.state_memory_mb is not None:
-        pairs += [
-            (_SS + "rocksdb.boundedMemoryUsage", "true"),
-            (_SS + "rocksdb.maxMemoryUsageMB", str(config.state_memory_mb)),
-        ]
-    return pairs
 
 
 @attrs.frozen(kw_only=True)
