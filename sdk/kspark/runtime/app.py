@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 import re
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -27,16 +26,9 @@ from kspark.plan.topology import Topology
 from kspark.runtime import rescale as rescaling
 from kspark.runtime import restore, shipping
 from kspark.runtime.checkpoints import Generation, current_generation, query_progress
-from kspark.runtime.progress import (
-    NullProgress,
-    ProgressMode,
-    ProgressReporter,
-    input_rows,
-    observed,
-    progress_as_dict,
-    resolve_progress,
-    watch,
-)
+from kspark.runtime.display import NullProgress
+from kspark.runtime.metrics import Batches, Metrics, Totals, progress_as_dict
+from kspark.runtime.progress import ProgressMode, ProgressReporter, resolve_progress, watch
 from kspark.runtime.server import connect
 
 __all__ = ["Metrics", "RunReport", "State", "StreamsApp"]
@@ -52,43 +44,6 @@ class State(enum.Enum):
     PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
     NOT_RUNNING = "NOT_RUNNING"
     ERROR = "ERROR"
-
-
-@attrs.frozen(kw_only=True)
-class Metrics:
-    """Counts over the app's micro-batches, from Spark's query progress.
-
-    ``dropped_records_total`` maps ``(processor, task_id)`` to records dropped by exception
-    handlers (``dropped-records-total`` in Kafka Streams). ``duplicates_dropped`` maps
-    ``(processor, task_id)`` to duplicates removed by deduplication. ``store_entries``
-    maps ``(store, task_id)`` to the entries after the last batch.
-    """
-
-    batches: int
-    input_records: int
-    output_records: int
-    dropped_records_total: dict[tuple[str, str], int]
-    duplicates_dropped: dict[tuple[str, str], int]
-    store_entries: dict[tuple[str, str], int]
-    expired_puts: dict[tuple[str, str], int]
-    dead_letter_records: int
-
-    def dropped_by_processor(self) -> dict[str, int]:
-        out: dict[str, int] = defaultdict(int)
-        for (proc, _), n in self.dropped_records_total.items():
-            out[proc] += n
-        return dict(out)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Flat, Kafka-like metric names."""
-        return {
-            "batches": self.batches,
-            "input-records-total": self.input_records,
-            "output-records-total": self.output_records,
-            "dropped-records-total": sum(self.dropped_records_total.values()),
-            "duplicates-dropped-total": sum(self.duplicates_dropped.values()),
-            "dead-letter-records-total": self.dead_letter_records,
-        }
 
 
 @attrs.frozen(kw_only=True)
@@ -191,7 +146,7 @@ class StreamsApp:
         self._query: Any = None
         self._state = State.CREATED
         self._output: Output | None = None
-        self._progress: dict[tuple[str, int], dict[str, Any]] = {}
+        self._batches = Batches()
         self._listeners: list[Callable[[State, State], None]] = []
         #: A :class:`kspark.runtime.restore.StateRestoreListener`, told about restores.
         self.restore_listener: restore.StateRestoreListener | None = None
@@ -391,7 +346,7 @@ class StreamsApp:
             If the app failed; the message names the processor and the record.
         """
         reporter = resolve_progress(progress, label=self.config.application_id)
-        before = set(self._progress)
+        before = set(self._batches.keys())
         t0 = time.perf_counter()
         try:
             query = self._start_query(available_now=True)
@@ -402,11 +357,11 @@ class StreamsApp:
         seconds = time.perf_counter() - t0
         if done:
             self._set_state(State.NOT_RUNNING)
-        new = [p for k, p in self._progress.items() if k not in before]
+        new = Totals.of(self._batches.figures(k for k in self._batches.keys() if k not in before))
         report = RunReport(
-            batches=len(new),
-            input_records=sum(input_rows(p) for p in new),
-            output_records=sum(int(observed(p).get("records", 0) or 0) for p in new),
+            batches=new.batches,
+            input_records=new.records_in,
+            output_records=new.records_out,
             seconds=seconds,
         )
         reporter.close(report.summary())
@@ -516,10 +471,9 @@ class StreamsApp:
         except Exception:
             return
         for p in progresses:
-            d = _as_dict(p)
-            self._progress[(str(d.get("runId")), int(d.get("batchId", -1)))] = d
+            self._batches.add(progress_as_dict(p))
         if (
-            self._restore.observe(self._progress, self.restore_listener)
+            self._restore.observe(self._batches.by_key(), self.restore_listener)
             and self._state is State.RESTORING
         ):
             self._set_state(State.RUNNING)
@@ -542,52 +496,13 @@ class StreamsApp:
     def progress(self) -> list[dict[str, Any]]:
         """Every micro-batch's progress seen so far, oldest first."""
         self._collect()
-        return [
-            self._progress[k]
-            for k in sorted(
-                self._progress, key=lambda k: (self._progress[k].get("timestamp", ""), k[1])
-            )
-        ]
+        return self._batches.progress()
 
     def metrics(self) -> Metrics:
-        """Counts over all micro-batches this app object ran."""
-        progress = self.progress()
-        dropped: dict[tuple[str, str], int] = defaultdict(int)
-        dups: dict[tuple[str, str], int] = defaultdict(int)
-        expired: dict[tuple[str, str], int] = defaultdict(int)
-        entries: dict[tuple[str, str], int] = {}
-        dlq = 0
-        for p in progress:
-            for s in observed(p).get("side") or []:
-                key = (s["processor"], s["task"])
-                kind, count = s["kind"], int(s["count"] or 0)
-                if kind == "dropped":
-                    dropped[key] += count
-                elif kind == "dlq":  # a record sent to the dead-letter queue was dropped
-                    dropped[key] += count
-                    dlq += count
-                elif kind == "duplicates":
-                    dups[key] += count
-                elif kind == "expired_puts":
-                    expired[key] += count
-                elif kind == "store_entries":
-                    entries[key] = count
-        return Metrics(
-            batches=len(progress),
-            input_records=sum(input_rows(p) for p in progress),
-            output_records=sum(int(observed(p).get("records", 0) or 0) for p in progress),
-            dropped_records_total=dict(dropped),
-            duplicates_dropped=dict(dups),
-            store_entries=entries,
-            expired_puts=dict(expired),
-            dead_letter_records=dlq,
-        )
+        """Counts over all micro-batches this app object ran (see
+        :mod:`kspark.runtime.metrics` for how they are counted)."""
+        self._collect()
+        return Metrics.of(self._batches.figures())
 
     def describe(self) -> str:
         return self.topology.describe()
-
-
-def _as_dict(p: Any) -> dict[str, Any]:
-    """A progress (dict, or object with ``.json``) as a plain dict, as Spark reported it;
-    count records in with :func:`kspark.runtime.progress.input_rows`."""
-    return progress_as_dict(p)

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from kspark.compiler import stages as st
+from kspark.runtime.metrics import BatchFigures
 
 __all__ = [
     "RestoreReport",
@@ -45,7 +46,9 @@ class RestoreReport:
     rows
         Entries restored, counted by kspark's operator when it loaded each task's state:
         dedup ids, or table keys. Only tasks that received records in the first micro-batch
-        run kspark's code, so only they are counted; ``tasks`` says how many did.
+        run kspark's code, so only they are counted; ``tasks`` says how many did. Each
+        (store, task) counts once, as in the ``store_entries`` metric
+        (:mod:`kspark.runtime.metrics`).
     tasks
         kspark tasks that counted their entries.
     state_rows
@@ -198,18 +201,14 @@ class RestoreTracker:
 
 
 def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
-    from kspark.runtime.progress import observed as _observed
-
     ops = list(p.get("stateOperators") or [])
     names = stores if len(stores) == len(ops) else [f"operator-{i}" for i in range(len(ops))]
+    # counted as the store-entries metric is: once per (store, task)
     loaded: dict[str, int] = defaultdict(int)
-    tasks: dict[str, set[str]] = defaultdict(set)
-    for s in _observed(dict(p)).get("side") or []:
-        if s.get("kind") == "loaded_entries":
-            store, task = str(s["processor"]), str(s["task"])
-            if task not in tasks[store]:  # a task reports once per batch
-                tasks[store].add(task)
-                loaded[store] += int(s.get("count") or 0)
+    tasks: dict[str, int] = defaultdict(int)
+    for (store, _), count in BatchFigures.of(p).by_key("loaded_entries").items():
+        loaded[store] += count
+        tasks[store] += 1
     batch_id = int(p.get("batchId", -1))
     batch_s = _num(p.get("durationMs") or {}, "triggerExecution") / 1000
     merged: dict[str, RestoreReport] = {}
@@ -221,7 +220,7 @@ def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
         r = RestoreReport(
             store=name,
             rows=loaded.get(name, 0),
-            tasks=len(tasks.get(name, ())),
+            tasks=tasks.get(name, 0),
             state_rows=_num(op, "numRowsTotal"),
             bytes=_num(m, "rocksdbBytesCopied"),
             memory_bytes=_num(op, "memoryUsedBytes"),

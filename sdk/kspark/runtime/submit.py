@@ -60,7 +60,7 @@ from kspark.plan.nodes import TopicSpec
 from kspark.plan.topology import Topology
 from kspark.runtime import shipping
 from kspark.runtime.app import State, StreamsApp, translate_failure
-from kspark.runtime.progress import input_rows, observed, progress_as_dict
+from kspark.runtime.metrics import Batches, input_rows, progress_as_dict
 
 __all__ = [
     "AppStatus",
@@ -437,7 +437,9 @@ def _status_of(query: Any, handle: SubmittedApp) -> AppStatus:
     """Read a query (active, or stopped and still in the server's cache) into AppStatus."""
     active = bool(query.isActive)
     progresses = [progress_as_dict(p) for p in (query.recentProgress or [])]
-    by_batch = {int(p.get("batchId", -1)): p for p in progresses}
+    seen = Batches()
+    for p in progresses:
+        seen.add(p)
     last = progresses[-1] if progresses else None
     error: str | None = None
     if not active:
@@ -457,10 +459,10 @@ def _status_of(query: Any, handle: SubmittedApp) -> AppStatus:
         query_id=str(query.id),
         run_id=str(query.runId),
         session_id=handle.session_id,
-        batches=len(by_batch),
-        input_records=sum(input_rows(p) for p in by_batch.values()),
-        output_records=sum(int(observed(p).get("records", 0) or 0) for p in by_batch.values()),
-        last_batch_id=max(by_batch) if by_batch else None,
+        batches=seen.totals.batches,
+        input_records=seen.totals.records_in,
+        output_records=seen.totals.records_out,
+        last_batch_id=max((b for _, b in seen.keys()), default=None),
         last_progress=_last_progress(last) if last else None,
         error=error,
         checkpoint=handle.checkpoint,
