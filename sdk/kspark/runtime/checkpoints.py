@@ -101,7 +101,7 @@ def _exists(spark: Any, path: str) -> bool:
     try:
         spark.read.format("text").load(path).limit(0).collect()
     except AnalysisException as exc:
-        if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+        if exc.getCondition() == "PATH_NOT_FOUND":
             return False
         raise
     return True

@@ -346,9 +346,6 @@ class Batches:
         self._progress[key], self._figures[key] = p, new
         return True
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._progress
-
     def keys(self) -> list[tuple[str, int]]:
         """The batches' keys, oldest first (by progress timestamp, then batch id)."""
         return sorted(self._progress, key=lambda k: (str(self._progress[k].get("timestamp")), k))

@@ -15,6 +15,7 @@ although they appear nowhere in the plan.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -33,6 +34,7 @@ __all__ = ["modules_to_ship", "ship"]
 _ALWAYS = ("kspark_server", "kspark.errors")
 
 
+@functools.cache  # the interpreter's install locations do not change while it runs
 def _installed_roots() -> tuple[str, ...]:
     paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     return tuple(os.path.realpath(p) for p in paths if p)

@@ -180,7 +180,11 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _session_closed(exc: BaseException) -> bool:
-    return "INVALID_HANDLE.SESSION_CLOSED" in str(exc)
+    from pyspark.errors import PySparkException
+
+    return (
+        isinstance(exc, PySparkException) and exc.getCondition() == "INVALID_HANDLE.SESSION_CLOSED"
+    )
 
 
 # -- handles ---------------------------------------------------------------------------
