@@ -141,7 +141,7 @@ def test_a_local_module_ships_with_its_package(local_package: str) -> None:
 
 
 def test_status_counts_a_forked_source_once() -> None:
-    from kspark.runtime.submit import _status_of
+    from kspark.runtime.app_status import status_of as _status_of
 
     class Query:
         """A running query whose one source feeds two sinks: Spark's progress counts the
