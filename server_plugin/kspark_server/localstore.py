@@ -61,7 +61,6 @@ _OFFSET = 1 << 63
 _TS = struct.Struct(">Q")
 
 
-
 def _registry() -> dict[str, TaskStore]:
     """The open environments of this worker process, by path: LMDB forbids opening one
     twice in a process. Kept in ``sys.modules``, not in a global of this module: when the

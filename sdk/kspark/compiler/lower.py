@@ -7,9 +7,8 @@ client API only: no JVM on the client.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attrs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
@@ -19,6 +18,9 @@ from kspark.compiler import stages as st
 from kspark.errors import CompilationError
 from kspark.plan.types import Primitive, TypeDesc
 
+if TYPE_CHECKING:
+    from kspark.runtime.checkpoints import Resume
+
 __all__ = ["INPUT_METRICS_PREFIX", "SIDE_METRICS", "build_dataframe", "writer_function"]
 
 #: Name of the observed metrics that carry drop counts and gauges to the client.
@@ -27,17 +29,6 @@ SIDE_METRICS = "kspark"
 #: Prefix of the observed metrics that count each source's records (``records``); the
 #: name goes on with the source processor's name.
 INPUT_METRICS_PREFIX = "kspark_in:"
-
-
-@attrs.frozen(kw_only=True)
-class Resume:
-    """Where a rescaled app's new query checkpoint starts (see kspark.runtime.rescale):
-    files its inputs already consumed, Kafka offsets to start from, and, for its first
-    batch only, each store's initial state (a Parquet folder of ``(ks_task, blob)``)."""
-
-    skip_files: tuple[str, ...] = ()
-    kafka_offsets: dict[str, dict[str, int]] = attrs.field(factory=dict)
-    initial_state: dict[str, str] = attrs.field(factory=dict)
 
 
 _FILE_FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}

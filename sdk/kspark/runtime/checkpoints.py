@@ -18,7 +18,26 @@ from typing import Any
 
 import attrs
 
-__all__ = ["Generation", "Progress", "current_generation", "query_progress", "write_generation"]
+__all__ = [
+    "Generation",
+    "Progress",
+    "Resume",
+    "current_generation",
+    "query_progress",
+    "write_generation",
+]
+
+
+@attrs.frozen(kw_only=True)
+class Resume:
+    """Where a rescaled app's new query checkpoint starts (see kspark.runtime.rescale):
+    files its inputs already consumed, Kafka offsets to start from, and, for its first
+    batch only, each store's initial state (a Parquet folder of ``(ks_task, blob)``).
+    The compiler's lowering reads it."""
+
+    skip_files: tuple[str, ...] = ()
+    kafka_offsets: dict[str, dict[str, int]] = attrs.field(factory=dict)
+    initial_state: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -41,6 +60,25 @@ class Generation:
     #: the layout of its stateful operators' state (``kspark_server.taskstate``); None for
     #: a generation recorded before state format 5, whose state a rescale must migrate
     state_format: int | None = None
+
+    def resume(self, committed: bool) -> Resume | None:
+        """Where a query on this generation's checkpoint starts; None for generation 0,
+        which Spark's checkpoint alone resumes. ``committed``: the checkpoint has a
+        committed batch, after which the initial state is already in it.
+
+        Examples
+        --------
+        >>> g = Generation(number=1, checkpoint="c", initial_state={"s": "p"})
+        >>> g.resume(committed=False).initial_state, g.resume(committed=True).initial_state
+        ({'s': 'p'}, {})
+        """
+        if self.number == 0:
+            return None
+        return Resume(
+            skip_files=self.skip_files,
+            kafka_offsets=dict(self.kafka_offsets),
+            initial_state={} if committed else dict(self.initial_state),
+        )
 
     def to_json(self) -> str:
         return json.dumps(attrs.asdict(self), sort_keys=True)
@@ -66,7 +104,7 @@ def _exists(spark: Any, path: str) -> bool:
     try:
         spark.read.format("text").load(path).limit(0).collect()
     except AnalysisException as exc:
-        if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+        if exc.getCondition() == "PATH_NOT_FOUND":
             return False
         raise
     return True

@@ -25,7 +25,8 @@ from kspark.errors import InvalidArgumentError
 from kspark.plan.nodes import Topic, TopicSpec
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc, describe_type
-from kspark.runtime.app import Metrics, StreamsApp
+from kspark.runtime.app import StreamsApp
+from kspark.runtime.metrics import Metrics
 
 __all__ = ["TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"]
 
