@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from kspark.plan import graph
 from kspark.plan.nodes import TopicSpec
 from kspark.plan.types import TypeDesc
 
@@ -51,10 +52,6 @@ class Chain(Stage):
     @property
     def inputs(self) -> tuple[Stage, ...]:
         return (self.input,)
-
-    @property
-    def processors(self) -> tuple[str, ...]:
-        return tuple(s["processor"] for s in self.spec["steps"])
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -123,20 +120,12 @@ class Output:
 
     sinks: tuple[SinkPart, ...]
     writer_spec: dict[str, Any]
-    processors: tuple[str, ...]
     stores: dict[str, str]
 
     def stages(self) -> list[Stage]:
         """All stages, inputs first, each once."""
-        seen: dict[int, Stage] = {}
+        return graph.toposort((part.stage for part in self.sinks), _inputs)
 
-        def visit(s: Stage) -> None:
-            if id(s) in seen:
-                return
-            for i in s.inputs:
-                visit(i)
-            seen[id(s)] = s
 
-        for part in self.sinks:
-            visit(part.stage)
-        return list(seen.values())
+def _inputs(stage: Stage) -> tuple[Stage, ...]:
+    return stage.inputs

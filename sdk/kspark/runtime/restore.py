@@ -33,6 +33,7 @@ import attrs
 
 from kspark.compiler import stages as st
 from kspark.config import StreamsConfig
+from kspark.plan import graph
 
 __all__ = [
     "RestoreReport",
@@ -184,20 +185,11 @@ def store_order(output: st.Output) -> list[str]:
 
     Examples
     --------
-    >>> store_order(st.Output(sinks=(), writer_spec={}, processors=(), stores={}))
+    >>> store_order(st.Output(sinks=(), writer_spec={}, stores={}))
     []
     """
-    names: list[str] = []
-
-    def visit(stage: st.Stage) -> None:
-        if isinstance(stage, st.Stateful):
-            names.append(str(stage.spec.get("store")))
-        for child in stage.inputs:
-            visit(child)
-
-    for part in output.sinks:
-        visit(part.stage)
-    return names
+    stages = graph.preorder((part.stage for part in output.sinks), lambda s: s.inputs)
+    return [str(s.spec.get("store")) for s in stages if isinstance(s, st.Stateful)]
 
 
 def _num(m: Mapping[str, Any], key: str) -> int:
