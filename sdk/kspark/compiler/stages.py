@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from kspark._typing import KafkaClient
 from kspark.plan import graph
 from kspark.plan.nodes import TopicSpec
 from kspark.plan.types import TypeDesc
@@ -39,7 +40,7 @@ class Read(Stage):
     deserialization: str = "fail"
     subtopology: int = 0
     #: Kafka topics: ``auto``, ``jvm`` or ``python`` (StreamsConfig.kafka_client)
-    kafka_client: str = "auto"
+    kafka_client: KafkaClient = "auto"
 
 
 @attrs.frozen(kw_only=True, eq=False)

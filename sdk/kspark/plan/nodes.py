@@ -10,10 +10,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 import attrs
 
+from kspark._typing import TopicFormat, TopicLayout
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan.types import TypeDesc
 
@@ -62,9 +63,9 @@ class TopicSpec:
     """
 
     name: str
-    format: str
+    format: TopicFormat
     path: str | None = None
-    layout: str = "envelope"
+    layout: TopicLayout = "envelope"
     key_field: str | None = None
     timestamp_field: str | None = None
     options: tuple[tuple[str, str], ...] = ()
@@ -72,7 +73,7 @@ class TopicSpec:
     def __attrs_post_init__(self) -> None:
         if not self.name:
             raise InvalidArgumentError("a topic needs a name", parameter="name")
-        if self.format not in ("jsonl", "parquet", "csv", "table", "kafka"):
+        if self.format not in get_args(TopicFormat):
             raise InvalidArgumentError(
                 f"topic {self.name!r}: unknown format {self.format!r}", parameter="format"
             )
@@ -81,7 +82,7 @@ class TopicSpec:
                 f"topic {self.name!r}: a {self.format} topic needs a path or table name",
                 parameter="path",
             )
-        if self.layout not in ("envelope", "value"):
+        if self.layout not in get_args(TopicLayout):
             raise InvalidArgumentError(
                 f"topic {self.name!r}: layout must be 'envelope' or 'value', not {self.layout!r}",
                 parameter="layout",
@@ -101,7 +102,7 @@ class TopicSpec:
         name: str,
         path: str,
         *,
-        layout: str = "envelope",
+        layout: TopicLayout = "envelope",
         key_field: str | None = None,
         timestamp_field: str | None = None,
     ) -> TopicSpec:
@@ -127,7 +128,7 @@ class TopicSpec:
         name: str,
         path: str,
         *,
-        layout: str = "envelope",
+        layout: TopicLayout = "envelope",
         key_field: str | None = None,
         timestamp_field: str | None = None,
     ) -> TopicSpec:
@@ -168,7 +169,7 @@ class TopicSpec:
         name: str,
         table_name: str | None = None,
         *,
-        layout: str = "envelope",
+        layout: TopicLayout = "envelope",
         key_field: str | None = None,
         timestamp_field: str | None = None,
     ) -> TopicSpec:

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from kspark._typing import TopicRole
 from kspark.errors import InvalidTopologyError
 from kspark.plan import graph, render
 from kspark.plan.nodes import Node, Sink, Source, TableSource, TopicSpec
@@ -146,7 +147,7 @@ class Topology:
         """
         return render.describe(self)
 
-    def with_topics(self, fn: Callable[[TopicSpec, str], TopicSpec]) -> Topology:
+    def with_topics(self, fn: Callable[[TopicSpec, TopicRole], TopicSpec]) -> Topology:
         """A copy whose sources and sinks read and write ``fn(topic, role)`` instead, where
         ``role`` is ``"source"`` or ``"sink"``. Names and everything else stay the same."""
 

@@ -32,8 +32,9 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, Protocol, TextIO, cast, runtime_checkable
+from typing import Any, Protocol, TextIO, cast, runtime_checkable
 
+from kspark._typing import ProgressMode
 from kspark.errors import InvalidArgumentError
 
 __all__ = [
@@ -58,7 +59,6 @@ __all__ = [
     "watch",
 ]
 
-ProgressMode = Literal["auto", "terminal", "notebook", "none"]
 
 #: The name under which the compiled query observes its metrics. It must equal
 #: ``kspark.compiler.lower.SIDE_METRICS`` (a unit test checks); it is repeated here so that
