@@ -1070,18 +1070,74 @@ class BranchedKStream(Generic[K, V]):
     def branch(
         self, predicate: Callable[[K, V], bool], branched: Branched | None = None
     ) -> BranchedKStream[K, V]:
-        """Adds a branch of the records for which ``predicate`` is the first true one."""
+        """Adds a branch of the records for which ``predicate`` is the first true one.
+
+        Parameters
+        ----------
+        predicate
+            A function of the key and the value.
+        branched
+            The branch's name; by default its number.
+
+        Returns
+        -------
+        BranchedKStream
+            This split, to add more branches or end it.
+
+        Examples
+        --------
+        >>> from kspark import Branched, StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> branches = s.split().branch(lambda k, v: v < 0, Branched.as_("neg")).no_default_branch()
+        >>> list(branches)
+        ['KSTREAM-BRANCH-0000000001-neg']
+        """
         _infer.check_callable(predicate, "predicate", self._split_name)
         self._predicates.append(predicate)
         self._names.append(branched.name if branched else None)
         return self
 
     def default_branch(self, branched: Branched | None = None) -> dict[str, KStream[K, V]]:
-        """Ends the split with a branch for the records no predicate took."""
+        """Ends the split with a branch for the records no predicate took.
+
+        Parameters
+        ----------
+        branched
+            The default branch's name; by default its number.
+
+        Returns
+        -------
+        dict
+            Branch name to stream, the default branch last.
+
+        Examples
+        --------
+        >>> from kspark import Branched, StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> branches = s.split().branch(lambda k, v: v < 0).default_branch(Branched.as_("rest"))
+        >>> len(branches)
+        2
+        """
         return self._finish(default=branched or Branched())
 
     def no_default_branch(self) -> dict[str, KStream[K, V]]:
-        """Ends the split; records no predicate took are dropped."""
+        """Ends the split; records no predicate took are dropped.
+
+        Returns
+        -------
+        dict
+            Branch name to stream.
+
+        Examples
+        --------
+        >>> from kspark import Branched, StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> len(s.split().branch(lambda k, v: v < 0).no_default_branch())
+        1
+        """
         return self._finish(default=None)
 
     def _finish(self, default: Branched | None) -> dict[str, KStream[K, V]]:
@@ -1146,7 +1202,28 @@ class KTable(Generic[K, V]):
         return node
 
     def filter(self, predicate: Callable[[K, V], bool], named: Named | None = None) -> KTable[K, V]:
-        """Keeps the rows for which ``predicate(key, value)`` is true; others are deleted."""
+        """Keeps the rows for which ``predicate(key, value)`` is true; others are deleted.
+
+        Parameters
+        ----------
+        predicate
+            A function of the key and the value.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KTable
+            The table of the rows that pass; a row that stops passing becomes a tombstone.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> t = b.table(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> t.filter(lambda k, v: v > 0).name
+        'KTABLE-FILTER-0000000002'
+        """
         name, seq = self._builder._next("KTABLE-FILTER", named)
         _infer.check_callable(predicate, "predicate", name)
         return KTable(
@@ -1164,7 +1241,28 @@ class KTable(Generic[K, V]):
     def filter_not(
         self, predicate: Callable[[K, V], bool], named: Named | None = None
     ) -> KTable[K, V]:
-        """Keeps the rows for which ``predicate(key, value)`` is false."""
+        """Keeps the rows for which ``predicate(key, value)`` is false.
+
+        Parameters
+        ----------
+        predicate
+            A function of the key and the value.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KTable
+            The table of the rows that ``predicate`` rejects.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> t = b.table(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> t.filter_not(lambda k, v: v > 0).node.negate
+        True
+        """
         name, seq = self._builder._next("KTABLE-FILTER", named)
         _infer.check_callable(predicate, "predicate", name)
         return KTable(
@@ -1205,7 +1303,31 @@ class KTable(Generic[K, V]):
         *,
         value_type: type[Any] | None = None,
     ) -> KTable[Any, Any]:
-        """Maps each row's value; tombstones stay tombstones."""
+        """Maps each row's value; tombstones stay tombstones.
+
+        Parameters
+        ----------
+        mapper
+            ``mapper(value)``, or ``mapper(key, value)`` when it takes two parameters.
+        value_type
+            The new value type, when ``mapper``'s annotations do not say it.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KTable
+            The table with the mapped values and the same store.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> t = b.table(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> m = t.map_values(lambda v: v * 2, value_type=int)
+        >>> m.store_name == t.store_name
+        True
+        """
         name, seq = self._builder._next("KTABLE-MAPVALUES", named)
         _infer.check_callable(mapper, "mapper", name)
         return KTable(
@@ -1224,7 +1346,26 @@ class KTable(Generic[K, V]):
         )
 
     def to_stream(self, named: Named | None = None) -> KStream[K, V]:
-        """The table's changelog as a stream; deletes appear with value None."""
+        """The table's changelog as a stream; deletes appear with value None.
+
+        Parameters
+        ----------
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KStream
+            One record per update of the table.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> t = b.table(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> t.to_stream().name
+        'KTABLE-TOSTREAM-0000000002'
+        """
         name, seq = self._builder._next("KTABLE-TOSTREAM", named)
         return KStream(
             self._builder,
