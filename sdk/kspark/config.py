@@ -7,10 +7,11 @@ import re
 import tempfile
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, get_args
 
 import attrs
 
+from kspark._typing import KafkaClient
 from kspark.errors import ConfigError
 from kspark.plan.nodes import TopicSpec
 
@@ -106,8 +107,8 @@ class StreamsConfig:
     dead_letter_queue_topic: TopicSpec | None = None
     #: How Kafka topics are read and written: ``"auto"`` (the JVM connector if the server
     #: has it, else kspark's Python Kafka source and sink), ``"jvm"`` or ``"python"``.
-    kafka_client: str = attrs.field(
-        default="auto", validator=attrs.validators.in_(("auto", "jvm", "python"))
+    kafka_client: KafkaClient = attrs.field(
+        default="auto", validator=attrs.validators.in_(get_args(KafkaClient))
     )
     #: State-store snapshots: a snapshot of a state partition is taken after this many
     #: micro-batches (changelog files) since the last one

@@ -99,6 +99,11 @@ class _Compiler:
 
     # -- driver --------------------------------------------------------------------
     def compile(self) -> st.Output:
+        # inputs first, so that each visit finds its parents done and the recursion
+        # stays one level deep however long the chain of steps is
+        for node in self.topology.nodes():
+            if not isinstance(node, n.Sink):
+                self.visit(node)
         parts = []
         sink_specs = []
         for i, sink in enumerate(self.topology.sinks):
@@ -123,7 +128,6 @@ class _Compiler:
         return st.Output(
             sinks=tuple(parts),
             writer_spec=writer,
-            processors=tuple(node.name for node in self.topology.nodes()),
             stores=self.topology.stores(),
         )
 
@@ -186,8 +190,8 @@ class _Compiler:
             steps=(*p.steps, step),
             key_type=node.key_type,
             value_type=node.value_type,
-            key_origin=node.name if isinstance(node, _KEY_CHANGING) else p.key_origin,
-            value_origin=node.name if isinstance(node, _VALUE_CHANGING) else p.value_origin,
+            key_origin=node.name if node.changes_key else p.key_origin,
+            value_origin=node.name if node.changes_value else p.value_origin,
         )
 
     # -- sources -------------------------------------------------------------------
@@ -387,10 +391,6 @@ class _Compiler:
             value_type=stream.value_type,
         )
         return self._start(stage, node)
-
-
-_KEY_CHANGING = (n.Map, n.FlatMap, n.SelectKey)
-_VALUE_CHANGING = (n.Map, n.FlatMap, n.MapValues, n.FlatMapValues, n.TableMapValues)
 
 
 def _deserialization_mode(config: StreamsConfig) -> str:

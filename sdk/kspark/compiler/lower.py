@@ -7,6 +7,7 @@ client API only: no JVM on the client.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -16,6 +17,7 @@ from pyspark.sql.types import DataType, StringType, StructField, StructType
 from kspark.compiler import envelope as env
 from kspark.compiler import stages as st
 from kspark.errors import CompilationError
+from kspark.plan import graph
 from kspark.plan.types import Primitive, TypeDesc
 
 if TYPE_CHECKING:
@@ -440,11 +442,7 @@ def build_dataframe(
     tagged by ``ks_sink``, with the side rows' metrics observed."""
     from kspark_server.chain import make_chain, make_id_stage
 
-    memo: dict[int, DataFrame] = {}
-
-    def df_of(stage: st.Stage) -> DataFrame:
-        if id(stage) in memo:
-            return memo[id(stage)]
+    def lower(stage: st.Stage, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:
         df: DataFrame
         if isinstance(stage, st.Read):
             df = _read(stage, spark, resume)
@@ -467,8 +465,9 @@ def build_dataframe(
             df = _stateful(stage, df_of, spark, resume)
         else:
             raise CompilationError(f"no lowering for stage {type(stage).__name__}")
-        memo[id(stage)] = df
         return df
+
+    df_of = graph.map_nodes((part.stage for part in output.sinks), lambda s: s.inputs, lower)
 
     tails = ["timestamp", "headers", "topic", "partition", "offset", "ks_seq", "ks_sub", "ks_side"]
     final: DataFrame | None = None

@@ -11,6 +11,8 @@ from typing import Any
 
 import attrs
 
+from kspark._typing import KafkaClient
+from kspark.plan import graph
 from kspark.plan.nodes import TopicSpec
 from kspark.plan.types import TypeDesc
 
@@ -38,7 +40,7 @@ class Read(Stage):
     deserialization: str = "fail"
     subtopology: int = 0
     #: Kafka topics: ``auto``, ``jvm`` or ``python`` (StreamsConfig.kafka_client)
-    kafka_client: str = "auto"
+    kafka_client: KafkaClient = "auto"
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -51,10 +53,6 @@ class Chain(Stage):
     @property
     def inputs(self) -> tuple[Stage, ...]:
         return (self.input,)
-
-    @property
-    def processors(self) -> tuple[str, ...]:
-        return tuple(s["processor"] for s in self.spec["steps"])
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -123,20 +121,12 @@ class Output:
 
     sinks: tuple[SinkPart, ...]
     writer_spec: dict[str, Any]
-    processors: tuple[str, ...]
     stores: dict[str, str]
 
     def stages(self) -> list[Stage]:
         """All stages, inputs first, each once."""
-        seen: dict[int, Stage] = {}
+        return graph.toposort((part.stage for part in self.sinks), _inputs)
 
-        def visit(s: Stage) -> None:
-            if id(s) in seen:
-                return
-            for i in s.inputs:
-                visit(i)
-            seen[id(s)] = s
 
-        for part in self.sinks:
-            visit(part.stage)
-        return list(seen.values())
+def _inputs(stage: Stage) -> tuple[Stage, ...]:
+    return stage.inputs

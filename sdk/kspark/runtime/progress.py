@@ -14,8 +14,9 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, Protocol, TextIO, runtime_checkable
+from typing import Any, Protocol, TextIO, runtime_checkable
 
+from kspark._typing import ProgressMode
 from kspark.errors import InvalidArgumentError
 from kspark.runtime.display import NotebookProgress, NullProgress, TerminalProgress, is_terminal
 from kspark.runtime.metrics import progress_as_dict, progress_key
@@ -30,7 +31,6 @@ __all__ = [
     "watch",
 ]
 
-ProgressMode = Literal["auto", "terminal", "notebook", "none"]
 
 _Clock = Callable[[], float]
 

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from kspark.compiler import stages as st
+from kspark.plan import graph
 from kspark.runtime.metrics import BatchFigures
 
 __all__ = [
@@ -126,20 +127,11 @@ def store_order(output: st.Output) -> list[str]:
 
     Examples
     --------
-    >>> store_order(st.Output(sinks=(), writer_spec={}, processors=(), stores={}))
+    >>> store_order(st.Output(sinks=(), writer_spec={}, stores={}))
     []
     """
-    names: list[str] = []
-
-    def visit(stage: st.Stage) -> None:
-        if isinstance(stage, st.Stateful):
-            names.append(str(stage.spec.get("store")))
-        for child in stage.inputs:
-            visit(child)
-
-    for part in output.sinks:
-        visit(part.stage)
-    return names
+    stages = graph.preorder((part.stage for part in output.sinks), lambda s: s.inputs)
+    return [str(s.spec.get("store")) for s in stages if isinstance(s, st.Stateful)]
 
 
 def _num(m: Mapping[str, Any], key: str) -> int:

@@ -36,20 +36,9 @@ class VersionedRecord(NamedTuple, Generic[V]):
 
 
 def _find_stage(output: st.Output, name: str) -> st.Stateful:
-    seen: set[int] = set()
-    found: list[st.Stateful] = []
-
-    def walk(stage: st.Stage) -> None:
-        if id(stage) in seen:
-            return
-        seen.add(id(stage))
-        if isinstance(stage, st.Stateful) and stage.spec.get("store") == name:
-            found.append(stage)
-        for child in stage.inputs:
-            walk(child)
-
-    for part in output.sinks:
-        walk(part.stage)
+    found = [
+        s for s in output.stages() if isinstance(s, st.Stateful) and s.spec.get("store") == name
+    ]
     if not found:
         known = sorted(output.stores)
         raise StoreError(
