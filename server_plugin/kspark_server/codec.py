@@ -13,6 +13,8 @@ import decimal
 from collections.abc import Callable
 from typing import Any
 
+from kspark_server.spec import ListSpec, MapSpec, PrimSpec, TypeSpec
+
 Codec = Callable[[Any], Any]
 
 _NATIVE = (int, str, float, bool, bytes, type(None))
@@ -32,16 +34,15 @@ def _identity(x: Any) -> Any:
     return x
 
 
-def decoder(t: dict[str, Any], nested: bool = False) -> Codec:
+def decoder(t: TypeSpec, nested: bool = False) -> Codec:
     """A function from a column value to the Python object of type spec ``t``."""
-    tag = t["t"]
-    if tag == "prim":
+    if isinstance(t, PrimSpec):
         return native if nested else _identity
-    if tag == "list":
-        elem = decoder(t["element"], nested=True)
+    if isinstance(t, ListSpec):
+        elem = decoder(t.element, nested=True)
         return lambda x: None if x is None else [elem(e) for e in x]
-    if tag == "map":
-        kd, vd = decoder(t["key"], True), decoder(t["value"], True)
+    if isinstance(t, MapSpec):
+        kd, vd = decoder(t.key, True), decoder(t.value, True)
 
         def dec_map(x: Any) -> Any:
             if x is None:
@@ -50,17 +51,15 @@ def decoder(t: dict[str, Any], nested: bool = False) -> Codec:
             return {kd(k): vd(v) for k, v in items}
 
         return dec_map
-    if tag == "record":
-        cls = t["cls"]
-        fields = [(name, decoder(ft, nested=True)) for name, ft in t["fields"]]
+    cls = t.cls
+    fields = [(name, decoder(ft, nested=True)) for name, ft in t.fields]
 
-        def dec_record(x: Any) -> Any:
-            if x is None:
-                return None
-            return cls(**{name: dec(x[name]) for name, dec in fields})
+    def dec_record(x: Any) -> Any:
+        if x is None:
+            return None
+        return cls(**{name: dec(x[name]) for name, dec in fields})
 
-        return dec_record
-    raise ValueError(f"unknown type spec {tag!r}")
+    return dec_record
 
 
 _PRIM_CHECK: dict[str, tuple[tuple[type, ...], Callable[[Any], Any]]] = {
@@ -77,11 +76,10 @@ class EncodeError(TypeError):
     """A value does not match its declared type."""
 
 
-def encoder(t: dict[str, Any], what: str = "value") -> Codec:
+def encoder(t: TypeSpec, what: str = "value") -> Codec:
     """A function from a Python object of type spec ``t`` to a column value."""
-    tag = t["t"]
-    if tag == "prim":
-        spark = t["spark"]
+    if isinstance(t, PrimSpec):
+        spark = t.spark
         if spark.startswith("decimal"):
             accepted: tuple[type, ...] = (decimal.Decimal, int)
             conv: Callable[[Any], Any] = decimal.Decimal
@@ -100,29 +98,27 @@ def encoder(t: dict[str, Any], what: str = "value") -> Codec:
             )
 
         return enc_prim
-    if tag == "list":
-        elem = encoder(t["element"], f"element of {what}")
+    if isinstance(t, ListSpec):
+        elem = encoder(t.element, f"element of {what}")
         return lambda x: None if x is None else [elem(e) for e in x]
-    if tag == "map":
-        ke, ve = encoder(t["key"], f"key of {what}"), encoder(t["value"], f"value of {what}")
+    if isinstance(t, MapSpec):
+        ke, ve = encoder(t.key, f"key of {what}"), encoder(t.value, f"value of {what}")
         return lambda x: None if x is None else {ke(k): ve(v) for k, v in x.items()}
-    if tag == "record":
-        cls = t["cls"]
-        fields = [(name, encoder(ft, f"{what}.{name}")) for name, ft in t["fields"]]
-        cls_name = getattr(cls, "__qualname__", str(cls))
+    cls = t.cls
+    fields = [(name, encoder(ft, f"{what}.{name}")) for name, ft in t.fields]
+    cls_name = getattr(cls, "__qualname__", str(cls))
 
-        def enc_record(x: Any) -> Any:
-            if x is None:
-                return None
-            # match by name: a class pickled by value is a different object on the server
-            if type(x).__qualname__ != cls_name:
-                raise EncodeError(
-                    f"{what} {x!r} is a {type(x).__name__}, but the declared type is {cls_name}"
-                )
-            return {name: enc(getattr(x, name)) for name, enc in fields}
+    def enc_record(x: Any) -> Any:
+        if x is None:
+            return None
+        # match by name: a class pickled by value is a different object on the server
+        if type(x).__qualname__ != cls_name:
+            raise EncodeError(
+                f"{what} {x!r} is a {type(x).__name__}, but the declared type is {cls_name}"
+            )
+        return {name: enc(getattr(x, name)) for name, enc in fields}
 
-        return enc_record
-    raise ValueError(f"unknown type spec {tag!r}")
+    return enc_record
 
 
 def plain(x: Any) -> Any:

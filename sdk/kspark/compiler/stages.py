@@ -7,12 +7,11 @@ options with no Spark server.
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
 from kspark.plan.nodes import TopicSpec
 from kspark.plan.types import TypeDesc
+from kspark_server.spec import ChainSpec, DedupIdSpec, SinksSpec, StatefulSpec
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -46,15 +45,11 @@ class Chain(Stage):
     """A fused run of stateless steps: one ``mapInArrow`` pass."""
 
     input: Stage
-    spec: dict[str, Any]
+    spec: ChainSpec
 
     @property
     def inputs(self) -> tuple[Stage, ...]:
         return (self.input,)
-
-    @property
-    def processors(self) -> tuple[str, ...]:
-        return tuple(s["processor"] for s in self.spec["steps"])
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -62,7 +57,7 @@ class IdStage(Stage):
     """Adds ``ks_id`` for ``deduplicate``'s repartition by id."""
 
     input: Stage
-    spec: dict[str, Any]
+    spec: DedupIdSpec
 
     @property
     def inputs(self) -> tuple[Stage, ...]:
@@ -100,7 +95,7 @@ class Stateful(Stage):
 
     stream: Stage
     table: Stage | None
-    spec: dict[str, Any]
+    spec: StatefulSpec
     num_partitions: int
     task_column: str = "key"
 
@@ -122,7 +117,7 @@ class Output:
     """The whole app: its sinks' stages and the ``foreachBatch`` writer spec."""
 
     sinks: tuple[SinkPart, ...]
-    writer_spec: dict[str, Any]
+    writer_spec: SinksSpec
     processors: tuple[str, ...]
     stores: dict[str, str]
 

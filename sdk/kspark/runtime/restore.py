@@ -33,6 +33,7 @@ import attrs
 
 from kspark.compiler import stages as st
 from kspark.config import StreamsConfig
+from kspark_server.envelope import SideKind
 
 __all__ = [
     "RestoreReport",
@@ -184,14 +185,15 @@ def store_order(output: st.Output) -> list[str]:
 
     Examples
     --------
-    >>> store_order(st.Output(sinks=(), writer_spec={}, processors=(), stores={}))
+    >>> from kspark_server.spec import SinksSpec
+    >>> store_order(st.Output(sinks=(), writer_spec=SinksSpec(), processors=(), stores={}))
     []
     """
     names: list[str] = []
 
     def visit(stage: st.Stage) -> None:
         if isinstance(stage, st.Stateful):
-            names.append(str(stage.spec.get("store")))
+            names.append(stage.spec.store)
         for child in stage.inputs:
             visit(child)
 
@@ -266,7 +268,7 @@ def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
     loaded: dict[str, int] = defaultdict(int)
     tasks: dict[str, set[str]] = defaultdict(set)
     for s in _observed(dict(p)).get("side") or []:
-        if s.get("kind") == "loaded_entries":
+        if s.get("kind") == SideKind.LOADED_ENTRIES:
             store, task = str(s["processor"]), str(s["task"])
             if task not in tasks[store]:  # a task reports once per batch
                 tasks[store].add(task)

@@ -14,6 +14,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from kspark.compiler import stages as st
 from kspark.errors import StoreError
+from kspark_server.spec import JoinSpec, StatefulSpec
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -43,7 +44,7 @@ def _find_stage(output: st.Output, name: str) -> st.Stateful:
         if id(stage) in seen:
             return
         seen.add(id(stage))
-        if isinstance(stage, st.Stateful) and stage.spec.get("store") == name:
+        if isinstance(stage, st.Stateful) and stage.spec.store == name:
             found.append(stage)
         for child in stage.inputs:
             walk(child)
@@ -114,7 +115,7 @@ def _task_logs(
     return {int(r["key"][0]): [e[0] for e in (r["list_value"] or [])] for r in rows}
 
 
-def _task_states(spark: Any, checkpoint: str, name: str, spec: dict[str, Any]) -> dict[int, Any]:
+def _task_states(spark: Any, checkpoint: str, name: str, spec: StatefulSpec) -> dict[int, Any]:
     from kspark_server import taskstate
 
     op = _operator_id(spark, checkpoint, name)
@@ -125,7 +126,7 @@ def _task_states(spark: Any, checkpoint: str, name: str, spec: dict[str, Any]) -
         .load(checkpoint)
     )
     logs = _task_logs(spark, checkpoint, op, name)
-    kind, versioned = str(spec["kind"]), bool(spec.get("versioned"))
+    kind, versioned = spec.kind, spec.versioned
     out: dict[int, Any] = {}
     for r in df.select("key", "value").collect():
         task = int(r["key"][0])
@@ -135,14 +136,14 @@ def _task_states(spark: Any, checkpoint: str, name: str, spec: dict[str, Any]) -
     return out
 
 
-def _value_decoder(spec: dict[str, Any]) -> Any:
+def _value_decoder(spec: JoinSpec) -> Any:
     """Table values as the store keeps them (JSON text when packed) to the value type."""
     import json
 
     from kspark_server import codec
 
-    dec = codec.decoder(spec["table"]["value"])
-    if spec.get("packed", {}).get("tvalue"):
+    dec = codec.decoder(spec.table.value)
+    if spec.packed.tvalue:
         return lambda v: dec(json.loads(v))
     return dec
 
@@ -154,14 +155,14 @@ class ReadOnlyVersionedStore(Generic[K, V]):
     :meth:`kspark.testing.TopologyTestDriver.store`.
     """
 
-    def __init__(self, name: str, tasks: dict[int, Any], spec: dict[str, Any]) -> None:
+    def __init__(self, name: str, tasks: dict[int, Any], spec: JoinSpec) -> None:
         from kspark_server import codec
         from kspark_server.versioned import VersionedStore
 
         self.name = name
-        self._retention = int(spec["history_retention_ms"])
+        self._retention = spec.history_retention_ms
         self._stores = [VersionedStore(t["table"], self._retention) for t in tasks.values()]
-        self._kenc = codec.encoder(spec["table"]["key"], "key")
+        self._kenc = codec.encoder(spec.table.key, "key")
         self._vdec = _value_decoder(spec)
         self._hashable = codec.hashable
 
@@ -218,14 +219,14 @@ class ReadOnlyVersionedStore(Generic[K, V]):
 class ReadOnlyKeyValueStore(Generic[K, V]):
     """A latest-value table's store as of the app's last committed micro-batch."""
 
-    def __init__(self, name: str, tasks: dict[int, Any], spec: dict[str, Any]) -> None:
+    def __init__(self, name: str, tasks: dict[int, Any], spec: JoinSpec) -> None:
         from kspark_server import codec
 
         self.name = name
         self._data: dict[Hashable, Any] = {}
         for t in tasks.values():
             self._data.update(t["table"])
-        self._kenc = codec.encoder(spec["table"]["key"], "key")
+        self._kenc = codec.encoder(spec.table.key, "key")
         self._vdec = _value_decoder(spec)
         self._hashable = codec.hashable
 
@@ -247,13 +248,13 @@ def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any
     ``checkpoint``."""
     stage = _find_stage(output, name)
     spec = stage.spec
-    if spec["kind"] != "join":
+    if not isinstance(spec, JoinSpec):
         raise StoreError(
-            f"store {name!r} belongs to {spec['processor']} ({spec['kind']}); only table "
+            f"store {name!r} belongs to {spec.processor} ({spec.kind}); only table "
             "stores answer interactive queries"
         )
     tasks = _task_states(spark, checkpoint, name, spec)
-    if spec["versioned"]:
+    if spec.versioned:
         return ReadOnlyVersionedStore(name, tasks, spec)
     return ReadOnlyKeyValueStore(name, tasks, spec)
 
@@ -284,14 +285,14 @@ class StoreReplica:
 
     def __init__(self, spark: Any, checkpoint: str, output: st.Output, name: str) -> None:
         stage = _find_stage(output, name)
-        if stage.spec["kind"] != "join":
+        if not isinstance(stage.spec, JoinSpec):
             raise StoreError(
-                f"store {name!r} belongs to {stage.spec['processor']}; only table stores have replicas"
+                f"store {name!r} belongs to {stage.spec.processor}; only table stores have replicas"
             )
         self.name = name
         self._spark = spark
         self._checkpoint = checkpoint
-        self._spec = stage.spec
+        self._spec: JoinSpec = stage.spec
         self._tasks: dict[int, Any] = {}
         # each task's state as stored: its base and its log of changes (state format 4)
         self._bases: dict[int, bytes] = {}
@@ -319,7 +320,7 @@ class StoreReplica:
             .option("operatorId", op)
             .option("stateVarName", self.name)
         )
-        kind, versioned = str(self._spec["kind"]), bool(self._spec.get("versioned"))
+        kind, versioned = self._spec.kind, self._spec.versioned
         dirty: set[int] = set()
         if self.as_of_batch is None:
             for r in reader.load(self._checkpoint).select("key", "value").collect():
@@ -368,7 +369,7 @@ class StoreReplica:
                 self._tasks.pop(task, None)
         changed = len(dirty)
         self.as_of_batch = last
-        view_cls = ReadOnlyVersionedStore if self._spec["versioned"] else ReadOnlyKeyValueStore
+        view_cls = ReadOnlyVersionedStore if self._spec.versioned else ReadOnlyKeyValueStore
         self._view = view_cls(self.name, self._tasks, self._spec)
         return changed
 
