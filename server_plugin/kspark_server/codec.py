@@ -8,8 +8,10 @@ batch.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -52,14 +54,91 @@ def decoder(t: TypeSpec, nested: bool = False) -> Codec:
 
         return dec_map
     cls = t.cls
-    fields = [(name, decoder(ft, nested=True)) for name, ft in t.fields]
+    init = init_args(cls)
+    # fields the class's __init__ takes, by its argument name (an attrs field ``_x`` is
+    # argument ``x``, or its alias); the others are set once the object is built
+    by_arg: list[tuple[str, str, Codec]] = []
+    after: list[tuple[str, Codec]] = []
+    for name, ft in t.fields:
+        arg = init[name]
+        if arg is None:
+            after.append((name, decoder(ft, nested=True)))
+        else:
+            by_arg.append((arg, name, decoder(ft, nested=True)))
 
     def dec_record(x: Any) -> Any:
         if x is None:
             return None
-        return cls(**{name: dec(x[name]) for name, dec in fields})
+        obj = cls(**{arg: dec(x[name]) for arg, name, dec in by_arg})
+        for name, dec in after:
+            # frozen and slotted classes too: the value is the one that was encoded
+            object.__setattr__(obj, name, dec(x[name]))
+        return obj
 
     return dec_record
+
+
+class UnsupportedRecordError(TypeError):
+    """A record class that the decoder cannot rebuild; ``field`` is None when the class as a
+    whole is the problem."""
+
+    def __init__(self, cls: type, field: str | None, reason: str) -> None:
+        where = cls.__qualname__ if field is None else f"{cls.__qualname__}.{field}"
+        super().__init__(f"{where}: {reason}")
+        self.cls, self.field, self.reason = cls, field, reason
+
+
+def init_args(cls: type) -> dict[str, str | None]:
+    """Each field of a dataclass or attrs class, by attribute name, mapped to the
+    ``__init__`` argument that sets it, or to None when ``__init__`` does not take it
+    (``init=False``), as dataclasses and attrs define their ``__init__``.
+
+    Raises :class:`UnsupportedRecordError` when the class's ``__init__`` does not match:
+    a hand-written one that lacks a field's argument, or one that requires an argument
+    that is not a field (an ``InitVar`` without a default), which a record read back
+    cannot supply. Reads the class only (attrs need not be installed).
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> @dataclasses.dataclass
+    ... class Order:
+    ...     id: str
+    ...     total: float = dataclasses.field(init=False, default=0.0)
+    >>> init_args(Order)
+    {'id': 'id', 'total': None}
+    """
+    attributes = getattr(cls, "__attrs_attrs__", None)
+    args: dict[str, str | None]
+    if attributes is not None:
+        # attrs' argument for a field is its alias: by default the name without leading
+        # underscores
+        args = {
+            a.name: (getattr(a, "alias", None) or a.name.lstrip("_")) if a.init else None
+            for a in attributes
+        }
+    elif dataclasses.is_dataclass(cls):
+        args = {f.name: f.name if f.init else None for f in dataclasses.fields(cls)}
+    else:
+        raise UnsupportedRecordError(cls, None, "is neither a dataclass nor an attrs class")
+    params = inspect.signature(cls).parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    for name, arg in args.items():
+        if arg is not None and arg not in params and not takes_any:
+            raise UnsupportedRecordError(
+                cls, name, f"its __init__ takes no argument {arg!r} to set this field"
+            )
+    wanted = {a for a in args.values() if a is not None}
+    for p in params.values():
+        required = p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        if required and p.name not in wanted:
+            raise UnsupportedRecordError(
+                cls,
+                p.name,
+                "is a required __init__ argument but not a field (an InitVar?), so a record "
+                "read back cannot supply it; give it a default",
+            )
+    return args
 
 
 _PRIM_CHECK: dict[str, tuple[tuple[type, ...], Callable[[Any], Any]]] = {

@@ -32,6 +32,7 @@ from typing import Any, Union
 import attrs
 
 from kspark.errors import TypeMappingError
+from kspark_server import codec
 from kspark_server.spec import ListSpec, MapSpec, PrimSpec, RecordSpec, TypeSpec
 
 __all__ = [
@@ -200,6 +201,16 @@ def describe_type(tp: Any) -> TypeDesc:
 
 
 def _describe_record(cls: type) -> Record:
+    try:
+        # the operators rebuild records through __init__: refuse a class they cannot
+        # rebuild now, not on the server at its first record
+        codec.init_args(cls)
+    except codec.UnsupportedRecordError as exc:
+        raise TypeMappingError(
+            f"{exc}. kspark decodes a record by calling its __init__ with its fields",
+            type=cls.__qualname__,
+            field=exc.field,
+        ) from exc
     try:
         hints = typing.get_type_hints(cls)
     except Exception as exc:  # a forward reference that cannot be resolved
