@@ -45,7 +45,7 @@ def test_a_long_chain_builds_describes_and_compiles() -> None:
     assert len(topology.nodes()) == 3002
     assert topology.describe().count("Processor:") == 3000
     (chain,) = [s for s in compile_topology(topology, CFG).stages() if s.inputs]
-    assert len(chain.spec["steps"]) == 3000  # type: ignore[attr-defined]
+    assert len(chain.spec.steps) == 3000  # type: ignore[attr-defined]
 
 
 def test_map_nodes_handles_a_shared_node_once() -> None:

@@ -6,6 +6,7 @@ client API only: no JVM on the client.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -14,11 +15,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
-from kspark.compiler import envelope as env
 from kspark.compiler import stages as st
 from kspark.errors import CompilationError
 from kspark.plan import graph
 from kspark.plan.types import Primitive, TypeDesc
+from kspark_server import envelope as env
+from kspark_server.envelope import SideKind
 
 if TYPE_CHECKING:
     from kspark.runtime.checkpoints import Resume
@@ -308,10 +310,10 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
         ),
     }
     if mode == "continue":
-        dropped = _side_struct(kind=F.lit("dropped"), **common)
+        dropped = _side_struct(kind=F.lit(SideKind.DROPPED.value), **common)
     else:
         dropped = _side_struct(
-            kind=F.lit("dlq"),
+            kind=F.lit(SideKind.DLQ.value),
             **common,
             dlq_value=F.col("_corrupt_record"),
             dlq_headers=F.col("headers"),
@@ -360,8 +362,7 @@ def _stateful(
         table = df_of(stage.table)
         tvalue_t = _dtype(stage.table.value_type.spark_json())
         svalue_t = _dtype(stage.stream.value_type.spark_json())
-        cols = list(env.envelope_fields(stage.key_type, stage.stream.value_type))
-        names = [c["name"] for c in cols]
+        names = [name for name, _ in env.ENVELOPE]
         left = stream.select(
             *names, F.lit(None).cast(tvalue_t).alias("ks_tvalue"), F.lit(0).alias("ks_jside")
         )
@@ -377,10 +378,10 @@ def _stateful(
     # Spark turns struct and array columns into Python objects row by row on the way into
     # pandas; JSON text crosses far faster (docs/performance.md), so values and headers
     # travel as text through the operator and are parsed back after it
-    packed = spec["packed"]
-    if packed.get("value"):
+    packed = spec.packed
+    if packed.value:
         stream = stream.withColumn("value", F.to_json("value"))
-    if packed.get("tvalue"):
+    if packed.tvalue:
         stream = stream.withColumn("ks_tvalue", F.to_json("ks_tvalue"))
     stream = stream.withColumn("headers", _headers_text(F.col("headers")))
     grouped = (
@@ -389,17 +390,17 @@ def _stateful(
         .groupBy("ks_task")
     )
     initial = None
-    if resume is not None and spec["store"] in resume.initial_state:
+    if resume is not None and spec.store in resume.initial_state:
         initial = (
-            spark.read.parquet(resume.initial_state[spec["store"]])
+            spark.read.parquet(resume.initial_state[spec.store])
             .select("ks_task", "blob")
             .groupBy("ks_task")
         )
-    out_schema = _schema(spec["output_schema"])
+    out_schema = _schema(spec.output_schema)
     text_schema = StructType(
         [
             StructField(f.name, StringType(), True)
-            if f.name == "headers" or (f.name == "value" and packed.get("out"))
+            if f.name == "headers" or (f.name == "value" and packed.out)
             else f
             for f in out_schema.fields
         ]
@@ -411,7 +412,7 @@ def _stateful(
         timeMode="None",
         initialState=initial,
     )
-    if packed.get("out"):
+    if packed.out:
         value_type: Any = out_schema["value"].dataType  # a struct, list or map (json_packable)
         result = result.withColumn("value", F.from_json("value", value_type))
     return result.withColumn("headers", _headers_struct(F.col("headers")))
@@ -448,11 +449,11 @@ def build_dataframe(
             df = _read(stage, spark, resume)
         elif isinstance(stage, st.Chain):
             df = df_of(stage.input).mapInArrow(
-                make_chain(stage.spec), _schema(stage.spec["output_schema"])
+                make_chain(stage.spec), _schema(stage.spec.output_schema)
             )
         elif isinstance(stage, st.IdStage):
             df = df_of(stage.input).mapInArrow(
-                make_id_stage(stage.spec), _schema(stage.spec["output_schema"])
+                make_id_stage(stage.spec), _schema(stage.spec.output_schema)
             )
         elif isinstance(stage, st.Union):
             parts = [df_of(p) for p in stage.parts]
@@ -469,7 +470,6 @@ def build_dataframe(
 
     df_of = graph.map_nodes((part.stage for part in output.sinks), lambda s: s.inputs, lower)
 
-    tails = ["timestamp", "headers", "topic", "partition", "offset", "ks_seq", "ks_sub", "ks_side"]
     final: DataFrame | None = None
     for part in output.sinks:
         i = part.index
@@ -477,7 +477,7 @@ def build_dataframe(
             F.lit(i).alias("ks_sink"),
             F.col("key").alias(f"k{i}"),
             F.col("value").alias(f"v{i}"),
-            *tails,
+            *env.TAIL,
         )
         final = d if final is None else final.unionByName(d, allowMissingColumns=True)
     assert final is not None
@@ -505,10 +505,10 @@ def writer_function(
 ) -> Any:
     from kspark_server.sinks import make_batch_writer
 
-    spec = dict(output.writer_spec)
+    spec = output.writer_spec
     # a rescaled app's new checkpoint numbers its batches from 0 again; its sinks go on
-    spec["batch_offset"] = int(batch_offset)
-    topics = [s["topic"] for s in spec["sinks"]] + ([spec["dlq"]] if spec.get("dlq") else [])
-    if spark is not None and any(t["format"] == "kafka" for t in topics):
-        spec["kafka_format"] = kafka_format(spark, spec.get("kafka_client", "auto"))
+    spec = dataclasses.replace(spec, batch_offset=int(batch_offset))
+    topics = [s.topic for s in spec.sinks] + ([spec.dlq] if spec.dlq is not None else [])
+    if spark is not None and any(t.format == "kafka" for t in topics):
+        spec = dataclasses.replace(spec, kafka_format=kafka_format(spark, spec.kafka_client))
     return make_batch_writer(spec)

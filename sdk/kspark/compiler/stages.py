@@ -7,14 +7,13 @@ options with no Spark server.
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
 from kspark._typing import KafkaClient
 from kspark.plan import graph
 from kspark.plan.nodes import TopicSpec
 from kspark.plan.types import TypeDesc
+from kspark_server.spec import ChainSpec, DedupIdSpec, SinksSpec, StatefulSpec
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -48,7 +47,7 @@ class Chain(Stage):
     """A fused run of stateless steps: one ``mapInArrow`` pass."""
 
     input: Stage
-    spec: dict[str, Any]
+    spec: ChainSpec
 
     @property
     def inputs(self) -> tuple[Stage, ...]:
@@ -60,7 +59,7 @@ class IdStage(Stage):
     """Adds ``ks_id`` for ``deduplicate``'s repartition by id."""
 
     input: Stage
-    spec: dict[str, Any]
+    spec: DedupIdSpec
 
     @property
     def inputs(self) -> tuple[Stage, ...]:
@@ -98,7 +97,7 @@ class Stateful(Stage):
 
     stream: Stage
     table: Stage | None
-    spec: dict[str, Any]
+    spec: StatefulSpec
     num_partitions: int
     task_column: str = "key"
 
@@ -120,7 +119,7 @@ class Output:
     """The whole app: its sinks' stages and the ``foreachBatch`` writer spec."""
 
     sinks: tuple[SinkPart, ...]
-    writer_spec: dict[str, Any]
+    writer_spec: SinksSpec
     stores: dict[str, str]
 
     def stages(self) -> list[Stage]:

@@ -160,8 +160,7 @@ def rescale(
     initial: dict[str, str] = {}
     for stage in _stateful_stages(output):
         spec = stage.spec
-        name, kind = spec["store"], spec["kind"]
-        versioned = bool(spec.get("versioned"))
+        name, kind, versioned = spec.store, spec.kind, spec.versioned
         phase(f"warming store {name}")
         op = _operator_id(spark, gen.checkpoint, name)
         old = task_frame(spark, gen.checkpoint, op, name)
@@ -188,7 +187,7 @@ def rescale(
         except Exception as exc:
             if "UnhashedState" in str(exc) or "no key hash" in str(exc):
                 raise RescaleError(
-                    f"store {name} ({spec['processor']}) was written by an older kspark whose "
+                    f"store {name} ({spec.processor}) was written by an older kspark whose "
                     "state does not keep key hashes; run the app once with this version, "
                     "then rescale"
                 ) from exc
@@ -208,14 +207,14 @@ def rescale(
         bad_tasks = int(check["bad"] or 0)
         if after != before or bad_tasks:
             raise RescaleError(
-                f"store {name} ({spec['processor']}): the re-split state has {after:,} entries "
+                f"store {name} ({spec.processor}): the re-split state has {after:,} entries "
                 f"in {tasks_after} task(s), the old one {before:,}; nothing was switched "
                 f"(the warm copy is in {path})"
             )
         stores.append(
             StoreRescale(
                 store=name,
-                processor=spec["processor"],
+                processor=spec.processor,
                 entries_before=before,
                 entries_after=after,
                 tasks_before=tasks_before,

@@ -27,6 +27,7 @@ import attrs
 from kspark.compiler import stages as st
 from kspark.plan import graph
 from kspark.runtime.metrics import BatchFigures
+from kspark_server.envelope import SideKind
 
 __all__ = [
     "RestoreReport",
@@ -127,11 +128,12 @@ def store_order(output: st.Output) -> list[str]:
 
     Examples
     --------
-    >>> store_order(st.Output(sinks=(), writer_spec={}, stores={}))
+    >>> from kspark_server.spec import SinksSpec
+    >>> store_order(st.Output(sinks=(), writer_spec=SinksSpec(), stores={}))
     []
     """
     stages = graph.preorder((part.stage for part in output.sinks), lambda s: s.inputs)
-    return [str(s.spec.get("store")) for s in stages if isinstance(s, st.Stateful)]
+    return [s.spec.store for s in stages if isinstance(s, st.Stateful)]
 
 
 def _num(m: Mapping[str, Any], key: str) -> int:
@@ -198,7 +200,7 @@ def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
     # counted as the store-entries metric is: once per (store, task)
     loaded: dict[str, int] = defaultdict(int)
     tasks: dict[str, int] = defaultdict(int)
-    for (store, _), count in BatchFigures.of(p).by_key("loaded_entries").items():
+    for (store, _), count in BatchFigures.of(p).by_key(SideKind.LOADED_ENTRIES).items():
         loaded[store] += count
         tasks[store] += 1
     batch_id = int(p.get("batchId", -1))

@@ -118,24 +118,10 @@ class TestInputTopic(Generic[K, V]):
         from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import StructType
 
-        from kspark.compiler import envelope as env
+        from kspark_server import envelope as env
 
-        schema = to_arrow_schema(
-            StructType.fromJson(
-                {
-                    "type": "struct",
-                    "fields": [
-                        env.field("key", self._key.spark_json()),
-                        env.field("value", self._value.spark_json()),
-                        env.field("timestamp", "long"),
-                        env.field("headers", env.HEADERS),
-                        env.field("partition", "integer"),
-                        env.field("offset", "long"),
-                        env.field("ks_seq", "long"),
-                    ],
-                }
-            )
-        )
+        fields = env.stored_fields(self._key.spark_json(), self._value.spark_json())
+        schema = to_arrow_schema(StructType.fromJson({"type": "struct", "fields": fields}))
         table = pa.Table.from_pylist(self._pending, schema=schema)
         directory = self._driver._topic_path(self.name)
         os.makedirs(directory, exist_ok=True)
