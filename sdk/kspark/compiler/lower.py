@@ -18,6 +18,7 @@ from kspark.compiler import envelope as env
 from kspark.compiler import stages as st
 from kspark.errors import CompilationError
 from kspark.plan.types import Primitive, TypeDesc
+from kspark_server.paths import normalize_path, normalized_path_column
 
 __all__ = ["INPUT_METRICS_PREFIX", "SIDE_METRICS", "build_dataframe", "writer_function"]
 
@@ -189,8 +190,8 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
         if resume is not None and resume.skip_files:
             # files an earlier checkpoint generation consumed (a rescale's new checkpoint
             # lists the folder afresh)
-            path = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/")
-            raw = raw.filter(~path.isin(list(resume.skip_files)))
+            path = normalized_path_column(F.col("_metadata.file_path"))
+            raw = raw.filter(~path.isin(sorted({normalize_path(f) for f in resume.skip_files})))
     else:
         raise CompilationError(f"{stage.processor}: no reader for format {t.format!r}")
 
