@@ -7,6 +7,7 @@ client API only: no JVM on the client.
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Any
 
 import attrs
@@ -107,26 +108,27 @@ def _kafka_decode(c: Column, desc: TypeDesc) -> tuple[Column, Column]:
     return value.cast(schema), bad
 
 
-#: Per session: does the server have Spark's JVM Kafka connector?
-_JVM_KAFKA: dict[int, bool] = {}
+#: Per session: does the server have Spark's JVM Kafka connector? Weak keys: an entry goes
+#: with its session, and a new session never inherits an old one's answer (as it could
+#: through a reused ``id()``).
+_JVM_KAFKA: weakref.WeakKeyDictionary[SparkSession, bool] = weakref.WeakKeyDictionary()
 
 
 def kafka_format(spark: SparkSession, mode: str) -> str:
     """``kafka`` (the JVM connector) or ``kspark_kafka`` (kspark's Python data source,
     registered on the session here)."""
     if mode == "auto":
-        key = id(spark)
-        if key not in _JVM_KAFKA:
+        if spark not in _JVM_KAFKA:
             try:
                 # analysing a read is what finds (or fails to find) the data source
                 probe = spark.read.format("kafka").option("kafka.bootstrap.servers", "localhost:1")
                 _ = probe.option("subscribe", "kspark-probe").load().schema
-                _JVM_KAFKA[key] = True
+                _JVM_KAFKA[spark] = True
             except Exception as exc:
                 if "kafka" not in str(exc).lower() or "find" not in str(exc).lower():
                     raise
-                _JVM_KAFKA[key] = False
-        mode = "jvm" if _JVM_KAFKA[key] else "python"
+                _JVM_KAFKA[spark] = False
+        mode = "jvm" if _JVM_KAFKA[spark] else "python"
     if mode == "jvm":
         return "kafka"
     from kspark_server.kafka import KafkaDataSource
