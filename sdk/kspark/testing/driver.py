@@ -133,7 +133,9 @@ class TestInputTopic(Generic[K, V]):
                         env.field("ks_seq", "long"),
                     ],
                 }
-            )
+            ),
+            # timestamps as UTC instants, a naive datetime as UTC (docs/concepts.md)
+            timezone="UTC",
         )
         table = pa.Table.from_pylist(self._pending, schema=schema)
         directory = self._driver._topic_path(self.name)
