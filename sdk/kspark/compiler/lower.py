@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from kspark.plan import graph
 from kspark.plan.types import Primitive, TypeDesc
 from kspark_server import envelope as env
 from kspark_server.envelope import SideKind
+from kspark_server.paths import normalize_path, normalized_path_column
 
 if TYPE_CHECKING:
     from kspark.runtime.checkpoints import Resume
@@ -101,26 +103,27 @@ def _kafka_decode(c: Column, desc: TypeDesc) -> tuple[Column, Column]:
     return value.cast(schema), bad
 
 
-#: Per session: does the server have Spark's JVM Kafka connector?
-_JVM_KAFKA: dict[int, bool] = {}
+#: Per session: does the server have Spark's JVM Kafka connector? Weak keys: an entry goes
+#: with its session, and a new session never inherits an old one's answer (as it could
+#: through a reused ``id()``).
+_JVM_KAFKA: weakref.WeakKeyDictionary[SparkSession, bool] = weakref.WeakKeyDictionary()
 
 
 def kafka_format(spark: SparkSession, mode: str) -> str:
     """``kafka`` (the JVM connector) or ``kspark_kafka`` (kspark's Python data source,
     registered on the session here)."""
     if mode == "auto":
-        key = id(spark)
-        if key not in _JVM_KAFKA:
+        if spark not in _JVM_KAFKA:
             try:
                 # analysing a read is what finds (or fails to find) the data source
                 probe = spark.read.format("kafka").option("kafka.bootstrap.servers", "localhost:1")
                 _ = probe.option("subscribe", "kspark-probe").load().schema
-                _JVM_KAFKA[key] = True
+                _JVM_KAFKA[spark] = True
             except Exception as exc:
                 if "kafka" not in str(exc).lower() or "find" not in str(exc).lower():
                     raise
-                _JVM_KAFKA[key] = False
-        mode = "jvm" if _JVM_KAFKA[key] else "python"
+                _JVM_KAFKA[spark] = False
+        mode = "jvm" if _JVM_KAFKA[spark] else "python"
     if mode == "jvm":
         return "kafka"
     from kspark_server.kafka import KafkaDataSource
@@ -184,8 +187,8 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
         if resume is not None and resume.skip_files:
             # files an earlier checkpoint generation consumed (a rescale's new checkpoint
             # lists the folder afresh)
-            path = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/")
-            raw = raw.filter(~path.isin(list(resume.skip_files)))
+            path = normalized_path_column(F.col("_metadata.file_path"))
+            raw = raw.filter(~path.isin(sorted({normalize_path(f) for f in resume.skip_files})))
     else:
         raise CompilationError(f"{stage.processor}: no reader for format {t.format!r}")
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import attrs
 
+from kspark_server.paths import normalize_path
+
 __all__ = [
     "Generation",
     "Progress",
@@ -195,12 +197,3 @@ def query_progress(spark: Any, checkpoint: str, *, with_files: bool = True) -> P
         offsets=per_source,
         files=tuple(sorted(files)),
     )
-
-
-def normalize_path(path: str) -> str:
-    """A file URI or path in one form (``file:/x``, ``file:///x`` and ``/x`` are equal)."""
-    for prefix in ("file://", "file:"):
-        if path.startswith(prefix):
-            path = path[len(prefix) :]
-            break
-    return "/" + path.lstrip("/") if not path.startswith(("s3", "hdfs", "gs", "abfs")) else path

@@ -121,7 +121,11 @@ class TestInputTopic(Generic[K, V]):
         from kspark_server import envelope as env
 
         fields = env.stored_fields(self._key.spark_json(), self._value.spark_json())
-        schema = to_arrow_schema(StructType.fromJson({"type": "struct", "fields": fields}))
+        schema = to_arrow_schema(
+            StructType.fromJson({"type": "struct", "fields": fields}),
+            # timestamps as UTC instants, a naive datetime as UTC (docs/concepts.md)
+            timezone="UTC",
+        )
         table = pa.Table.from_pylist(self._pending, schema=schema)
         directory = self._driver._topic_path(self.name)
         os.makedirs(directory, exist_ok=True)
