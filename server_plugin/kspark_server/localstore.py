@@ -44,7 +44,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import struct
 import sys
 import tempfile
 import types
@@ -58,8 +57,6 @@ from kspark_server import stateenc
 #: LMDB reserves this much address space per environment; disk is used as entries grow.
 MAP_SIZE = 1 << 40
 _OFFSET = 1 << 63
-_TS = struct.Struct(">Q")
-
 
 def _registry() -> dict[str, TaskStore]:
     """The open environments of this worker process, by path: LMDB forbids opening one
@@ -88,7 +85,7 @@ def root_dir() -> str:
 
 def time_key(ts: int, key: bytes) -> bytes:
     """A time-index key: sorts by ``ts`` (signed), then by ``key``."""
-    return _TS.pack(int(ts) + _OFFSET) + key
+    return (int(ts) + _OFFSET).to_bytes(8, "big") + key
 
 
 class TaskStore:
@@ -182,7 +179,7 @@ class TaskStore:
                 if new is not None:
                     txn.put(new, b"", db=self.index)
             if expire_before is not None:
-                bound = _TS.pack(int(expire_before) + _OFFSET)
+                bound = (int(expire_before) + _OFFSET).to_bytes(8, "big")
                 cur = txn.cursor(db=self.index)
                 if cur.first():
                     while cur.key()[:8] < bound:

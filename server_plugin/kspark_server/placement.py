@@ -20,8 +20,6 @@ Examples
 
 from __future__ import annotations
 
-import functools
-
 #: The most tasks an app can have (the task number is a task key's low 12 bits).
 MAX_TASKS = 1 << 12
 
@@ -53,10 +51,21 @@ def pmod_hash_int(value: int, partitions: int) -> int:
     return murmur3_int(value) % partitions
 
 
-@functools.cache
 def task_keys(tasks: int) -> tuple[int, ...]:
     """The group key of each of ``tasks`` tasks, each landing in its own partition when
     the shuffle has ``tasks`` partitions."""
+    found = _keys.get(tasks)
+    if found is None:
+        found = _keys[tasks] = _task_keys(tasks)
+    return found
+
+
+#: task_keys' answers (a plain dict: kspark_server may be pickled by value, and a
+#: functools.cache wrapper pickles by reference to a module the server may lack)
+_keys: dict[int, tuple[int, ...]] = {}
+
+
+def _task_keys(tasks: int) -> tuple[int, ...]:
     if not 0 < tasks <= MAX_TASKS:
         raise ValueError(f"an app has 1 to {MAX_TASKS} partitions, not {tasks}")
     keys = []

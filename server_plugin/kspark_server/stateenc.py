@@ -47,9 +47,11 @@ Examples
 from __future__ import annotations
 
 import datetime as _dt
+import sys
+import types
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol, cast
 
 import msgspec
 
@@ -62,7 +64,25 @@ MAGIC = b"KSS5"
 _TUPLE, _DECIMAL, _DATETIME, _DATE, _MAP = 1, 2, 3, 4, 5
 _SCALAR = (str, int, float, bool, bytes, type(None))
 
-_encoder = msgspec.msgpack.Encoder()
+_HOLDER = "_kspark_stateenc_codec"
+
+
+class _Codec(Protocol):
+    enc: msgspec.msgpack.Encoder
+    dec: msgspec.msgpack.Decoder[Any]
+
+
+def _codec() -> _Codec:
+    """The MessagePack encoder and decoder, made once per process. Kept in
+    ``sys.modules``, not in globals of this module: when the client ships kspark_server
+    by value, this module's globals are pickled, and msgspec's objects cannot be."""
+    holder = sys.modules.get(_HOLDER)
+    if holder is None:
+        holder = types.ModuleType(_HOLDER)
+        holder.enc = msgspec.msgpack.Encoder()  # type: ignore[attr-defined]
+        holder.dec = msgspec.msgpack.Decoder(ext_hook=_ext)  # type: ignore[attr-defined]
+        holder = sys.modules.setdefault(_HOLDER, holder)
+    return cast(_Codec, holder)
 
 
 class StateFormatError(ValueError):
@@ -75,14 +95,14 @@ def _tag(x: Any) -> Any:
     if t in _SCALAR:
         return x
     if t is tuple:
-        return msgspec.msgpack.Ext(_TUPLE, _encoder.encode([_tag(v) for v in x]))
+        return msgspec.msgpack.Ext(_TUPLE, _codec().enc.encode([_tag(v) for v in x]))
     if t is list:
         return [_tag(v) for v in x]
     if t is dict:
         if all(type(k) is str for k in x):
             return {k: _tag(v) for k, v in x.items()}
         return msgspec.msgpack.Ext(
-            _MAP, _encoder.encode([[_tag(k), _tag(v)] for k, v in x.items()])
+            _MAP, _codec().enc.encode([[_tag(k), _tag(v)] for k, v in x.items()])
         )
     if isinstance(x, Decimal):
         return msgspec.msgpack.Ext(_DECIMAL, str(x).encode())
@@ -93,7 +113,7 @@ def _tag(x: Any) -> Any:
     if isinstance(x, bool | int | float | str | bytes):
         return x
     if isinstance(x, tuple):
-        return msgspec.msgpack.Ext(_TUPLE, _encoder.encode([_tag(v) for v in x]))
+        return msgspec.msgpack.Ext(_TUPLE, _codec().enc.encode([_tag(v) for v in x]))
     if isinstance(x, list):
         return [_tag(v) for v in x]
     raise StateFormatError(f"a value of type {t.__name__} cannot be kept in state: {x!r}")
@@ -101,9 +121,9 @@ def _tag(x: Any) -> Any:
 
 def _ext(code: int, data: memoryview) -> Any:
     if code == _TUPLE:
-        return tuple(_decoder.decode(data))
+        return tuple(_codec().dec.decode(data))
     if code == _MAP:
-        return {k: v for k, v in _decoder.decode(data)}
+        return {k: v for k, v in _codec().dec.decode(data)}
     text = bytes(data).decode()
     if code == _DECIMAL:
         return Decimal(text)
@@ -114,9 +134,6 @@ def _ext(code: int, data: memoryview) -> Any:
     raise StateFormatError(f"unknown MessagePack extension type {code} in state")
 
 
-_decoder = msgspec.msgpack.Decoder(ext_hook=_ext)
-
-
 def pack(x: Any) -> bytes:
     """``x`` as MessagePack bytes, with the extension types above.
 
@@ -124,19 +141,19 @@ def pack(x: Any) -> bytes:
     executor-local store.
     """
     if type(x) is str or type(x) is int:
-        return _encoder.encode(x)
-    return _encoder.encode(_tag(x))
+        return _codec().enc.encode(x)
+    return _codec().enc.encode(_tag(x))
 
 
 def unpack(data: bytes | memoryview) -> Any:
     """The value :func:`pack` encoded."""
-    return _decoder.decode(data)
+    return _codec().dec.decode(data)
 
 
 def encode_frame(scalars: dict[str, Any], pairs: Iterable[tuple[bytes, bytes | None]]) -> bytes:
     """A base or a change: ``scalars`` and the ``(key, entry)`` pairs, framed."""
     body = {"format": FORMAT, "scalars": _tag(scalars), "pairs": [[k, e] for k, e in pairs]}
-    return MAGIC + _encoder.encode(body)
+    return MAGIC + _codec().enc.encode(body)
 
 
 def is_frame(blob: bytes) -> bool:
@@ -152,7 +169,7 @@ def decode_frame(blob: bytes) -> tuple[dict[str, Any], Sequence[tuple[bytes, byt
             "this state was not written in state format 5 (it is a pickled state of an "
             "older kspark); run `kspark rescale` with the app's partitions to migrate it"
         )
-    body = _decoder.decode(memoryview(blob)[len(MAGIC) :])
+    body = _codec().dec.decode(memoryview(blob)[len(MAGIC) :])
     if body.get("format") != FORMAT:
         raise StateFormatError(f"state format {body.get('format')!r} is not {FORMAT}")
     return body["scalars"], [(bytes(k), None if e is None else bytes(e)) for k, e in body["pairs"]]
