@@ -88,7 +88,7 @@ def topology(base: str) -> Any:
 def wait_first_batch(query: Any, after: int) -> int:
     """Wait for a batch after ``after`` that read input (idle triggers report progress
     too); return its id."""
-    from kspark.runtime.progress import input_rows, progress_as_dict
+    from kspark.runtime.metrics import input_rows, progress_as_dict
 
     while True:
         for raw in query.recentProgress:

@@ -118,7 +118,7 @@ def restore_metrics(progress: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def as_dicts(progress: list[Any]) -> list[dict[str, Any]]:
-    from kspark.runtime.progress import progress_as_dict
+    from kspark.runtime.metrics import progress_as_dict
 
     return [progress_as_dict(p) for p in progress]
 
@@ -209,7 +209,7 @@ def changelog_bytes(state_dir: str) -> int:
 
 def small_batches(progress: list[dict[str, Any]]) -> list[float]:
     """Durations (s) of the batches that read input."""
-    from kspark.runtime.progress import input_rows
+    from kspark.runtime.metrics import input_rows
 
     return [
         float(p["durationMs"]["triggerExecution"]) / 1000 for p in progress if input_rows(p) > 0
@@ -218,7 +218,7 @@ def small_batches(progress: list[dict[str, Any]]) -> list[float]:
 
 def wait_batches(query: Any, n: int) -> None:
     """Until ``query`` has committed ``n`` batches that read input."""
-    from kspark.runtime.progress import input_rows
+    from kspark.runtime.metrics import input_rows
 
     t0 = time.monotonic()
     while True:

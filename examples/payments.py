@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from kspark import Topology
-from kspark.demo.app import build_topology
+from kspark_demo.app import build_topology
 
 
 def topology() -> Topology:

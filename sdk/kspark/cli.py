@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
-            from kspark.demo import run_demo
+            from kspark_demo import run_demo
 
             run_demo(
                 payments=args.payments, remote=args.remote, data_dir=args.data_dir, kafka=args.kafka

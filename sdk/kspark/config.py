@@ -7,14 +7,15 @@ import re
 import tempfile
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, get_args
 
 import attrs
 
+from kspark._typing import KafkaClient
 from kspark.errors import ConfigError
 from kspark.plan.nodes import TopicSpec
 
-__all__ = ["StreamsConfig"]
+__all__ = ["ROCKSDB_PROVIDER", "StreamsConfig", "state_store_conf"]
 
 _APP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
@@ -106,8 +107,8 @@ class StreamsConfig:
     dead_letter_queue_topic: TopicSpec | None = None
     #: How Kafka topics are read and written: ``"auto"`` (the JVM connector if the server
     #: has it, else kspark's Python Kafka source and sink), ``"jvm"`` or ``"python"``.
-    kafka_client: str = attrs.field(
-        default="auto", validator=attrs.validators.in_(("auto", "jvm", "python"))
+    kafka_client: KafkaClient = attrs.field(
+        default="auto", validator=attrs.validators.in_(get_args(KafkaClient))
     )
     #: State-store snapshots: a snapshot of a state partition is taken after this many
     #: micro-batches (changelog files) since the last one
@@ -202,3 +203,56 @@ class StreamsConfig:
             if isinstance(values.get(key), int | float):
                 values[key] = timedelta(seconds=values[key])
         return cls(**values)
+
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+_SS = "spark.sql.streaming.stateStore."
+
+
+def state_store_conf(config: StreamsConfig) -> list[tuple[str, str]]:
+    """The Spark settings of an app's state stores, to set on the session before it starts.
+
+    All of them are read from the session when a query starts, with two caveats (see
+    ``docs/configuration.md``): the provider class is pinned by the checkpoint (a restarted
+    query keeps the provider it was created with), and the maintenance interval and the
+    bounded-memory size are fixed by the first stateful query of each executor JVM.
+
+    Parameters
+    ----------
+    config
+        The app's settings.
+
+    Returns
+    -------
+    list of (key, value)
+        In the order to set them.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> cfg = StreamsConfig(application_id="a", state_memory_mb=512,
+    ...                     state_maintenance_interval=timedelta(seconds=10))
+    >>> conf = dict(state_store_conf(cfg))
+    >>> conf["spark.sql.streaming.stateStore.maintenanceInterval"]
+    '10000ms'
+    >>> conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"]
+    '512'
+    """
+    ms = int(config.state_maintenance_interval.total_seconds() * 1000)
+    pairs = [
+        (_SS + "providerClass", ROCKSDB_PROVIDER),
+        (
+            _SS + "rocksdb.changelogCheckpointing.enabled",
+            str(config.state_changelog_checkpointing).lower(),
+        ),
+        (_SS + "minDeltasForSnapshot", str(config.state_snapshot_min_deltas)),
+        (_SS + "maintenanceInterval", f"{ms}ms"),
+        ("spark.sql.streaming.minBatchesToRetain", str(config.state_min_batches_to_retain)),
+        (_SS + "rocksdb.compactOnCommit", str(config.state_compact_on_commit).lower()),
+    ]
+    if config.state_memory_mb is not None:
+        pairs += [
+            (_SS + "rocksdb.boundedMemoryUsage", "true"),
+            (_SS + "rocksdb.maxMemoryUsageMB", str(config.state_memory_mb)),
+        ]
+    return pairs

@@ -1,9 +1,13 @@
-"""kspark's exception hierarchy.
+"""kspark's exception hierarchy, and the exception handler API.
 
 Every error kspark raises is a :class:`KSparkError` with a stable ``code`` (for example
 ``KSPARK_INVALID_ARGUMENT``) and named parameters, so that programs can match on the code
 and people can read the message. Messages name the processor, the record's context where
 there is one, and the fix.
+
+The handler API of KIP-1033 (:class:`ErrorHandlerContext`, :class:`Response`, the
+handler classes) is defined in :mod:`kspark_server.handlers`, because it runs in the
+server's workers, and is re-exported here.
 
 Examples
 --------
@@ -19,7 +23,30 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+# The exception handler API runs in the server's workers, so it lives in kspark_server;
+# user code imports it from here.
+from kspark_server.handlers import (
+    Action,
+    DeadLetterQueueDeserializationExceptionHandler,
+    DeadLetterQueueProcessingExceptionHandler,
+    DeadLetterQueueProductionExceptionHandler,
+    DeadLetterRecord,
+    DeserializationExceptionHandler,
+    ErrorHandlerContext,
+    LogAndContinueDeserializationExceptionHandler,
+    LogAndContinueProcessingExceptionHandler,
+    LogAndContinueProductionExceptionHandler,
+    LogAndFailDeserializationExceptionHandler,
+    LogAndFailProcessingExceptionHandler,
+    LogAndFailProductionExceptionHandler,
+    Origin,
+    ProcessingExceptionHandler,
+    ProductionExceptionHandler,
+    Response,
+)
+
 __all__ = [
+    "Action",
     "AppAlreadyRunningError",
     "CodeShippingError",
     "CompilationError",
@@ -187,239 +214,3 @@ class HandlerError(StreamsAppError):
     """An exception handler raised, or returned something that is not a Response."""
 
     code = "KSPARK_HANDLER_FAILED"
-
-
-# ---------------------------------------------------------------------------------------
-# Exception handlers (KIP-1033, KIP-1034). This part of the module uses the standard
-# library only: it is shipped to the server by value, where kspark is not installed.
-# ---------------------------------------------------------------------------------------
-
-import dataclasses  # noqa: E402
-import enum  # noqa: E402
-import logging  # noqa: E402
-
-_log = logging.getLogger("kspark.errors")
-
-
-class Origin(enum.Enum):
-    """Which part of a record failed to deserialize or serialize."""
-
-    KEY = "KEY"
-    VALUE = "VALUE"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ErrorHandlerContext:
-    """Where a failing record came from. Read-only: it cannot forward records.
-
-    Attributes
-    ----------
-    topic, partition, offset
-        The source record's position.
-    headers
-        The source record's headers, as ``(key, value_bytes)`` pairs.
-    processor_node_id
-        The processor whose function failed, such as ``KSTREAM-MAPVALUES-0000000002``.
-    task_id
-        ``"<subtopology>_<partition>"``.
-    timestamp
-        The record's timestamp in ms.
-    source_raw_key, source_raw_value
-        The key and value as the source gave them, before the topology changed them.
-    """
-
-    topic: str | None
-    partition: int | None
-    offset: int | None
-    headers: tuple[tuple[str, bytes | None], ...]
-    processor_node_id: str
-    task_id: str
-    timestamp: int | None
-    source_raw_key: object = None
-    source_raw_value: object = None
-    origin: Origin | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.origin, str):  # the workers pass the name
-            object.__setattr__(self, "origin", Origin(self.origin))
-
-
-@dataclasses.dataclass(frozen=True)
-class DeadLetterRecord:
-    """A record for the dead-letter queue; None fields default to the source record's."""
-
-    key: object = None
-    value: object = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Response:
-    """A handler's answer: ``Response.continue_()``, ``Response.fail()`` or
-    ``Response.resume(dead_letter_records)``.
-
-    Examples
-    --------
-    >>> Response.continue_().action
-    'CONTINUE'
-    >>> Response.resume([DeadLetterRecord("k", "v")]).dead_letter_records
-    (DeadLetterRecord(key='k', value='v'),)
-    """
-
-    action: str
-    dead_letter_records: tuple[DeadLetterRecord, ...] = ()
-
-    @classmethod
-    def continue_(cls) -> Response:
-        """Drop the failing record and go on with the next."""
-        return cls("CONTINUE")
-
-    @classmethod
-    def fail(cls) -> Response:
-        """Stop the app with an error naming the processor, exception and record."""
-        return cls("FAIL")
-
-    @classmethod
-    def resume(cls, dead_letter_records: Any = ()) -> Response:
-        """Drop the failing record, write ``dead_letter_records`` to the DLQ, go on."""
-        return cls("RESUME", tuple(dead_letter_records))
-
-
-class _Handler:
-    #: True for handlers that write to ``StreamsConfig.dead_letter_queue_topic``
-    writes_dead_letters: ClassVar[bool] = False
-
-    def configure(self, config: Any) -> None:
-        """Called once with the app's :class:`~kspark.StreamsConfig` before it starts."""
-
-
-class ProcessingExceptionHandler(_Handler):
-    """Decides what happens when a user function raises on a record (KIP-1033).
-
-    Subclass it and override :meth:`handle`, then pass the class or an instance as
-    ``StreamsConfig(processing_exception_handler=...)``. It runs on the Spark server.
-    """
-
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        raise NotImplementedError
-
-
-class DeserializationExceptionHandler(_Handler):
-    """Decides what happens to a record whose key or value cannot be read as its type."""
-
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        raise NotImplementedError
-
-
-class ProductionExceptionHandler(_Handler):
-    """Decides what happens to a record that cannot be written to its sink."""
-
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        raise NotImplementedError
-
-
-def _log_failure(kind: str, context: ErrorHandlerContext, exception: Exception, then: str) -> None:
-    _log.warning(
-        "%s exception in %s (topic=%s partition=%s offset=%s): %s: %s; %s",
-        kind,
-        context.processor_node_id,
-        context.topic,
-        context.partition,
-        context.offset,
-        type(exception).__name__,
-        exception,
-        then,
-    )
-
-
-def _dead_letter(context: ErrorHandlerContext) -> DeadLetterRecord:
-    return DeadLetterRecord(context.source_raw_key, context.source_raw_value)
-
-
-class LogAndFailProcessingExceptionHandler(ProcessingExceptionHandler):
-    """The default: log the failure and stop the app."""
-
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("processing", context, exception, "failing")
-        return Response.fail()
-
-
-class LogAndContinueProcessingExceptionHandler(ProcessingExceptionHandler):
-    """Log the failure, drop the record and go on."""
-
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("processing", context, exception, "dropping the record")
-        return Response.continue_()
-
-
-class DeadLetterQueueProcessingExceptionHandler(ProcessingExceptionHandler):
-    """Send the failing record to the dead-letter topic and go on."""
-
-    writes_dead_letters = True
-
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("processing", context, exception, "sending it to the dead-letter queue")
-        return Response.resume([_dead_letter(context)])
-
-
-class LogAndFailDeserializationExceptionHandler(DeserializationExceptionHandler):
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("deserialization", context, exception, "failing")
-        return Response.fail()
-
-
-class LogAndContinueDeserializationExceptionHandler(DeserializationExceptionHandler):
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("deserialization", context, exception, "dropping the record")
-        return Response.continue_()
-
-
-class DeadLetterQueueDeserializationExceptionHandler(DeserializationExceptionHandler):
-    writes_dead_letters = True
-
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("deserialization", context, exception, "sending it to the dead-letter queue")
-        return Response.resume([_dead_letter(context)])
-
-
-class LogAndFailProductionExceptionHandler(ProductionExceptionHandler):
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("production", context, exception, "failing")
-        return Response.fail()
-
-
-class LogAndContinueProductionExceptionHandler(ProductionExceptionHandler):
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("production", context, exception, "dropping the record")
-        return Response.continue_()
-
-
-class DeadLetterQueueProductionExceptionHandler(ProductionExceptionHandler):
-    writes_dead_letters = True
-
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("production", context, exception, "sending it to the dead-letter queue")
-        return Response.resume([_dead_letter(context)])

@@ -1,7 +1,7 @@
 """kspark's server side: operators that run inside Spark's Python workers.
 
-This package never imports ``kspark``. It reads only the versioned operator spec that
-``kspark``'s compiler writes (see :mod:`kspark_server.spec`), and it is shipped to servers
+This package never imports ``kspark``. It reads only the versioned operator specs that
+``kspark``'s compiler builds (see :mod:`kspark_server.spec`), and it is shipped to servers
 that lack it by pickling it by value.
 """
 

@@ -1,6 +1,6 @@
 """Fused stateless stages: a chain of user functions run in one Python pass.
 
-A chain spec holds steps (filter, map, map_values, ...). :func:`make_chain` turns it into
+A chain spec (:class:`~kspark_server.spec.ChainSpec`) holds steps (filter, map, ...). :func:`make_chain` turns it into
 a ``mapInArrow`` function: each Arrow batch is decoded once, every record goes through all
 steps, and the results are encoded once. Each user-function call is guarded: an exception
 goes to the processing exception handler (see :mod:`kspark_server.handling`).
@@ -14,18 +14,40 @@ from typing import Any
 import pyarrow as pa
 
 from kspark_server import codec, handling
-from kspark_server.spec import check_spec
+from kspark_server.spec import (
+    BranchStep,
+    ChainSpec,
+    DedupIdSpec,
+    FilterStep,
+    FlatMapStep,
+    FlatMapValuesStep,
+    MapStep,
+    MapValuesStep,
+    PeekStep,
+    SelectKeyStep,
+    SpecError,
+    Step,
+    TableFilterStep,
+    TableMapValuesStep,
+    check_spec,
+)
 
 Pair = tuple[Any, Any]
 # A step maps one (key, value) to a list of pairs: [] drops, [p] passes one, more fan out.
-Step = Callable[[Any, Any, dict[str, Any]], list[Pair]]
+StepFn = Callable[[Any, Any, dict[str, Any]], list[Pair]]
 
 
 def arrow_schema(schema_json: str) -> pa.Schema:
+    """The Arrow schema of a Spark schema, timestamps as UTC instants.
+
+    pyspark's own Arrow UDFs type their results the same way (``timezone="UTC"``); it
+    also makes a naive datetime a UTC one (docs/concepts.md, "Time zones"), and without
+    a zone ``to_arrow_schema`` refuses a ``timestamp`` field.
+    """
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
-    return to_arrow_schema(StructType.fromJson(_loads(schema_json)))
+    return to_arrow_schema(StructType.fromJson(_loads(schema_json)), timezone="UTC")
 
 
 def _loads(s: str) -> Any:
@@ -45,13 +67,13 @@ def _pair(result: Any, processor: str) -> Pair:
     )
 
 
-def make_step(step: dict[str, Any], guard: handling.Guard) -> Step:
+def make_step(step: Step, guard: handling.Guard) -> StepFn:
     """One step as a function of ``(key, value, row)`` to a list of pairs."""
-    op, name = step["op"], step["processor"]
+    name = step.processor
     call = guard.call  # (processor, fn, args, row) -> (ok, result)
 
-    if op in ("filter", "table_filter"):
-        fn, negate, table = step["fn"], step["negate"], op == "table_filter"
+    if isinstance(step, FilterStep | TableFilterStep):
+        fn, negate, table = step.fn, step.negate, isinstance(step, TableFilterStep)
 
         def filter_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
             if table and v is None:
@@ -64,59 +86,60 @@ def make_step(step: dict[str, Any], guard: handling.Guard) -> Step:
             return [(k, None)] if table else []
 
         return filter_step
-    if op == "map":
-        fn = step["fn"]
+    if isinstance(step, MapStep):
+        map_fn = step.fn
 
         def map_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, r = call(name, lambda a, b: _pair(fn(a, b), name), (k, v), row)
+            ok, r = call(name, lambda a, b: _pair(map_fn(a, b), name), (k, v), row)
             return [r] if ok else []
 
         return map_step
-    if op in ("map_values", "table_map_values"):
-        fn, with_key, table = step["fn"], step["with_key"], op == "table_map_values"
+    if isinstance(step, MapValuesStep | TableMapValuesStep):
+        mv_fn, with_key = step.fn, step.with_key
+        table = isinstance(step, TableMapValuesStep)
 
         def map_values_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
             if table and v is None:
                 return [(k, None)]
-            ok, r = call(name, fn, (k, v) if with_key else (v,), row)
+            ok, r = call(name, mv_fn, (k, v) if with_key else (v,), row)
             return [(k, r)] if ok else []
 
         return map_values_step
-    if op == "flat_map":
-        fn = step["fn"]
+    if isinstance(step, FlatMapStep):
+        fm_fn = step.fn
 
         def flat_map_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, r = call(name, lambda a, b: [_pair(x, name) for x in fn(a, b)], (k, v), row)
+            ok, r = call(name, lambda a, b: [_pair(x, name) for x in fm_fn(a, b)], (k, v), row)
             return r if ok else []
 
         return flat_map_step
-    if op == "flat_map_values":
-        fn, with_key = step["fn"], step["with_key"]
+    if isinstance(step, FlatMapValuesStep):
+        fmv_fn, fmv_with_key = step.fn, step.with_key
 
         def flat_map_values_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            args = (k, v) if with_key else (v,)
-            ok, r = call(name, lambda *a: [(k, x) for x in fn(*a)], args, row)
+            args = (k, v) if fmv_with_key else (v,)
+            ok, r = call(name, lambda *a: [(k, x) for x in fmv_fn(*a)], args, row)
             return r if ok else []
 
         return flat_map_values_step
-    if op == "select_key":
-        fn = step["fn"]
+    if isinstance(step, SelectKeyStep):
+        sk_fn = step.fn
 
         def select_key_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, r = call(name, fn, (k, v), row)
+            ok, r = call(name, sk_fn, (k, v), row)
             return [(r, v)] if ok else []
 
         return select_key_step
-    if op == "peek":
-        fn = step["fn"]
+    if isinstance(step, PeekStep):
+        peek_fn = step.fn
 
         def peek_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, _ = call(name, fn, (k, v), row)
+            ok, _ = call(name, peek_fn, (k, v), row)
             return [(k, v)] if ok else []
 
         return peek_step
-    if op == "branch":
-        preds, index = step["predicates"], step["index"]
+    if isinstance(step, BranchStep):
+        preds, index = step.predicates, step.index
 
         def first_true(k: Any, v: Any) -> int:
             for i, p in enumerate(preds):
@@ -129,7 +152,7 @@ def make_step(step: dict[str, Any], guard: handling.Guard) -> Step:
             return [(k, v)] if ok and i == index else []
 
         return branch_step
-    raise ValueError(f"unknown step {op!r}")
+    raise SpecError(f"unknown step op {type(step).__name__!r}")
 
 
 class LazyRow:
@@ -177,7 +200,7 @@ def _assemble(
 
 
 def make_chain(
-    spec: dict[str, Any],
+    spec: ChainSpec,
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of a chain spec.
 
@@ -185,15 +208,15 @@ def make_chain(
     Arrow and is carried over with ``take`` (a fan-out repeats a row's index).
     """
     check_spec(spec)
-    guard = handling.Guard.from_spec(spec)
-    kdec = codec.decoder(spec["input"]["key"])
-    vdec = codec.decoder(spec["input"]["value"])
-    kenc = codec.encoder(spec["output"]["key"], "key")
-    venc = codec.encoder(spec["output"]["value"], "value")
-    steps = [make_step(s, guard) for s in spec["steps"]]
-    fans_out = any(s["op"] in ("flat_map", "flat_map_values") for s in spec["steps"])
-    last_processor = spec["steps"][-1]["processor"] if spec["steps"] else "source"
-    schema_json = spec["output_schema"]
+    guard = handling.Guard(spec.handling)
+    kdec = codec.decoder(spec.input.key)
+    vdec = codec.decoder(spec.input.value)
+    kenc = codec.encoder(spec.output.key, "key")
+    venc = codec.encoder(spec.output.value, "value")
+    steps = [make_step(s, guard) for s in spec.steps]
+    fans_out = any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps)
+    last_processor = spec.steps[-1].processor if spec.steps else "source"
+    schema_json = spec.output_schema
     encode = guard.encode
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -249,16 +272,16 @@ def make_chain(
 
 
 def make_id_stage(
-    spec: dict[str, Any],
+    spec: DedupIdSpec,
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function that adds ``ks_id`` (the dedup id, as text) to each record,
     so that ``deduplicate`` can repartition by id."""
     check_spec(spec)
-    guard = handling.Guard.from_spec(spec)
-    kdec = codec.decoder(spec["input"]["key"])
-    vdec = codec.decoder(spec["input"]["value"])
-    fn, name = spec["id_selector"], spec["processor"]
-    schema_json = spec["output_schema"]
+    guard = handling.Guard(spec.handling)
+    kdec = codec.decoder(spec.input.key)
+    vdec = codec.decoder(spec.input.value)
+    fn, name = spec.id_selector, spec.processor
+    schema_json = spec.output_schema
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         schema = arrow_schema(schema_json)

@@ -8,10 +8,14 @@ batch.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
+import inspect
 from collections.abc import Callable
 from typing import Any
+
+from kspark_server.spec import ListSpec, MapSpec, PrimSpec, TypeSpec
 
 Codec = Callable[[Any], Any]
 
@@ -32,16 +36,15 @@ def _identity(x: Any) -> Any:
     return x
 
 
-def decoder(t: dict[str, Any], nested: bool = False) -> Codec:
+def decoder(t: TypeSpec, nested: bool = False) -> Codec:
     """A function from a column value to the Python object of type spec ``t``."""
-    tag = t["t"]
-    if tag == "prim":
+    if isinstance(t, PrimSpec):
         return native if nested else _identity
-    if tag == "list":
-        elem = decoder(t["element"], nested=True)
+    if isinstance(t, ListSpec):
+        elem = decoder(t.element, nested=True)
         return lambda x: None if x is None else [elem(e) for e in x]
-    if tag == "map":
-        kd, vd = decoder(t["key"], True), decoder(t["value"], True)
+    if isinstance(t, MapSpec):
+        kd, vd = decoder(t.key, True), decoder(t.value, True)
 
         def dec_map(x: Any) -> Any:
             if x is None:
@@ -50,17 +53,92 @@ def decoder(t: dict[str, Any], nested: bool = False) -> Codec:
             return {kd(k): vd(v) for k, v in items}
 
         return dec_map
-    if tag == "record":
-        cls = t["cls"]
-        fields = [(name, decoder(ft, nested=True)) for name, ft in t["fields"]]
+    cls = t.cls
+    init = init_args(cls)
+    # fields the class's __init__ takes, by its argument name (an attrs field ``_x`` is
+    # argument ``x``, or its alias); the others are set once the object is built
+    by_arg: list[tuple[str, str, Codec]] = []
+    after: list[tuple[str, Codec]] = []
+    for name, ft in t.fields:
+        arg = init[name]
+        if arg is None:
+            after.append((name, decoder(ft, nested=True)))
+        else:
+            by_arg.append((arg, name, decoder(ft, nested=True)))
 
-        def dec_record(x: Any) -> Any:
-            if x is None:
-                return None
-            return cls(**{name: dec(x[name]) for name, dec in fields})
+    def dec_record(x: Any) -> Any:
+        if x is None:
+            return None
+        obj = cls(**{arg: dec(x[name]) for arg, name, dec in by_arg})
+        for name, dec in after:
+            # frozen and slotted classes too: the value is the one that was encoded
+            object.__setattr__(obj, name, dec(x[name]))
+        return obj
 
-        return dec_record
-    raise ValueError(f"unknown type spec {tag!r}")
+    return dec_record
+
+
+class UnsupportedRecordError(TypeError):
+    """A record class that the decoder cannot rebuild; ``field`` is None when the class as a
+    whole is the problem."""
+
+    def __init__(self, cls: type, field: str | None, reason: str) -> None:
+        where = cls.__qualname__ if field is None else f"{cls.__qualname__}.{field}"
+        super().__init__(f"{where}: {reason}")
+        self.cls, self.field, self.reason = cls, field, reason
+
+
+def init_args(cls: type) -> dict[str, str | None]:
+    """Each field of a dataclass or attrs class, by attribute name, mapped to the
+    ``__init__`` argument that sets it, or to None when ``__init__`` does not take it
+    (``init=False``), as dataclasses and attrs define their ``__init__``.
+
+    Raises :class:`UnsupportedRecordError` when the class's ``__init__`` does not match:
+    a hand-written one that lacks a field's argument, or one that requires an argument
+    that is not a field (an ``InitVar`` without a default), which a record read back
+    cannot supply. Reads the class only (attrs need not be installed).
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> @dataclasses.dataclass
+    ... class Order:
+    ...     id: str
+    ...     total: float = dataclasses.field(init=False, default=0.0)
+    >>> init_args(Order)
+    {'id': 'id', 'total': None}
+    """
+    attributes = getattr(cls, "__attrs_attrs__", None)
+    args: dict[str, str | None]
+    if attributes is not None:
+        # attrs' argument for a field is its alias: by default the name without leading
+        # underscores
+        args = {
+            a.name: (getattr(a, "alias", None) or a.name.lstrip("_")) if a.init else None
+            for a in attributes
+        }
+    elif dataclasses.is_dataclass(cls):
+        args = {f.name: f.name if f.init else None for f in dataclasses.fields(cls)}
+    else:
+        raise UnsupportedRecordError(cls, None, "is neither a dataclass nor an attrs class")
+    params = inspect.signature(cls).parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    for name, arg in args.items():
+        if arg is not None and arg not in params and not takes_any:
+            raise UnsupportedRecordError(
+                cls, name, f"its __init__ takes no argument {arg!r} to set this field"
+            )
+    wanted = {a for a in args.values() if a is not None}
+    for p in params.values():
+        required = p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        if required and p.name not in wanted:
+            raise UnsupportedRecordError(
+                cls,
+                p.name,
+                "is a required __init__ argument but not a field (an InitVar?), so a record "
+                "read back cannot supply it; give it a default",
+            )
+    return args
 
 
 _PRIM_CHECK: dict[str, tuple[tuple[type, ...], Callable[[Any], Any]]] = {
@@ -77,11 +155,10 @@ class EncodeError(TypeError):
     """A value does not match its declared type."""
 
 
-def encoder(t: dict[str, Any], what: str = "value") -> Codec:
+def encoder(t: TypeSpec, what: str = "value") -> Codec:
     """A function from a Python object of type spec ``t`` to a column value."""
-    tag = t["t"]
-    if tag == "prim":
-        spark = t["spark"]
+    if isinstance(t, PrimSpec):
+        spark = t.spark
         if spark.startswith("decimal"):
             accepted: tuple[type, ...] = (decimal.Decimal, int)
             conv: Callable[[Any], Any] = decimal.Decimal
@@ -100,29 +177,27 @@ def encoder(t: dict[str, Any], what: str = "value") -> Codec:
             )
 
         return enc_prim
-    if tag == "list":
-        elem = encoder(t["element"], f"element of {what}")
+    if isinstance(t, ListSpec):
+        elem = encoder(t.element, f"element of {what}")
         return lambda x: None if x is None else [elem(e) for e in x]
-    if tag == "map":
-        ke, ve = encoder(t["key"], f"key of {what}"), encoder(t["value"], f"value of {what}")
+    if isinstance(t, MapSpec):
+        ke, ve = encoder(t.key, f"key of {what}"), encoder(t.value, f"value of {what}")
         return lambda x: None if x is None else {ke(k): ve(v) for k, v in x.items()}
-    if tag == "record":
-        cls = t["cls"]
-        fields = [(name, encoder(ft, f"{what}.{name}")) for name, ft in t["fields"]]
-        cls_name = getattr(cls, "__qualname__", str(cls))
+    cls = t.cls
+    fields = [(name, encoder(ft, f"{what}.{name}")) for name, ft in t.fields]
+    cls_name = getattr(cls, "__qualname__", str(cls))
 
-        def enc_record(x: Any) -> Any:
-            if x is None:
-                return None
-            # match by name: a class pickled by value is a different object on the server
-            if type(x).__qualname__ != cls_name:
-                raise EncodeError(
-                    f"{what} {x!r} is a {type(x).__name__}, but the declared type is {cls_name}"
-                )
-            return {name: enc(getattr(x, name)) for name, enc in fields}
+    def enc_record(x: Any) -> Any:
+        if x is None:
+            return None
+        # match by name: a class pickled by value is a different object on the server
+        if type(x).__qualname__ != cls_name:
+            raise EncodeError(
+                f"{what} {x!r} is a {type(x).__name__}, but the declared type is {cls_name}"
+            )
+        return {name: enc(getattr(x, name)) for name, enc in fields}
 
-        return enc_record
-    raise ValueError(f"unknown type spec {tag!r}")
+    return enc_record
 
 
 def plain(x: Any) -> Any:

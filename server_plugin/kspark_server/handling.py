@@ -24,6 +24,17 @@ from typing import Any
 
 import pyarrow as pa
 
+from kspark_server.envelope import SideKind
+from kspark_server.handlers import (
+    Action,
+    DeadLetterRecord,
+    ErrorHandlerContext,
+    Handler,
+    Origin,
+    Response,
+)
+from kspark_server.spec import Handling
+
 
 class ProcessingFailed(RuntimeError):
     """A user function failed and the handler said FAIL (or there is no handler)."""
@@ -76,32 +87,13 @@ def _raw(x: Any) -> str | None:
 class Guard:
     """Calls user functions and applies the processing exception handler."""
 
-    def __init__(
-        self,
-        handler: Any = None,
-        context_cls: Any = None,
-        subtopology: int = 0,
-        num_partitions: int = 1,
-        production: Any = None,
-    ) -> None:
-        self.handler = handler
-        self.production = production
-        self.context_cls = context_cls
-        self.subtopology = subtopology
-        self.num_partitions = num_partitions
+    def __init__(self, handling: Handling) -> None:
+        self.handler: Handler | None = handling.processing
+        self.production: Handler | None = handling.production
+        self.subtopology = handling.subtopology
+        self.num_partitions = handling.num_partitions
         self.side: list[dict[str, Any]] = []
         self.dropped: dict[tuple[str, str], int] = {}
-
-    @classmethod
-    def from_spec(cls, spec: dict[str, Any]) -> Guard:
-        h = spec.get("handling") or {}
-        return cls(
-            handler=h.get("processing"),
-            context_cls=h.get("context_cls"),
-            subtopology=h.get("subtopology", 0),
-            num_partitions=h.get("num_partitions", 1),
-            production=h.get("production"),
-        )
 
     def task_id(self, row: dict[str, Any]) -> str:
         part = row.get("ks_task")
@@ -142,7 +134,9 @@ class Guard:
             origin = "VALUE"
             return True, (k, venc(value))
         except Exception as exc:
-            self.on_error(processor, (key, value), row, exc, kind="production", origin=origin)
+            self.on_error(
+                processor, (key, value), row, exc, kind="production", origin=Origin(origin)
+            )
             return False, None
 
     def on_error(
@@ -152,7 +146,7 @@ class Guard:
         row: dict[str, Any],
         exc: Exception,
         kind: str = "processing",
-        origin: str | None = None,
+        origin: Origin | None = None,
     ) -> None:
         task = self.task_id(row)
         ctx = record_context(row, processor, task)
@@ -173,30 +167,29 @@ class Guard:
                 f"{type(herr).__name__}: {herr} while handling {type(exc).__name__} from "
                 f"processor {processor} ({_describe(ctx)})"
             ) from herr
-        action = getattr(response, "action", None)
-        if action == "CONTINUE":
-            self._count(processor, task)
-        elif action == "RESUME":
-            # counted as dropped through its dead-letter rows
-            for dl in getattr(response, "dead_letter_records", ()) or ():
-                self.side.append(self._dlq_row(dl, ctx, row, exc))
-        elif action == "FAIL":
-            raise ProcessingFailed(
-                f"processor {processor} failed on record ({_describe(ctx)}): "
-                f"{type(exc).__name__}: {exc}; the {kind} exception handler "
-                f"{type(handler).__name__} answered FAIL"
-            ) from exc
-        else:
+        if not isinstance(response, Response):
             raise HandlerFailed(
                 f"the {kind} exception handler {type(handler).__name__} returned "
                 f"{response!r}, not a Response (use Response.continue_(), Response.fail() "
                 "or Response.resume([...]))"
             )
+        if response.action is Action.CONTINUE:
+            self._count(processor, task)
+        elif response.action is Action.RESUME:
+            # counted as dropped through its dead-letter rows
+            for dl in response.dead_letter_records:
+                self.side.append(self._dlq_row(dl, ctx, row, exc))
+        else:
+            raise ProcessingFailed(
+                f"processor {processor} failed on record ({_describe(ctx)}): "
+                f"{type(exc).__name__}: {exc}; the {kind} exception handler "
+                f"{type(handler).__name__} answered FAIL"
+            ) from exc
 
-    def _context(self, ctx: dict[str, Any], row: dict[str, Any], origin: str | None = None) -> Any:
-        if self.context_cls is None:
-            return ctx
-        return self.context_cls(
+    def _context(
+        self, ctx: dict[str, Any], row: dict[str, Any], origin: Origin | None = None
+    ) -> ErrorHandlerContext:
+        return ErrorHandlerContext(
             **ctx, source_raw_key=row.get("key"), source_raw_value=row.get("value"), origin=origin
         )
 
@@ -204,14 +197,12 @@ class Guard:
         self.dropped[(processor, task)] = self.dropped.get((processor, task), 0) + 1
 
     def _dlq_row(
-        self, dl: Any, ctx: dict[str, Any], row: dict[str, Any], exc: Exception
+        self, dl: DeadLetterRecord, ctx: dict[str, Any], row: dict[str, Any], exc: Exception
     ) -> dict[str, Any]:
-        key = getattr(dl, "key", None)
-        value = getattr(dl, "value", None)
-        key = row.get("key") if key is None else key
-        value = row.get("value") if value is None else value
+        key = row.get("key") if dl.key is None else dl.key
+        value = row.get("value") if dl.value is None else dl.value
         return {
-            "kind": "dlq",
+            "kind": SideKind.DLQ,
             "processor": ctx["processor_node_id"],
             "task": ctx["task_id"],
             "count": 1,
@@ -235,10 +226,13 @@ class Guard:
         """
         rows = list(self.side)
         for (processor, task), n in sorted(self.dropped.items()):
-            rows.append({"kind": "dropped", "processor": processor, "task": task, "count": n})
+            rows.append(
+                {"kind": SideKind.DROPPED, "processor": processor, "task": task, "count": n}
+            )
         for r in rows:
             # dead letters of one chunk differ by their record
-            r["chunk"] = chunk if r["kind"] != "dlq" else f"{chunk}:{r['src_offset']}:{id(r)}"
+            dlq = r["kind"] is SideKind.DLQ
+            r["chunk"] = f"{chunk}:{r['src_offset']}:{id(r)}" if dlq else chunk
         self.side.clear()
         self.dropped.clear()
         return rows

@@ -863,11 +863,16 @@ def _headers(value: Any) -> list[tuple[str, bytes | None]] | None:
 
 
 def _timestamp_ms(value: Any) -> int:
-    """Milliseconds since the epoch; 0 lets the producer use the current time."""
+    """Milliseconds since the epoch; 0 lets the producer use the current time.
+
+    A naive datetime (a ``TIMESTAMP_NTZ`` column, or a Row built by hand) is UTC, as
+    everywhere in kspark (docs/concepts.md, "Time zones"), never the worker's local time:
+    the same record gets the same Kafka timestamp on every server.
+    """
     if value is None:
         return 0
     if isinstance(value, datetime):
-        aware = value if value.tzinfo is not None else value.astimezone()
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
         return (aware - _EPOCH) // timedelta(milliseconds=1)
     return int(value)
 

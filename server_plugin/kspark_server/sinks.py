@@ -9,26 +9,26 @@ restarts.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from kspark_server.spec import check_spec
+from kspark_server.envelope import SIDE, SideKind
+from kspark_server.spec import SinksSpec, TopicRef, check_spec
 
 _FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
 
 
-def make_batch_writer(spec: dict[str, Any]) -> Any:
+def make_batch_writer(spec: SinksSpec) -> Any:
     """The ``foreachBatch`` function of a sinks spec."""
     check_spec(spec)
-    sinks = spec["sinks"]
-    dlq = spec.get("dlq")
-    side_schema = StructType.fromJson(json.loads(spec["side_schema"]))
-    kafka_format = spec.get("kafka_format", "kafka")
-    batch_offset = int(spec.get("batch_offset", 0))
+    sinks = spec.sinks
+    dlq = spec.dlq
+    side_schema = StructType.fromJson(SIDE)
+    kafka_format = spec.kafka_format
+    batch_offset = spec.batch_offset
 
     def write_batch(df: DataFrame, query_batch_id: int) -> None:
         # after a rescale the query checkpoint is new, but the app's batches go on counting
@@ -38,24 +38,24 @@ def make_batch_writer(spec: dict[str, Any]) -> Any:
             df = df.persist()
         try:
             for s in sinks:
-                i = s["index"]
+                i = s.index
                 part = df.filter(F.col("ks_side").isNull() & (F.col("ks_sink") == i)).select(
                     F.col(f"k{i}").alias("key"),
                     F.col(f"v{i}").alias("value"),
                     "timestamp",
                     "headers",
-                    F.expr(f"pmod(hash(k{i}), {int(s['num_partitions'])})")
+                    F.expr(f"pmod(hash(k{i}), {int(s.num_partitions)})")
                     .cast("int")
                     .alias("partition"),
                     "ks_seq",
                     "ks_sub",
                 )
-                write_topic(part, s["topic"], batch_id, _ordered(s["topic"]), kafka_format)
+                write_topic(part, s.topic, batch_id, s.topic.ordered, kafka_format)
             if dlq:
                 dead = (
                     df.filter(F.col("ks_side").isNotNull())
                     .select(F.from_json("ks_side", side_schema).alias("s"))
-                    .filter(F.col("s.kind") == "dlq")
+                    .filter(F.col("s.kind") == SideKind.DLQ.value)
                     .select("s.*")
                     .dropDuplicates()
                     .select(
@@ -83,14 +83,10 @@ def make_batch_writer(spec: dict[str, Any]) -> Any:
     return write_batch
 
 
-def _ordered(topic: dict[str, Any]) -> bool:
-    return dict(topic["options"]).get("kspark.ordered") == "true"
-
-
 def write_topic(
-    df: DataFrame, topic: dict[str, Any], batch_id: int, ordered: bool, kafka_format: str = "kafka"
+    df: DataFrame, topic: TopicRef, batch_id: int, ordered: bool, kafka_format: str = "kafka"
 ) -> None:
-    fmt = topic["format"]
+    fmt = topic.format
     if fmt == "kafka":
         _write_kafka(df, topic, kafka_format)
         return
@@ -104,9 +100,11 @@ def write_topic(
         writer = df.write.mode("overwrite").format(_FORMATS[fmt])
         if fmt == "csv":
             writer = writer.option("header", "true")
-        writer.save(f"{topic['path'].rstrip('/')}/batch_id={batch_id}")
+        assert topic.path is not None  # kspark.Topic requires one for files and tables
+        writer.save(f"{topic.path.rstrip('/')}/batch_id={batch_id}")
     elif fmt == "table":
-        _write_table(df, topic["path"], batch_id)
+        assert topic.path is not None
+        _write_table(df, topic.path, batch_id)
     else:
         raise ValueError(f"unknown sink format {fmt!r}")
 
@@ -136,9 +134,9 @@ def _kafka_bytes(df: DataFrame, name: str) -> Any:
     return col.cast("string").cast("binary")
 
 
-def _write_kafka(df: DataFrame, topic: dict[str, Any], kafka_format: str) -> None:
+def _write_kafka(df: DataFrame, topic: TopicRef, kafka_format: str) -> None:
     """Produce one micro-batch (at least once: a retried batch is produced again)."""
-    opts = {k: v for k, v in topic["options"] if not k.startswith("kspark.")}
+    opts = {k: v for k, v in topic.options if not k.startswith("kspark.")}
     opts.pop("subscribe", None)
     headers = F.col("headers")
     if "exception_class" in df.columns:  # the dead-letter queue
@@ -162,9 +160,7 @@ def _write_kafka(df: DataFrame, topic: dict[str, Any], kafka_format: str) -> Non
     if kafka_format != "kafka":
         cols.append(F.col("timestamp").alias("timestamp"))
     out = df.sortWithinPartitions("ks_seq", "ks_sub").select(*cols)
-    out.write.format(kafka_format).options(**opts).option("topic", topic["name"]).mode(
-        "append"
-    ).save()
+    out.write.format(kafka_format).options(**opts).option("topic", topic.name).mode("append").save()
 
 
 def _write_table(df: DataFrame, table: str, batch_id: int) -> None:

@@ -1,126 +1,422 @@
-"""The operator spec shared with the client, and its validation.
+"""The operator specs: the typed contract between kspark's compiler and the operators.
 
-A spec is a plain dict. Its ``spec_version`` must equal :data:`SPEC_VERSION`; its ``kind``
-names the operator. Type specs inside it are dicts tagged by ``t``:
+The compiler builds one spec per operator (:data:`OperatorSpec`); the spec travels to the
+workers inside the pickled operator function, and the operator reads its fields. Specs are
+frozen and check themselves when built, so an operator never meets a malformed one.
 
-- ``{"t": "prim", "spark": "long"}``
-- ``{"t": "list", "element": <type spec>}``
-- ``{"t": "map", "key": <type spec>, "value": <type spec>}``
-- ``{"t": "record", "cls": <class>, "fields": [[name, <type spec>], ...]}``
+- type specs (:data:`TypeSpec`) say how a key or value column becomes a Python object
+  and back (:mod:`kspark_server.codec`);
+- a chain's steps are a tagged union (:data:`Step`): the class is the tag;
+- every operator spec carries the :data:`SPEC_VERSION` it was written with, and
+  :func:`check_spec` refuses another version.
 
-Step and operator shapes are listed in :data:`REQUIRED`. The contract test in
-``tests/unit/test_spec_contract.py`` builds specs with the client's compiler and checks
-them here.
+They are standard-library dataclasses, not attrs classes: this package runs in workers
+that need nothing installed besides pyarrow and pandas (docs/deployment.md).
+
+Examples
+--------
+>>> t = KeyValue(key=PrimSpec(spark="string"), value=PrimSpec(spark="long"))
+>>> step = MapValuesStep(processor="KSTREAM-MAPVALUES-0000000001", fn=abs, with_key=False)
+>>> spec = ChainSpec(input=t, output=t, steps=(step,), output_schema="{}")
+>>> check_spec(spec).kind
+'chain'
+>>> check_spec(dataclasses.replace(spec, spec_version=0))
+Traceback (most recent call last):
+...
+kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 4); use the same kspark version on client and server
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
-SPEC_VERSION = 3
+from kspark_server.handlers import Handler
 
-#: The envelope columns every stream carries between stages, in this order.
-ENVELOPE = (
-    "key",
-    "value",
-    "timestamp",
-    "headers",
-    "topic",
-    "partition",
-    "offset",
-    "ks_seq",
-    "ks_sub",
-    "ks_side",
-)
+__all__ = [
+    "SPEC_VERSION",
+    "BranchStep",
+    "ChainSpec",
+    "DedupIdSpec",
+    "DedupSpec",
+    "FilterStep",
+    "FlatMapStep",
+    "FlatMapValuesStep",
+    "Handling",
+    "JoinSpec",
+    "KeyValue",
+    "ListSpec",
+    "MapSpec",
+    "MapStep",
+    "MapValuesStep",
+    "OperatorSpec",
+    "Packed",
+    "PeekStep",
+    "PrimSpec",
+    "RecordSpec",
+    "SelectKeyStep",
+    "SinkSpec",
+    "SinksSpec",
+    "SpecError",
+    "StatefulSpec",
+    "Step",
+    "TableFilterStep",
+    "TableMapValuesStep",
+    "TopicRef",
+    "TypeSpec",
+    "check_spec",
+]
 
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "chain": ("input", "output", "steps", "output_schema"),
-    "dedup": ("processor", "mode", "interval_ms", "store", "input", "output_schema", "packed"),
-    "join": (
-        "processor",
-        "store",
-        "left",
-        "stream",
-        "table",
-        "output",
-        "output_schema",
-        "versioned",
-        "history_retention_ms",
-        "grace_ms",
-        "joiner",
-        "joiner_with_key",
-        "packed",
-    ),
-    "sinks": ("sinks", "side_schema"),
-    "dedup_id": ("processor", "input", "id_selector", "output_schema"),
-}
+#: The version of this contract; a client and the operators it runs must agree on it.
+SPEC_VERSION = 4
 
-STEP_OPS: dict[str, tuple[str, ...]] = {
-    "filter": ("fn", "negate"),
-    "map": ("fn",),
-    "map_values": ("fn", "with_key"),
-    "flat_map": ("fn",),
-    "flat_map_values": ("fn", "with_key"),
-    "select_key": ("fn",),
-    "peek": ("fn",),
-    "branch": ("predicates", "index"),
-    "table_filter": ("fn", "negate"),
-    "table_map_values": ("fn", "with_key"),
-}
-
-TYPE_TAGS = {
-    "prim": ("spark",),
-    "list": ("element",),
-    "map": ("key", "value"),
-    "record": ("cls", "fields"),
-}
+Fn = Callable[..., Any]
 
 
 class SpecError(ValueError):
     """The client sent a spec this server package cannot run."""
 
 
-def check_type(t: Any, where: str) -> None:
-    if not isinstance(t, dict) or t.get("t") not in TYPE_TAGS:
+# -- type specs ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PrimSpec:
+    """A primitive: ``spark`` is its Spark type name (``long``, ``decimal(38,18)``...)."""
+
+    spark: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ListSpec:
+    """A list of ``element``."""
+
+    element: TypeSpec
+
+    def __post_init__(self) -> None:
+        _check_type(self.element, "list element")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MapSpec:
+    """A dict of ``key`` to ``value``."""
+
+    key: TypeSpec
+    value: TypeSpec
+
+    def __post_init__(self) -> None:
+        _check_type(self.key, "map key")
+        _check_type(self.value, "map value")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RecordSpec:
+    """A dataclass or attrs class: ``fields`` are ``(attribute name, type spec)``."""
+
+    cls: type
+    fields: tuple[tuple[str, TypeSpec], ...]
+
+    def __post_init__(self) -> None:
+        for name, t in self.fields:
+            _check_type(t, f"{self.cls.__qualname__}.{name}")
+
+
+TypeSpec = PrimSpec | ListSpec | MapSpec | RecordSpec
+
+
+def _check_type(t: object, where: str) -> None:
+    if not isinstance(t, PrimSpec | ListSpec | MapSpec | RecordSpec):
         raise SpecError(f"{where}: not a type spec: {t!r}")
-    for k in TYPE_TAGS[t["t"]]:
-        if k not in t:
-            raise SpecError(f"{where}: type spec {t['t']!r} lacks {k!r}")
-    if t["t"] == "list":
-        check_type(t["element"], where)
-    elif t["t"] == "map":
-        check_type(t["key"], where)
-        check_type(t["value"], where)
-    elif t["t"] == "record":
-        for name, ft in t["fields"]:
-            check_type(ft, f"{where}.{name}")
 
 
-def check_spec(spec: Any) -> dict[str, Any]:
-    """Validate ``spec`` and return it; raise :class:`SpecError` if it cannot be run."""
-    if not isinstance(spec, dict):
-        raise SpecError(f"an operator spec is a dict, got {type(spec).__name__}")
-    version = spec.get("spec_version")
-    if version != SPEC_VERSION:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KeyValue:
+    """The key and value types of a stream."""
+
+    key: TypeSpec
+    value: TypeSpec
+
+    def __post_init__(self) -> None:
+        _check_type(self.key, "key")
+        _check_type(self.value, "value")
+
+
+# -- chain steps (a tagged union: the class is the tag) ------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FilterStep:
+    op: ClassVar[str] = "filter"
+    processor: str
+    fn: Fn
+    negate: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MapStep:
+    op: ClassVar[str] = "map"
+    processor: str
+    fn: Fn
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MapValuesStep:
+    op: ClassVar[str] = "map_values"
+    processor: str
+    fn: Fn
+    with_key: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FlatMapStep:
+    op: ClassVar[str] = "flat_map"
+    processor: str
+    fn: Fn
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FlatMapValuesStep:
+    op: ClassVar[str] = "flat_map_values"
+    processor: str
+    fn: Fn
+    with_key: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SelectKeyStep:
+    op: ClassVar[str] = "select_key"
+    processor: str
+    fn: Fn
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PeekStep:
+    op: ClassVar[str] = "peek"
+    processor: str
+    fn: Fn
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BranchStep:
+    """Keeps the records whose first true predicate is ``index`` (or none, for the default
+    branch, whose ``index`` is ``len(predicates)``)."""
+
+    op: ClassVar[str] = "branch"
+    processor: str
+    predicates: tuple[Fn, ...]
+    index: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TableFilterStep:
+    op: ClassVar[str] = "table_filter"
+    processor: str
+    fn: Fn
+    negate: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TableMapValuesStep:
+    op: ClassVar[str] = "table_map_values"
+    processor: str
+    fn: Fn
+    with_key: bool
+
+
+Step = (
+    FilterStep
+    | MapStep
+    | MapValuesStep
+    | FlatMapStep
+    | FlatMapValuesStep
+    | SelectKeyStep
+    | PeekStep
+    | BranchStep
+    | TableFilterStep
+    | TableMapValuesStep
+)
+
+_STEPS = (
+    FilterStep,
+    MapStep,
+    MapValuesStep,
+    FlatMapStep,
+    FlatMapValuesStep,
+    SelectKeyStep,
+    PeekStep,
+    BranchStep,
+    TableFilterStep,
+    TableMapValuesStep,
+)
+
+
+# -- parts of operator specs --------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Handling:
+    """The exception handlers and where they run (the task ids in their contexts)."""
+
+    processing: Handler | None = None
+    production: Handler | None = None
+    subtopology: int = 0
+    num_partitions: int = 1
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Packed:
+    """Which values travel through a stateful operator as JSON text (the stream's value,
+    the table's value, the output value); see ``kspark.plan.types.json_packable``."""
+
+    value: bool = False
+    tvalue: bool = False
+    out: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TopicRef:
+    """Where a sink writes: as ``kspark.Topic`` says, without its reading options."""
+
+    name: str
+    format: str
+    path: str | None = None
+    options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def ordered(self) -> bool:
+        """Whether the sink writes one file sorted by position (a test driver's topic)."""
+        return dict(self.options).get("kspark.ordered") == "true"
+
+
+# -- operator specs -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChainSpec:
+    """A fused run of stateless steps (one ``mapInArrow`` pass)."""
+
+    kind: ClassVar[str] = "chain"
+    spec_version: int = SPEC_VERSION
+    input: KeyValue
+    output: KeyValue
+    steps: tuple[Step, ...]
+    output_schema: str
+    handling: Handling = Handling()
+
+    def __post_init__(self) -> None:
+        for step in self.steps:
+            if not isinstance(step, _STEPS):
+                raise SpecError(f"unknown step op {getattr(step, 'op', type(step).__name__)!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DedupIdSpec:
+    """Adds ``ks_id`` (the dedup id) to each record, for ``deduplicate``'s repartition."""
+
+    kind: ClassVar[str] = "dedup_id"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    input: KeyValue
+    id_selector: Fn
+    output_schema: str
+    handling: Handling = Handling()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DedupSpec:
+    """KIP-655 deduplication, per task."""
+
+    kind: ClassVar[str] = "dedup"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    #: ``by_key``, ``by_key_value`` (by ``id_selector``) or ``by_id`` (by the ``ks_id``
+    #: column of a :class:`DedupIdSpec` stage)
+    mode: str
+    interval_ms: int
+    id_selector: Fn | None
+    input: KeyValue
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+    versioned: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("by_key", "by_key_value", "by_id"):
+            raise SpecError(f"{self.processor}: unknown deduplication mode {self.mode!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JoinSpec:
+    """A stream-table join, per task; the table is versioned or keeps latest values."""
+
+    kind: ClassVar[str] = "join"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    left: bool
+    versioned: bool
+    history_retention_ms: int
+    grace_ms: int
+    joiner: Fn
+    joiner_with_key: bool
+    stream: KeyValue
+    table: KeyValue
+    output: KeyValue
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SinkSpec:
+    """Sink ``index`` of the app: columns ``k<index>``/``v<index>`` of the union."""
+
+    index: int
+    topic: TopicRef
+    num_partitions: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SinksSpec:
+    """The ``foreachBatch`` writer: routes each batch to the sinks and the DLQ.
+
+    ``kafka_format`` (the JVM connector ``kafka`` or kspark's ``kspark_kafka``) and
+    ``batch_offset`` (a rescaled app's batches go on counting) are set when the query
+    starts.
+    """
+
+    kind: ClassVar[str] = "sinks"
+    spec_version: int = SPEC_VERSION
+    sinks: tuple[SinkSpec, ...] = ()
+    dlq: TopicRef | None = None
+    kafka_client: str = "auto"
+    kafka_format: str = "kafka"
+    batch_offset: int = 0
+
+
+StatefulSpec = DedupSpec | JoinSpec
+OperatorSpec = ChainSpec | DedupIdSpec | DedupSpec | JoinSpec | SinksSpec
+_OPERATORS = (ChainSpec, DedupIdSpec, DedupSpec, JoinSpec, SinksSpec)
+
+
+_S = TypeVar("_S", bound=OperatorSpec)
+
+
+def check_spec(spec: _S) -> _S:
+    """``spec``, if this package can run it; raise :class:`SpecError` if not."""
+    if not isinstance(spec, _OPERATORS):
+        kind = getattr(spec, "kind", None)
         raise SpecError(
-            f"operator spec version {version!r} is not supported by this kspark_server "
-            f"(supports {SPEC_VERSION}); use the same kspark version on client and server"
+            f"unknown operator kind {kind!r}"
+            if kind is not None
+            else f"not an operator spec: {type(spec).__name__}"
         )
-    kind = spec.get("kind")
-    if kind not in REQUIRED:
-        raise SpecError(f"unknown operator kind {kind!r}")
-    missing = [k for k in REQUIRED[kind] if k not in spec]
-    if missing:
-        raise SpecError(f"{kind} spec lacks {missing}")
-    if kind == "chain":
-        for side in ("input", "output"):
-            for part in ("key", "value"):
-                check_type(spec[side][part], f"chain.{side}.{part}")
-        for step in spec["steps"]:
-            op = step.get("op")
-            if op not in STEP_OPS:
-                raise SpecError(f"unknown step op {op!r}")
-            for k in (*STEP_OPS[op], "processor"):
-                if k not in step:
-                    raise SpecError(f"step {op!r} lacks {k!r}")
+    if spec.spec_version != SPEC_VERSION:
+        raise SpecError(
+            f"operator spec version {spec.spec_version!r} is not supported by this "
+            f"kspark_server (supports {SPEC_VERSION}); use the same kspark version on client "
+            "and server"
+        )
     return spec

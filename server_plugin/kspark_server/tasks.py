@@ -39,7 +39,8 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from kspark_server import codec, handling, localstore, placement, stateenc, taskstate
-from kspark_server.spec import check_spec
+from kspark_server.envelope import SideKind
+from kspark_server.spec import DedupSpec, JoinSpec, StatefulSpec, check_spec
 from kspark_server.versioned import VersionedStore
 
 _BLOB = StructType([StructField("blob", BinaryType(), True)])
@@ -278,29 +279,31 @@ class TaskProcessor(StatefulProcessor):
     #: whether entries expire by their timestamp through the local store's time index
     time_indexed = False
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    spec: StatefulSpec
+
+    def __init__(self, spec: StatefulSpec) -> None:
         self.spec = check_spec(spec)
-        self.columns = [f["name"] for f in _schema_fields(spec["output_schema"])]
+        self.columns = [f["name"] for f in _schema_fields(spec.output_schema)]
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        store = self.spec["store"]
+        store = self.spec.store
         self.state = handle.getValueState(store, _BLOB)
         self.log = handle.getListState(taskstate.log_name(store), _BLOB)
         self.version = handle.getValueState(taskstate.version_name(store), _VERSION)
-        self.kind = str(self.spec["kind"])
-        self.versioned = bool(self.spec.get("versioned"))
+        self.kind = self.spec.kind
+        self.versioned = self.spec.versioned
         #: keys whose entries the current batch changed (the processors add to it)
         self.touched: set[Any] = set()
         # tests set it: check every logged change against the state it stands for
         self.check_log = os.environ.get("KSPARK_CHECK_STATE_LOG") == "1"
         # ... and log changes against small bases too, so tests take the log path
         self.min_base = 0 if self.check_log else taskstate.MIN_BASE_BYTES
-        self.guard = handling.Guard.from_spec(self.spec)
-        packed = self.spec["packed"]
-        self.unpack_value = json.loads if packed.get("value") else _identity
-        self.pack_out = json.dumps if packed.get("out") else _identity
+        self.guard = handling.Guard(self.spec.handling)
+        packed = self.spec.packed
+        self.unpack_value = json.loads if packed.value else _identity
+        self.pack_out = json.dumps if packed.out else _identity
         self.decoders: dict[str, Any] = {"headers": headers_from_text}
-        if packed.get("value"):
+        if packed.value:
             self.decoders["value"] = json.loads
         self.setup()
 
@@ -334,7 +337,7 @@ class TaskProcessor(StatefulProcessor):
             inc, sizes = uuid.uuid4().hex, [0, 0, 0, 0]
         else:
             inc, sizes = str(ver[0]), [int(v) for v in ver[1:]]
-        local = localstore.TaskStore.open(localstore.root_dir(), self.spec["store"], inc, task)
+        local = localstore.TaskStore.open(localstore.root_dir(), self.spec.store, inc, task)
         if local.version != (inc, sizes[0]) or ver is None:
             got = self.state.get() if has_base else None
             base = None if got is None else got[0]
@@ -413,7 +416,7 @@ class TaskProcessor(StatefulProcessor):
         s, pairs = taskstate.merge_pairs(base, log)
         if pairs != dict(local.pairs()) or s != local.scalars():
             raise AssertionError(
-                f"{self.spec['processor']}: the durable base and log do not reproduce the "
+                f"{self.spec.processor}: the durable base and log do not reproduce the "
                 "task state (a key the batch changed was not recorded)"
             )
 
@@ -449,13 +452,13 @@ class TaskProcessor(StatefulProcessor):
             self.process(st, batch, task, out)
         self._save(st, local, inc, sizes, before)
         first = f"{batch.first('ks_seq')}:{batch.first('ks_sub')}" if batch is not None else ""
-        chunk = f"{self.spec['store']}:{task}:{first}"
+        chunk = f"{self.spec.store}:{task}:{first}"
         extra = self.extra_side(st, task, local.count())
         if loaded is not None:
             extra.append(
                 {
-                    "kind": "loaded_entries",
-                    "processor": self.spec["store"],
+                    "kind": SideKind.LOADED_ENTRIES,
+                    "processor": self.spec.store,
                     "task": f"{self.guard.subtopology}_{task}",
                     "count": loaded,
                 }
@@ -491,14 +494,16 @@ class DedupProcessor(TaskProcessor):
     the last forwarded record (and its ``ks_hash``). Only one entry per id can be live
     (see docs/operators)."""
 
+    spec: DedupSpec
+
     def setup(self) -> None:
         s = self.spec
-        self.mode = s["mode"]
-        self.interval = int(s["interval_ms"])
-        self.processor = s["processor"]
-        self.id_selector = s.get("id_selector")
-        self.kdec = codec.decoder(s["input"]["key"])
-        self.vdec = codec.decoder(s["input"]["value"])
+        self.mode = s.mode
+        self.interval = s.interval_ms
+        self.processor = s.processor
+        self.id_selector = s.id_selector
+        self.kdec = codec.decoder(s.input.key)
+        self.vdec = codec.decoder(s.input.value)
         self.duplicates = 0
 
     time_indexed = True
@@ -580,10 +585,10 @@ class DedupProcessor(TaskProcessor):
         n, self.duplicates = self.duplicates, 0
         t = f"{self.guard.subtopology}_{task}"
         return [
-            {"kind": "duplicates", "processor": self.processor, "task": t, "count": n},
+            {"kind": SideKind.DUPLICATES, "processor": self.processor, "task": t, "count": n},
             {
-                "kind": "store_entries",
-                "processor": self.spec["store"],
+                "kind": SideKind.STORE_ENTRIES,
+                "processor": self.spec.store,
                 "task": t,
                 "count": entries,
             },
@@ -599,23 +604,24 @@ class JoinProcessor(TaskProcessor):
     """
 
     new_value = True
+    spec: JoinSpec
 
     def setup(self) -> None:
         s = self.spec
-        self.processor = s["processor"]
-        self.left = bool(s["left"])
-        self.versioned = bool(s["versioned"])
-        self.retention = int(s["history_retention_ms"])
-        self.grace = int(s["grace_ms"])
-        self.skdec = codec.decoder(s["stream"]["key"])
-        self.svdec = codec.decoder(s["stream"]["value"])
-        self.tvdec = codec.decoder(s["table"]["value"])
-        self.venc = codec.encoder(s["output"]["value"], "value")
-        self.joiner = s["joiner"]
-        self.with_key = bool(s["joiner_with_key"])
+        self.processor = s.processor
+        self.left = s.left
+        self.versioned = s.versioned
+        self.retention = s.history_retention_ms
+        self.grace = s.grace_ms
+        self.skdec = codec.decoder(s.stream.key)
+        self.svdec = codec.decoder(s.stream.value)
+        self.tvdec = codec.decoder(s.table.value)
+        self.venc = codec.encoder(s.output.value, "value")
+        self.joiner = s.joiner
+        self.with_key = s.joiner_with_key
         # a JSON-packed table value is stored as its text, and parsed only when joined
-        self.unpack_table = json.loads if s["packed"].get("tvalue") else _identity
-        self.store_plain = not s["packed"].get("tvalue")
+        self.unpack_table = json.loads if s.packed.tvalue else _identity
+        self.store_plain = not s.packed.tvalue
         self.expired_puts = 0
 
     def keys(self, st: Any, batch: Batch) -> list[Any]:
@@ -747,23 +753,20 @@ class JoinProcessor(TaskProcessor):
         t = f"{self.guard.subtopology}_{task}"
         rows = [
             {
-                "kind": "store_entries",
-                "processor": self.spec["store"],
+                "kind": SideKind.STORE_ENTRIES,
+                "processor": self.spec.store,
                 "task": t,
                 "count": entries,
             }
         ]
         if n:
             rows.append(
-                {"kind": "expired_puts", "processor": self.processor, "task": t, "count": n}
+                {"kind": SideKind.EXPIRED_PUTS, "processor": self.processor, "task": t, "count": n}
             )
         return rows
 
 
-def make_processor(spec: dict[str, Any]) -> TaskProcessor:
-    kind = check_spec(spec)["kind"]
-    if kind == "dedup":
+def make_processor(spec: StatefulSpec) -> TaskProcessor:
+    if isinstance(check_spec(spec), DedupSpec):
         return DedupProcessor(spec)
-    if kind == "join":
-        return JoinProcessor(spec)
-    raise ValueError(f"no stateful operator for kind {kind!r}")
+    return JoinProcessor(spec)

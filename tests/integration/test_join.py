@@ -36,9 +36,7 @@ def topology(
     else:
         table = b.table(Topic.jsonl("B", "/unused"), key_type=str, value_type=str, materialized=mat)
     stream = b.stream(Topic.jsonl("A", "/unused"), key_type=str, value_type=str)
-    joined = (
-        Joined.with_grace_period(Joined(), timedelta(milliseconds=grace_ms)) if grace_ms else None
-    )
+    joined = Joined.with_grace_period(timedelta(milliseconds=grace_ms)) if grace_ms else None
     join = stream.left_join if left else stream.join
     join(table, lambda a, bv: f"({a},{bv})", joined, value_type=str).to(
         Topic.jsonl("out", "/unused")

@@ -12,7 +12,8 @@ import pytest
 
 from kspark import Branched, Named, StreamsApp, StreamsBuilder, StreamsConfig, Topic
 from kspark.plan.topology import Topology
-from kspark.runtime.progress import ProgressTotals, input_rows, progress_as_dict
+from kspark.runtime.display import ProgressTotals
+from kspark.runtime.metrics import input_rows, progress_as_dict
 
 pytestmark = pytest.mark.spark
 

@@ -1,8 +1,9 @@
-"""The test broker lives in the package (the demo uses it too); tests import it from here."""
+"""The test broker lives next to the demo (``kspark demo --kafka`` uses it too); tests import
+it from here."""
 
 from __future__ import annotations
 
-from kspark.testing.broker import (
+from kspark_demo.broker import (
     ONE_RECORD_PER_BATCH,
     Broker,
     BrokerUnavailable,

@@ -14,6 +14,7 @@ from kspark.compiler import stages as st
 from kspark.errors import CompilationError, ConfigError, UnknownTypeError
 from kspark.plan import nodes as n
 from kspark.plan.topology import Topology
+from kspark_server.spec import DedupSpec, JoinSpec, PrimSpec
 
 
 @dataclasses.dataclass
@@ -43,7 +44,7 @@ def test_stateless_steps_fuse_into_one_python_pass() -> None:
     )
     out = compile_topology(b.build(), CFG)
     (chain,) = _chains(out)
-    assert [s["op"] for s in chain.spec["steps"]] == [
+    assert [s.op for s in chain.spec.steps] == [
         "filter",
         "map_values",
         "flat_map_values",
@@ -51,7 +52,7 @@ def test_stateless_steps_fuse_into_one_python_pass() -> None:
         "peek",
         "map_values",
     ]
-    assert chain.spec["output"]["value"] == {"t": "prim", "spark": "double"}
+    assert chain.spec.output.value == PrimSpec(spark="double")
 
 
 def test_stateful_operators_cut_chains() -> None:
@@ -67,7 +68,7 @@ def test_stateful_operators_cut_chains() -> None:
     kinds = [type(s).__name__ for s in out.stages()]
     assert kinds == ["Read", "Chain", "Stateful", "Chain"]
     stateful = next(s for s in out.stages() if isinstance(s, st.Stateful))
-    assert stateful.spec["kind"] == "dedup" and stateful.spec["interval_ms"] == 5000
+    assert isinstance(stateful.spec, DedupSpec) and stateful.spec.interval_ms == 5000
     assert stateful.num_partitions == 3 and stateful.task_column == "key"
 
 
@@ -104,8 +105,9 @@ def test_versioned_join_spec() -> None:
     )
     out = compile_topology(b.build(), CFG)
     join = next(s for s in out.stages() if isinstance(s, st.Stateful))
-    assert join.spec["versioned"] and join.spec["left"]
-    assert join.spec["history_retention_ms"] == 7_200_000 and join.spec["store"] == "rates"
+    assert isinstance(join.spec, JoinSpec)
+    assert join.spec.versioned and join.spec.left
+    assert join.spec.history_retention_ms == 7_200_000 and join.spec.store == "rates"
 
 
 def test_kafka_topics_compile_to_the_kafka_format_with_the_envelope() -> None:
@@ -122,8 +124,8 @@ def test_kafka_topics_compile_to_the_kafka_format_with_the_envelope() -> None:
         "kafka.bootstrap.servers": "broker:9092",
         "startingOffsets": "earliest",
     }
-    sink = out.writer_spec["sinks"][0]["topic"]
-    assert sink["format"] == "kafka" and sink["name"] == "out"
+    sink = out.writer_spec.sinks[0].topic
+    assert sink.format == "kafka" and sink.name == "out"
 
 
 def test_value_layout_reads_with_the_value_schema() -> None:
@@ -190,7 +192,8 @@ def test_to_table_feeds_the_join_from_the_stream() -> None:
     s.join(rates, lambda p, r: p.amount * r, value_type=float).to(Topic.parquet("o", "/tmp/o"))
     out = compile_topology(b.build(), CFG)
     join = next(s for s in out.stages() if isinstance(s, st.Stateful))
-    assert join.spec["versioned"] and join.spec["store"] == "rates"
+    assert isinstance(join.spec, JoinSpec)
+    assert join.spec.versioned and join.spec.store == "rates"
     # the table side is the mapped stream: a chain over the rate-updates source
     assert isinstance(join.table, st.Chain)
-    assert [step["op"] for step in join.table.spec["steps"]] == ["map_values"]
+    assert [step.op for step in join.table.spec.steps] == ["map_values"]

@@ -57,7 +57,7 @@ def test_invalid_state_store_options_are_rejected(kwargs: dict[str, object]) -> 
 
 
 def test_state_store_conf() -> None:
-    from kspark.runtime.restore import ROCKSDB_PROVIDER, state_store_conf
+    from kspark.config import ROCKSDB_PROVIDER, state_store_conf
 
     conf = dict(state_store_conf(StreamsConfig(application_id="a")))
     assert conf["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB_PROVIDER

@@ -10,6 +10,11 @@ from kspark.errors import ServerError
 from kspark.runtime import server
 
 
+class _Session(str):
+    """A fake session: a str that, like a real session, can be weakly referenced (kspark
+    keeps the sessions it creates in a weak dictionary)."""
+
+
 class _Builder:
     """Records the URL instead of connecting."""
 
@@ -21,7 +26,7 @@ class _Builder:
         return self
 
     def create(self) -> str:
-        return f"session({self.urls[-1]})"
+        return _Session(f"session({self.urls[-1]})")
 
 
 @pytest.fixture

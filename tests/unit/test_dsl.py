@@ -154,7 +154,7 @@ def test_grace_period_needs_a_versioned_table() -> None:
     j = s.join(
         vt,
         lambda v, r: v.amount * r,
-        Joined.with_grace_period(Joined(), timedelta(seconds=1)),
+        Joined.with_grace_period(timedelta(seconds=1)),
         value_type=float,
     )
     assert isinstance(j.node, n.StreamTableJoin) and j.node.versioned and j.node.grace_ms == 1000

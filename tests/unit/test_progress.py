@@ -16,18 +16,12 @@ from typing import Any
 import pytest
 
 from kspark.errors import InvalidArgumentError
+from kspark.runtime import display
+from kspark.runtime import metrics as km
 from kspark.runtime import progress as pr
-from kspark.runtime.progress import (
-    NotebookProgress,
-    NullProgress,
-    ProgressReporter,
-    ProgressTotals,
-    TerminalProgress,
-    progress_as_dict,
-    progress_reporter,
-    resolve_progress,
-    watch,
-)
+from kspark.runtime.display import NotebookProgress, NullProgress, ProgressTotals, TerminalProgress
+from kspark.runtime.metrics import progress_as_dict
+from kspark.runtime.progress import ProgressReporter, progress_reporter, resolve_progress, watch
 
 
 class Clock:
@@ -98,7 +92,7 @@ def idle(
 def test_observed_metrics_name_matches_the_compiler() -> None:
     from kspark.compiler.lower import SIDE_METRICS
 
-    assert pr.OBSERVED_METRICS == SIDE_METRICS
+    assert km.OBSERVED_METRICS == SIDE_METRICS
 
 
 def test_progress_as_dict_accepts_dicts_json_objects_and_pyspark_progress() -> None:
@@ -115,7 +109,10 @@ def test_progress_as_dict_accepts_dicts_json_objects_and_pyspark_progress() -> N
     spark_progress = StreamingQueryProgress.fromJson(raw)
     as_dict = progress_as_dict(spark_progress)
     assert as_dict["batchId"] == 3 and as_dict["runId"] == raw["runId"]
-    assert pr.observed(as_dict) == {"records": 9, "side": raw["observedMetrics"]["kspark"]["side"]}
+    assert km.observed(as_dict) == {
+        "records": 9,
+        "side": raw["observedMetrics"]["kspark"]["side"],
+    }
 
     class WithJson:
         json = json.dumps({"batchId": 1})
@@ -129,7 +126,7 @@ def test_progress_as_dict_accepts_dicts_json_objects_and_pyspark_progress() -> N
 def test_input_metrics_prefix_matches_the_compiler() -> None:
     from kspark.compiler.lower import INPUT_METRICS_PREFIX
 
-    assert pr.INPUT_METRICS_PREFIX == INPUT_METRICS_PREFIX
+    assert km.INPUT_METRICS_PREFIX == INPUT_METRICS_PREFIX
 
 
 def test_forked_source_is_counted_once() -> None:
@@ -138,15 +135,15 @@ def test_forked_source_is_counted_once() -> None:
     p = batch(0, 20, out=20)
     p["sources"] = [{"description": "FileStreamSource[/in]", "numInputRows": 20}]
     p["observedMetrics"]["kspark_in:KSTREAM-SOURCE-0000000000"] = {"records": 10}
-    assert pr.input_rows(p) == 10
+    assert km.input_rows(p) == 10
     # two sources, one observation each; the [values, schema] JSON form too
     p["observedMetrics"]["kspark_in:KTABLE-SOURCE-0000000003"] = [
         [2],
         {"type": "struct", "fields": [{"name": "records", "type": "long"}]},
     ]
-    assert pr.input_rows(p) == 12
+    assert km.input_rows(p) == 12
     # a progress without kspark's observations (an idle trigger): Spark's count
-    assert pr.input_rows(batch(1, 7)) == 7
+    assert km.input_rows(batch(1, 7)) == 7
 
 
 @pytest.mark.parametrize(
@@ -179,9 +176,9 @@ def test_forked_source_is_counted_once() -> None:
     ],
 )
 def test_observed_metrics_decode_in_every_form(metrics: Any) -> None:
-    # the app, its status and the display all read the observations with pr.observed
+    # the app, its status and the display all read the observations with km.observed
     p = {"observedMetrics": {"kspark": metrics}}
-    obs = pr.observed(p)
+    obs = km.observed(p)
     assert obs["records"] == 4
     assert [(s["kind"], s["processor"], s["task"], int(s["count"])) for s in obs["side"]] == [
         ("dlq", "p", "t", 2)
@@ -583,7 +580,7 @@ def test_watch_rejects_bad_arguments() -> None:
         watch(FakeQuery([]), Recorder(), timeout=-1)
 
 
-# -- the module's examples (sdk/conftest.py leaves kspark/runtime out of the doctest run) --
+# -- the modules' examples -----------------------------------------------------------------
 def test_docstring_examples() -> None:
-    result = doctest.testmod(pr, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 10 and result.failed == 0
+    results = [doctest.testmod(m, optionflags=doctest.ELLIPSIS) for m in (pr, display, km)]
+    assert sum(r.attempted for r in results) > 10 and not any(r.failed for r in results)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 
 def test_the_demo_app_is_shipped_by_value() -> None:
-    """``kspark.demo`` is user code inside the package: a server that cannot import kspark
-    (the notebooks' test server) must get its functions and types by value."""
-    from kspark.demo.app import build_topology
+    """``kspark_demo`` is user code like any other: a server that cannot import it (the
+    notebooks' test server) must get its functions and types by value."""
     from kspark.runtime.shipping import modules_to_ship
+    from kspark_demo.app import build_topology
 
     shipped = modules_to_ship(build_topology("/unused"))
-    assert "kspark.demo.app" in shipped
+    assert "kspark_demo" in shipped
     assert not any(m.startswith(("kspark.dsl", "kspark.plan", "kspark.runtime")) for m in shipped)

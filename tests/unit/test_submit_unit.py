@@ -141,7 +141,7 @@ def test_a_local_module_ships_with_its_package(local_package: str) -> None:
 
 
 def test_status_counts_a_forked_source_once() -> None:
-    from kspark.runtime.submit import _status_of
+    from kspark.runtime.app_status import status_of as _status_of
 
     class Query:
         """A running query whose one source feeds two sinks: Spark's progress counts the
@@ -177,3 +177,17 @@ def test_status_counts_a_forked_source_once() -> None:
     assert (st.state, st.batches, st.input_records, st.output_records) == (State.RUNNING, 1, 10, 20)
     assert st.last_progress is not None and st.last_progress["numInputRows"] == 10
     assert "10 rows" in st.summary()
+
+
+def test_a_closed_session_is_told_by_its_error_condition_not_its_text() -> None:
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    from kspark.runtime.submit import _session_closed
+
+    closed = SparkConnectGrpcException(
+        message="[INVALID_HANDLE.SESSION_CLOSED] Session was closed.",
+        errorClass="INVALID_HANDLE.SESSION_CLOSED",
+    )
+    assert _session_closed(closed)
+    # a message that only mentions the condition (a query plan, a user's text) is not it
+    assert not _session_closed(RuntimeError("INVALID_HANDLE.SESSION_CLOSED"))

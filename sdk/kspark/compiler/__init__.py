@@ -3,6 +3,6 @@ DataFrames (:mod:`.lower`)."""
 
 from __future__ import annotations
 
-from kspark.compiler.compiler import SPEC_VERSION, compile_topology
+from kspark.compiler.compiler import compile_topology
 
-__all__ = ["SPEC_VERSION", "compile_topology"]
+__all__ = ["compile_topology"]

@@ -8,25 +8,22 @@ rule fails loudly.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from kspark import errors
-from kspark.compiler import envelope as env
 from kspark.compiler import stages as st
 from kspark.config import StreamsConfig
 from kspark.errors import CompilationError, InvalidTopologyError, UnknownTypeError
 from kspark.plan import nodes as n
 from kspark.plan.topology import Topology
 from kspark.plan.types import Primitive, Record, TypeDesc, json_packable
+from kspark_server import envelope as env
+from kspark_server import spec as sp
 
-__all__ = ["SPEC_VERSION", "compile_topology"]
-
-#: The operator spec version this client writes; kspark_server checks it.
-SPEC_VERSION = 3
+__all__ = ["compile_topology"]
 
 
 @attrs.frozen(kw_only=True)
@@ -34,7 +31,7 @@ class _Pending:
     """A stage plus stateless steps not yet flushed into a chain."""
 
     base: st.Stage
-    steps: tuple[dict[str, Any], ...]
+    steps: tuple[sp.Step, ...]
     key_type: TypeDesc | None
     value_type: TypeDesc | None
     key_origin: str
@@ -99,31 +96,32 @@ class _Compiler:
 
     # -- driver --------------------------------------------------------------------
     def compile(self) -> st.Output:
+        # inputs first, so that each visit finds its parents done and the recursion
+        # stays one level deep however long the chain of steps is
+        for node in self.topology.nodes():
+            if not isinstance(node, n.Sink):
+                self.visit(node)
         parts = []
         sink_specs = []
         for i, sink in enumerate(self.topology.sinks):
             stage = self.flush(self.visit(sink.parent), sink.name)
             parts.append(st.SinkPart(index=i, processor=sink.name, topic=sink.topic, stage=stage))
             sink_specs.append(
-                {
-                    "index": i,
-                    "topic": _topic_dict(sink.topic),
-                    "num_partitions": self.config.num_partitions,
-                }
+                sp.SinkSpec(
+                    index=i,
+                    topic=_topic_ref(sink.topic),
+                    num_partitions=self.config.num_partitions,
+                )
             )
         dlq = self.config.dead_letter_queue_topic
-        writer = {
-            "spec_version": SPEC_VERSION,
-            "kind": "sinks",
-            "sinks": sink_specs,
-            "dlq": _topic_dict(dlq) if dlq is not None else None,
-            "side_schema": json.dumps(env.SIDE),
-            "kafka_client": self.config.kafka_client,
-        }
+        writer = sp.SinksSpec(
+            sinks=tuple(sink_specs),
+            dlq=_topic_ref(dlq) if dlq is not None else None,
+            kafka_client=self.config.kafka_client,
+        )
         return st.Output(
             sinks=tuple(parts),
             writer_spec=writer,
-            processors=tuple(node.name for node in self.topology.nodes()),
             stores=self.topology.stores(),
         )
 
@@ -141,14 +139,13 @@ class _Compiler:
             self.memo[key] = method(node)
         return self.memo[key]
 
-    def handling(self, subtopology: int) -> dict[str, Any]:
-        return {
-            "processing": self.processing_handler,
-            "production": self.production_handler,
-            "context_cls": errors.ErrorHandlerContext,
-            "subtopology": subtopology,
-            "num_partitions": self.config.num_partitions,
-        }
+    def handling(self, subtopology: int) -> sp.Handling:
+        return sp.Handling(
+            processing=self.processing_handler,
+            production=self.production_handler,
+            subtopology=subtopology,
+            num_partitions=self.config.num_partitions,
+        )
 
     def flush(self, p: _Pending, boundary: str) -> st.Stage:
         """The stage with ``p``'s pending steps applied; types must be known here."""
@@ -156,15 +153,13 @@ class _Compiler:
         value_type = _known(p.value_type, "value", p.value_origin, boundary)
         if not p.steps:
             return p.base
-        spec = {
-            "spec_version": SPEC_VERSION,
-            "kind": "chain",
-            "input": {"key": p.base.key_type.spec(), "value": p.base.value_type.spec()},
-            "output": {"key": key_type.spec(), "value": value_type.spec()},
-            "steps": list(p.steps),
-            "output_schema": env.envelope_json(key_type, value_type),
-            "handling": self.handling(p.subtopology),
-        }
+        spec = sp.ChainSpec(
+            input=_kv(p.base.key_type, p.base.value_type),
+            output=_kv(key_type, value_type),
+            steps=p.steps,
+            output_schema=_envelope_json(key_type, value_type),
+            handling=self.handling(p.subtopology),
+        )
         return st.Chain(input=p.base, spec=spec, key_type=key_type, value_type=value_type)
 
     def _start(self, stage: st.Stage, node: n.Node) -> _Pending:
@@ -178,16 +173,15 @@ class _Compiler:
             subtopology=self.subtopology_of.get(node.name, 0),
         )
 
-    def _step(self, node: n.Node, parent: n.Node, step: dict[str, Any]) -> _Pending:
+    def _step(self, node: n.Node, parent: n.Node, step: sp.Step) -> _Pending:
         p = self.visit(parent)
-        step = {"processor": node.name, **step}
         return attrs.evolve(
             p,
             steps=(*p.steps, step),
             key_type=node.key_type,
             value_type=node.value_type,
-            key_origin=node.name if isinstance(node, _KEY_CHANGING) else p.key_origin,
-            value_origin=node.name if isinstance(node, _VALUE_CHANGING) else p.value_origin,
+            key_origin=node.name if node.changes_key else p.key_origin,
+            value_origin=node.name if node.changes_value else p.value_origin,
         )
 
     # -- sources -------------------------------------------------------------------
@@ -213,48 +207,42 @@ class _Compiler:
 
     # -- stateless -------------------------------------------------------------------
     def visit_Filter(self, node: n.Filter) -> _Pending:
-        return self._step(node, node.parent, {"op": "filter", "fn": node.fn, "negate": node.negate})
+        step = sp.FilterStep(processor=node.name, fn=node.fn, negate=node.negate)
+        return self._step(node, node.parent, step)
 
     def visit_Map(self, node: n.Map) -> _Pending:
-        return self._step(node, node.parent, {"op": "map", "fn": node.fn})
+        return self._step(node, node.parent, sp.MapStep(processor=node.name, fn=node.fn))
 
     def visit_MapValues(self, node: n.MapValues) -> _Pending:
-        return self._step(
-            node, node.parent, {"op": "map_values", "fn": node.fn, "with_key": node.with_key}
-        )
+        step = sp.MapValuesStep(processor=node.name, fn=node.fn, with_key=node.with_key)
+        return self._step(node, node.parent, step)
 
     def visit_FlatMap(self, node: n.FlatMap) -> _Pending:
-        return self._step(node, node.parent, {"op": "flat_map", "fn": node.fn})
+        return self._step(node, node.parent, sp.FlatMapStep(processor=node.name, fn=node.fn))
 
     def visit_FlatMapValues(self, node: n.FlatMapValues) -> _Pending:
-        return self._step(
-            node, node.parent, {"op": "flat_map_values", "fn": node.fn, "with_key": node.with_key}
-        )
+        step = sp.FlatMapValuesStep(processor=node.name, fn=node.fn, with_key=node.with_key)
+        return self._step(node, node.parent, step)
 
     def visit_SelectKey(self, node: n.SelectKey) -> _Pending:
-        return self._step(node, node.parent, {"op": "select_key", "fn": node.fn})
+        return self._step(node, node.parent, sp.SelectKeyStep(processor=node.name, fn=node.fn))
 
     def visit_Peek(self, node: n.Peek) -> _Pending:
-        return self._step(node, node.parent, {"op": "peek", "fn": node.fn})
+        return self._step(node, node.parent, sp.PeekStep(processor=node.name, fn=node.fn))
 
     def visit_Branch(self, node: n.Branch) -> _Pending:
-        return self._step(
-            node,
-            node.parent,
-            {"op": "branch", "predicates": list(node.predicates), "index": node.index},
+        step = sp.BranchStep(
+            processor=node.name, predicates=tuple(node.predicates), index=node.index
         )
+        return self._step(node, node.parent, step)
 
     def visit_TableFilter(self, node: n.TableFilter) -> _Pending:
-        return self._step(
-            node, node.parent, {"op": "table_filter", "fn": node.fn, "negate": node.negate}
-        )
+        step = sp.TableFilterStep(processor=node.name, fn=node.fn, negate=node.negate)
+        return self._step(node, node.parent, step)
 
     def visit_TableMapValues(self, node: n.TableMapValues) -> _Pending:
-        return self._step(
-            node,
-            node.parent,
-            {"op": "table_map_values", "fn": node.fn, "with_key": node.with_key},
-        )
+        step = sp.TableMapValuesStep(processor=node.name, fn=node.fn, with_key=node.with_key)
+        return self._step(node, node.parent, step)
 
     def visit_ToStream(self, node: n.ToStream) -> _Pending:
         return self.visit(node.parent)
@@ -300,36 +288,26 @@ class _Compiler:
             )
         out_value = _known(node.value_type, "value", node.name, node.name)
         sub = self.subtopology_of.get(node.name, 0)
-        spec = {
-            "spec_version": SPEC_VERSION,
-            "kind": "join",
-            "processor": node.name,
-            "store": node.store_name,
-            "left": node.left,
-            "versioned": node.versioned,
-            "history_retention_ms": node.history_retention_ms,
-            "grace_ms": node.grace_ms,
-            "joiner": node.joiner,
-            "joiner_with_key": node.joiner_with_key,
-            "stream": {"key": stream.key_type.spec(), "value": stream.value_type.spec()},
-            "table": {"key": table.key_type.spec(), "value": table.value_type.spec()},
-            "output": {"key": stream.key_type.spec(), "value": out_value.spec()},
-            "output_schema": env.envelope_json(stream.key_type, out_value),
-            "input_schema": env.envelope_json(
-                stream.key_type,
-                stream.value_type,
-                [
-                    env.field("ks_tvalue", table.value_type.spark_json()),
-                    env.field("ks_jside", "integer"),
-                ],
+        spec = sp.JoinSpec(
+            processor=node.name,
+            store=node.store_name,
+            left=node.left,
+            versioned=node.versioned,
+            history_retention_ms=node.history_retention_ms,
+            grace_ms=node.grace_ms,
+            joiner=node.joiner,
+            joiner_with_key=node.joiner_with_key,
+            stream=_kv(stream.key_type, stream.value_type),
+            table=_kv(table.key_type, table.value_type),
+            output=_kv(stream.key_type, out_value),
+            output_schema=_envelope_json(stream.key_type, out_value),
+            packed=sp.Packed(
+                value=json_packable(stream.value_type),
+                tvalue=json_packable(table.value_type),
+                out=json_packable(out_value),
             ),
-            "packed": {
-                "value": json_packable(stream.value_type),
-                "tvalue": json_packable(table.value_type),
-                "out": json_packable(out_value),
-            },
-            "handling": self.handling(sub),
-        }
+            handling=self.handling(sub),
+        )
         stage = st.Stateful(
             stream=stream,
             table=table,
@@ -345,52 +323,44 @@ class _Compiler:
         sub = self.subtopology_of.get(node.name, 0)
         task_column = "key"
         if node.mode is n.DedupMode.BY_ID:
-            id_spec = {
-                "spec_version": SPEC_VERSION,
-                "kind": "dedup_id",
-                "processor": node.name,
-                "id_selector": node.id_selector,
-                "input": {"key": stream.key_type.spec(), "value": stream.value_type.spec()},
-                "output_schema": env.envelope_json(
+            assert node.id_selector is not None  # Deduplicate checks it for BY_ID
+            id_spec = sp.DedupIdSpec(
+                processor=node.name,
+                id_selector=node.id_selector,
+                input=_kv(stream.key_type, stream.value_type),
+                output_schema=_envelope_json(
                     stream.key_type, stream.value_type, [env.field("ks_id", "string")]
                 ),
-                "handling": self.handling(sub),
-            }
+                handling=self.handling(sub),
+            )
             stream = st.IdStage(
                 input=stream, spec=id_spec, key_type=stream.key_type, value_type=stream.value_type
             )
             task_column = "ks_id"
-        spec = {
-            "spec_version": SPEC_VERSION,
-            "kind": "dedup",
-            "processor": node.name,
-            "mode": node.mode.value,
-            "interval_ms": node.interval_ms,
-            "id_selector": node.id_selector,
-            "store": node.store_name,
-            "input": {"key": stream.key_type.spec(), "value": stream.value_type.spec()},
-            "output_schema": env.envelope_json(stream.key_type, stream.value_type),
+        dedup = sp.DedupSpec(
+            processor=node.name,
+            mode=node.mode.value,
+            interval_ms=node.interval_ms,
+            id_selector=node.id_selector,
+            store=node.store_name,
+            input=_kv(stream.key_type, stream.value_type),
+            output_schema=_envelope_json(stream.key_type, stream.value_type),
             # which values travel as JSON text through the operator (see json_packable)
-            "packed": {
-                "value": json_packable(stream.value_type),
-                "out": json_packable(stream.value_type),
-            },
-            "handling": self.handling(sub),
-        }
+            packed=sp.Packed(
+                value=json_packable(stream.value_type), out=json_packable(stream.value_type)
+            ),
+            handling=self.handling(sub),
+        )
         stage = st.Stateful(
             stream=stream,
             table=None,
-            spec=spec,
+            spec=dedup,
             num_partitions=self.config.num_partitions,
             task_column=task_column,
             key_type=stream.key_type,
             value_type=stream.value_type,
         )
         return self._start(stage, node)
-
-
-_KEY_CHANGING = (n.Map, n.FlatMap, n.SelectKey)
-_VALUE_CHANGING = (n.Map, n.FlatMap, n.MapValues, n.FlatMapValues, n.TableMapValues)
 
 
 def _deserialization_mode(config: StreamsConfig) -> str:
@@ -435,28 +405,26 @@ def _known(tp: TypeDesc | None, what: str, origin: str, boundary: str) -> TypeDe
     return tp
 
 
-def _topic_dict(topic: n.TopicSpec) -> dict[str, Any]:
-    return {
-        "name": topic.name,
-        "format": topic.format,
-        "path": topic.path,
-        "options": list(topic.options),
-    }
+def _topic_ref(topic: n.TopicSpec) -> sp.TopicRef:
+    return sp.TopicRef(name=topic.name, format=topic.format, path=topic.path, options=topic.options)
+
+
+def _kv(key: TypeDesc, value: TypeDesc) -> sp.KeyValue:
+    return sp.KeyValue(key=key.spec(), value=value.spec())
+
+
+def _envelope_json(
+    key: TypeDesc, value: TypeDesc, extra: list[dict[str, Any]] | None = None
+) -> str:
+    """The envelope's Spark schema as JSON (``StructType.fromJson`` reads it)."""
+    return env.envelope_json(key.spark_json(), value.spark_json(), extra or ())
 
 
 def _read_schema(topic: n.TopicSpec, key: TypeDesc, value: TypeDesc, processor: str) -> str | None:
     if topic.format in ("kafka", "table"):
         return None
     if topic.layout == "envelope":
-        fields = [
-            env.field("key", key.spark_json()),
-            env.field("value", value.spark_json()),
-            env.field("timestamp", "long"),
-            env.field("headers", env.HEADERS),
-            env.field("partition", "integer"),
-            env.field("offset", "long"),
-            env.field("ks_seq", "long"),
-        ]
+        fields = env.stored_fields(key.spark_json(), value.spark_json())
     else:
         if not isinstance(value, Record):
             raise InvalidTopologyError(

@@ -6,18 +6,26 @@ client API only: no JVM on the client.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Any
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-import attrs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
-from kspark.compiler import envelope as env
 from kspark.compiler import stages as st
 from kspark.errors import CompilationError
+from kspark.plan import graph
 from kspark.plan.types import Primitive, TypeDesc
+from kspark_server import envelope as env
+from kspark_server.envelope import SideKind
+from kspark_server.paths import normalize_path, normalized_path_column
+
+if TYPE_CHECKING:
+    from kspark.runtime.checkpoints import Resume
 
 __all__ = ["INPUT_METRICS_PREFIX", "SIDE_METRICS", "build_dataframe", "writer_function"]
 
@@ -27,17 +35,6 @@ SIDE_METRICS = "kspark"
 #: Prefix of the observed metrics that count each source's records (``records``); the
 #: name goes on with the source processor's name.
 INPUT_METRICS_PREFIX = "kspark_in:"
-
-
-@attrs.frozen(kw_only=True)
-class Resume:
-    """Where a rescaled app's new query checkpoint starts (see kspark.runtime.rescale):
-    files its inputs already consumed, Kafka offsets to start from, and, for its first
-    batch only, each store's initial state (a Parquet folder of ``(ks_task, blob)``)."""
-
-    skip_files: tuple[str, ...] = ()
-    kafka_offsets: dict[str, dict[str, int]] = attrs.field(factory=dict)
-    initial_state: dict[str, str] = attrs.field(factory=dict)
 
 
 _FILE_FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
@@ -106,26 +103,27 @@ def _kafka_decode(c: Column, desc: TypeDesc) -> tuple[Column, Column]:
     return value.cast(schema), bad
 
 
-#: Per session: does the server have Spark's JVM Kafka connector?
-_JVM_KAFKA: dict[int, bool] = {}
+#: Per session: does the server have Spark's JVM Kafka connector? Weak keys: an entry goes
+#: with its session, and a new session never inherits an old one's answer (as it could
+#: through a reused ``id()``).
+_JVM_KAFKA: weakref.WeakKeyDictionary[SparkSession, bool] = weakref.WeakKeyDictionary()
 
 
 def kafka_format(spark: SparkSession, mode: str) -> str:
     """``kafka`` (the JVM connector) or ``kspark_kafka`` (kspark's Python data source,
     registered on the session here)."""
     if mode == "auto":
-        key = id(spark)
-        if key not in _JVM_KAFKA:
+        if spark not in _JVM_KAFKA:
             try:
                 # analysing a read is what finds (or fails to find) the data source
                 probe = spark.read.format("kafka").option("kafka.bootstrap.servers", "localhost:1")
                 _ = probe.option("subscribe", "kspark-probe").load().schema
-                _JVM_KAFKA[key] = True
+                _JVM_KAFKA[spark] = True
             except Exception as exc:
                 if "kafka" not in str(exc).lower() or "find" not in str(exc).lower():
                     raise
-                _JVM_KAFKA[key] = False
-        mode = "jvm" if _JVM_KAFKA[key] else "python"
+                _JVM_KAFKA[spark] = False
+        mode = "jvm" if _JVM_KAFKA[spark] else "python"
     if mode == "jvm":
         return "kafka"
     from kspark_server.kafka import KafkaDataSource
@@ -189,8 +187,8 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
         if resume is not None and resume.skip_files:
             # files an earlier checkpoint generation consumed (a rescale's new checkpoint
             # lists the folder afresh)
-            path = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/")
-            raw = raw.filter(~path.isin(list(resume.skip_files)))
+            path = normalized_path_column(F.col("_metadata.file_path"))
+            raw = raw.filter(~path.isin(sorted({normalize_path(f) for f in resume.skip_files})))
     else:
         raise CompilationError(f"{stage.processor}: no reader for format {t.format!r}")
 
@@ -315,10 +313,10 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
         ),
     }
     if mode == "continue":
-        dropped = _side_struct(kind=F.lit("dropped"), **common)
+        dropped = _side_struct(kind=F.lit(SideKind.DROPPED.value), **common)
     else:
         dropped = _side_struct(
-            kind=F.lit("dlq"),
+            kind=F.lit(SideKind.DLQ.value),
             **common,
             dlq_value=F.col("_corrupt_record"),
             dlq_headers=F.col("headers"),
@@ -367,8 +365,7 @@ def _stateful(
         table = df_of(stage.table)
         tvalue_t = _dtype(stage.table.value_type.spark_json())
         svalue_t = _dtype(stage.stream.value_type.spark_json())
-        cols = list(env.envelope_fields(stage.key_type, stage.stream.value_type))
-        names = [c["name"] for c in cols]
+        names = [name for name, _ in env.ENVELOPE]
         left = stream.select(
             *names, F.lit(None).cast(tvalue_t).alias("ks_tvalue"), F.lit(0).alias("ks_jside")
         )
@@ -384,10 +381,10 @@ def _stateful(
     # Spark turns struct and array columns into Python objects row by row on the way into
     # pandas; JSON text crosses far faster (docs/performance.md), so values and headers
     # travel as text through the operator and are parsed back after it
-    packed = spec["packed"]
-    if packed.get("value"):
+    packed = spec.packed
+    if packed.value:
         stream = stream.withColumn("value", F.to_json("value"))
-    if packed.get("tvalue"):
+    if packed.tvalue:
         stream = stream.withColumn("ks_tvalue", F.to_json("ks_tvalue"))
     stream = stream.withColumn("headers", _headers_text(F.col("headers")))
     grouped = (
@@ -396,17 +393,17 @@ def _stateful(
         .groupBy("ks_task")
     )
     initial = None
-    if resume is not None and spec["store"] in resume.initial_state:
+    if resume is not None and spec.store in resume.initial_state:
         initial = (
-            spark.read.parquet(resume.initial_state[spec["store"]])
+            spark.read.parquet(resume.initial_state[spec.store])
             .select("ks_task", "blob")
             .groupBy("ks_task")
         )
-    out_schema = _schema(spec["output_schema"])
+    out_schema = _schema(spec.output_schema)
     text_schema = StructType(
         [
             StructField(f.name, StringType(), True)
-            if f.name == "headers" or (f.name == "value" and packed.get("out"))
+            if f.name == "headers" or (f.name == "value" and packed.out)
             else f
             for f in out_schema.fields
         ]
@@ -418,7 +415,7 @@ def _stateful(
         timeMode="None",
         initialState=initial,
     )
-    if packed.get("out"):
+    if packed.out:
         value_type: Any = out_schema["value"].dataType  # a struct, list or map (json_packable)
         result = result.withColumn("value", F.from_json("value", value_type))
     return result.withColumn("headers", _headers_struct(F.col("headers")))
@@ -449,21 +446,17 @@ def build_dataframe(
     tagged by ``ks_sink``, with the side rows' metrics observed."""
     from kspark_server.chain import make_chain, make_id_stage
 
-    memo: dict[int, DataFrame] = {}
-
-    def df_of(stage: st.Stage) -> DataFrame:
-        if id(stage) in memo:
-            return memo[id(stage)]
+    def lower(stage: st.Stage, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:
         df: DataFrame
         if isinstance(stage, st.Read):
             df = _read(stage, spark, resume)
         elif isinstance(stage, st.Chain):
             df = df_of(stage.input).mapInArrow(
-                make_chain(stage.spec), _schema(stage.spec["output_schema"])
+                make_chain(stage.spec), _schema(stage.spec.output_schema)
             )
         elif isinstance(stage, st.IdStage):
             df = df_of(stage.input).mapInArrow(
-                make_id_stage(stage.spec), _schema(stage.spec["output_schema"])
+                make_id_stage(stage.spec), _schema(stage.spec.output_schema)
             )
         elif isinstance(stage, st.Union):
             parts = [df_of(p) for p in stage.parts]
@@ -476,10 +469,10 @@ def build_dataframe(
             df = _stateful(stage, df_of, spark, resume)
         else:
             raise CompilationError(f"no lowering for stage {type(stage).__name__}")
-        memo[id(stage)] = df
         return df
 
-    tails = ["timestamp", "headers", "topic", "partition", "offset", "ks_seq", "ks_sub", "ks_side"]
+    df_of = graph.map_nodes((part.stage for part in output.sinks), lambda s: s.inputs, lower)
+
     final: DataFrame | None = None
     for part in output.sinks:
         i = part.index
@@ -487,7 +480,7 @@ def build_dataframe(
             F.lit(i).alias("ks_sink"),
             F.col("key").alias(f"k{i}"),
             F.col("value").alias(f"v{i}"),
-            *tails,
+            *env.TAIL,
         )
         final = d if final is None else final.unionByName(d, allowMissingColumns=True)
     assert final is not None
@@ -515,10 +508,10 @@ def writer_function(
 ) -> Any:
     from kspark_server.sinks import make_batch_writer
 
-    spec = dict(output.writer_spec)
+    spec = output.writer_spec
     # a rescaled app's new checkpoint numbers its batches from 0 again; its sinks go on
-    spec["batch_offset"] = int(batch_offset)
-    topics = [s["topic"] for s in spec["sinks"]] + ([spec["dlq"]] if spec.get("dlq") else [])
-    if spark is not None and any(t["format"] == "kafka" for t in topics):
-        spec["kafka_format"] = kafka_format(spark, spec.get("kafka_client", "auto"))
+    spec = dataclasses.replace(spec, batch_offset=int(batch_offset))
+    topics = [s.topic for s in spec.sinks] + ([spec.dlq] if spec.dlq is not None else [])
+    if spark is not None and any(t.format == "kafka" for t in topics):
+        spec = dataclasses.replace(spec, kafka_format=kafka_format(spark, spec.kafka_client))
     return make_batch_writer(spec)

@@ -7,12 +7,13 @@ options with no Spark server.
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
+from kspark._typing import KafkaClient
+from kspark.plan import graph
 from kspark.plan.nodes import TopicSpec
 from kspark.plan.types import TypeDesc
+from kspark_server.spec import ChainSpec, DedupIdSpec, SinksSpec, StatefulSpec
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -38,7 +39,7 @@ class Read(Stage):
     deserialization: str = "fail"
     subtopology: int = 0
     #: Kafka topics: ``auto``, ``jvm`` or ``python`` (StreamsConfig.kafka_client)
-    kafka_client: str = "auto"
+    kafka_client: KafkaClient = "auto"
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -46,15 +47,11 @@ class Chain(Stage):
     """A fused run of stateless steps: one ``mapInArrow`` pass."""
 
     input: Stage
-    spec: dict[str, Any]
+    spec: ChainSpec
 
     @property
     def inputs(self) -> tuple[Stage, ...]:
         return (self.input,)
-
-    @property
-    def processors(self) -> tuple[str, ...]:
-        return tuple(s["processor"] for s in self.spec["steps"])
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -62,7 +59,7 @@ class IdStage(Stage):
     """Adds ``ks_id`` for ``deduplicate``'s repartition by id."""
 
     input: Stage
-    spec: dict[str, Any]
+    spec: DedupIdSpec
 
     @property
     def inputs(self) -> tuple[Stage, ...]:
@@ -100,7 +97,7 @@ class Stateful(Stage):
 
     stream: Stage
     table: Stage | None
-    spec: dict[str, Any]
+    spec: StatefulSpec
     num_partitions: int
     task_column: str = "key"
 
@@ -122,21 +119,13 @@ class Output:
     """The whole app: its sinks' stages and the ``foreachBatch`` writer spec."""
 
     sinks: tuple[SinkPart, ...]
-    writer_spec: dict[str, Any]
-    processors: tuple[str, ...]
+    writer_spec: SinksSpec
     stores: dict[str, str]
 
     def stages(self) -> list[Stage]:
         """All stages, inputs first, each once."""
-        seen: dict[int, Stage] = {}
+        return graph.toposort((part.stage for part in self.sinks), _inputs)
 
-        def visit(s: Stage) -> None:
-            if id(s) in seen:
-                return
-            for i in s.inputs:
-                visit(i)
-            seen[id(s)] = s
 
-        for part in self.sinks:
-            visit(part.stage)
-        return list(seen.values())
+def _inputs(stage: Stage) -> tuple[Stage, ...]:
+    return stage.inputs

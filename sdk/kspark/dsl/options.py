@@ -16,13 +16,63 @@ True
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import attrs
 
 from kspark.errors import InvalidArgumentError
 
 __all__ = ["Branched", "Deduplicated", "Joined", "Materialized", "Named", "Repartitioned"]
+
+_O = TypeVar("_O")
+_P = ParamSpec("_P")
+
+
+class factory(Generic[_O, _P]):
+    """A method that is also a static factory, as Kafka Streams' option classes have both.
+
+    On an instance, ``opts.with_x(...)`` is a copy of ``opts`` with ``x`` changed. On the
+    class, ``Options.with_x(...)`` is the same call on the default ``Options()``. So
+    ``Joined.with_grace_period(d)`` and ``Joined.as_("j").with_grace_period(d)`` both work,
+    and the second keeps the name. mypy sees both forms as the method's own signature.
+
+    Examples
+    --------
+    >>> Repartitioned.with_num_partitions(4)
+    Repartitioned(name=None, num_partitions=4)
+    >>> Repartitioned.as_("r").with_num_partitions(4)
+    Repartitioned(name='r', num_partitions=4)
+    """
+
+    def __init__(self, fn: Callable[Concatenate[_O, _P], _O]) -> None:
+        self._fn = fn
+        # what doctest, help() and the API docs read from a method
+        self.__doc__ = fn.__doc__
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__module__ = fn.__module__
+        self.__wrapped__ = fn
+
+    @overload
+    def __get__(self, obj: None, owner: type[_O]) -> Callable[_P, _O]: ...
+
+    @overload
+    def __get__(self, obj: _O, owner: type[_O] | None = None) -> Callable[_P, _O]: ...
+
+    def __get__(self, obj: _O | None, owner: type[_O] | None = None) -> Callable[_P, _O]:
+        if obj is None:
+            assert owner is not None
+            obj = owner()
+        target: _O = obj
+
+        @functools.wraps(self._fn)
+        def bound(*args: _P.args, **kwargs: _P.kwargs) -> _O:
+            return self._fn(target, *args, **kwargs)
+
+        return bound
 
 
 def _valid_name(value: object, what: str) -> None:
@@ -47,31 +97,116 @@ def to_ms(d: timedelta, what: str, *, allow_zero: bool = True) -> int:
 
 @attrs.frozen
 class Named:
-    """A processor name chosen by the user instead of the generated one."""
+    """A processor name chosen by the user instead of the generated one.
+
+    Parameters
+    ----------
+    name
+        The processor's name, non-empty; it shows in ``describe()``, metrics and errors.
+
+    Examples
+    --------
+    >>> from kspark import StreamsBuilder, Topic
+    >>> s = StreamsBuilder().stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+    >>> s.filter(lambda k, v: v > 0, Named.as_("positive")).name
+    'positive'
+    """
 
     name: str = attrs.field(validator=lambda _i, _a, v: _valid_name(v, "Named name"))
 
+    # a classmethod, not a factory: a Named holds nothing but its name, so there is
+    # nothing for an instance to keep (and no default Named to start from)
     @classmethod
     def as_(cls, name: str) -> Named:
+        """A ``Named`` with ``name``.
+
+        Parameters
+        ----------
+        name
+            The processor's name.
+
+        Returns
+        -------
+        Named
+            The option object.
+
+        Examples
+        --------
+        >>> Named.as_("positive")
+        Named(name='positive')
+        """
         return cls(name)
 
 
 @attrs.frozen(kw_only=True)
 class Branched:
-    """Names one branch of :meth:`KStream.split`."""
+    """Names one branch of :meth:`KStream.split`.
+
+    Parameters
+    ----------
+    name
+        The branch's name, which follows the split's name in the dict of branches; None
+        numbers the branch.
+
+    Examples
+    --------
+    >>> from kspark import StreamsBuilder, Topic
+    >>> s = StreamsBuilder().stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+    >>> branches = (
+    ...     s.split(Named.as_("sign-"))
+    ...     .branch(lambda k, v: v < 0, Branched.as_("negative"))
+    ...     .default_branch(Branched.as_("other"))
+    ... )
+    >>> sorted(branches)
+    ['sign-negative', 'sign-other']
+    """
 
     name: str | None = attrs.field(
         default=None, validator=lambda _i, _a, v: _valid_name(v, "branch name")
     )
 
-    @classmethod
-    def as_(cls, name: str) -> Branched:
-        return cls(name=name)
+    @factory
+    def as_(self, name: str) -> Branched:
+        """A copy named ``name`` (on the class: a new ``Branched``).
+
+        Parameters
+        ----------
+        name
+            The branch's name.
+
+        Returns
+        -------
+        Branched
+            The option object.
+
+        Examples
+        --------
+        >>> Branched.as_("negative")
+        Branched(name='negative')
+        """
+        return attrs.evolve(self, name=name)
 
 
 @attrs.frozen(kw_only=True)
 class Repartitioned:
-    """Options of :meth:`KStream.repartition`: a name and the number of partitions."""
+    """Options of :meth:`KStream.repartition`: a name and the number of partitions.
+
+    Parameters
+    ----------
+    name
+        The repartition processor's name; None generates one.
+    num_partitions
+        How many tasks the records are spread over, at least 1; None uses the app's
+        ``StreamsConfig.num_partitions``.
+
+    Examples
+    --------
+    >>> from kspark import StreamsBuilder, Topic
+    >>> s = StreamsBuilder().stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+    >>> r = s.repartition(Repartitioned.as_("by-key").with_num_partitions(4))
+    >>> r.name, r.node.num_partitions
+    ('by-key', 4)
+    """
 
     name: str | None = attrs.field(
         default=None, validator=lambda _i, _a, v: _valid_name(v, "Repartitioned name")
@@ -85,25 +220,79 @@ class Repartitioned:
                 parameter="num_partitions",
             )
 
-    @classmethod
-    def as_(cls, name: str) -> Repartitioned:
-        return cls(name=name)
+    @factory
+    def as_(self, name: str) -> Repartitioned:
+        """A copy named ``name`` (on the class: a new ``Repartitioned``).
 
-    @classmethod
-    def with_num_partitions(cls, n: int) -> Repartitioned:
-        return cls(num_partitions=n)
+        Parameters
+        ----------
+        name
+            The repartition processor's name.
+
+        Returns
+        -------
+        Repartitioned
+            The option object, with its other settings kept.
+
+        Examples
+        --------
+        >>> Repartitioned.with_num_partitions(8).as_("by-key")
+        Repartitioned(name='by-key', num_partitions=8)
+        """
+        return attrs.evolve(self, name=name)
+
+    @factory
+    def with_num_partitions(self, num_partitions: int) -> Repartitioned:
+        """A copy that spreads records over ``num_partitions`` tasks (on the class: a new
+        ``Repartitioned``).
+
+        Parameters
+        ----------
+        num_partitions
+            The number of tasks, at least 1.
+
+        Returns
+        -------
+        Repartitioned
+            The option object, with its name kept.
+
+        Examples
+        --------
+        >>> Repartitioned.as_("by-key").with_num_partitions(4)
+        Repartitioned(name='by-key', num_partitions=4)
+        """
+        return attrs.evolve(self, num_partitions=num_partitions)
 
 
 @attrs.frozen(kw_only=True)
 class Materialized:
-    """How a KTable is stored: a latest-value store or a versioned store (KIP-889)."""
+    """How a KTable is stored: a latest-value store or a versioned store (KIP-889).
+
+    Parameters
+    ----------
+    store_name
+        The store's name (``app.store(name)`` reads it); None generates one.
+    versioned
+        Whether the store keeps each key's past versions, so that a join reads the
+        value as of each stream record's timestamp.
+    history_retention
+        How far back a versioned store keeps versions; needed when ``versioned``, and at
+        least the grace period of any join against the table.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> Materialized.as_("rates")
+    Materialized(store_name='rates', versioned=False, history_retention=None)
+    >>> Materialized.as_versioned("rates", timedelta(hours=1)).versioned
+    True
+    """
 
     store_name: str | None = attrs.field(
         default=None, validator=lambda _i, _a, v: _valid_name(v, "store name")
     )
     versioned: bool = False
     history_retention: timedelta | None = None
-    segment_interval: timedelta | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.versioned:
@@ -112,25 +301,47 @@ class Materialized:
                     "a versioned store needs history_retention", parameter="history_retention"
                 )
             to_ms(self.history_retention, "history_retention")
-            if self.segment_interval is not None:
-                to_ms(self.segment_interval, "segment_interval", allow_zero=False)
 
-    @classmethod
-    def as_(cls, store_name: str) -> Materialized:
-        """A latest-value store named ``store_name``."""
-        return cls(store_name=store_name)
+    @factory
+    def as_(self, store_name: str) -> Materialized:
+        """A copy whose store is named ``store_name`` (on the class: a new latest-value
+        store of that name).
 
-    @classmethod
-    def as_versioned(
-        cls,
-        store_name: str,
-        history_retention: timedelta,
-        segment_interval: timedelta | None = None,
-    ) -> Materialized:
-        """A versioned store that keeps ``history_retention`` of history.
+        Parameters
+        ----------
+        store_name
+            The store's name.
+
+        Returns
+        -------
+        Materialized
+            The option object, versioned or not as before.
+
+        Examples
+        --------
+        >>> Materialized.as_("rates").store_name
+        'rates'
+        """
+        return attrs.evolve(self, store_name=store_name)
+
+    @factory
+    def as_versioned(self, store_name: str, history_retention: timedelta) -> Materialized:
+        """A versioned store named ``store_name`` that keeps ``history_retention`` of history.
 
         A stream joined with a versioned table sees the table value as of each stream
         record's timestamp (KIP-914).
+
+        Parameters
+        ----------
+        store_name
+            The store's name.
+        history_retention
+            How far back versions are kept, not negative.
+
+        Returns
+        -------
+        Materialized
+            The option object.
 
         Examples
         --------
@@ -145,20 +356,52 @@ class Materialized:
         >>> table.store_name
         'rates'
         """
-        return cls(
-            store_name=store_name,
-            versioned=True,
-            history_retention=history_retention,
-            segment_interval=segment_interval,
+        return attrs.evolve(
+            self, store_name=store_name, versioned=True, history_retention=history_retention
         )
 
+    @factory
     def with_store_name(self, store_name: str) -> Materialized:
+        """A copy whose store is named ``store_name``.
+
+        Parameters
+        ----------
+        store_name
+            The store's name.
+
+        Returns
+        -------
+        Materialized
+            The option object, with its other settings kept.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> m = Materialized.as_versioned("rates", timedelta(hours=1)).with_store_name("fx")
+        >>> m.store_name, m.versioned
+        ('fx', True)
+        """
         return attrs.evolve(self, store_name=store_name)
 
 
 @attrs.frozen(kw_only=True)
 class Joined:
-    """Options of a stream-table join: a processor name and a grace period (KIP-923)."""
+    """Options of a stream-table join: a processor name and a grace period (KIP-923).
+
+    Parameters
+    ----------
+    name
+        The join processor's name; None generates one.
+    grace_period
+        How long a stream record waits for late table updates (needs a versioned table
+        whose history retention is at least this long); None or zero means no wait.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> Joined.as_("convert").with_grace_period(timedelta(seconds=30))
+    Joined(name='convert', grace_period=datetime.timedelta(seconds=30))
+    """
 
     name: str | None = attrs.field(
         default=None, validator=lambda _i, _a, v: _valid_name(v, "Joined name")
@@ -169,17 +412,65 @@ class Joined:
         if self.grace_period is not None:
             to_ms(self.grace_period, "grace_period")
 
-    @classmethod
-    def as_(cls, name: str) -> Joined:
-        return cls(name=name)
+    @factory
+    def as_(self, name: str) -> Joined:
+        """A copy named ``name`` (on the class: a new ``Joined``).
 
-    def with_name(self, name: str) -> Joined:
+        Parameters
+        ----------
+        name
+            The join processor's name.
+
+        Returns
+        -------
+        Joined
+            The option object, with its grace period kept.
+
+        Examples
+        --------
+        >>> Joined.as_("convert")
+        Joined(name='convert', grace_period=None)
+        """
         return attrs.evolve(self, name=name)
 
+    @factory
+    def with_name(self, name: str) -> Joined:
+        """A copy named ``name``; the same as :meth:`as_`.
+
+        Parameters
+        ----------
+        name
+            The join processor's name.
+
+        Returns
+        -------
+        Joined
+            The option object, with its grace period kept.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> Joined.with_grace_period(timedelta(seconds=5)).with_name("convert").name
+        'convert'
+        """
+        return attrs.evolve(self, name=name)
+
+    @factory
     def with_grace_period(self, grace: timedelta) -> Joined:
         """A copy with a grace period (KIP-923): a stream record is joined once the join's
         stream time reaches its timestamp plus ``grace``, so that late table updates are
-        seen. Needs a versioned table; a zero grace period means none.
+        seen. Needs a versioned table whose history retention is at least ``grace``; a
+        zero grace period means none.
+
+        Parameters
+        ----------
+        grace
+            The grace period, not negative.
+
+        Returns
+        -------
+        Joined
+            The option object, with its name kept.
 
         Examples
         --------
@@ -203,6 +494,13 @@ class Joined:
 class Deduplicated:
     """Options of the deduplication operators (KIP-655): processor and store names.
 
+    Parameters
+    ----------
+    name
+        The processor's name; None generates one.
+    store_name
+        The name of the store of seen records; None generates one.
+
     Examples
     --------
     >>> from datetime import timedelta
@@ -222,12 +520,65 @@ class Deduplicated:
         default=None, validator=lambda _i, _a, v: _valid_name(v, "store name")
     )
 
-    @classmethod
-    def as_(cls, name: str) -> Deduplicated:
-        return cls(name=name)
+    @factory
+    def as_(self, name: str) -> Deduplicated:
+        """A copy named ``name`` (on the class: a new ``Deduplicated``).
 
-    def with_name(self, name: str) -> Deduplicated:
+        Parameters
+        ----------
+        name
+            The processor's name.
+
+        Returns
+        -------
+        Deduplicated
+            The option object, with its store name kept.
+
+        Examples
+        --------
+        >>> Deduplicated.with_store_name("seen").as_("dedup")
+        Deduplicated(name='dedup', store_name='seen')
+        """
         return attrs.evolve(self, name=name)
 
+    @factory
+    def with_name(self, name: str) -> Deduplicated:
+        """A copy named ``name``; the same as :meth:`as_`.
+
+        Parameters
+        ----------
+        name
+            The processor's name.
+
+        Returns
+        -------
+        Deduplicated
+            The option object, with its store name kept.
+
+        Examples
+        --------
+        >>> Deduplicated.with_name("dedup").name
+        'dedup'
+        """
+        return attrs.evolve(self, name=name)
+
+    @factory
     def with_store_name(self, store_name: str) -> Deduplicated:
+        """A copy whose store of seen records is named ``store_name``.
+
+        Parameters
+        ----------
+        store_name
+            The store's name.
+
+        Returns
+        -------
+        Deduplicated
+            The option object, with its name kept.
+
+        Examples
+        --------
+        >>> Deduplicated.as_("dedup").with_store_name("seen")
+        Deduplicated(name='dedup', store_name='seen')
+        """
         return attrs.evolve(self, store_name=store_name)

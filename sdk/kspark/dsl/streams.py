@@ -127,6 +127,33 @@ class StreamsBuilder:
 
         A record with value None (a tombstone) deletes its key. With
         ``Materialized.as_versioned(...)`` the table keeps history for as-of joins.
+
+        Parameters
+        ----------
+        topic
+            Where the changelog comes from, such as ``Topic.jsonl(name, path)``.
+        key_type, value_type
+            The record's key and value types: primitives, dataclasses or attrs classes.
+        materialized
+            How the table is stored: its store name, and whether it is versioned.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KTable
+            The table.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import Materialized, StreamsBuilder, Topic
+        >>> rates = StreamsBuilder().table(
+        ...     Topic.jsonl("rates", "/tmp/rates"), key_type=str, value_type=float,
+        ...     materialized=Materialized.as_versioned("rates", timedelta(days=1)),
+        ... )
+        >>> rates.name, rates.store_name
+        ('KTABLE-SOURCE-0000000000', 'rates')
         """
         _check_topic(topic)
         mat = materialized or Materialized()
@@ -150,7 +177,23 @@ class StreamsBuilder:
         self._sinks.append(sink)
 
     def build(self) -> Topology:
-        """The topology of everything that ends in a sink so far."""
+        """The topology of everything that ends in a sink so far.
+
+        Returns
+        -------
+        Topology
+            The validated, immutable topology, ready for ``StreamsApp`` or the test driver.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int).to(
+        ...     Topic.jsonl("out", "/tmp/out")
+        ... )
+        >>> [n.name for n in b.build().nodes()]
+        ['KSTREAM-SOURCE-0000000000', 'KSTREAM-SINK-0000000001']
+        """
         return Topology(sinks=tuple(self._sinks))
 
 
@@ -218,7 +261,28 @@ class KStream(Generic[K, V]):
     def filter_not(
         self, predicate: Callable[[K, V], bool], named: Named | None = None
     ) -> KStream[K, V]:
-        """Keeps the records for which ``predicate(key, value)`` is false."""
+        """Keeps the records for which ``predicate(key, value)`` is false.
+
+        Parameters
+        ----------
+        predicate
+            A function of the key and the value.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KStream
+            The records that ``predicate`` rejects.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> s.filter_not(lambda k, v: v < 0).name
+        'KSTREAM-FILTER-0000000001'
+        """
         name, seq = self._builder._next("KSTREAM-FILTER", named)
         _infer.check_callable(predicate, "predicate", name)
         return self._wrap(
@@ -324,7 +388,31 @@ class KStream(Generic[K, V]):
         key_type: type[KR] | None = None,
         value_type: type[VR] | None = None,
     ) -> KStream[KR, VR]:
-        """Replaces each record by the ``(key, value)`` pairs ``mapper(key, value)`` yields."""
+        """Replaces each record by the ``(key, value)`` pairs ``mapper(key, value)`` yields.
+
+        Parameters
+        ----------
+        mapper
+            A function of the key and the value that returns an iterable of pairs.
+        key_type, value_type
+            The new key and value types, when ``mapper``'s annotations do not say them.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KStream
+            Zero or more records per input record, with new keys.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> pairs = s.flat_map(lambda k, v: [(k, v), (k.upper(), v)], key_type=str, value_type=int)
+        >>> pairs.node.changes_key
+        True
+        """
         name, seq = self._builder._next("KSTREAM-FLATMAP", named)
         _infer.check_callable(mapper, "mapper", name)
         hk, hv = _infer.pair_hints(_infer.element_hint(_infer.return_hint(mapper)))
@@ -364,7 +452,31 @@ class KStream(Generic[K, V]):
         *,
         value_type: type[Any] | None = None,
     ) -> KStream[Any, Any]:
-        """Replaces each value by the values ``mapper`` yields; keeps the key."""
+        """Replaces each value by the values ``mapper`` yields; keeps the key.
+
+        Parameters
+        ----------
+        mapper
+            ``mapper(value)``, or ``mapper(key, value)`` when it takes two parameters,
+            returning an iterable of values.
+        value_type
+            The new value type, when ``mapper``'s annotations do not say it.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KStream
+            Zero or more records per input record, with the same key.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> s.flat_map_values(lambda v: [v, -v], value_type=int).node.changes_key
+        False
+        """
         name, seq = self._builder._next("KSTREAM-FLATMAPVALUES", named)
         _infer.check_callable(mapper, "mapper", name)
         hint = _infer.element_hint(_infer.return_hint(mapper))
@@ -387,7 +499,30 @@ class KStream(Generic[K, V]):
         *,
         key_type: type[KR] | None = None,
     ) -> KStream[KR, V]:
-        """Sets each record's key to ``mapper(key, value)``."""
+        """Sets each record's key to ``mapper(key, value)``.
+
+        Parameters
+        ----------
+        mapper
+            A function of the key and the value that returns the new key.
+        key_type
+            The new key type, when ``mapper``'s annotations do not say it.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KStream
+            The records with their new keys and the same values.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> s.select_key(lambda k, v: str(v), key_type=str).name
+        'KSTREAM-KEY-SELECT-0000000001'
+        """
         name, seq = self._builder._next("KSTREAM-KEY-SELECT", named)
         _infer.check_callable(mapper, "mapper", name)
         return self._wrap(
@@ -413,7 +548,29 @@ class KStream(Generic[K, V]):
         )
 
     def merge(self, other: KStream[K, V], named: Named | None = None) -> KStream[K, V]:
-        """The records of both streams. Both must have the same key and value types."""
+        """The records of both streams. Both must have the same key and value types.
+
+        Parameters
+        ----------
+        other
+            The other stream, from the same builder.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KStream
+            The records of both streams.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> other = b.stream(Topic.jsonl("more", "/tmp/more"), key_type=str, value_type=int)
+        >>> [p.name for p in s.merge(other).node.parents]
+        ['KSTREAM-SOURCE-0000000000', 'KSTREAM-SOURCE-0000000001']
+        """
         name, seq = self._builder._next("KSTREAM-MERGE", named)
         if not isinstance(other, KStream):
             raise InvalidArgumentError(f"{name}: merge takes a KStream", processor=name)
@@ -458,7 +615,28 @@ class KStream(Generic[K, V]):
         return BranchedKStream(self, prefix=prefix, user_prefix=named is not None)
 
     def repartition(self, repartitioned: Repartitioned | None = None) -> KStream[K, V]:
-        """Redistributes records by key over the app's tasks (or ``num_partitions``)."""
+        """Redistributes records by key over the app's tasks (or ``num_partitions``).
+
+        Parameters
+        ----------
+        repartitioned
+            A name and a number of partitions; by default a generated name and the app's
+            ``StreamsConfig.num_partitions``.
+
+        Returns
+        -------
+        KStream
+            The same records, starting a new sub-topology.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> r = s.repartition(Repartitioned.as_("by-key").with_num_partitions(4))
+        >>> r.name, r.node.repartitions
+        ('by-key', True)
+        """
         opts = repartitioned or Repartitioned()
         name, seq = self._builder._next("KSTREAM-REPARTITION", opts.name)
         return self._wrap(
@@ -472,7 +650,29 @@ class KStream(Generic[K, V]):
         )
 
     def to(self, topic: n.TopicSpec, named: Named | None = None) -> None:
-        """Writes the stream to ``topic``. Key and value types must be known here."""
+        """Writes the stream to ``topic``. Key and value types must be known here.
+
+        Parameters
+        ----------
+        topic
+            Where the records go, such as ``Topic.jsonl(name, path)``.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        None
+            The stream ends here; :meth:`StreamsBuilder.build` includes it.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> s.to(Topic.jsonl("out", "/tmp/out"), Named.as_("write-out"))
+        >>> b.build().sinks[0].name
+        'write-out'
+        """
         _check_topic(topic)
         name, seq = self._builder._next("KSTREAM-SINK", named)
         self._builder._add_sink(
@@ -575,7 +775,34 @@ class KStream(Generic[K, V]):
         *,
         value_type: type[Any] | None = None,
     ) -> KStream[Any, Any]:
-        """Like :meth:`join`, but stream records with no table value join with None."""
+        """Like :meth:`join`, but stream records with no table value join with None.
+
+        Parameters
+        ----------
+        table
+            The table, from the same builder, with the stream's key type.
+        joiner
+            ``joiner(value, table_value)`` or ``joiner(key, value, table_value)``;
+            ``table_value`` is None when the table has no value for the key.
+        joined
+            A processor name and a grace period (a grace period needs a versioned table).
+        value_type
+            The joined value's type, when ``joiner``'s annotations do not say it.
+
+        Returns
+        -------
+        KStream
+            One record per stream record, with the joiner's value.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> t = b.table(Topic.jsonl("names", "/tmp/names"), key_type=str, value_type=str)
+        >>> s.left_join(t, lambda v, name: f"{name}:{v}", value_type=str).name
+        'KSTREAM-LEFTJOIN-0000000003'
+        """
         return self._join(table, joiner, joined, value_type, left=True)
 
     def _join(
@@ -731,7 +958,32 @@ class KStream(Generic[K, V]):
         interval: timedelta,
         deduplicated: Deduplicated | None = None,
     ) -> KStream[K, V]:
-        """Drops records whose (key, id) pair was forwarded within ``interval``."""
+        """Drops records whose (key, id) pair was forwarded within ``interval``.
+
+        Parameters
+        ----------
+        id_selector
+            ``id_selector(key, value)`` gives a record's id.
+        interval
+            How long, in stream time, a forwarded (key, id) pair stops its duplicates.
+        deduplicated
+            Processor and store names.
+
+        Returns
+        -------
+        KStream
+            The records that are not duplicates.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> d = s.deduplicate_by_key_value(lambda k, v: str(v), timedelta(minutes=5))
+        >>> d.node.stateful, d.node.repartitions
+        (True, False)
+        """
         return self._dedup(n.DedupMode.BY_KEY_VALUE, id_selector, interval, deduplicated)
 
     def deduplicate(
@@ -740,7 +992,34 @@ class KStream(Generic[K, V]):
         interval: timedelta,
         deduplicated: Deduplicated | None = None,
     ) -> KStream[K, V]:
-        """Drops records whose id was forwarded within ``interval``, over all partitions."""
+        """Drops records whose id was forwarded within ``interval``, over all partitions.
+
+        The records are redistributed by id first, so the same id from two keys is one.
+
+        Parameters
+        ----------
+        id_selector
+            ``id_selector(key, value)`` gives a record's id.
+        interval
+            How long, in stream time, a forwarded id stops its duplicates.
+        deduplicated
+            Processor and store names.
+
+        Returns
+        -------
+        KStream
+            The records that are not duplicates.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> d = s.deduplicate(lambda k, v: str(v), timedelta(minutes=5))
+        >>> d.node.stateful, d.node.repartitions
+        (True, True)
+        """
         return self._dedup(n.DedupMode.BY_ID, id_selector, interval, deduplicated)
 
     def _dedup(
@@ -791,18 +1070,74 @@ class BranchedKStream(Generic[K, V]):
     def branch(
         self, predicate: Callable[[K, V], bool], branched: Branched | None = None
     ) -> BranchedKStream[K, V]:
-        """Adds a branch of the records for which ``predicate`` is the first true one."""
+        """Adds a branch of the records for which ``predicate`` is the first true one.
+
+        Parameters
+        ----------
+        predicate
+            A function of the key and the value.
+        branched
+            The branch's name; by default its number.
+
+        Returns
+        -------
+        BranchedKStream
+            This split, to add more branches or end it.
+
+        Examples
+        --------
+        >>> from kspark import Branched, StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> branches = s.split().branch(lambda k, v: v < 0, Branched.as_("neg")).no_default_branch()
+        >>> list(branches)
+        ['KSTREAM-BRANCH-0000000001-neg']
+        """
         _infer.check_callable(predicate, "predicate", self._split_name)
         self._predicates.append(predicate)
         self._names.append(branched.name if branched else None)
         return self
 
     def default_branch(self, branched: Branched | None = None) -> dict[str, KStream[K, V]]:
-        """Ends the split with a branch for the records no predicate took."""
+        """Ends the split with a branch for the records no predicate took.
+
+        Parameters
+        ----------
+        branched
+            The default branch's name; by default its number.
+
+        Returns
+        -------
+        dict
+            Branch name to stream, the default branch last.
+
+        Examples
+        --------
+        >>> from kspark import Branched, StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> branches = s.split().branch(lambda k, v: v < 0).default_branch(Branched.as_("rest"))
+        >>> len(branches)
+        2
+        """
         return self._finish(default=branched or Branched())
 
     def no_default_branch(self) -> dict[str, KStream[K, V]]:
-        """Ends the split; records no predicate took are dropped."""
+        """Ends the split; records no predicate took are dropped.
+
+        Returns
+        -------
+        dict
+            Branch name to stream.
+
+        Examples
+        --------
+        >>> from kspark import Branched, StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> len(s.split().branch(lambda k, v: v < 0).no_default_branch())
+        1
+        """
         return self._finish(default=None)
 
     def _finish(self, default: Branched | None) -> dict[str, KStream[K, V]]:
@@ -867,7 +1202,28 @@ class KTable(Generic[K, V]):
         return node
 
     def filter(self, predicate: Callable[[K, V], bool], named: Named | None = None) -> KTable[K, V]:
-        """Keeps the rows for which ``predicate(key, value)`` is true; others are deleted."""
+        """Keeps the rows for which ``predicate(key, value)`` is true; others are deleted.
+
+        Parameters
+        ----------
+        predicate
+            A function of the key and the value.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KTable
+            The table of the rows that pass; a row that stops passing becomes a tombstone.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> t = b.table(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> t.filter(lambda k, v: v > 0).name
+        'KTABLE-FILTER-0000000002'
+        """
         name, seq = self._builder._next("KTABLE-FILTER", named)
         _infer.check_callable(predicate, "predicate", name)
         return KTable(
@@ -885,7 +1241,28 @@ class KTable(Generic[K, V]):
     def filter_not(
         self, predicate: Callable[[K, V], bool], named: Named | None = None
     ) -> KTable[K, V]:
-        """Keeps the rows for which ``predicate(key, value)`` is false."""
+        """Keeps the rows for which ``predicate(key, value)`` is false.
+
+        Parameters
+        ----------
+        predicate
+            A function of the key and the value.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KTable
+            The table of the rows that ``predicate`` rejects.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> t = b.table(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> t.filter_not(lambda k, v: v > 0).node.negate
+        True
+        """
         name, seq = self._builder._next("KTABLE-FILTER", named)
         _infer.check_callable(predicate, "predicate", name)
         return KTable(
@@ -926,7 +1303,31 @@ class KTable(Generic[K, V]):
         *,
         value_type: type[Any] | None = None,
     ) -> KTable[Any, Any]:
-        """Maps each row's value; tombstones stay tombstones."""
+        """Maps each row's value; tombstones stay tombstones.
+
+        Parameters
+        ----------
+        mapper
+            ``mapper(value)``, or ``mapper(key, value)`` when it takes two parameters.
+        value_type
+            The new value type, when ``mapper``'s annotations do not say it.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KTable
+            The table with the mapped values and the same store.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> t = b.table(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> m = t.map_values(lambda v: v * 2, value_type=int)
+        >>> m.store_name == t.store_name
+        True
+        """
         name, seq = self._builder._next("KTABLE-MAPVALUES", named)
         _infer.check_callable(mapper, "mapper", name)
         return KTable(
@@ -945,7 +1346,26 @@ class KTable(Generic[K, V]):
         )
 
     def to_stream(self, named: Named | None = None) -> KStream[K, V]:
-        """The table's changelog as a stream; deletes appear with value None."""
+        """The table's changelog as a stream; deletes appear with value None.
+
+        Parameters
+        ----------
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KStream
+            One record per update of the table.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, Topic
+        >>> b = StreamsBuilder()
+        >>> t = b.table(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
+        >>> t.to_stream().name
+        'KTABLE-TOSTREAM-0000000002'
+        """
         name, seq = self._builder._next("KTABLE-TOSTREAM", named)
         return KStream(
             self._builder,

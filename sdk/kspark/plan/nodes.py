@@ -10,10 +10,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar, get_args
 
 import attrs
 
+from kspark._typing import TopicFormat, TopicLayout
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan.types import TypeDesc
 
@@ -38,6 +39,7 @@ __all__ = [
     "TableMapValues",
     "TableSource",
     "ToStream",
+    "ToTable",
     "Topic",
     "TopicSpec",
 ]
@@ -61,9 +63,9 @@ class TopicSpec:
     """
 
     name: str
-    format: str
+    format: TopicFormat
     path: str | None = None
-    layout: str = "envelope"
+    layout: TopicLayout = "envelope"
     key_field: str | None = None
     timestamp_field: str | None = None
     options: tuple[tuple[str, str], ...] = ()
@@ -71,7 +73,7 @@ class TopicSpec:
     def __attrs_post_init__(self) -> None:
         if not self.name:
             raise InvalidArgumentError("a topic needs a name", parameter="name")
-        if self.format not in ("jsonl", "parquet", "csv", "table", "kafka"):
+        if self.format not in get_args(TopicFormat):
             raise InvalidArgumentError(
                 f"topic {self.name!r}: unknown format {self.format!r}", parameter="format"
             )
@@ -80,7 +82,7 @@ class TopicSpec:
                 f"topic {self.name!r}: a {self.format} topic needs a path or table name",
                 parameter="path",
             )
-        if self.layout not in ("envelope", "value"):
+        if self.layout not in get_args(TopicLayout):
             raise InvalidArgumentError(
                 f"topic {self.name!r}: layout must be 'envelope' or 'value', not {self.layout!r}",
                 parameter="layout",
@@ -100,7 +102,7 @@ class TopicSpec:
         name: str,
         path: str,
         *,
-        layout: str = "envelope",
+        layout: TopicLayout = "envelope",
         key_field: str | None = None,
         timestamp_field: str | None = None,
     ) -> TopicSpec:
@@ -126,7 +128,7 @@ class TopicSpec:
         name: str,
         path: str,
         *,
-        layout: str = "envelope",
+        layout: TopicLayout = "envelope",
         key_field: str | None = None,
         timestamp_field: str | None = None,
     ) -> TopicSpec:
@@ -167,7 +169,7 @@ class TopicSpec:
         name: str,
         table_name: str | None = None,
         *,
-        layout: str = "envelope",
+        layout: TopicLayout = "envelope",
         key_field: str | None = None,
         timestamp_field: str | None = None,
     ) -> TopicSpec:
@@ -197,7 +199,17 @@ class TopicSpec:
 
 @attrs.frozen(kw_only=True)
 class Node:
-    """Base of all plan nodes: a processor with a unique, deterministic name."""
+    """Base of all plan nodes: a processor with a unique, deterministic name.
+
+    What the compiler and ``describe()`` need to know about a processor is said by the
+    node itself (as Kafka Streams' ``GraphNode`` does): :attr:`changes_key`,
+    :attr:`changes_value`, :attr:`repartitions` and :attr:`stateful`.
+    """
+
+    #: whether the processor may give a record a new key (``isKeyChangingOperation``)
+    changes_key: ClassVar[bool] = False
+    #: whether the processor may give a record a new value, so the value's type comes from it
+    changes_value: ClassVar[bool] = False
 
     name: str = attrs.field(validator=lambda _i, _a, v: _check_name(v))
     key_type: TypeDesc | None
@@ -217,6 +229,17 @@ class Node:
     def stores(self) -> tuple[str, ...]:
         """Names of the state stores this processor owns."""
         return ()
+
+    @property
+    def stateful(self) -> bool:
+        """Whether the processor owns a state store."""
+        return bool(self.stores())
+
+    @property
+    def repartitions(self) -> bool:
+        """Whether the processor reads from a repartition topic, so it starts a new
+        sub-topology (a shuffle by key, or by id for ``deduplicate``)."""
+        return False
 
 
 @attrs.frozen(kw_only=True)
@@ -258,12 +281,17 @@ class Filter(_Unary):
 class Map(_Unary):
     """``fn(key, value) -> (new_key, new_value)``."""
 
+    changes_key: ClassVar[bool] = True
+    changes_value: ClassVar[bool] = True
+
     fn: Fn
 
 
 @attrs.frozen(kw_only=True)
 class MapValues(_Unary):
     """``fn(value)`` or, with ``with_key``, ``fn(key, value)`` gives the new value."""
+
+    changes_value: ClassVar[bool] = True
 
     fn: Fn
     with_key: bool = False
@@ -273,17 +301,24 @@ class MapValues(_Unary):
 class FlatMap(_Unary):
     """``fn(key, value)`` gives an iterable of ``(key, value)`` pairs."""
 
+    changes_key: ClassVar[bool] = True
+    changes_value: ClassVar[bool] = True
+
     fn: Fn
 
 
 @attrs.frozen(kw_only=True)
 class FlatMapValues(_Unary):
+    changes_value: ClassVar[bool] = True
+
     fn: Fn
     with_key: bool = False
 
 
 @attrs.frozen(kw_only=True)
 class SelectKey(_Unary):
+    changes_key: ClassVar[bool] = True
+
     fn: Fn
 
 
@@ -324,6 +359,10 @@ class Repartition(_Unary):
 
     num_partitions: int | None = None
 
+    @property
+    def repartitions(self) -> bool:
+        return True
+
 
 @attrs.frozen(kw_only=True)
 class TableFilter(_Unary):
@@ -335,6 +374,8 @@ class TableFilter(_Unary):
 
 @attrs.frozen(kw_only=True)
 class TableMapValues(_Unary):
+    changes_value: ClassVar[bool] = True
+
     fn: Fn
     with_key: bool = False
 
@@ -370,6 +411,22 @@ class StreamTableJoin(Node):
     versioned: bool = False
     history_retention_ms: int = 0
     grace_ms: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        # Kafka Streams refuses this too ("History retention must be at least grace
+        # period"): a record held back for the grace period could look up a version that
+        # the table has already dropped.
+        if self.versioned and self.grace_ms > self.history_retention_ms:
+            grace = timedelta(milliseconds=self.grace_ms)
+            retention = timedelta(milliseconds=self.history_retention_ms)
+            raise InvalidTopologyError(
+                f"{self.name}: the grace period ({grace}) is longer than the history "
+                f"retention ({retention}) of the versioned table it joins; history retention "
+                "must be at least the grace period",
+                processor=self.name,
+                grace_ms=self.grace_ms,
+                history_retention_ms=self.history_retention_ms,
+            )
 
     @property
     def parents(self) -> tuple[Node, ...]:
@@ -410,6 +467,11 @@ class Deduplicate(_Unary):
 
     def stores(self) -> tuple[str, ...]:
         return (self.store_name,)
+
+    @property
+    def repartitions(self) -> bool:
+        # by id, records move to the task of their id (Kafka Streams repartitions by it)
+        return self.mode is DedupMode.BY_ID
 
 
 @attrs.frozen(kw_only=True)

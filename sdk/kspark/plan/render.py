@@ -1,9 +1,12 @@
-"""A topology as a picture: a self-contained SVG, drawn without Graphviz.
+"""A topology in words and pictures: ``describe()`` text, SVG, Mermaid and Graphviz DOT.
 
-Notebooks and GitHub show SVG directly, while Mermaid needs a JavaScript renderer (GitHub
-does not render Mermaid inside notebooks) and DOT needs the ``dot`` binary. The layout is
-a plain layered drawing, which suits Kafka Streams topologies (mostly chains, a few joins,
-branches and merges):
+Processor names may be any non-empty string, so each format escapes them its own way, and
+the Mermaid ids made from them are injective (two names never share a box).
+
+The SVG is self-contained and drawn without Graphviz: notebooks and GitHub show SVG
+directly, while Mermaid needs a JavaScript renderer (GitHub does not render Mermaid inside
+notebooks) and DOT needs the ``dot`` binary. The layout is a plain layered drawing, which
+suits Kafka Streams topologies (mostly chains, a few joins, branches and merges):
 
 - a node's column is one more than its deepest parent's; a source sits just left of its
   first consumer, so a table read by a join late in a chain does not stretch across it;
@@ -16,12 +19,163 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
+from kspark.plan import graph
 from kspark.plan.nodes import Node, Sink, Source, TableSource
 
 if TYPE_CHECKING:
     from kspark.plan.topology import Topology
 
-__all__ = ["topology_svg"]
+__all__ = ["describe", "topology_dot", "topology_mermaid", "topology_svg"]
+
+
+def _parents(node: Node) -> tuple[Node, ...]:
+    return node.parents
+
+
+def _children(nodes: tuple[Node, ...]) -> dict[int, list[Node]]:
+    return graph.children(nodes, _parents)
+
+
+def _is_topic(node: Node) -> bool:
+    return isinstance(node, Source | TableSource | Sink)
+
+
+def _topic_name(node: Node) -> str:
+    assert isinstance(node, Source | TableSource | Sink)
+    return node.topic.name
+
+
+def _describe_line(node: Node) -> str:
+    if isinstance(node, Source | TableSource):
+        return f"Source: {node.name} (topics: [{node.topic.name}])"
+    if isinstance(node, Sink):
+        return f"Sink: {node.name} (topic: {node.topic.name})"
+    return f"Processor: {node.name} (stores: [{', '.join(node.stores())}])"
+
+
+def describe(topology: Topology) -> str:
+    """The text of :meth:`Topology.describe`, in the layout of Kafka Streams'.
+
+    Parameters
+    ----------
+    topology
+        A built topology.
+
+    Returns
+    -------
+    str
+        One block per sub-topology, one line per processor with its edges.
+    """
+    children = _children(topology.nodes())
+    lines = ["Topologies:"]
+    for i, group in enumerate(topology.subtopologies()):
+        lines.append(f"   Sub-topology: {i}")
+        for n in group:
+            lines.append(f"    {_describe_line(n)}")
+            if children[id(n)]:
+                lines.append(f"      --> {', '.join(c.name for c in children[id(n)])}")
+            if n.parents:
+                lines.append(f"      <-- {', '.join(p.name for p in n.parents)}")
+    return "\n".join(lines)
+
+
+# -- Mermaid -----------------------------------------------------------------------------
+
+
+def _mermaid_id(name: str) -> str:
+    """An injective Mermaid node id: ASCII letters and digits stay, ``_`` doubles, and
+    every other character becomes ``_<hex code>_``. The ``n`` prefix keeps ids clear of
+    Mermaid's keywords (``end``) and of edge syntax (an id starting with ``o`` or ``x``)."""
+    out = ["n"]
+    for c in name:
+        if c.isascii() and c.isalnum():
+            out.append(c)
+        elif c == "_":
+            out.append("__")
+        else:
+            out.append(f"_{ord(c):x}_")
+    return "".join(out)
+
+
+def _mermaid_text(text: str) -> str:
+    """``text`` for a quoted Mermaid label: characters that Mermaid or its HTML labels
+    would read as syntax become entity codes, and a line break becomes ``<br/>``."""
+    out = []
+    for c in text:
+        if c == "\n":
+            out.append("<br/>")
+        elif c.isalnum() or c in " _-.,:/+=@":
+            out.append(c)
+        else:
+            out.append(f"#{ord(c)};")
+    return "".join(out)
+
+
+def topology_mermaid(topology: Topology) -> str:
+    """The topology as a Mermaid flowchart (left to right), for notebooks and docs.
+
+    Parameters
+    ----------
+    topology
+        A built topology.
+
+    Returns
+    -------
+    str
+        A ``flowchart LR`` with one node per processor; topics are cylinders.
+    """
+    lines = ["flowchart LR"]
+    for n in topology.nodes():
+        label = _mermaid_text(n.name)
+        if _is_topic(n):
+            label += f"<br/>topic: {_mermaid_text(_topic_name(n))}"
+        elif n.stateful:
+            label += f"<br/>stores: {_mermaid_text(', '.join(n.stores()))}"
+        shape = ("[(", ")]") if _is_topic(n) else ("[", "]")
+        lines.append(f'    {_mermaid_id(n.name)}{shape[0]}"{label}"{shape[1]}')
+    for n in topology.nodes():
+        for p in n.parents:
+            lines.append(f"    {_mermaid_id(p.name)} --> {_mermaid_id(n.name)}")
+    return "\n".join(lines)
+
+
+# -- Graphviz DOT ------------------------------------------------------------------------
+
+
+def _dot_string(text: str) -> str:
+    """``text`` as a DOT quoted string: backslashes and quotes escaped, a line break as
+    DOT's ``\\n`` (which labels draw as a line break). The mapping is injective, so the
+    quoted names also serve as node ids."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def topology_dot(topology: Topology) -> str:
+    """The topology in Graphviz DOT (left to right).
+
+    Parameters
+    ----------
+    topology
+        A built topology.
+
+    Returns
+    -------
+    str
+        A ``digraph``; topics are cylinders, processors boxes.
+    """
+    lines = ["digraph topology {", "  rankdir=LR;"]
+    for n in topology.nodes():
+        shape = "cylinder" if _is_topic(n) else "box"
+        label = n.name + (f"\nstores: {', '.join(n.stores())}" if n.stateful else "")
+        lines.append(f"  {_dot_string(n.name)} [shape={shape}, label={_dot_string(label)}];")
+    for n in topology.nodes():
+        for p in n.parents:
+            lines.append(f"  {_dot_string(p.name)} -> {_dot_string(n.name)};")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+# -- SVG ---------------------------------------------------------------------------------
 
 _CHAR_W = 7.3  # width of one character of the 12px monospace font
 _LINE_H = 16
@@ -37,6 +191,20 @@ _STYLE = {
 }
 
 
+def _shown(text: str) -> str:
+    """``text`` with the characters that are not printable (a line break, which SVG text
+    would fold into a space, or a control character, which XML forbids even escaped)
+    written as their Python escapes."""
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
+def _svg_text(text: str) -> str:
+    """``text`` for SVG: shown printable, with XML's special characters as entities."""
+    return escape(_shown(text))
+
+
 def _lines(node: Node) -> list[str]:
     if isinstance(node, Source | TableSource):
         kind = "Table source" if isinstance(node, TableSource) else "Source"
@@ -48,22 +216,19 @@ def _lines(node: Node) -> list[str]:
 
 
 def _kind(node: Node) -> str:
-    if isinstance(node, Source | TableSource | Sink):
+    if _is_topic(node):
         return "topic"
-    return "stateful" if node.stores() else "stateless"
+    return "stateful" if node.stateful else "stateless"
 
 
 def _columns(nodes: tuple[Node, ...]) -> dict[str, int]:
     col: dict[str, int] = {}
     for n in nodes:  # parents first
         col[n.name] = 1 + max((col[p.name] for p in n.parents), default=-1)
-    children: dict[str, list[str]] = {n.name: [] for n in nodes}
+    children = _children(nodes)
     for n in nodes:
-        for p in n.parents:
-            children[p.name].append(n.name)
-    for n in nodes:
-        if not n.parents and children[n.name]:
-            col[n.name] = max(col[n.name], min(col[c] for c in children[n.name]) - 1)
+        if not n.parents and children[id(n)]:
+            col[n.name] = max(col[n.name], min(col[c.name] for c in children[id(n)]) - 1)
     return col
 
 
@@ -166,7 +331,7 @@ def topology_svg(topology: Topology) -> str:
         w, h = size[n.name]
         fill, stroke = _STYLE[_kind(n)]
         radius = 12 if _kind(n) == "topic" else 4
-        out.append(f"<g><title>{escape(_describe_line(n))}</title>")
+        out.append(f"<g><title>{_svg_text(_describe_line(n))}</title>")
         out.append(
             f'<rect x="{bx:.1f}" y="{by:.1f}" width="{w:.1f}" height="{h:.1f}" rx="{radius}" '
             f'fill="{fill}" stroke="{stroke}" stroke-width="1.5"/>'
@@ -175,7 +340,7 @@ def topology_svg(topology: Topology) -> str:
             weight = ' font-weight="bold"' if i == 0 else ' fill="#333"'
             out.append(
                 f'<text x="{bx + w / 2:.1f}" y="{by + _PAD_Y + (i + 0.75) * _LINE_H:.1f}" '
-                f'text-anchor="middle"{weight}>{escape(line)}</text>'
+                f'text-anchor="middle"{weight}>{_svg_text(line)}</text>'
             )
         out.append("</g>")
     out.append("</svg>")
@@ -183,12 +348,4 @@ def topology_svg(topology: Topology) -> str:
 
 
 def _box_w(node: Node) -> float:
-    return max(len(line) for line in _lines(node)) * _CHAR_W + 2 * _PAD_X
-
-
-def _describe_line(node: Node) -> str:
-    if isinstance(node, Source | TableSource):
-        return f"Source: {node.name} (topics: [{node.topic.name}])"
-    if isinstance(node, Sink):
-        return f"Sink: {node.name} (topic: {node.topic.name})"
-    return f"Processor: {node.name} (stores: [{', '.join(node.stores())}])"
+    return max(len(_shown(line)) for line in _lines(node)) * _CHAR_W + 2 * _PAD_X

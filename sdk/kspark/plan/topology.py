@@ -8,26 +8,16 @@ from typing import Any
 
 import attrs
 
+from kspark._typing import TopicRole
 from kspark.errors import InvalidTopologyError
-from kspark.plan.nodes import (
-    Deduplicate,
-    DedupMode,
-    Node,
-    Repartition,
-    Sink,
-    Source,
-    TableSource,
-    TopicSpec,
-)
+from kspark.plan import graph, render
+from kspark.plan.nodes import Node, Sink, Source, TableSource, TopicSpec
 
 __all__ = ["Topology"]
 
 
-def _is_cut(node: Node) -> bool:
-    """Whether ``node`` reads from a repartition topic, which starts a new sub-topology."""
-    return isinstance(node, Repartition) or (
-        isinstance(node, Deduplicate) and node.mode is DedupMode.BY_ID
-    )
+def _parents(node: Node) -> tuple[Node, ...]:
+    return node.parents
 
 
 @attrs.frozen(kw_only=True)
@@ -76,18 +66,8 @@ class Topology:
 
     def nodes(self) -> tuple[Node, ...]:
         """All nodes in a deterministic topological order (parents first)."""
-        seen: dict[int, Node] = {}
-
-        def visit(node: Node) -> None:
-            if id(node) in seen:
-                return
-            for parent in node.parents:
-                visit(parent)
-            seen[id(node)] = node
-
-        for sink in self.sinks:
-            visit(sink)
-        return tuple(sorted(seen.values(), key=lambda n: n.seq))
+        sinks: tuple[Node, ...] = self.sinks
+        return tuple(sorted(graph.toposort(sinks, _parents), key=lambda n: n.seq))
 
     def sources(self) -> tuple[Source | TableSource, ...]:
         return tuple(n for n in self.nodes() if isinstance(n, Source | TableSource))
@@ -99,11 +79,10 @@ class Topology:
         raise KeyError(name)
 
     def children(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {n.name: [] for n in self.nodes()}
-        for n in self.nodes():
-            for p in n.parents:
-                out[p.name].append(n.name)
-        return out
+        """Processor name -> the names of the processors that read from it."""
+        nodes = self.nodes()
+        kids = graph.children(nodes, _parents)
+        return {n.name: [c.name for c in kids[id(n)]] for n in nodes}
 
     def stores(self) -> dict[str, str]:
         """Store name -> the processor that owns it."""
@@ -121,7 +100,7 @@ class Topology:
             return x
 
         for n in nodes:
-            if _is_cut(n):
+            if n.repartitions:
                 continue
             for p in n.parents:
                 parent_of[find(p.name)] = find(n.name)
@@ -166,63 +145,33 @@ class Topology:
             Sink: KSTREAM-SINK-0000000005 (topic: out)
               <-- KSTREAM-DEDUPLICATE-0000000003
         """
-        children = self.children()
-        lines = ["Topologies:"]
-        for i, group in enumerate(self.subtopologies()):
-            lines.append(f"   Sub-topology: {i}")
-            for n in group:
-                if isinstance(n, Source | TableSource):
-                    lines.append(f"    Source: {n.name} (topics: [{n.topic.name}])")
-                elif isinstance(n, Sink):
-                    lines.append(f"    Sink: {n.name} (topic: {n.topic.name})")
-                else:
-                    lines.append(f"    Processor: {n.name} (stores: [{', '.join(n.stores())}])")
-                if children[n.name]:
-                    lines.append(f"      --> {', '.join(children[n.name])}")
-                if n.parents:
-                    lines.append(f"      <-- {', '.join(p.name for p in n.parents)}")
-        return "\n".join(lines)
+        return render.describe(self)
 
-    def with_topics(self, fn: Callable[[TopicSpec, str], TopicSpec]) -> Topology:
+    def with_topics(self, fn: Callable[[TopicSpec, TopicRole], TopicSpec]) -> Topology:
         """A copy whose sources and sinks read and write ``fn(topic, role)`` instead, where
         ``role`` is ``"source"`` or ``"sink"``. Names and everything else stay the same."""
-        memo: dict[int, Node] = {}
 
-        def remap(node: Node) -> Node:
-            if id(node) in memo:
-                return memo[id(node)]
+        def remap(node: Node, new: Callable[[Node], Node]) -> Node:
             changes: dict[str, Any] = {}
             for a in attrs.fields(type(node)):
                 value = getattr(node, a.name)
                 if isinstance(value, Node):
-                    changes[a.name] = remap(value)
+                    changes[a.name] = new(value)
                 elif isinstance(value, tuple) and value and all(isinstance(v, Node) for v in value):
-                    changes[a.name] = tuple(remap(v) for v in value)
+                    changes[a.name] = tuple(new(v) for v in value)
             if isinstance(node, Source | TableSource):
                 changes["topic"] = fn(node.topic, "source")
             elif isinstance(node, Sink):
                 changes["topic"] = fn(node.topic, "sink")
-            memo[id(node)] = attrs.evolve(node, **changes)
-            return memo[id(node)]
+            return attrs.evolve(node, **changes)
 
-        sinks = tuple(remap(s) for s in self.sinks)
-        return Topology(sinks=sinks)  # type: ignore[arg-type]
+        sinks: tuple[Node, ...] = self.sinks
+        new = graph.map_nodes(sinks, _parents, remap)
+        return Topology(sinks=tuple(new(s) for s in self.sinks))  # type: ignore[misc]
 
     def to_mermaid(self) -> str:
         """The topology as a Mermaid flowchart, for notebooks and docs."""
-        lines = ["flowchart LR"]
-        for n in self.nodes():
-            label = n.name
-            if isinstance(n, Source | TableSource | Sink):
-                label = f"{n.name}<br/>topic: {n.topic.name}"
-            elif n.stores():
-                label = f"{n.name}<br/>stores: {', '.join(n.stores())}"
-            shape = ("[(", ")]") if isinstance(n, Source | TableSource | Sink) else ("[", "]")
-            lines.append(f'    {_mid(n.name)}{shape[0]}"{label}"{shape[1]}')
-        for n in self.nodes():
-            for p in n.parents:
-                lines.append(f"    {_mid(p.name)} --> {_mid(n.name)}")
-        return "\n".join(lines)
+        return render.topology_mermaid(self)
 
     def to_svg(self) -> str:
         """The topology drawn as an SVG picture (left to right), with no external tools.
@@ -240,26 +189,11 @@ class Topology:
         >>> b.build().to_svg().startswith("<svg")
         True
         """
-        from kspark.plan.render import topology_svg
-
-        return topology_svg(self)
+        return render.topology_svg(self)
 
     def _repr_svg_(self) -> str:
         return self.to_svg()
 
     def to_dot(self) -> str:
         """The topology in Graphviz DOT."""
-        lines = ["digraph topology {", "  rankdir=LR;"]
-        for n in self.nodes():
-            shape = "cylinder" if isinstance(n, Source | TableSource | Sink) else "box"
-            extra = f"\\nstores: {', '.join(n.stores())}" if n.stores() else ""
-            lines.append(f'  "{n.name}" [shape={shape}, label="{n.name}{extra}"];')
-        for n in self.nodes():
-            for p in n.parents:
-                lines.append(f'  "{p.name}" -> "{n.name}";')
-        lines.append("}")
-        return "\n".join(lines)
-
-
-def _mid(name: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in name)
+        return render.topology_dot(self)

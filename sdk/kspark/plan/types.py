@@ -1,8 +1,8 @@
 """Mapping of Python key and value types to Spark types, without importing pyspark.
 
 A :class:`TypeDesc` describes a key or value type. It produces the Spark type as the JSON
-form that ``pyspark.sql.types.DataType.fromJson`` reads, and a plain, versioned spec that
-``kspark_server`` uses to turn rows into objects and back.
+form that ``pyspark.sql.types.DataType.fromJson`` reads, and the type spec
+(:mod:`kspark_server.spec`) that ``kspark_server`` uses to turn rows into objects and back.
 
 Supported: ``str``, ``int`` (Spark ``long``), ``float`` (``double``), ``bool``, ``bytes``,
 ``datetime.datetime`` (``timestamp``), ``decimal.Decimal`` (``decimal(38,18)``),
@@ -32,6 +32,8 @@ from typing import Any, Union
 import attrs
 
 from kspark.errors import TypeMappingError
+from kspark_server import codec
+from kspark_server.spec import ListSpec, MapSpec, PrimSpec, RecordSpec, TypeSpec
 
 __all__ = [
     "PRIMITIVES",
@@ -65,8 +67,8 @@ class Primitive:
     def spark_json(self) -> Any:
         return self.spark
 
-    def spec(self) -> dict[str, Any]:
-        return {"t": "prim", "spark": self.spark}
+    def spec(self) -> TypeSpec:
+        return PrimSpec(spark=self.spark)
 
     def display(self) -> str:
         return self.py.__name__
@@ -81,8 +83,8 @@ class ListType:
     def spark_json(self) -> Any:
         return {"type": "array", "elementType": self.element.spark_json(), "containsNull": True}
 
-    def spec(self) -> dict[str, Any]:
-        return {"t": "list", "element": self.element.spec()}
+    def spec(self) -> TypeSpec:
+        return ListSpec(element=self.element.spec())
 
     def display(self) -> str:
         return f"list[{self.element.display()}]"
@@ -103,8 +105,8 @@ class MapType:
             "valueContainsNull": True,
         }
 
-    def spec(self) -> dict[str, Any]:
-        return {"t": "map", "key": self.key.spec(), "value": self.value.spec()}
+    def spec(self) -> TypeSpec:
+        return MapSpec(key=self.key.spec(), value=self.value.spec())
 
     def display(self) -> str:
         return f"dict[{self.key.display()}, {self.value.display()}]"
@@ -135,12 +137,8 @@ class Record:
             ],
         }
 
-    def spec(self) -> dict[str, Any]:
-        return {
-            "t": "record",
-            "cls": self.cls,
-            "fields": [[f.name, f.type.spec()] for f in self.fields],
-        }
+    def spec(self) -> TypeSpec:
+        return RecordSpec(cls=self.cls, fields=tuple((f.name, f.type.spec()) for f in self.fields))
 
     def display(self) -> str:
         return self.cls.__qualname__
@@ -203,6 +201,16 @@ def describe_type(tp: Any) -> TypeDesc:
 
 
 def _describe_record(cls: type) -> Record:
+    try:
+        # the operators rebuild records through __init__: refuse a class they cannot
+        # rebuild now, not on the server at its first record
+        codec.init_args(cls)
+    except codec.UnsupportedRecordError as exc:
+        raise TypeMappingError(
+            f"{exc}. kspark decodes a record by calling its __init__ with its fields",
+            type=cls.__qualname__,
+            field=exc.field,
+        ) from exc
     try:
         hints = typing.get_type_hints(cls)
     except Exception as exc:  # a forward reference that cannot be resolved

@@ -5,16 +5,15 @@ from __future__ import annotations
 import enum
 import re
 import time
-from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from kspark.compiler.compiler import compile_topology
-from kspark.compiler.lower import Resume, build_dataframe, writer_function
+from kspark.compiler.lower import build_dataframe, writer_function
 from kspark.compiler.stages import Output
-from kspark.config import StreamsConfig
+from kspark.config import StreamsConfig, state_store_conf
 from kspark.errors import (
     ConfigError,
     DeserializationError,
@@ -24,6 +23,7 @@ from kspark.errors import (
     StreamsAppError,
 )
 from kspark.plan.topology import Topology
+from kspark.runtime import rescale as rescaling
 from kspark.runtime import restore, shipping
 from kspark.runtime.checkpoints import (
     Generation,
@@ -31,20 +31,10 @@ from kspark.runtime.checkpoints import (
     query_progress,
     write_generation,
 )
-from kspark.runtime.progress import (
-    NullProgress,
-    ProgressMode,
-    ProgressReporter,
-    input_rows,
-    observed,
-    progress_as_dict,
-    resolve_progress,
-    watch,
-)
+from kspark.runtime.display import NullProgress
+from kspark.runtime.metrics import Batches, Metrics, Totals, progress_as_dict
+from kspark.runtime.progress import ProgressMode, ProgressReporter, resolve_progress, watch
 from kspark.runtime.server import connect
-
-if TYPE_CHECKING:
-    from kspark.runtime.rescale import RescaleReport
 
 __all__ = ["Metrics", "RunReport", "State", "StreamsApp"]
 
@@ -54,48 +44,10 @@ class State(enum.Enum):
 
     CREATED = "CREATED"
     RESTORING = "RESTORING"
-    REBALANCING = "REBALANCING"
     RUNNING = "RUNNING"
     PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
     NOT_RUNNING = "NOT_RUNNING"
     ERROR = "ERROR"
-
-
-@attrs.frozen(kw_only=True)
-class Metrics:
-    """Counts over the app's micro-batches, from Spark's query progress.
-
-    ``dropped_records_total`` maps ``(processor, task_id)`` to records dropped by exception
-    handlers (``dropped-records-total`` in Kafka Streams). ``duplicates_dropped`` maps
-    ``(processor, task_id)`` to duplicates removed by deduplication. ``store_entries``
-    maps ``(store, task_id)`` to the entries after the last batch.
-    """
-
-    batches: int
-    input_records: int
-    output_records: int
-    dropped_records_total: dict[tuple[str, str], int]
-    duplicates_dropped: dict[tuple[str, str], int]
-    store_entries: dict[tuple[str, str], int]
-    expired_puts: dict[tuple[str, str], int]
-    dead_letter_records: int
-
-    def dropped_by_processor(self) -> dict[str, int]:
-        out: dict[str, int] = defaultdict(int)
-        for (proc, _), n in self.dropped_records_total.items():
-            out[proc] += n
-        return dict(out)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Flat, Kafka-like metric names."""
-        return {
-            "batches": self.batches,
-            "input-records-total": self.input_records,
-            "output-records-total": self.output_records,
-            "dropped-records-total": sum(self.dropped_records_total.values()),
-            "duplicates-dropped-total": sum(self.duplicates_dropped.values()),
-            "dead-letter-records-total": self.dead_letter_records,
-        }
 
 
 @attrs.frozen(kw_only=True)
@@ -198,7 +150,7 @@ class StreamsApp:
         self._query: Any = None
         self._state = State.CREATED
         self._output: Output | None = None
-        self._progress: dict[tuple[str, int], dict[str, Any]] = {}
+        self._batches = Batches()
         self._listeners: list[Callable[[State, State], None]] = []
         #: A :class:`kspark.runtime.restore.StateRestoreListener`, told about restores.
         self.restore_listener: restore.StateRestoreListener | None = None
@@ -266,7 +218,7 @@ class StreamsApp:
         partitions: int,
         *,
         progress: bool | ProgressMode | ProgressReporter | None = "auto",
-    ) -> RescaleReport:
+    ) -> rescaling.RescaleReport:
         """Move the stopped app's state to ``partitions`` partitions, keeping every
         entry, and switch the app to it (see :mod:`kspark.runtime.rescale`).
 
@@ -279,12 +231,12 @@ class StreamsApp:
         >>> print(app.rescale(8).summary())  # doctest: +SKIP
         rescaled payments from 4 to 8 partitions in 6.2s: generation 1 ...
         """
-        from kspark.runtime.rescale import rescale
-
         self.stop()
         reporter = resolve_progress(progress, label=f"{self.config.application_id} rescale")
         try:
-            report = rescale(self, partitions, on_phase=reporter.phase)
+            report = rescaling.rescale(
+                self.session, self.topology, self.config, partitions, on_phase=reporter.phase
+            )
         except BaseException:
             reporter.close()
             raise
@@ -292,24 +244,6 @@ class StreamsApp:
         self.config = self.config.with_(num_partitions=partitions)
         self._forget_generation()
         return report
-
-    def compiled_for(self, gen: Generation) -> Output:
-        """The app compiled for checkpoint generation ``gen`` (its partitions)."""
-        cfg = self.config
-        if gen.num_partitions is not None and gen.num_partitions != cfg.num_partitions:
-            cfg = cfg.with_(num_partitions=gen.num_partitions)
-        return compile_topology(self.topology, cfg)
-
-    def _resume(self, gen: Generation, committed: bool) -> Resume | None:
-        """``committed``: the generation's checkpoint has a committed batch."""
-        if gen.number == 0:
-            return None
-        initial: dict[str, str] = {}
-        if gen.initial_state and not committed:
-            initial = dict(gen.initial_state)  # the new checkpoint's first batch only
-        return Resume(
-            skip_files=gen.skip_files, kafka_offsets=dict(gen.kafka_offsets), initial_state=initial
-        )
 
     def _set_state(self, state: State) -> None:
         old, self._state = self._state, state
@@ -383,7 +317,7 @@ class StreamsApp:
         spark.conf.set(
             "spark.sql.shuffle.partitions", str(self.config.effective_shuffle_partitions)
         )
-        for k, v in [*restore.state_store_conf(self.config), *self.config.spark_conf]:
+        for k, v in [*state_store_conf(self.config), *self.config.spark_conf]:
             spark.conf.set(k, v)
         stateful = bool(restore.store_order(output))
         # one read of the checkpoint's commits serves both: whether a rescaled generation
@@ -393,7 +327,7 @@ class StreamsApp:
         )
         if stateful:
             gen = self._check_state_format(gen, committed)
-        resume = self._resume(gen, committed)
+        resume = gen.resume(committed)
         restoring = stateful and (committed or bool(resume and resume.initial_state))
         df = build_dataframe(output, spark, resume)
         writer = (
@@ -442,7 +376,7 @@ class StreamsApp:
             If the app failed; the message names the processor and the record.
         """
         reporter = resolve_progress(progress, label=self.config.application_id)
-        before = set(self._progress)
+        before = set(self._batches.keys())
         t0 = time.perf_counter()
         try:
             query = self._start_query(available_now=True)
@@ -453,11 +387,11 @@ class StreamsApp:
         seconds = time.perf_counter() - t0
         if done:
             self._set_state(State.NOT_RUNNING)
-        new = [p for k, p in self._progress.items() if k not in before]
+        new = Totals.of(self._batches.figures(k for k in self._batches.keys() if k not in before))
         report = RunReport(
-            batches=len(new),
-            input_records=sum(input_rows(p) for p in new),
-            output_records=sum(int(observed(p).get("records", 0) or 0) for p in new),
+            batches=new.batches,
+            input_records=new.records_in,
+            output_records=new.records_out,
             seconds=seconds,
         )
         reporter.close(report.summary())
@@ -567,10 +501,9 @@ class StreamsApp:
         except Exception:
             return
         for p in progresses:
-            d = _as_dict(p)
-            self._progress[(str(d.get("runId")), int(d.get("batchId", -1)))] = d
+            self._batches.add(progress_as_dict(p))
         if (
-            self._restore.observe(self._progress, self.restore_listener)
+            self._restore.observe(self._batches.by_key(), self.restore_listener)
             and self._state is State.RESTORING
         ):
             self._set_state(State.RUNNING)
@@ -593,52 +526,13 @@ class StreamsApp:
     def progress(self) -> list[dict[str, Any]]:
         """Every micro-batch's progress seen so far, oldest first."""
         self._collect()
-        return [
-            self._progress[k]
-            for k in sorted(
-                self._progress, key=lambda k: (self._progress[k].get("timestamp", ""), k[1])
-            )
-        ]
+        return self._batches.progress()
 
     def metrics(self) -> Metrics:
-        """Counts over all micro-batches this app object ran."""
-        progress = self.progress()
-        dropped: dict[tuple[str, str], int] = defaultdict(int)
-        dups: dict[tuple[str, str], int] = defaultdict(int)
-        expired: dict[tuple[str, str], int] = defaultdict(int)
-        entries: dict[tuple[str, str], int] = {}
-        dlq = 0
-        for p in progress:
-            for s in observed(p).get("side") or []:
-                key = (s["processor"], s["task"])
-                kind, count = s["kind"], int(s["count"] or 0)
-                if kind == "dropped":
-                    dropped[key] += count
-                elif kind == "dlq":  # a record sent to the dead-letter queue was dropped
-                    dropped[key] += count
-                    dlq += count
-                elif kind == "duplicates":
-                    dups[key] += count
-                elif kind == "expired_puts":
-                    expired[key] += count
-                elif kind == "store_entries":
-                    entries[key] = count
-        return Metrics(
-            batches=len(progress),
-            input_records=sum(input_rows(p) for p in progress),
-            output_records=sum(int(observed(p).get("records", 0) or 0) for p in progress),
-            dropped_records_total=dict(dropped),
-            duplicates_dropped=dict(dups),
-            store_entries=entries,
-            expired_puts=dict(expired),
-            dead_letter_records=dlq,
-        )
+        """Counts over all micro-batches this app object ran (see
+        :mod:`kspark.runtime.metrics` for how they are counted)."""
+        self._collect()
+        return Metrics.of(self._batches.figures())
 
     def describe(self) -> str:
         return self.topology.describe()
-
-
-def _as_dict(p: Any) -> dict[str, Any]:
-    """A progress (dict, or object with ``.json``) as a plain dict, as Spark reported it;
-    count records in with :func:`kspark.runtime.progress.input_rows`."""
-    return progress_as_dict(p)

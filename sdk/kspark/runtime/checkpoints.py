@@ -18,7 +18,28 @@ from typing import Any
 
 import attrs
 
-__all__ = ["Generation", "Progress", "current_generation", "query_progress", "write_generation"]
+from kspark_server.paths import normalize_path
+
+__all__ = [
+    "Generation",
+    "Progress",
+    "Resume",
+    "current_generation",
+    "query_progress",
+    "write_generation",
+]
+
+
+@attrs.frozen(kw_only=True)
+class Resume:
+    """Where a rescaled app's new query checkpoint starts (see kspark.runtime.rescale):
+    files its inputs already consumed, Kafka offsets to start from, and, for its first
+    batch only, each store's initial state (a Parquet folder of ``(ks_task, blob)``).
+    The compiler's lowering reads it."""
+
+    skip_files: tuple[str, ...] = ()
+    kafka_offsets: dict[str, dict[str, int]] = attrs.field(factory=dict)
+    initial_state: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -41,6 +62,25 @@ class Generation:
     #: the layout of its stateful operators' state (``kspark_server.taskstate``); None for
     #: a generation recorded before state format 5, whose state a rescale must migrate
     state_format: int | None = None
+
+    def resume(self, committed: bool) -> Resume | None:
+        """Where a query on this generation's checkpoint starts; None for generation 0,
+        which Spark's checkpoint alone resumes. ``committed``: the checkpoint has a
+        committed batch, after which the initial state is already in it.
+
+        Examples
+        --------
+        >>> g = Generation(number=1, checkpoint="c", initial_state={"s": "p"})
+        >>> g.resume(committed=False).initial_state, g.resume(committed=True).initial_state
+        ({'s': 'p'}, {})
+        """
+        if self.number == 0:
+            return None
+        return Resume(
+            skip_files=self.skip_files,
+            kafka_offsets=dict(self.kafka_offsets),
+            initial_state={} if committed else dict(self.initial_state),
+        )
 
     def to_json(self) -> str:
         return json.dumps(attrs.asdict(self), sort_keys=True)
@@ -66,7 +106,7 @@ def _exists(spark: Any, path: str) -> bool:
     try:
         spark.read.format("text").load(path).limit(0).collect()
     except AnalysisException as exc:
-        if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+        if exc.getCondition() == "PATH_NOT_FOUND":
             return False
         raise
     return True
@@ -157,12 +197,3 @@ def query_progress(spark: Any, checkpoint: str, *, with_files: bool = True) -> P
         offsets=per_source,
         files=tuple(sorted(files)),
     )
-
-
-def normalize_path(path: str) -> str:
-    """A file URI or path in one form (``file:/x``, ``file:///x`` and ``/x`` are equal)."""
-    for prefix in ("file://", "file:"):
-        if path.startswith(prefix):
-            path = path[len(prefix) :]
-            break
-    return "/" + path.lstrip("/") if not path.startswith(("s3", "hdfs", "gs", "abfs")) else path

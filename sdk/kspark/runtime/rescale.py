@@ -21,21 +21,21 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 import attrs
 
 from kspark.compiler import stages as st
+from kspark.compiler.compiler import compile_topology
+from kspark.config import StreamsConfig
 from kspark.errors import RescaleError
+from kspark.plan.topology import Topology
 from kspark.runtime.checkpoints import (
     Generation,
     current_generation,
     query_progress,
     write_generation,
 )
-
-if TYPE_CHECKING:
-    from kspark.runtime.app import StreamsApp
 
 __all__ = ["RescaleReport", "StoreRescale", "rescale"]
 
@@ -96,12 +96,16 @@ def _refuse_unsupported_sources(output: st.Output) -> None:
 
 
 def rescale(
-    app: StreamsApp,
+    spark: Any,
+    topology: Topology,
+    config: StreamsConfig,
     partitions: int,
     *,
     on_phase: Callable[[str], None] | None = None,
 ) -> RescaleReport:
-    """Move ``app``'s checkpointed state to ``partitions`` partitions (see the module doc).
+    """Move the checkpointed state of the app (``topology`` run with ``config``, on the
+    session ``spark``) to ``partitions`` partitions (see the module doc);
+    :meth:`kspark.StreamsApp.rescale` calls it.
 
     The app must be stopped. Afterwards, run it with
     ``StreamsConfig(num_partitions=partitions)``; its output is the same as if it had
@@ -118,8 +122,7 @@ def rescale(
         raise RescaleError(f"partitions must be a positive integer, got {partitions!r}")
     phase = on_phase or (lambda _text: None)
     t0 = time.perf_counter()
-    spark = app.session
-    cfg = app.config
+    cfg = config
     app_id = cfg.application_id
     for q in spark.streams.active:
         if q.name == app_id:
@@ -131,7 +134,8 @@ def rescale(
     # the same number of partitions is a migration of an older kspark's state format
     if partitions == old_partitions and gen.state_format == STATE_FORMAT:
         raise RescaleError(f"app {app_id} already has {partitions} partitions; nothing to do")
-    output = app.compiled_for(gen)
+    # compiled for the generation's partitions: the state is laid out by them
+    output = compile_topology(topology, cfg.with_(num_partitions=old_partitions))
     _refuse_unsupported_sources(output)
     phase("reading the checkpoint")
     progress = query_progress(spark, gen.checkpoint)
@@ -151,13 +155,12 @@ def rescale(
     from kspark_server import rescale as server_rescale
     from kspark_server.placement import task_keys
 
-    shipping.ship(app.topology)
+    shipping.ship(topology)
     stores: list[StoreRescale] = []
     initial: dict[str, str] = {}
     for stage in _stateful_stages(output):
         spec = stage.spec
-        name, kind = spec["store"], spec["kind"]
-        versioned = bool(spec.get("versioned"))
+        name, kind, versioned = spec.store, spec.kind, spec.versioned
         phase(f"warming store {name}")
         op = _operator_id(spark, gen.checkpoint, name)
         old = task_frame(spark, gen.checkpoint, op, name)
@@ -184,7 +187,7 @@ def rescale(
         except Exception as exc:
             if "UnhashedState" in str(exc) or "no key hash" in str(exc):
                 raise RescaleError(
-                    f"store {name} ({spec['processor']}) was written by an older kspark whose "
+                    f"store {name} ({spec.processor}) was written by an older kspark whose "
                     "state does not keep key hashes; run the app once with this version, "
                     "then rescale"
                 ) from exc
@@ -204,14 +207,14 @@ def rescale(
         bad_tasks = int(check["bad"] or 0)
         if after != before or bad_tasks:
             raise RescaleError(
-                f"store {name} ({spec['processor']}): the re-split state has {after:,} entries "
+                f"store {name} ({spec.processor}): the re-split state has {after:,} entries "
                 f"in {tasks_after} task(s), the old one {before:,}; nothing was switched "
                 f"(the warm copy is in {path})"
             )
         stores.append(
             StoreRescale(
                 store=name,
-                processor=spec["processor"],
+                processor=spec.processor,
                 entries_before=before,
                 entries_after=after,
                 tasks_before=tasks_before,
@@ -233,7 +236,6 @@ def rescale(
     )
     phase("switching")
     write_generation(spark, cfg.checkpoint_dir, new)
-    app._forget_generation()
     return RescaleReport(
         application_id=app_id,
         from_partitions=old_partitions,

@@ -1,4 +1,4 @@
-"""State restore: the state-store settings of an app, and restore reporting.
+"""State restore reporting.
 
 What "restore" means on Spark
 -----------------------------
@@ -14,13 +14,6 @@ only from that batch's progress (``stateOperators[].customMetrics``: ``rocksdbNu
 kspark therefore reports a restore after the fact: :class:`RestoreTracker` reads the first
 executed micro-batch of each run and builds one :class:`RestoreReport` per store. The app is
 ``State.RESTORING`` from the start of a run until the first progress of that run arrives.
-
-Examples
---------
->>> from kspark import StreamsConfig
->>> dict(state_store_conf(StreamsConfig(application_id="a")))[
-...     "spark.sql.streaming.stateStore.minDeltasForSnapshot"]
-'5'
 """
 
 from __future__ import annotations
@@ -32,67 +25,16 @@ from typing import Any
 import attrs
 
 from kspark.compiler import stages as st
-from kspark.config import StreamsConfig
+from kspark.plan import graph
+from kspark.runtime.metrics import BatchFigures
+from kspark_server.envelope import SideKind
 
 __all__ = [
     "RestoreReport",
     "RestoreTracker",
     "StateRestoreListener",
-    "state_store_conf",
     "store_order",
 ]
-
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-_SS = "spark.sql.streaming.stateStore."
-
-
-def state_store_conf(config: StreamsConfig) -> list[tuple[str, str]]:
-    """The Spark settings of an app's state stores, to set on the session before it starts.
-
-    All of them are read from the session when a query starts, with two caveats (see
-    ``docs/configuration.md``): the provider class is pinned by the checkpoint (a restarted
-    query keeps the provider it was created with), and the maintenance interval and the
-    bounded-memory size are fixed by the first stateful query of each executor JVM.
-
-    Parameters
-    ----------
-    config
-        The app's settings.
-
-    Returns
-    -------
-    list of (key, value)
-        In the order to set them.
-
-    Examples
-    --------
-    >>> from datetime import timedelta
-    >>> cfg = StreamsConfig(application_id="a", state_memory_mb=512,
-    ...                     state_maintenance_interval=timedelta(seconds=10))
-    >>> conf = dict(state_store_conf(cfg))
-    >>> conf["spark.sql.streaming.stateStore.maintenanceInterval"]
-    '10000ms'
-    >>> conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"]
-    '512'
-    """
-    ms = int(config.state_maintenance_interval.total_seconds() * 1000)
-    pairs = [
-        (_SS + "providerClass", ROCKSDB_PROVIDER),
-        (
-            _SS + "rocksdb.changelogCheckpointing.enabled",
-            str(config.state_changelog_checkpointing).lower(),
-        ),
-        (_SS + "minDeltasForSnapshot", str(config.state_snapshot_min_deltas)),
-        (_SS + "maintenanceInterval", f"{ms}ms"),
-        ("spark.sql.streaming.minBatchesToRetain", str(config.state_min_batches_to_retain)),
-        (_SS + "rocksdb.compactOnCommit", str(config.state_compact_on_commit).lower()),
-    ]
-    if config.state_memory_mb is not None:
-        pairs += [
-            (_SS + "rocksdb.boundedMemoryUsage", "true"),
-            (_SS + "rocksdb.maxMemoryUsageMB", str(config.state_memory_mb)),
-        ]
-    return pairs
 
 
 @attrs.frozen(kw_only=True)
@@ -106,7 +48,9 @@ class RestoreReport:
     rows
         Entries restored, counted by kspark's operator when it loaded each task's state:
         dedup ids, or table keys. Only tasks that received records in the first micro-batch
-        run kspark's code, so only they are counted; ``tasks`` says how many did.
+        run kspark's code, so only they are counted; ``tasks`` says how many did. Each
+        (store, task) counts once, as in the ``store_entries`` metric
+        (:mod:`kspark.runtime.metrics`).
     tasks
         kspark tasks that counted their entries.
     state_rows
@@ -184,20 +128,12 @@ def store_order(output: st.Output) -> list[str]:
 
     Examples
     --------
-    >>> store_order(st.Output(sinks=(), writer_spec={}, processors=(), stores={}))
+    >>> from kspark_server.spec import SinksSpec
+    >>> store_order(st.Output(sinks=(), writer_spec=SinksSpec(), stores={}))
     []
     """
-    names: list[str] = []
-
-    def visit(stage: st.Stage) -> None:
-        if isinstance(stage, st.Stateful):
-            names.append(str(stage.spec.get("store")))
-        for child in stage.inputs:
-            visit(child)
-
-    for part in output.sinks:
-        visit(part.stage)
-    return names
+    stages = graph.preorder((part.stage for part in output.sinks), lambda s: s.inputs)
+    return [s.spec.store for s in stages if isinstance(s, st.Stateful)]
 
 
 def _num(m: Mapping[str, Any], key: str) -> int:
@@ -259,18 +195,14 @@ class RestoreTracker:
 
 
 def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
-    from kspark.runtime.progress import observed as _observed
-
     ops = list(p.get("stateOperators") or [])
     names = stores if len(stores) == len(ops) else [f"operator-{i}" for i in range(len(ops))]
+    # counted as the store-entries metric is: once per (store, task)
     loaded: dict[str, int] = defaultdict(int)
-    tasks: dict[str, set[str]] = defaultdict(set)
-    for s in _observed(dict(p)).get("side") or []:
-        if s.get("kind") == "loaded_entries":
-            store, task = str(s["processor"]), str(s["task"])
-            if task not in tasks[store]:  # a task reports once per batch
-                tasks[store].add(task)
-                loaded[store] += int(s.get("count") or 0)
+    tasks: dict[str, int] = defaultdict(int)
+    for (store, _), count in BatchFigures.of(p).by_key(SideKind.LOADED_ENTRIES).items():
+        loaded[store] += count
+        tasks[store] += 1
     batch_id = int(p.get("batchId", -1))
     batch_s = _num(p.get("durationMs") or {}, "triggerExecution") / 1000
     merged: dict[str, RestoreReport] = {}
@@ -282,7 +214,7 @@ def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
         r = RestoreReport(
             store=name,
             rows=loaded.get(name, 0),
-            tasks=len(tasks.get(name, ())),
+            tasks=tasks.get(name, 0),
             state_rows=_num(op, "numRowsTotal"),
             bytes=_num(m, "rocksdbBytesCopied"),
             memory_bytes=_num(op, "memoryUsedBytes"),

@@ -23,8 +23,10 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from kspark._deps import has_spark_jars, pyspark_distribution
 from kspark.errors import ServerError
@@ -108,11 +110,71 @@ def _import_connect_client() -> None:
         os.environ.pop("SPARK_HOME", None)
 
 
+#: The sessions kspark created, with their server's address, so that they can be dropped at
+#: exit when that server is gone (``_drop_orphaned_sessions``).
+_sessions: weakref.WeakKeyDictionary[Any, tuple[str, int]] = weakref.WeakKeyDictionary()
+
+#: How long the exit hook waits for a session's server to accept a connection.
+_EXIT_PROBE_TIMEOUT = 1.0
+
+
 def _remote_session(url: str) -> Any:
     _import_connect_client()
     from pyspark.sql import SparkSession
 
-    return SparkSession.builder.remote(url).create()
+    session = SparkSession.builder.remote(url).create()
+    _track(session, url)
+    return session
+
+
+def _server_address(url: str) -> tuple[str, int]:
+    """``(host, port)`` of an ``sc://`` URL; Spark Connect's default port is 15002."""
+    parts = urlsplit(url)
+    return parts.hostname or "localhost", parts.port or 15002
+
+
+def _track(session: Any, url: str) -> None:
+    _sessions[session] = _server_address(url)
+    # atexit runs the hook registered last first. Creating the session registered its
+    # client's cleanup (pyspark's SparkConnectClient._on_exit), so moving kspark's hook
+    # behind it makes the hook run before every session's own cleanup.
+    atexit.unregister(_drop_orphaned_sessions)
+    atexit.register(_drop_orphaned_sessions)
+
+
+def _accepts_connections(host: str, port: int, timeout: float) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _drop_orphaned_sessions(timeout: float = _EXIT_PROBE_TIMEOUT) -> list[Any]:
+    """Close, without a single RPC, the sessions whose server no longer accepts connections.
+
+    At exit, pyspark's client cleans up server-side caches and retries with backoff while
+    the server does not answer: a process whose server was killed would idle for minutes
+    before it ends. A closed client skips that cleanup. A session whose server is up is
+    left to pyspark, which releases it as usual.
+
+    Returns
+    -------
+    list
+        The sessions it closed.
+    """
+    dropped = []
+    for session, (host, port) in list(_sessions.items()):
+        client = getattr(session, "client", None)
+        if client is None or client.is_closed or _accepts_connections(host, port, timeout):
+            continue
+        with contextlib.suppress(Exception):
+            # no retries for anything still in flight, then close the channel; close()
+            # sends no RPC, and pyspark's exit hook skips a closed client
+            client.set_retry_policies([])
+            client.close()
+        dropped.append(session)
+    return dropped
 
 
 class EmbeddedServer:

@@ -2,10 +2,10 @@
 
 ``SparkSession.addArtifacts(pyfile=True)`` does not reach the Python workers of streaming
 queries (spark-notes, verified on Spark 4.3), so kspark pickles by value: ``kspark_server``,
-the handler module ``kspark.errors``, the demo app (``kspark.demo``), and every module that
-defines a function or a type the topology uses and that is not part of an installed
-distribution. A server that cannot import
-any of these still runs the app.
+the handler module ``kspark.errors``, and every module that defines a function or a type
+the topology uses and that is not part of an installed distribution (the demo app,
+``kspark_demo``, is such user code). A server that cannot import any of these still runs
+the app.
 
 A local module is shipped with its whole top-level package (``mypkg`` for ``mypkg.topo``):
 cloudpickle pickles by value every module under a registered package, so helpers that the
@@ -15,6 +15,7 @@ although they appear nowhere in the plan.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -33,6 +34,7 @@ __all__ = ["modules_to_ship", "ship"]
 _ALWAYS = ("kspark_server", "kspark.errors")
 
 
+@functools.cache  # the interpreter's install locations do not change while it runs
 def _installed_roots() -> tuple[str, ...]:
     paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     return tuple(os.path.realpath(p) for p in paths if p)
@@ -41,10 +43,6 @@ def _installed_roots() -> tuple[str, ...]:
 def _is_local(module: ModuleType) -> bool:
     if module.__name__ == "__main__":
         return False  # cloudpickle already pickles __main__ by value
-    if module.__name__ == "kspark.demo" or module.__name__.startswith("kspark.demo."):
-        # the demo app is user code that happens to live in the package: a server that
-        # cannot import kspark (a thin client's remote server) must still run it
-        return True
     if module.__name__.split(".")[0] in ("kspark", "pyspark", "builtins"):
         return False
     path = getattr(module, "__file__", None)

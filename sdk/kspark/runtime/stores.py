@@ -14,6 +14,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from kspark.compiler import stages as st
 from kspark.errors import StoreError
+from kspark_server.spec import JoinSpec
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -36,20 +37,7 @@ class VersionedRecord(NamedTuple, Generic[V]):
 
 
 def _find_stage(output: st.Output, name: str) -> st.Stateful:
-    seen: set[int] = set()
-    found: list[st.Stateful] = []
-
-    def walk(stage: st.Stage) -> None:
-        if id(stage) in seen:
-            return
-        seen.add(id(stage))
-        if isinstance(stage, st.Stateful) and stage.spec.get("store") == name:
-            found.append(stage)
-        for child in stage.inputs:
-            walk(child)
-
-    for part in output.sinks:
-        walk(part.stage)
+    found = [s for s in output.stages() if isinstance(s, st.Stateful) and s.spec.store == name]
     if not found:
         known = sorted(output.stores)
         raise StoreError(
@@ -229,14 +217,14 @@ class _MemorySource(_Source):
                 yield k, (time, v)
 
 
-def _value_decoder(spec: dict[str, Any]) -> Any:
+def _value_decoder(spec: JoinSpec) -> Any:
     """Table values as the store keeps them (JSON text when packed) to the value type."""
     import json
 
     from kspark_server import codec
 
-    dec = codec.decoder(spec["table"]["value"])
-    if spec.get("packed", {}).get("tvalue"):
+    dec = codec.decoder(spec.table.value)
+    if spec.packed.tvalue:
         return lambda v: dec(json.loads(v))
     return dec
 
@@ -249,13 +237,13 @@ class ReadOnlyVersionedStore(Generic[K, V]):
     the server and brings back only the key's versions.
     """
 
-    def __init__(self, name: str, source: _Source, spec: dict[str, Any]) -> None:
+    def __init__(self, name: str, source: _Source, spec: JoinSpec) -> None:
         from kspark_server import codec
 
         self.name = name
-        self._retention = int(spec["history_retention_ms"])
+        self._retention = spec.history_retention_ms
         self._source = source
-        self._kenc = codec.encoder(spec["table"]["key"], "key")
+        self._kenc = codec.encoder(spec.table.key, "key")
         self._vdec = _value_decoder(spec)
         self._hashable = codec.hashable
 
@@ -316,12 +304,12 @@ class ReadOnlyVersionedStore(Generic[K, V]):
 class ReadOnlyKeyValueStore(Generic[K, V]):
     """A latest-value table's store as of the app's last committed micro-batch."""
 
-    def __init__(self, name: str, source: _Source, spec: dict[str, Any]) -> None:
+    def __init__(self, name: str, source: _Source, spec: JoinSpec) -> None:
         from kspark_server import codec
 
         self.name = name
         self._source = source
-        self._kenc = codec.encoder(spec["table"]["key"], "key")
+        self._kenc = codec.encoder(spec.table.key, "key")
         self._vdec = _value_decoder(spec)
         self._hashable = codec.hashable
 
@@ -344,13 +332,13 @@ def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any
     ``checkpoint``."""
     stage = _find_stage(output, name)
     spec = stage.spec
-    if spec["kind"] != "join":
+    if not isinstance(spec, JoinSpec):
         raise StoreError(
-            f"store {name!r} belongs to {spec['processor']} ({spec['kind']}); only table "
+            f"store {name!r} belongs to {spec.processor} ({spec.kind}); only table "
             "stores answer interactive queries"
         )
     source = _CheckpointSource(spark, checkpoint, name)
-    if spec["versioned"]:
+    if spec.versioned:
         return ReadOnlyVersionedStore(name, source, spec)
     return ReadOnlyKeyValueStore(name, source, spec)
 
@@ -381,14 +369,14 @@ class StoreReplica:
 
     def __init__(self, spark: Any, checkpoint: str, output: st.Output, name: str) -> None:
         stage = _find_stage(output, name)
-        if stage.spec["kind"] != "join":
+        if not isinstance(stage.spec, JoinSpec):
             raise StoreError(
-                f"store {name!r} belongs to {stage.spec['processor']}; only table stores have replicas"
+                f"store {name!r} belongs to {stage.spec.processor}; only table stores have replicas"
             )
         self.name = name
         self._spark = spark
         self._checkpoint = checkpoint
-        self._spec = stage.spec
+        self._spec: JoinSpec = stage.spec
         self._tasks: dict[int, Any] = {}
         # each task's state as stored: its base and its log of changes
         self._bases: dict[int, bytes] = {}
@@ -416,7 +404,7 @@ class StoreReplica:
             .option("operatorId", op)
             .option("stateVarName", self.name)
         )
-        kind, versioned = str(self._spec["kind"]), bool(self._spec.get("versioned"))
+        kind, versioned = self._spec.kind, self._spec.versioned
         dirty: set[int] = set()
         if self.as_of_batch is None:
             for r in reader.load(self._checkpoint).select("key", "value").collect():
@@ -465,7 +453,7 @@ class StoreReplica:
                 self._tasks.pop(task, None)
         changed = len(dirty)
         self.as_of_batch = last
-        view_cls = ReadOnlyVersionedStore if self._spec["versioned"] else ReadOnlyKeyValueStore
+        view_cls = ReadOnlyVersionedStore if self._spec.versioned else ReadOnlyKeyValueStore
         self._view = view_cls(self.name, _MemorySource(self._tasks, versioned), self._spec)
         return changed
 

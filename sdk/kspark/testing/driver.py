@@ -25,7 +25,8 @@ from kspark.errors import InvalidArgumentError
 from kspark.plan.nodes import Topic, TopicSpec
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc, describe_type
-from kspark.runtime.app import Metrics, StreamsApp
+from kspark.runtime.app import StreamsApp
+from kspark.runtime.metrics import Metrics
 
 __all__ = ["TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"]
 
@@ -117,23 +118,13 @@ class TestInputTopic(Generic[K, V]):
         from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import StructType
 
-        from kspark.compiler import envelope as env
+        from kspark_server import envelope as env
 
+        fields = env.stored_fields(self._key.spark_json(), self._value.spark_json())
         schema = to_arrow_schema(
-            StructType.fromJson(
-                {
-                    "type": "struct",
-                    "fields": [
-                        env.field("key", self._key.spark_json()),
-                        env.field("value", self._value.spark_json()),
-                        env.field("timestamp", "long"),
-                        env.field("headers", env.HEADERS),
-                        env.field("partition", "integer"),
-                        env.field("offset", "long"),
-                        env.field("ks_seq", "long"),
-                    ],
-                }
-            )
+            StructType.fromJson({"type": "struct", "fields": fields}),
+            # timestamps as UTC instants, a naive datetime as UTC (docs/concepts.md)
+            timezone="UTC",
         )
         table = pa.Table.from_pylist(self._pending, schema=schema)
         directory = self._driver._topic_path(self.name)

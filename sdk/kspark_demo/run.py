@@ -9,9 +9,10 @@ import tempfile
 import time
 from typing import Any, TextIO
 
-from kspark.demo.app import build_topology, demo_config, generate
+from kspark.runtime import shipping
 from kspark.runtime.app import StreamsApp
 from kspark.runtime.server import connect
+from kspark_demo.app import build_topology, demo_config, generate
 
 
 def run_demo(
@@ -45,7 +46,7 @@ def run_demo(
     broker = None
     bootstrap: str | None = None
     if kafka:
-        from kspark.testing.broker import create_topic, start_broker
+        from kspark_demo.broker import create_topic, start_broker
 
         broker = start_broker()
         bootstrap = broker.bootstrap
@@ -62,7 +63,7 @@ def run_demo(
 
 def _produce_part(bootstrap: str, data_dir: str, part: int) -> None:
     """Send one generated part's lines to Kafka, malformed lines included."""
-    from kspark.testing.broker import produce
+    from kspark_demo.broker import produce
 
     def records(path: str, key_field: str) -> list[Any]:
         out = []
@@ -99,6 +100,8 @@ def _run(
     clean: bool,
 ) -> dict[str, Any]:
     topology = build_topology(data_dir, kafka=bootstrap)
+    # by value even where kspark_demo is installed (a wheel): a remote server lacks it
+    shipping.ship(topology, names=["kspark_demo"])
     w.write(topology.describe() + "\n\n")
     generated = []
     reports = []
@@ -113,7 +116,7 @@ def _run(
     if bootstrap is not None:
         import pandas as pd
 
-        from kspark.testing.broker import consume_all
+        from kspark_demo.broker import consume_all
 
         converted = pd.DataFrame(
             [json.loads(r["value"]) for r in consume_all(bootstrap, "converted")]

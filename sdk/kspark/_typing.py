@@ -1,0 +1,36 @@
+"""The ``Literal`` aliases of every string option of kspark's public API, in one place.
+
+Each alias is the type of the option and, through :func:`typing.get_args`, the list of
+values its validation accepts, so the two cannot drift apart.
+
+Examples
+--------
+>>> from typing import get_args
+>>> get_args(TopicLayout)
+('envelope', 'value')
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+__all__ = ["KafkaClient", "ProgressMode", "TopicFormat", "TopicLayout", "TopicRole"]
+
+#: Where a topic lives (``Topic.format``): a directory of JSON-lines, Parquet or CSV files,
+#: a Spark table, or a Kafka topic.
+TopicFormat: TypeAlias = Literal["jsonl", "parquet", "csv", "table", "kafka"]
+
+#: How a topic's rows hold records (``Topic.layout``): ``"envelope"`` rows carry ``key``,
+#: ``value`` and ``timestamp`` columns; each ``"value"`` row is the value itself.
+TopicLayout: TypeAlias = Literal["envelope", "value"]
+
+#: Which side of the app a topic is on (``Topology.with_topics``).
+TopicRole: TypeAlias = Literal["source", "sink"]
+
+#: How Kafka topics are read and written (``StreamsConfig.kafka_client``): Spark's JVM
+#: connector, kspark's Python source and sink, or ``"auto"`` (the JVM one when the server
+#: has it).
+KafkaClient: TypeAlias = Literal["auto", "jvm", "python"]
+
+#: How a running app shows its progress (``StreamsApp.start(progress=...)``).
+ProgressMode: TypeAlias = Literal["auto", "terminal", "notebook", "none"]

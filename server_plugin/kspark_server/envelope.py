@@ -1,0 +1,144 @@
+"""The record envelope every stream carries between stages: the one definition that the
+client's compiler and the operators share.
+
+Columns: ``key``, ``value``, ``timestamp`` (event time, ms), ``headers``, ``topic``,
+``partition``, ``offset``; and internal ones: ``ks_seq``/``ks_sub`` (order of the record in
+its source, and within a fan-out), ``ks_side`` (a dead-letter or metric row instead of a
+record, null for records).
+
+``ks_side`` is a JSON string of the :data:`SIDE` schema, not a struct: every row crosses
+into Python workers, and a 15-field struct of nulls made Spark's Arrow conversion 3.5 times
+slower than the whole rest of the envelope (measured: ``docs/performance.md``). Its
+``kind`` is a :class:`SideKind`.
+
+Types are Spark's JSON form (what ``StructType.fromJson`` reads), so this module needs no
+pyspark.
+
+Examples
+--------
+>>> [f["name"] for f in envelope_fields("string", "long")][:4]
+['key', 'value', 'timestamp', 'headers']
+>>> SideKind("dlq") is SideKind.DLQ
+True
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = [
+    "ENVELOPE",
+    "HEADERS",
+    "SIDE",
+    "STORED",
+    "TAIL",
+    "SideKind",
+    "envelope_fields",
+    "envelope_json",
+    "field",
+    "stored_fields",
+    "struct_json",
+]
+
+#: Headers: ``(key, value)`` pairs, values as bytes.
+HEADERS: dict[str, Any] = {
+    "type": "array",
+    "elementType": {
+        "type": "struct",
+        "fields": [
+            {"name": "key", "type": "string", "nullable": True, "metadata": {}},
+            {"name": "value", "type": "binary", "nullable": True, "metadata": {}},
+        ],
+    },
+    "containsNull": True,
+}
+
+#: The envelope's columns in order, with their Spark types; ``None`` for key and value,
+#: whose types are the stream's.
+ENVELOPE: tuple[tuple[str, Any], ...] = (
+    ("key", None),
+    ("value", None),
+    ("timestamp", "long"),
+    ("headers", HEADERS),
+    ("topic", "string"),
+    ("partition", "integer"),
+    ("offset", "long"),
+    ("ks_seq", "long"),
+    ("ks_sub", "long"),
+    ("ks_side", "string"),
+)
+
+#: The columns after key and value.
+TAIL: tuple[str, ...] = tuple(name for name, _ in ENVELOPE[2:])
+
+#: The columns an envelope-layout topic stores (the rest are derived when it is read).
+STORED: tuple[str, ...] = ("key", "value", "timestamp", "headers", "partition", "offset", "ks_seq")
+
+
+class SideKind(enum.StrEnum):
+    """What a side row (``ks_side``) carries; its JSON holds the value."""
+
+    #: records dropped by a handler's CONTINUE or a deserialization handler
+    DROPPED = "dropped"
+    #: a dead-letter record (its record counts as dropped too)
+    DLQ = "dlq"
+    #: records ``deduplicate`` dropped
+    DUPLICATES = "duplicates"
+    #: a store's entries in one task after a batch (a gauge)
+    STORE_ENTRIES = "store_entries"
+    #: a store's entries as a restarted task loaded them (the restore report)
+    LOADED_ENTRIES = "loaded_entries"
+    #: versioned-table updates older than the history retention, dropped
+    EXPIRED_PUTS = "expired_puts"
+
+
+def field(name: str, type_: Any) -> dict[str, Any]:
+    """One nullable struct field in Spark's JSON form."""
+    return {"name": name, "type": type_, "nullable": True, "metadata": {}}
+
+
+#: The contents of a side row.
+SIDE: dict[str, Any] = {
+    "type": "struct",
+    "fields": [
+        field("kind", "string"),
+        field("processor", "string"),
+        field("task", "string"),
+        field("count", "long"),
+        field("chunk", "string"),
+        field("dlq_key", "string"),
+        field("dlq_value", "string"),
+        field("dlq_headers", HEADERS),
+        field("exception_class", "string"),
+        field("exception_message", "string"),
+        field("stack_trace", "string"),
+        field("src_topic", "string"),
+        field("src_partition", "integer"),
+        field("src_offset", "long"),
+        field("src_timestamp", "long"),
+    ],
+}
+
+
+def envelope_fields(key: Any, value: Any) -> list[dict[str, Any]]:
+    """The envelope's fields for key and value of the given Spark (JSON) types."""
+    types = {"key": key, "value": value}
+    return [field(name, types.get(name, t)) for name, t in ENVELOPE]
+
+
+def stored_fields(key: Any, value: Any) -> list[dict[str, Any]]:
+    """The fields of an envelope-layout topic (:data:`STORED`)."""
+    return [f for f in envelope_fields(key, value) if f["name"] in STORED]
+
+
+def struct_json(fields: Iterable[dict[str, Any]]) -> str:
+    """A struct of ``fields`` as the JSON text ``StructType.fromJson`` reads."""
+    return json.dumps({"type": "struct", "fields": list(fields)})
+
+
+def envelope_json(key: Any, value: Any, extra: Iterable[dict[str, Any]] = ()) -> str:
+    """The envelope's Spark schema as JSON, with ``extra`` fields after it."""
+    return struct_json([*envelope_fields(key, value), *extra])

@@ -1,0 +1,75 @@
+"""The worker's exception handling (KIP-1033) without Spark: the guard asks the handler
+and acts on its typed answer."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from kspark.errors import (
+    DeadLetterRecord,
+    ErrorHandlerContext,
+    ProcessingExceptionHandler,
+    Response,
+)
+from kspark_server.envelope import SideKind
+from kspark_server.handling import Guard, HandlerFailed, ProcessingFailed, side_json
+from kspark_server.spec import Handling
+
+ROW = {"key": "k", "value": "0", "topic": "in", "partition": 1, "offset": 7, "timestamp": 5}
+
+
+class Answer(ProcessingExceptionHandler):
+    def __init__(self, response: Any) -> None:
+        self.response = response
+        self.contexts: list[ErrorHandlerContext] = []
+
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
+        self.contexts.append(context)
+        return self.response  # type: ignore[no-any-return]
+
+
+def _fail(handler: Answer) -> Guard:
+    guard = Guard(Handling(processing=handler, subtopology=2))
+    ok, _ = guard.call("P", lambda v: 1 / int(v), ("0",), ROW)
+    assert not ok
+    return guard
+
+
+def test_continue_counts_the_record_as_dropped() -> None:
+    handler = Answer(Response.continue_())
+    guard = _fail(handler)
+    (ctx,) = handler.contexts
+    assert (ctx.topic, ctx.partition, ctx.offset, ctx.task_id) == ("in", 1, 7, "2_1")
+    (row,) = guard.side_rows("c")
+    assert row["kind"] is SideKind.DROPPED and row["count"] == 1
+    assert json.loads(side_json(row))["kind"] == "dropped"
+
+
+def test_resume_emits_dead_letter_rows() -> None:
+    guard = _fail(Answer(Response.resume([DeadLetterRecord(value="v")])))
+    (row,) = guard.side_rows("c")
+    assert row["kind"] is SideKind.DLQ and row["dlq_value"] == '"v"' and row["dlq_key"] == '"k"'
+
+
+def test_fail_stops_the_app() -> None:
+    with pytest.raises(ProcessingFailed, match="answered FAIL"):
+        _fail(Answer(Response.fail()))
+
+
+@pytest.mark.parametrize(
+    "answer", ["CONTINUE", SimpleNamespace(action="CONTINUE")], ids=["string", "look-alike"]
+)
+def test_an_answer_that_is_not_a_response_is_refused(answer: Any) -> None:
+    with pytest.raises(HandlerFailed, match="not a Response"):
+        _fail(Answer(answer))
+
+
+def test_a_made_up_action_is_refused_when_the_response_is_built() -> None:
+    with pytest.raises(ValueError, match="not a valid Action"):
+        Response("SKIP")  # type: ignore[arg-type]
