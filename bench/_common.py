@@ -14,8 +14,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def args(description: str, rows: int = 1_000_000) -> argparse.Namespace:
+def args(
+    description: str, rows: int = 1_000_000, extra: list[tuple[str, str]] | None = None
+) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=description)
+    for flag, default in extra or []:
+        p.add_argument(flag, default=default)
     p.add_argument("--rows", type=int, default=rows)
     p.add_argument("--keys", type=int, default=100_000)
     p.add_argument("--files", type=int, default=10)

@@ -142,6 +142,7 @@ def test_by_key_value_and_global_dedup(spark: Any, app_id: str) -> None:
     ]
 
 
+@pytest.mark.cluster
 def test_store_purges_itself_and_counts_duplicates(spark: Any, app_id: str) -> None:
     cfg = StreamsConfig(application_id=app_id, num_partitions=1)
     with TopologyTestDriver(dedup_topology(10 * S), cfg, session=spark) as d:

@@ -93,6 +93,7 @@ BATCHES = [
 EXPECTED = ["a1", "b1", "c1", "d1", "d2", "a3"]
 
 
+@pytest.mark.cluster
 def test_a_lost_local_store_is_rebuilt_from_the_checkpoint(
     spark: Any, spark_server: Any, app_id: str
 ) -> None:
@@ -108,6 +109,7 @@ def test_a_lost_local_store_is_rebuilt_from_the_checkpoint(
     assert _run_batches(spark, app_id, BATCHES, wipe) == EXPECTED
 
 
+@pytest.mark.cluster
 def test_a_local_store_ahead_of_the_checkpoint_is_rolled_back(
     spark: Any, spark_server: Any, app_id: str
 ) -> None:
@@ -136,6 +138,7 @@ def test_a_local_store_ahead_of_the_checkpoint_is_rolled_back(
     assert _run_batches(spark, app_id, BATCHES, run_ahead) == EXPECTED
 
 
+@pytest.mark.cluster
 def test_a_checkpoint_of_an_older_state_format_is_refused_then_migrated(
     spark: Any, app_id: str, tmp_path: Any
 ) -> None:

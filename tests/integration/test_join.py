@@ -115,6 +115,7 @@ def test_history_retention(spark: Any, app_id: str) -> None:
     assert left == ["(a5,None)", "(a45,old)"]
 
 
+@pytest.mark.cluster
 def test_grace_period_buffers_stream_records(spark: Any, app_id: str) -> None:
     batches = [
         [("B", "k", "b0", 0), ("A", "k", "a10", 10)],  # within grace: buffered
@@ -131,6 +132,7 @@ def test_grace_period_buffers_stream_records(spark: Any, app_id: str) -> None:
     assert out == ["(a10,b5)", "(a1,b0)"]
 
 
+@pytest.mark.cluster
 def test_interactive_queries_read_the_versioned_store_from_the_checkpoint(
     spark: Any, app_id: str
 ) -> None:

@@ -96,6 +96,7 @@ def run(
     return out, dead, reports
 
 
+@pytest.mark.cluster
 def test_rescale_round_trip_keeps_the_output(spark: Any, app_id: str) -> None:
     expected, expected_dead, _ = run(spark, app_id + "-ref", {})
     got, dead, reports = run(spark, app_id, {1: 4, 2: 1})
