@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from kspark.bindings import bind_topology
 from kspark.compiler.compiler import compile_topology
 from kspark.compiler.lower import build_dataframe, writer_function
 from kspark.compiler.stages import Output
@@ -144,7 +145,8 @@ class StreamsApp:
             raise InvalidArgumentError("StreamsApp needs a Topology from StreamsBuilder.build()")
         if not isinstance(config, StreamsConfig):
             raise ConfigError("StreamsApp needs a StreamsConfig")
-        self.topology = topology
+        #: the topology with every topic name bound (see :mod:`kspark.bindings`)
+        self.topology = bind_topology(topology, config)
         self.config = config
         self._session = session
         self._query: Any = None
