@@ -58,19 +58,25 @@ class TestInputTopic(Generic[K, V]):
     __test__ = False
 
     def __init__(
-        self, driver: TopologyTestDriver, name: str, key: TypeDesc, value: TypeDesc
+        self,
+        driver: TopologyTestDriver,
+        name: str,
+        key: TypeDesc,
+        value: TypeDesc,
+        stored: tuple[TypeDesc, TypeDesc] | None = None,
     ) -> None:
         self._driver = driver
         self.name = name
-        self._key = key
-        self._value = value
+        stored_key, stored_value = stored or (key, value)
+        # the columns are written as the topology reads them: a key or value it reads as
+        # dynamic is written as JSON text, whatever type the test declares for it
+        self._key = stored_key if isinstance(stored_key, Dynamic) else key
+        self._value = stored_value if isinstance(stored_value, Dynamic) else value
         self._offsets: dict[int, int] = {}
         self._clock = int(time.time() * 1000)
         self._pending: list[dict[str, Any]] = []
-        from kspark_server import codec
-
-        self._kenc = codec.encoder(key.spec(), "key")
-        self._venc = codec.encoder(value.spec(), "value")
+        self._kenc = _writer(stored_key, key, "key")
+        self._venc = _writer(stored_value, value, "value")
 
     def pipe_input(
         self,
@@ -223,6 +229,19 @@ def _reader(stored: TypeDesc, wanted: TypeDesc, what: str) -> Callable[[Any], An
     return codec.decoder((stored if isinstance(wanted, Dynamic) else wanted).spec())
 
 
+def _writer(stored: TypeDesc, declared: TypeDesc, what: str) -> Callable[[Any], Any]:
+    """Writes a value the test declares as ``declared`` into a column the topology reads
+    as ``stored``: checked against the declared type, then as JSON text where the topology
+    reads a dynamic value (a record as the dict of its fields)."""
+    from kspark_server import codec
+
+    check = codec.encoder(declared.spec(), what)
+    if isinstance(stored, Dynamic) and not isinstance(declared, Dynamic):
+        dump = codec.encoder(stored.spec(), what)
+        return lambda x: dump(check(x))
+    return check
+
+
 def _type(tp: Any) -> TypeDesc:
     return DYNAMIC if tp is None else describe_type(tp)
 
@@ -310,7 +329,8 @@ class TopologyTestDriver:
         source = sources[name]
         key = _type(key_type) if key_type is not None else source.key_type or DYNAMIC
         value = _type(value_type) if value_type is not None else source.value_type or DYNAMIC
-        topic: TestInputTopic[Any, Any] = TestInputTopic(self, name, key, value)
+        stored = (source.key_type or DYNAMIC, source.value_type or DYNAMIC)
+        topic: TestInputTopic[Any, Any] = TestInputTopic(self, name, key, value, stored)
         self._inputs[name] = topic
         return topic
 
