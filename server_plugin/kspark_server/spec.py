@@ -23,7 +23,7 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 4); use the same kspark version on client and server
+kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 5); use the same kspark version on client and server
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ __all__ = [
 ]
 
 #: The version of this contract; a client and the operators it runs must agree on it.
-SPEC_VERSION = 4
+#: 5: dynamic keys and values (:class:`JsonSpec`).
+SPEC_VERSION = 5
 
 Fn = Callable[..., Any]
 

@@ -177,3 +177,11 @@ def test_the_test_driver_binds_every_name_to_its_own_folders() -> None:
         import shutil
 
         shutil.rmtree(driver._workdir, ignore_errors=True)
+
+
+def test_submit_refuses_unbound_names_before_it_connects() -> None:
+    from kspark.runtime.submit import submit
+
+    # nothing listens on port 1: an error about the server would mean it tried to connect
+    with pytest.raises(UnboundTopicError, match="orders"):
+        submit(names_only(), StreamsConfig(application_id="a"), "sc://127.0.0.1:1")
