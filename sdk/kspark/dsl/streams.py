@@ -5,13 +5,21 @@ builder's list of sinks and its name counter, as in Kafka Streams' ``StreamsBuil
 
 Examples
 --------
->>> from kspark import StreamsBuilder, Topic
+>>> from kspark import StreamsBuilder
 >>> b = StreamsBuilder()
->>> words = b.stream(Topic.jsonl("lines", "/tmp/lines"), key_type=str, value_type=str)
+>>> words = b.stream("lines", key_type=str, value_type=str)
 >>> upper = words.map_values(lambda v: v.upper(), value_type=str)
->>> upper.to(Topic.jsonl("upper", "/tmp/upper"))
+>>> upper.to("upper")
 >>> [n.name for n in b.build().nodes()]
 ['KSTREAM-SOURCE-0000000000', 'KSTREAM-MAPVALUES-0000000001', 'KSTREAM-SINK-0000000002']
+
+Topics are named here and bound to where they live when the app starts (see
+:mod:`kspark.bindings`). Keys and values with no declared type are dynamic: any
+JSON-compatible value, ``Any`` for mypy:
+
+>>> clicks = b.stream("clicks").filter(lambda user, click: click["page"] != "/health")
+>>> clicks.node.value_type.display()
+'any'
 """
 
 from __future__ import annotations

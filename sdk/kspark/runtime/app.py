@@ -128,15 +128,25 @@ class StreamsApp:
     Parameters
     ----------
     topology
-        From :meth:`kspark.StreamsBuilder.build`.
+        From :meth:`kspark.StreamsBuilder.build`. Its topic names are bound here, by
+        ``config`` (:func:`kspark.bindings.bind_topology`).
     config
-        The app's settings.
+        The app's settings, with the bindings of the topology's topic names (``topics``,
+        ``bootstrap_servers``, ``data_dir``).
     session
         A Spark Connect session; None uses :func:`kspark.connect` (the embedded server).
 
+    Raises
+    ------
+    UnboundTopicError
+        If a topic name of the topology is bound to nothing.
+    ConfigError
+        If ``config.topics`` binds a name to another Topic than the topology does.
+
     Examples
     --------
-    >>> app = StreamsApp(topology, StreamsConfig(application_id="payments"))  # doctest: +SKIP
+    >>> config = StreamsConfig(application_id="payments", data_dir="/data")
+    >>> app = StreamsApp(topology, config)  # doctest: +SKIP
     >>> print(app.run_until_caught_up().summary())  # doctest: +SKIP
     """
 
