@@ -218,3 +218,13 @@ def test_the_test_driver_writes_and_reads_dynamic_values_as_json_text() -> None:
         ]
     finally:
         shutil.rmtree(driver._workdir, ignore_errors=True)
+
+
+def test_a_dynamic_table_key_is_converted_to_the_stream_key_type() -> None:
+    b = StreamsBuilder()
+    rates = b.table("rates")
+    b.stream("payments", key_type=str, value_type=float).join(rates, lambda v, r: v * r).to("out")
+    out = compile_topology(bind_topology(b.build(), CFG), CFG)
+    join = next(s for s in out.stages() if isinstance(s, st.Stateful))
+    assert isinstance(join.table, st.Chain) and join.table.key_type == describe_type(str)
+    assert isinstance(join.spec, JoinSpec) and join.spec.table.key == PrimSpec(spark="string")
