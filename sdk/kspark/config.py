@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any, get_args
 
@@ -51,6 +51,49 @@ def _optional_positive_int(name: str) -> Any:
             _positive_int(name)(inst, attr, value)
 
     return check
+
+
+def _topics_tuple(
+    value: Mapping[str, TopicSpec] | tuple[tuple[str, TopicSpec], ...] | None,
+) -> tuple[tuple[str, TopicSpec], ...]:
+    if value is None:
+        return ()
+    items: Iterable[tuple[Any, Any]] = value.items() if isinstance(value, Mapping) else value
+    pairs = []
+    for name, topic in items:
+        if not isinstance(name, str) or not name or not isinstance(topic, TopicSpec):
+            raise ConfigError(
+                "topics must map topic names to Topics, such as "
+                f"{{'orders': Topic.jsonl('orders', '/data/orders')}}; got {name!r}: {topic!r}",
+                option="topics",
+            )
+        pairs.append((name, topic))
+    return tuple(sorted(pairs, key=lambda p: p[0]))
+
+
+def _optional_str(name: str) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"{name} must be a non-empty str or None, got {value!r}", option=name)
+
+    return check
+
+
+def _topic_from_mapping(name: str, data: Any) -> TopicSpec:
+    """A binding read from a config file: ``{"format": "jsonl", "path": "/data/x"}``."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            f"topics.{name} must be a table of Topic fields (format, path, ...), got {data!r}",
+            option="topics",
+        )
+    fields = dict(data)
+    fields.setdefault("name", name)
+    if isinstance(fields.get("options"), Mapping):
+        fields["options"] = tuple(sorted((str(k), str(v)) for k, v in fields["options"].items()))
+    try:
+        return TopicSpec(**fields)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"topics.{name}: {exc}", option="topics") from exc
 
 
 def _conf_tuple(
@@ -145,6 +188,19 @@ class StreamsConfig:
     state_memory_mb: int | None = attrs.field(
         default=None, validator=_optional_positive_int("state_memory_mb")
     )
+    #: Bindings of the topology's topic names to where they live: name -> ``Topic.jsonl(...)``,
+    #: ``Topic.parquet(...)``, ``Topic.kafka(...)`` or ``Topic.table(...)``. Given as a
+    #: mapping, stored as a tuple of ``(name, Topic)`` pairs sorted by name. A name the
+    #: topology binds itself (``stream(Topic...)``) must not be bound to another Topic here.
+    topics: tuple[tuple[str, TopicSpec], ...] = attrs.field(default=None, converter=_topics_tuple)
+    #: Every name without a binding in ``topics`` is a Kafka topic of that name on this
+    #: cluster (``host:port[,host:port...]``).
+    bootstrap_servers: str | None = attrs.field(
+        default=None, validator=_optional_str("bootstrap_servers")
+    )
+    #: Otherwise, every name without a binding is a directory of JSON lines in the envelope
+    #: layout, ``<data_dir>/<name>``, on the Spark server's file system.
+    data_dir: str | None = attrs.field(default=None, validator=_optional_str("data_dir"))
     #: Extra Spark SQL settings applied to the session before the app starts; they override
     #: the settings above.
     spark_conf: tuple[tuple[str, str], ...] = attrs.field(default=None, converter=_conf_tuple)
@@ -182,6 +238,11 @@ class StreamsConfig:
             )
 
     @property
+    def topic_bindings(self) -> dict[str, TopicSpec]:
+        """``topics`` as a dict, name -> Topic."""
+        return dict(self.topics)
+
+    @property
     def effective_shuffle_partitions(self) -> int:
         return self.shuffle_partitions or self.num_partitions
 
@@ -199,6 +260,11 @@ class StreamsConfig:
                 f"unknown config option(s) {unknown}; known: {sorted(known)}", options=unknown
             )
         values = dict(data)
+        if isinstance(values.get("topics"), Mapping):
+            values["topics"] = {
+                str(name): _topic_from_mapping(str(name), topic)
+                for name, topic in values["topics"].items()
+            }
         for key in ("trigger_interval", "state_maintenance_interval"):
             if isinstance(values.get(key), int | float):
                 values[key] = timedelta(seconds=values[key])

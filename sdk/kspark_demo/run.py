@@ -99,7 +99,7 @@ def _run(
     t0: float,
     clean: bool,
 ) -> dict[str, Any]:
-    topology = build_topology(data_dir, kafka=bootstrap)
+    topology = build_topology()
     # by value even where kspark_demo is installed (a wheel): a remote server lacks it
     shipping.ship(topology, names=["kspark_demo"])
     w.write(topology.describe() + "\n\n")
@@ -136,9 +136,7 @@ def _run(
         )
     else:
         converted = (
-            spark.read.parquet(os.path.join(data_dir, "out", "converted"))
-            .select("value.*")
-            .toPandas()
+            spark.read.json(os.path.join(data_dir, "converted")).select("value.*").toPandas()
         )
         dlq_path = os.path.join(data_dir, "out", "dlq")
         dead = spark.read.parquet(dlq_path).toPandas() if os.path.isdir(dlq_path) else None

@@ -21,14 +21,17 @@ from kspark_server.spec import (
     FilterStep,
     FlatMapStep,
     FlatMapValuesStep,
+    JsonSpec,
     MapStep,
     MapValuesStep,
     PeekStep,
+    PrimSpec,
     SelectKeyStep,
     SpecError,
     Step,
     TableFilterStep,
     TableMapValuesStep,
+    TypeSpec,
     check_spec,
 )
 
@@ -199,6 +202,17 @@ def _assemble(
     return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
+def output_encoder(inp: TypeSpec, out: TypeSpec, what: str) -> codec.Codec:
+    """The chain's encoder of keys or values of type ``out``. From a dynamic input, values
+    of JSON shape (a dict for a record, say) are first converted to the declared type;
+    the typed path stays as fast as it was."""
+    enc = codec.encoder(out, what)
+    if not isinstance(inp, JsonSpec) or isinstance(out, JsonSpec | PrimSpec):
+        return enc
+    convert = codec.converter(out, what)
+    return lambda x: enc(convert(x))
+
+
 def make_chain(
     spec: ChainSpec,
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -211,8 +225,8 @@ def make_chain(
     guard = handling.Guard(spec.handling)
     kdec = codec.decoder(spec.input.key)
     vdec = codec.decoder(spec.input.value)
-    kenc = codec.encoder(spec.output.key, "key")
-    venc = codec.encoder(spec.output.value, "value")
+    kenc = output_encoder(spec.input.key, spec.output.key, "key")
+    venc = output_encoder(spec.input.value, spec.output.value, "value")
     steps = [make_step(s, guard) for s in spec.steps]
     fans_out = any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps)
     last_processor = spec.steps[-1].processor if spec.steps else "source"

@@ -23,7 +23,7 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 4); use the same kspark version on client and server
+kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 5); use the same kspark version on client and server
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ __all__ = [
     "FlatMapValuesStep",
     "Handling",
     "JoinSpec",
+    "JsonSpec",
     "KeyValue",
     "ListSpec",
     "MapSpec",
@@ -69,7 +70,8 @@ __all__ = [
 ]
 
 #: The version of this contract; a client and the operators it runs must agree on it.
-SPEC_VERSION = 4
+#: 5: dynamic keys and values (:class:`JsonSpec`).
+SPEC_VERSION = 5
 
 Fn = Callable[..., Any]
 
@@ -122,11 +124,24 @@ class RecordSpec:
             _check_type(t, f"{self.cls.__qualname__}.{name}")
 
 
-TypeSpec = PrimSpec | ListSpec | MapSpec | RecordSpec
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JsonSpec:
+    """A dynamic value: any JSON-compatible Python value (None, bool, int, float, str, list,
+    dict), carried as JSON text in a Spark ``string`` column. ``shape`` is ``any``, or
+    ``dict`` or ``list`` when declared as such."""
+
+    shape: str = "any"
+
+    def __post_init__(self) -> None:
+        if self.shape not in ("any", "dict", "list"):
+            raise SpecError(f"unknown dynamic shape {self.shape!r}")
+
+
+TypeSpec = PrimSpec | ListSpec | MapSpec | RecordSpec | JsonSpec
 
 
 def _check_type(t: object, where: str) -> None:
-    if not isinstance(t, PrimSpec | ListSpec | MapSpec | RecordSpec):
+    if not isinstance(t, PrimSpec | ListSpec | MapSpec | RecordSpec | JsonSpec):
         raise SpecError(f"{where}: not a type spec: {t!r}")
 
 

@@ -16,10 +16,10 @@ import attrs
 from kspark import errors
 from kspark.compiler import stages as st
 from kspark.config import StreamsConfig
-from kspark.errors import CompilationError, InvalidTopologyError, UnknownTypeError
+from kspark.errors import CompilationError, InvalidTopologyError
 from kspark.plan import nodes as n
 from kspark.plan.topology import Topology
-from kspark.plan.types import Primitive, Record, TypeDesc, json_packable
+from kspark.plan.types import DYNAMIC, Dynamic, Primitive, Record, TypeDesc, json_packable
 from kspark_server import envelope as env
 from kspark_server import spec as sp
 
@@ -105,11 +105,12 @@ class _Compiler:
         sink_specs = []
         for i, sink in enumerate(self.topology.sinks):
             stage = self.flush(self.visit(sink.parent), sink.name)
-            parts.append(st.SinkPart(index=i, processor=sink.name, topic=sink.topic, stage=stage))
+            topic = _bound(sink)
+            parts.append(st.SinkPart(index=i, processor=sink.name, topic=topic, stage=stage))
             sink_specs.append(
                 sp.SinkSpec(
                     index=i,
-                    topic=_topic_ref(sink.topic),
+                    topic=_topic_ref(topic),
                     num_partitions=self.config.num_partitions,
                 )
             )
@@ -149,8 +150,8 @@ class _Compiler:
 
     def flush(self, p: _Pending, boundary: str) -> st.Stage:
         """The stage with ``p``'s pending steps applied; types must be known here."""
-        key_type = _known(p.key_type, "key", p.key_origin, boundary)
-        value_type = _known(p.value_type, "value", p.value_origin, boundary)
+        key_type = _known(p.key_type)
+        value_type = _known(p.value_type)
         if not p.steps:
             return p.base
         spec = sp.ChainSpec(
@@ -161,6 +162,18 @@ class _Compiler:
             handling=self.handling(p.subtopology),
         )
         return st.Chain(input=p.base, spec=spec, key_type=key_type, value_type=value_type)
+
+    def convert_key(self, stage: st.Stage, key_type: TypeDesc, node: n.Node) -> st.Stage:
+        """``stage`` with its dynamic keys converted to ``key_type``; a key that does not
+        convert goes to the production exception handler."""
+        spec = sp.ChainSpec(
+            input=_kv(stage.key_type, stage.value_type),
+            output=_kv(key_type, stage.value_type),
+            steps=(),
+            output_schema=_envelope_json(key_type, stage.value_type),
+            handling=self.handling(self.subtopology_of.get(node.name, 0)),
+        )
+        return st.Chain(input=stage, spec=spec, key_type=key_type, value_type=stage.value_type)
 
     def _start(self, stage: st.Stage, node: n.Node) -> _Pending:
         return _Pending(
@@ -186,17 +199,18 @@ class _Compiler:
 
     # -- sources -------------------------------------------------------------------
     def _read(self, node: n.Source | n.TableSource) -> st.Read:
-        assert node.key_type is not None and node.value_type is not None
+        topic = _bound(node)
+        key_type, value_type = _known(node.key_type), _known(node.value_type)
         return st.Read(
-            topic=node.topic,
+            topic=topic,
             processor=node.name,
-            read_schema=_read_schema(node.topic, node.key_type, node.value_type, node.name),
+            read_schema=_read_schema(topic, key_type, value_type, node.name),
             max_files_per_trigger=self.config.max_files_per_trigger,
             deserialization=self.deserialization,
             subtopology=self.subtopology_of.get(node.name, 0),
             kafka_client=self.config.kafka_client,
-            key_type=node.key_type,
-            value_type=node.value_type,
+            key_type=key_type,
+            value_type=value_type,
         )
 
     def visit_Source(self, node: n.Source) -> _Pending:
@@ -280,13 +294,18 @@ class _Compiler:
     def visit_StreamTableJoin(self, node: n.StreamTableJoin) -> _Pending:
         stream = self.flush(self.visit(node.stream), node.name)
         table = self.flush(self.visit(node.table), node.name)
+        # a dynamic key joins a declared one once converted to it
+        if isinstance(stream.key_type, Dynamic) and not isinstance(table.key_type, Dynamic):
+            stream = self.convert_key(stream, table.key_type, node)
+        elif isinstance(table.key_type, Dynamic) and not isinstance(stream.key_type, Dynamic):
+            table = self.convert_key(table, stream.key_type, node)
         if stream.key_type != table.key_type:
             raise InvalidTopologyError(
                 f"{node.name}: stream key type {stream.key_type.display()} differs from table "
                 f"key type {table.key_type.display()}; select_key the stream first",
                 processor=node.name,
             )
-        out_value = _known(node.value_type, "value", node.name, node.name)
+        out_value = _known(node.value_type)
         sub = self.subtopology_of.get(node.name, 0)
         spec = sp.JoinSpec(
             processor=node.name,
@@ -393,16 +412,19 @@ def _needs_dlq(handler: Any) -> bool:
     return bool(getattr(handler, "writes_dead_letters", False))
 
 
-def _known(tp: TypeDesc | None, what: str, origin: str, boundary: str) -> TypeDesc:
-    if tp is None:
-        param = "key_type" if what == "key" else "value_type"
-        raise UnknownTypeError(
-            f"{boundary} needs the {what} type of the records from {origin}, which is unknown; "
-            f"pass {param}=... to {origin}'s DSL call or annotate its function's return type",
-            processor=origin,
-            boundary=boundary,
+def _known(tp: TypeDesc | None) -> TypeDesc:
+    """A key or value type; one that nothing declares is dynamic."""
+    return DYNAMIC if tp is None else tp
+
+
+def _bound(node: n.Source | n.TableSource | n.Sink) -> n.TopicSpec:
+    if node.topic is None:
+        raise CompilationError(
+            f"{node.name}: topic {node.topic_name!r} is not bound; StreamsApp binds the "
+            "topology's names (kspark.bindings.bind_topology) before it compiles",
+            processor=node.name,
         )
-    return tp
+    return node.topic
 
 
 def _topic_ref(topic: n.TopicSpec) -> sp.TopicRef:

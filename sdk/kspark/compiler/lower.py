@@ -19,7 +19,7 @@ from pyspark.sql.types import DataType, StringType, StructField, StructType
 from kspark.compiler import stages as st
 from kspark.errors import CompilationError
 from kspark.plan import graph
-from kspark.plan.types import Primitive, TypeDesc
+from kspark.plan.types import Dynamic, Primitive, TypeDesc
 from kspark_server import envelope as env
 from kspark_server.envelope import SideKind
 from kspark_server.paths import normalize_path, normalized_path_column
@@ -84,6 +84,8 @@ def _kafka_decode(c: Column, desc: TypeDesc) -> tuple[Column, Column]:
     """Kafka bytes to the declared type (primitives as text, records as JSON), and whether
     they failed to parse (a null stays null: a tombstone is not a bad record)."""
     text = c.cast("string")
+    if isinstance(desc, Dynamic):
+        return text, F.lit(False)  # JSON text, parsed in the operators
     if isinstance(desc, Primitive):
         if desc.spark == "binary":
             return c, F.lit(False)

@@ -242,19 +242,39 @@ class Node:
         return False
 
 
-@attrs.frozen(kw_only=True)
-class Source(Node):
-    topic: TopicSpec
+def _check_topic_name(_inst: object, _attr: object, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgumentError(
+            f"a topic name must be a non-empty str, got {value!r}", parameter="topic"
+        )
 
 
 @attrs.frozen(kw_only=True)
-class TableSource(Node):
+class _TopicNode(Node):
+    """A source or sink: it names a topic, and may bind the name to a :class:`Topic`.
+
+    An unbound name (``topic`` None) is bound when the app starts, by
+    :func:`kspark.bindings.bind_topology` from the app's :class:`~kspark.StreamsConfig`.
+    """
+
+    #: the topic's name in the topology; ``describe()`` and the test driver use it
+    topic_name: str = attrs.field(validator=_check_topic_name)
+    #: where the topic lives, if the topology says so (``stream(Topic.jsonl(...))``)
+    topic: TopicSpec | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Source(_TopicNode):
+    pass
+
+
+@attrs.frozen(kw_only=True)
+class TableSource(_TopicNode):
     """A KTable read from a topic's changelog; ``store_name`` is its materialized store.
 
     The store lives in the operator that reads it (a stream-table join), which lists it.
     """
 
-    topic: TopicSpec
     store_name: str
     versioned: bool = False
     history_retention_ms: int = 0
@@ -475,8 +495,14 @@ class Deduplicate(_Unary):
 
 
 @attrs.frozen(kw_only=True)
-class Sink(_Unary):
-    topic: TopicSpec
+class Sink(_TopicNode):
+    """Writes its parent's records to the topic it names."""
+
+    parent: Node
+
+    @property
+    def parents(self) -> tuple[Node, ...]:
+        return (self.parent,)
 
 
 #: The public name of :class:`TopicSpec`.

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from kspark.bindings import bind_topology
 from kspark.compiler.compiler import compile_topology
 from kspark.compiler.lower import build_dataframe, writer_function
 from kspark.compiler.stages import Output
@@ -127,15 +128,25 @@ class StreamsApp:
     Parameters
     ----------
     topology
-        From :meth:`kspark.StreamsBuilder.build`.
+        From :meth:`kspark.StreamsBuilder.build`. Its topic names are bound here, by
+        ``config`` (:func:`kspark.bindings.bind_topology`).
     config
-        The app's settings.
+        The app's settings, with the bindings of the topology's topic names (``topics``,
+        ``bootstrap_servers``, ``data_dir``).
     session
         A Spark Connect session; None uses :func:`kspark.connect` (the embedded server).
 
+    Raises
+    ------
+    UnboundTopicError
+        If a topic name of the topology is bound to nothing.
+    ConfigError
+        If ``config.topics`` binds a name to another Topic than the topology does.
+
     Examples
     --------
-    >>> app = StreamsApp(topology, StreamsConfig(application_id="payments"))  # doctest: +SKIP
+    >>> config = StreamsConfig(application_id="payments", data_dir="/data")
+    >>> app = StreamsApp(topology, config)  # doctest: +SKIP
     >>> print(app.run_until_caught_up().summary())  # doctest: +SKIP
     """
 
@@ -144,7 +155,8 @@ class StreamsApp:
             raise InvalidArgumentError("StreamsApp needs a Topology from StreamsBuilder.build()")
         if not isinstance(config, StreamsConfig):
             raise ConfigError("StreamsApp needs a StreamsConfig")
-        self.topology = topology
+        #: the topology with every topic name bound (see :mod:`kspark.bindings`)
+        self.topology = bind_topology(topology, config)
         self.config = config
         self._session = session
         self._query: Any = None

@@ -43,6 +43,7 @@ from typing import Any
 
 import attrs
 
+from kspark.bindings import bind_topology
 from kspark.config import StreamsConfig
 from kspark.errors import AppAlreadyRunningError, StreamsAppError, UnknownAppError
 from kspark.plan.topology import Topology
@@ -398,6 +399,8 @@ def submit(
     ...                 checkpoint_dir="/data/chk/payments"), "sc://spark:15002")  # doctest: +SKIP
     >>> print(handle.summary())  # doctest: +SKIP
     """
+    # unbound topic names fail here, before any connection (StreamsApp binds them again)
+    bind_topology(topology, config)
     check_reachable(remote)
     app_id = config.application_id
     base = with_params(remote, session_id=None)
