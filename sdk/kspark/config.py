@@ -15,17 +15,44 @@ from kspark._typing import KafkaClient
 from kspark.errors import ConfigError
 from kspark.plan.nodes import TopicSpec
 
-__all__ = ["ROCKSDB_PROVIDER", "StreamsConfig", "state_store_conf"]
+__all__ = ["ROCKSDB_PROVIDER", "StreamsConfig", "check_application_id", "state_store_conf"]
 
-_APP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+_APP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
-def _check_app_id(_inst: object, _attr: object, value: Any) -> None:
-    if not isinstance(value, str) or not _APP_ID.match(value):
+def check_application_id(value: object) -> str:
+    """``value`` if it is a valid ``application_id``, else :class:`ConfigError`.
+
+    The id names files and folders (checkpoints, ``~/.kspark/apps/<id>.json``), so it must
+    match as a whole: ``fullmatch``, because ``$`` would also accept a trailing newline.
+
+    Examples
+    --------
+    >>> check_application_id("payments-1")
+    'payments-1'
+    >>> check_application_id("../x")
+    Traceback (most recent call last):
+    ...
+    kspark.errors.ConfigError: [KSPARK_INVALID_CONFIG] application_id must be ...
+    """
+    if not isinstance(value, str) or not _APP_ID.fullmatch(value):
         raise ConfigError(
             f"application_id must be 1-200 characters of letters, digits, '.', '_' or '-', "
             f"starting with a letter or digit; got {value!r}",
             option="application_id",
+        )
+    return value
+
+
+def _check_app_id(_inst: object, _attr: object, value: Any) -> None:
+    check_application_id(value)
+
+
+def _check_kafka_client(_inst: object, _attr: object, value: Any) -> None:
+    if value not in get_args(KafkaClient):
+        raise ConfigError(
+            f"kafka_client must be one of {list(get_args(KafkaClient))}, got {value!r}",
+            option="kafka_client",
         )
 
 
@@ -107,9 +134,7 @@ class StreamsConfig:
     dead_letter_queue_topic: TopicSpec | None = None
     #: How Kafka topics are read and written: ``"auto"`` (the JVM connector if the server
     #: has it, else kspark's Python Kafka source and sink), ``"jvm"`` or ``"python"``.
-    kafka_client: KafkaClient = attrs.field(
-        default="auto", validator=attrs.validators.in_(get_args(KafkaClient))
-    )
+    kafka_client: KafkaClient = attrs.field(default="auto", validator=_check_kafka_client)
     #: State-store snapshots: a snapshot of a state partition is taken after this many
     #: micro-batches (changelog files) since the last one
     #: (``spark.sql.streaming.stateStore.minDeltasForSnapshot``). A restore loads the last

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from kspark.config import check_application_id
 from kspark.errors import UnknownAppError
 from kspark.plan.nodes import TopicSpec
 from kspark.runtime.urls import with_params
@@ -26,7 +27,8 @@ def handles_dir() -> str:
 
 
 def _handle_path(app_id: str, directory: str | None = None) -> str:
-    return os.path.join(directory or handles_dir(), f"{app_id}.json")
+    # the id becomes a file name: a validated id cannot leave the handles folder (../x)
+    return os.path.join(directory or handles_dir(), f"{check_application_id(app_id)}.json")
 
 
 @attrs.frozen(kw_only=True)

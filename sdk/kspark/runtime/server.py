@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 from kspark._deps import has_spark_jars, pyspark_distribution
 from kspark.errors import ServerError
+from kspark.runtime.urls import redact
 
 __all__ = ["REMOTE_ENV", "EmbeddedServer", "connect", "default_server_conf"]
 
@@ -384,5 +385,7 @@ def connect(url: str | None = None) -> Any:
     if url is None:
         return embedded_server().session()
     if not url.startswith("sc://"):
-        raise ServerError(f"{source} must be a Spark Connect URL starting with sc://, got {url!r}")
+        raise ServerError(
+            f"{source} must be a Spark Connect URL starting with sc://, got {redact(url)!r}"
+        )
     return _remote_session(url)

@@ -1,0 +1,122 @@
+"""Data safety without a server (issue 17): ids and URLs that could leak a token or escape
+kspark's folders are refused, and paths are resolved on the client."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kspark import StreamsConfig
+from kspark.cli import main
+from kspark.errors import ConfigError, ServerError
+from kspark.runtime.server import connect
+from kspark.runtime.submit import load_handle, status, with_params
+
+SECRET = "s3cret-token"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("KSPARK_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("KSPARK_REMOTE", raising=False)
+    return tmp_path / "home"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("app_id", ["a\n", "a\r\n", " a", "a\t", "a\x00", "../x", "a/b"])
+def test_application_id_with_whitespace_control_chars_or_slashes_is_refused(
+    app_id: str,
+) -> None:
+    with pytest.raises(ConfigError, match="application_id"):
+        StreamsConfig(application_id=app_id)
+
+
+def test_an_unknown_kafka_client_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="kafka_client") as info:
+        StreamsConfig(application_id="a", kafka_client="x")  # type: ignore[arg-type]
+    assert info.value.params["option"] == "kafka_client"
+
+
+def test_app_id_cannot_leave_the_handles_folder(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = tmp_path / "home" / "x.json"  # what ../x would reach from home/apps
+    outside.parent.mkdir(parents=True)
+    outside.write_text("{}")
+    with pytest.raises(ConfigError, match="application_id"):
+        load_handle("../x")
+    with pytest.raises(ConfigError):
+        status("../x")
+    assert main(["status", "--app-id", "../x"]) == 1
+    assert "KSPARK_INVALID_CONFIG" in capsys.readouterr().err
+
+
+def test_a_bad_url_never_shows_its_token() -> None:
+    with pytest.raises(ServerError) as info:
+        with_params(f"http://spark:15002/;token={SECRET}")
+    assert SECRET not in str(info.value) and "token=***" in str(info.value)
+    with pytest.raises(ServerError) as info:
+        connect(f"spark:15002/;token={SECRET}")
+    assert SECRET not in str(info.value)
+
+
+@pytest.fixture
+def topology_ref(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``module:build`` of a small topology in the working directory."""
+    name = f"topo_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        "from kspark import StreamsBuilder, Topic\n"
+        "def build():\n"
+        "    b = StreamsBuilder()\n"
+        "    b.stream(Topic.jsonl('in', '/in'), key_type=str, value_type=int)"
+        ".to(Topic.jsonl('out', '/out'))\n"
+        "    return b.build()\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # load_topology adds the cwd
+    return f"{name}:build"
+
+
+def test_cli_takes_the_url_from_a_file_or_the_environment_and_never_prints_the_token(
+    home: Path,
+    tmp_path: Path,
+    topology_ref: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    port = closed_port()
+    url = f"sc://127.0.0.1:{port}/;token={SECRET}"
+    remote_file = tmp_path / "remote"
+    remote_file.write_text(url + "\n")
+    session = ["--app-id", "a", "--session-id", "0d1e0000-0000-0000-0000-000000000000"]
+    assert main(["status", *session, "--remote-file", str(remote_file)]) == 1
+    err = capsys.readouterr().err
+    # the URL of the file was used: its server is the one found unreachable
+    assert "KSPARK_SERVER_UNREACHABLE" in err and str(port) in err and SECRET not in err
+    monkeypatch.setenv("KSPARK_REMOTE", url)
+    assert main(["stop", *session]) == 1
+    err = capsys.readouterr().err
+    assert "KSPARK_SERVER_UNREACHABLE" in err and str(port) in err and SECRET not in err
+    assert main(["submit", topology_ref]) == 1
+    err = capsys.readouterr().err
+    assert "KSPARK_SERVER_UNREACHABLE" in err and SECRET not in err
+    # a URL pyspark refuses is reported without its token too
+    monkeypatch.setenv("KSPARK_REMOTE", f"http://127.0.0.1:{port}/;token={SECRET}")
+    assert main(["submit", topology_ref]) == 1
+    assert SECRET not in capsys.readouterr().err
+
+
+def test_submit_needs_a_server(
+    home: Path, topology_ref: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["submit", topology_ref]) == 1
+    assert "--remote-file or $KSPARK_REMOTE" in capsys.readouterr().err
