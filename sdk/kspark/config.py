@@ -11,6 +11,7 @@ from typing import Any, get_args
 
 import attrs
 
+from kspark._paths import resolve_path
 from kspark._typing import KafkaClient
 from kspark.errors import ConfigError
 from kspark.plan.nodes import TopicSpec
@@ -107,7 +108,8 @@ class StreamsConfig:
     #: Identifies the app: it names the streaming query and the checkpoint folder.
     application_id: str = attrs.field(validator=_check_app_id)
     #: Where the app keeps its checkpoints and state, on the Spark server's file system.
-    #: Defaults to ``<tmp>/kspark/<application_id>``.
+    #: Defaults to ``<tmp>/kspark/<application_id>``. A relative or ``~`` path is resolved
+    #: on the client, against its working directory; a URI is kept as it is.
     checkpoint_dir: str = attrs.field(default=None)
     #: The number of tasks: logical partitions by key hash, like a Kafka topic's partitions.
     #: Stream time and state are per task. To change it on an existing checkpoint, use
@@ -183,6 +185,9 @@ class StreamsConfig:
             )
         elif not isinstance(self.checkpoint_dir, str) or not self.checkpoint_dir:  # type: ignore[redundant-expr]
             raise ConfigError("checkpoint_dir must be a non-empty path", option="checkpoint_dir")
+        else:
+            # a relative or ~ path would resolve on the server, against its working directory
+            object.__setattr__(self, "checkpoint_dir", resolve_path(self.checkpoint_dir))
         interval: object = self.trigger_interval
         if interval is not None and (
             not isinstance(interval, timedelta) or interval <= timedelta(0)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import socket
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from kspark import StreamsConfig
+from kspark import StreamsConfig, Topic
 from kspark.cli import main
 from kspark.errors import ConfigError, ServerError
 from kspark.runtime.server import connect
@@ -120,3 +121,42 @@ def test_submit_needs_a_server(
 ) -> None:
     assert main(["submit", topology_ref]) == 1
     assert "--remote-file or $KSPARK_REMOTE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("factory", [Topic.jsonl, Topic.parquet, Topic.csv])
+def test_relative_and_home_topic_paths_are_resolved_on_the_client(
+    factory: Callable[[str, str], Topic], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert factory("t", "data/in").path == str(tmp_path / "data" / "in")
+    assert factory("t", "./in/").path == str(tmp_path / "in")
+    assert factory("t", "~/in").path == str(tmp_path / "home" / "in")
+    assert factory("t", "s3a://bucket/in").path == "s3a://bucket/in"
+    assert factory("t", "file:/data/in").path == "file:/data/in"
+
+
+def test_table_names_are_not_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert Topic.table("t", "db.events").path == "db.events"
+    assert Topic.table("events").path == "events"
+
+
+def test_relative_and_home_checkpoint_dirs_are_resolved_on_the_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert StreamsConfig(application_id="a", checkpoint_dir="chk").checkpoint_dir == str(
+        tmp_path / "chk"
+    )
+    assert StreamsConfig(application_id="a", checkpoint_dir="~/chk").checkpoint_dir == str(
+        tmp_path / "home" / "chk"
+    )
+    assert (
+        StreamsConfig(application_id="a", checkpoint_dir="hdfs://nn/chk").checkpoint_dir
+        == "hdfs://nn/chk"
+    )
+    dlq = StreamsConfig(application_id="a", dead_letter_queue_topic=Topic.jsonl("dlq", "dlq"))
+    assert dlq.dead_letter_queue_topic is not None
+    assert dlq.dead_letter_queue_topic.path == str(tmp_path / "dlq")
