@@ -4,11 +4,13 @@ It runs as the streaming query's ``foreachBatch`` function on the server. Each s
 its rows (columns ``k<i>``/``v<i>`` of the union), and the dead-letter queue gets the
 dead-letter side rows. A file sink writes batch ``N`` into ``<path>/batch_id=N``, replacing
 what a failed earlier attempt of the same batch left, so output is exactly once across
-restarts.
+restarts. Sinks into one topic (``TopicRef.destination``) are written as one union, so
+that merged branches keep all their records.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -16,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from kspark_server.envelope import SIDE, SideKind
-from kspark_server.spec import SinksSpec, TopicRef, check_spec
+from kspark_server.spec import SinkSpec, SinksSpec, TopicRef, check_spec
 
 _FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
 
@@ -30,6 +32,12 @@ def make_batch_writer(spec: SinksSpec) -> Any:
     kafka_format = spec.kafka_format
     batch_offset = spec.batch_offset
 
+    # sinks into one topic (merged branches) are written together: one write per topic
+    # and batch, since each write replaces the batch's whole folder or partition
+    groups: dict[tuple[str, ...], list[SinkSpec]] = {}
+    for s in sinks:
+        groups.setdefault(s.topic.destination, []).append(s)
+
     def write_batch(df: DataFrame, query_batch_id: int) -> None:
         # after a rescale the query checkpoint is new, but the app's batches go on counting
         batch_id = query_batch_id + batch_offset
@@ -37,20 +45,11 @@ def make_batch_writer(spec: SinksSpec) -> Any:
         if cached:
             df = df.persist()
         try:
-            for s in sinks:
-                i = s.index
-                part = df.filter(F.col("ks_side").isNull() & (F.col("ks_sink") == i)).select(
-                    F.col(f"k{i}").alias("key"),
-                    F.col(f"v{i}").alias("value"),
-                    "timestamp",
-                    "headers",
-                    F.expr(f"pmod(hash(k{i}), {int(s.num_partitions)})")
-                    .cast("int")
-                    .alias("partition"),
-                    "ks_seq",
-                    "ks_sub",
-                )
-                write_topic(part, s.topic, batch_id, s.topic.ordered, kafka_format)
+            for group in groups.values():
+                rows = [_sink_rows(df, s) for s in group]
+                part = functools.reduce(DataFrame.unionByName, rows)
+                topic = group[0].topic
+                write_topic(part, topic, batch_id, topic.ordered, kafka_format)
             if dlq:
                 dead = (
                     df.filter(F.col("ks_side").isNotNull())
@@ -81,6 +80,20 @@ def make_batch_writer(spec: SinksSpec) -> Any:
                 df.unpersist()
 
     return write_batch
+
+
+def _sink_rows(df: DataFrame, s: SinkSpec) -> DataFrame:
+    """Sink ``s``'s records of the batch, in the columns every topic writer takes."""
+    i = s.index
+    return df.filter(F.col("ks_side").isNull() & (F.col("ks_sink") == i)).select(
+        F.col(f"k{i}").alias("key"),
+        F.col(f"v{i}").alias("value"),
+        "timestamp",
+        "headers",
+        F.expr(f"pmod(hash(k{i}), {int(s.num_partitions)})").cast("int").alias("partition"),
+        "ks_seq",
+        "ks_sub",
+    )
 
 
 def write_topic(

@@ -11,9 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from kspark import StreamsConfig, Topic
+from kspark import StreamsBuilder, StreamsConfig, Topic
 from kspark.cli import main
-from kspark.errors import ConfigError, ServerError
+from kspark.compiler import compile_topology
+from kspark.compiler.compiler import _topic_ref
+from kspark.errors import (
+    ConfigError,
+    DeadLetterQueueProcessingExceptionHandler,
+    InvalidTopologyError,
+    ServerError,
+)
 from kspark.runtime.server import connect
 from kspark.runtime.submit import load_handle, status, with_params
 
@@ -160,3 +167,55 @@ def test_relative_and_home_checkpoint_dirs_are_resolved_on_the_client(
     dlq = StreamsConfig(application_id="a", dead_letter_queue_topic=Topic.jsonl("dlq", "dlq"))
     assert dlq.dead_letter_queue_topic is not None
     assert dlq.dead_letter_queue_topic.path == str(tmp_path / "dlq")
+
+
+def _two_sinks(first: Topic, second: Topic, second_type: type = int) -> StreamsBuilder:
+    b = StreamsBuilder()
+    s = b.stream(Topic.jsonl("in", "/data/in"), key_type=str, value_type=int)
+    s.filter(lambda k, v: v % 2 == 0).to(first)
+    s.filter(lambda k, v: v % 2 == 1).map_values(second_type, value_type=second_type).to(second)
+    return b
+
+
+def test_sinks_into_one_topic_share_one_destination() -> None:
+    out = compile_topology(
+        _two_sinks(Topic.jsonl("out", "/data/out"), Topic.jsonl("out", "/data//out/")).build(),
+        StreamsConfig(application_id="a"),
+    )
+    first, second = out.writer_spec.sinks
+    # the batch writer writes sinks of one destination as one union (kspark_server.sinks)
+    assert first.topic.destination == second.topic.destination
+    refs = [_topic_ref(t) for t in (Topic.table("t", "DB.T"), Topic.table("t", "db.t"))]
+    assert refs[0].destination == refs[1].destination
+    kafka = [_topic_ref(Topic.kafka("k", "h:9092")), _topic_ref(Topic.kafka("k", "g:9092"))]
+    assert kafka[0].destination != kafka[1].destination
+
+
+def test_sinks_into_one_topic_with_other_types_or_formats_are_refused() -> None:
+    with pytest.raises(InvalidTopologyError, match="same topic") as info:
+        compile_topology(
+            _two_sinks(
+                Topic.jsonl("out", "/data/out"), Topic.jsonl("out", "/data/out"), str
+            ).build(),
+            StreamsConfig(application_id="a"),
+        )
+    assert len(info.value.params["sinks"]) == 2
+    with pytest.raises(InvalidTopologyError, match="same topic"):
+        compile_topology(
+            _two_sinks(Topic.jsonl("out", "/data/out"), Topic.parquet("out", "/data/out")).build(),
+            StreamsConfig(application_id="a"),
+        )
+
+
+def test_a_dead_letter_queue_on_a_sink_topic_is_refused() -> None:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/data/in"), key_type=str, value_type=int).to(
+        Topic.jsonl("out", "/data/out")
+    )
+    config = StreamsConfig(
+        application_id="a",
+        processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
+        dead_letter_queue_topic=Topic.jsonl("dlq", "/data/out/"),
+    )
+    with pytest.raises(ConfigError, match="dead_letter_queue_topic"):
+        compile_topology(b.build(), config)
