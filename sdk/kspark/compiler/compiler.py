@@ -484,6 +484,6 @@ def _read_schema(topic: n.TopicSpec, key: TypeDesc, value: TypeDesc, processor: 
                     processor=processor,
                 )
         fields = [env.field(f.name, f.type.spark_json()) for f in value.fields]
-    if topic.format == "jsonl":
+    if topic.format in ("jsonl", "csv"):  # lines that do not parse go to the handler
         fields.append(env.field("_corrupt_record", "string"))
     return env.struct_json(fields)
