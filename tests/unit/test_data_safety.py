@@ -219,3 +219,56 @@ def test_a_dead_letter_queue_on_a_sink_topic_is_refused() -> None:
     )
     with pytest.raises(ConfigError, match="dead_letter_queue_topic"):
         compile_topology(b.build(), config)
+
+
+def test_submit_saves_the_handle_before_it_waits_for_the_first_batch(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C while ``submit`` waits must leave a handle that finds the running query."""
+    from kspark.runtime import submit as remote
+
+    class Query:
+        id = "q-1"
+        runId = "r-1"
+        isActive = True
+
+    class App:
+        def __init__(self, topology: object, config: StreamsConfig, session: object) -> None:
+            self.query = Query()
+            self.checkpoint_location = "/chk/query"
+
+        def start(self) -> None:
+            pass
+
+    class Conf:
+        def set(self, key: str, value: str) -> None:
+            pass
+
+        def get(self, key: str, default: str | None = None) -> str | None:
+            return default
+
+    class Spark:
+        conf = Conf()
+
+    released: list[object] = []
+
+    def interrupted(query: object, wait: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(remote, "check_reachable", lambda url: None)
+    monkeypatch.setattr(remote, "_session", lambda url: Spark())
+    monkeypatch.setattr(remote, "_release", released.append)
+    monkeypatch.setattr(remote, "StreamsApp", App)
+    monkeypatch.setattr(remote, "_outputs", lambda app: ())
+    monkeypatch.setattr(remote.shipping, "ship", lambda *a, **k: ["kspark_server"])
+    monkeypatch.setattr(remote, "_wait_first_progress", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        remote.submit(
+            _two_sinks(Topic.jsonl("a", "/a"), Topic.jsonl("b", "/b")).build(),
+            StreamsConfig(application_id="payments"),
+            f"sc://localhost:15002/;token={SECRET}",
+        )
+    saved = load_handle("payments")
+    assert (saved.query_id, saved.run_id, saved.final) == ("q-1", "r-1", None)
+    assert released == []  # the started query keeps running, and the handle finds it
+    assert SECRET not in Path(str(saved.path)).read_text()
