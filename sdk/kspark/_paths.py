@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
-__all__ = ["resolve_path"]
+__all__ = ["kspark_home", "resolve_path"]
 
 
 def resolve_path(path: str) -> str:
@@ -35,3 +35,12 @@ def resolve_path(path: str) -> str:
     if len(urlsplit(path).scheme) > 1:
         return path
     return os.path.abspath(os.path.expanduser(path))
+
+
+def kspark_home() -> str:
+    """kspark's own folder on the client: ``$KSPARK_HOME``, by default ``~/.kspark``.
+
+    It holds the handles of submitted apps (``apps/``) and the embedded server's tables
+    (``warehouse/`` and ``metastore/``), which outlive the server.
+    """
+    return os.environ.get("KSPARK_HOME") or os.path.join(os.path.expanduser("~"), ".kspark")

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from kspark._paths import kspark_home
 from kspark.config import check_application_id
 from kspark.errors import UnknownAppError
 from kspark.plan.nodes import TopicSpec
@@ -22,8 +23,7 @@ HANDLE_VERSION = 1
 
 def handles_dir() -> str:
     """Where handles are kept: ``$KSPARK_HOME/apps``, by default ``~/.kspark/apps``."""
-    home = os.environ.get("KSPARK_HOME") or os.path.join(os.path.expanduser("~"), ".kspark")
-    return os.path.join(home, "apps")
+    return os.path.join(kspark_home(), "apps")
 
 
 def _handle_path(app_id: str, directory: str | None = None) -> str:
