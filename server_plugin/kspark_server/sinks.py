@@ -15,9 +15,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType
 
-from kspark_server.envelope import SIDE, SideKind
+from kspark_server.envelope import HEADERS, SIDE, SideKind
 from kspark_server.spec import SinkSpec, SinksSpec, TopicRef, check_spec
 
 _FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
@@ -176,12 +176,85 @@ def _write_kafka(df: DataFrame, topic: TopicRef, kafka_format: str) -> None:
     out.write.format(kafka_format).options(**opts).option("topic", topic.name).mode("append").save()
 
 
+#: The table property that marks a table kspark created as a sink: the only tables it
+#: writes into.
+TABLE_MARK = "kspark.sink"
+
+
+def _quote(table: str) -> str:
+    return ".".join(f"`{part.strip('`')}`" for part in table.split("."))
+
+
+def _columns(schema: StructType) -> list[tuple[str, str]]:
+    # names without case (the catalog may store them in lower case), types without
+    # nullability (Parquet files make every column nullable)
+    return [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields]
+
+
+def table_sink_schema(key: DataType, value: DataType) -> StructType:
+    """The columns of a table that kspark creates for a sink of these key and value types."""
+    return StructType.fromJson(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "key", "type": key.jsonValue(), "nullable": True, "metadata": {}},
+                {"name": "value", "type": value.jsonValue(), "nullable": True, "metadata": {}},
+                {"name": "timestamp", "type": "long", "nullable": True, "metadata": {}},
+                {"name": "headers", "type": HEADERS, "nullable": True, "metadata": {}},
+                {"name": "partition", "type": "integer", "nullable": True, "metadata": {}},
+                {"name": "batch_id", "type": "long", "nullable": True, "metadata": {}},
+            ],
+        }
+    )
+
+
+def table_problem(spark: Any, table: str, expected: StructType | None) -> str | None:
+    """Why kspark must not write into ``table``, or None if it may.
+
+    kspark writes only into tables it created (marked with :data:`TABLE_MARK`) whose
+    columns are those it writes (``expected``; None skips that check): writing into any
+    other table would replace or mix up its rows. An absent table is fine: kspark creates
+    it.
+    """
+    if not spark.catalog.tableExists(table):
+        return None
+    actual = spark.table(table).schema
+    rows = spark.sql(f"SHOW TBLPROPERTIES {_quote(table)}").collect()
+    if {r["key"]: r["value"] for r in rows}.get(TABLE_MARK) != "true":
+        return (
+            f"table {table} exists and was not created by kspark (its columns: "
+            f"{actual.simpleString()}); kspark writes only into tables it creates, and would "
+            "replace or mix up this table's rows. Choose another table, or drop this one. A "
+            "table that an older kspark created as this sink can be adopted with ALTER "
+            f"TABLE {table} SET TBLPROPERTIES ('{TABLE_MARK}' = 'true')"
+        )
+    if expected is not None and _columns(actual) != _columns(expected):
+        return (
+            f"table {table} has the columns {actual.simpleString()}, but this sink writes "
+            f"{expected.simpleString()}; write into another table, or drop this one"
+        )
+    return None
+
+
 def _write_table(df: DataFrame, table: str, batch_id: int) -> None:
     spark = df.sparkSession
     out = df.withColumn("batch_id", F.lit(batch_id).cast("long"))
     if not spark.catalog.tableExists(table):
-        out.write.partitionBy("batch_id").saveAsTable(table)
+        # created and marked in one step: a crash between the two would leave an unmarked
+        # table that kspark then refuses
+        (
+            out.writeTo(table)
+            .using("parquet")
+            .partitionedBy(F.col("batch_id"))
+            .tableProperty(TABLE_MARK, "true")
+            .create()
+        )
         return
-    # a retried batch replaces its own partition and nothing else
+    # checked at app start too; here for a table created or changed since
+    problem = table_problem(spark, table, None)
+    if problem is not None:
+        raise RuntimeError(f"[KSPARK_TABLE_SINK_REFUSED] {problem}")
+    # a retried batch replaces its own partition and nothing else; insertInto matches
+    # columns by position, so put them in the table's order
     spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
-    out.write.insertInto(table, overwrite=True)
+    out.select(*spark.table(table).columns).write.insertInto(table, overwrite=True)

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import socket
 import sys
+import types
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pyspark.sql.types import StructType
 
 from kspark import StreamsBuilder, StreamsConfig, Topic
 from kspark.cli import main
@@ -272,3 +275,52 @@ def test_submit_saves_the_handle_before_it_waits_for_the_first_batch(
     assert (saved.query_id, saved.run_id, saved.final) == ("q-1", "r-1", None)
     assert released == []  # the started query keeps running, and the handle finds it
     assert SECRET not in Path(str(saved.path)).read_text()
+
+
+class FakeCatalogSpark:
+    """Just enough of a session for the table checks: tables with schemas and properties."""
+
+    def __init__(self, tables: dict[str, tuple[StructType, dict[str, str]]]) -> None:
+        self.tables = tables
+        self.catalog = self
+
+    def tableExists(self, name: str) -> bool:
+        return name in self.tables
+
+    def table(self, name: str) -> Any:
+        return types.SimpleNamespace(schema=self.tables[name][0])
+
+    def sql(self, query: str) -> Any:
+        name = query.removeprefix("SHOW TBLPROPERTIES ").replace("`", "")
+        rows = [{"key": k, "value": v} for k, v in self.tables[name][1].items()]
+        return types.SimpleNamespace(collect=lambda: rows)
+
+
+def _table_app(table: str) -> Any:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/data/in"), key_type=str, value_type=int).to(
+        Topic.table("out", table)
+    )
+    return compile_topology(b.build(), StreamsConfig(application_id="a"))
+
+
+def test_a_table_sink_never_writes_into_a_table_kspark_did_not_create() -> None:
+    from pyspark.sql.types import LongType, StringType
+
+    from kspark.compiler.lower import writer_function
+    from kspark_server.sinks import TABLE_MARK, table_sink_schema
+
+    users = StructType().add("id", LongType()).add("name", StringType())
+    spark = FakeCatalogSpark({"db.users": (users, {})})
+    with pytest.raises(InvalidTopologyError, match=r"db\.users exists and was not created") as e:
+        writer_function(_table_app("db.users"), spark)  # type: ignore[arg-type]
+    assert e.value.params["table"] == "db.users" and "id:bigint" in str(e.value)
+    # kspark's own table with other columns (the sink's types changed) is refused too
+    other = table_sink_schema(StringType(), StringType())
+    spark = FakeCatalogSpark({"t": (other, {TABLE_MARK: "true"})})
+    with pytest.raises(InvalidTopologyError, match="has the columns"):
+        writer_function(_table_app("t"), spark)  # type: ignore[arg-type]
+    # its own table with the sink's columns, or no table yet: the app may start
+    same = table_sink_schema(StringType(), LongType())
+    writer_function(_table_app("t"), FakeCatalogSpark({"t": (same, {TABLE_MARK: "true"})}))  # type: ignore[arg-type]
+    writer_function(_table_app("t"), FakeCatalogSpark({}))  # type: ignore[arg-type]

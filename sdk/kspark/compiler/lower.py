@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from kspark.compiler import stages as st
-from kspark.errors import CompilationError
+from kspark.errors import CompilationError, InvalidTopologyError
 from kspark.plan import graph
 from kspark.plan.types import Primitive, TypeDesc
 from kspark_server import envelope as env
@@ -597,6 +597,8 @@ def writer_function(
 ) -> Any:
     from kspark_server.sinks import make_batch_writer
 
+    if spark is not None:
+        _check_tables(output, spark)
     spec = output.writer_spec
     # a rescaled app's new checkpoint numbers its batches from 0 again; its sinks go on
     spec = dataclasses.replace(spec, batch_offset=int(batch_offset))
@@ -604,3 +606,27 @@ def writer_function(
     if spark is not None and any(t.format == "kafka" for t in topics):
         spec = dataclasses.replace(spec, kafka_format=kafka_format(spark, spec.kafka_client))
     return make_batch_writer(spec)
+
+
+def _check_tables(output: st.Output, spark: SparkSession) -> None:
+    """Refuse, before the query starts, a table sink that kspark must not write into: one
+    it did not create, or whose columns differ from the sink's."""
+    from kspark_server.sinks import table_problem, table_sink_schema
+
+    checks: list[tuple[str, StructType | None]] = [
+        (
+            p.topic.path or p.topic.name,
+            table_sink_schema(
+                _dtype(p.stage.key_type.spark_json()), _dtype(p.stage.value_type.spark_json())
+            ),
+        )
+        for p in output.sinks
+        if p.topic.format == "table"
+    ]
+    dlq = output.writer_spec.dlq
+    if dlq is not None and dlq.format == "table":
+        checks.append((dlq.path or dlq.name, None))
+    for table, expected in checks:
+        problem = table_problem(spark, table, expected)
+        if problem is not None:
+            raise InvalidTopologyError(problem, table=table)

@@ -372,6 +372,9 @@ class EmbeddedServer:
             start_new_session=True,
         )
         # the JVM must not outlive this process, even one killed with SIGKILL
+        if self._watchdog is not None:  # a restart's (same_port) old one
+            self._watchdog.kill()
+            self._watchdog.wait(10)
         self._watchdog = _start_watchdog(self.process.pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
