@@ -342,7 +342,8 @@ def _read_lines(stage: st.Read, spark: SparkSession, resume: Resume | None) -> D
     line_no = F.col("ks_line") + 1
     return lines.select(
         *[parsed[f.name].alias(f.name) for f in schema.fields if f.name != "_corrupt_record"],
-        F.when(bad, F.col("ks_text")).alias("_corrupt_record"),
+        # invalid bytes as U+FFFD: dead letters and messages are valid text
+        F.when(bad, F.make_valid_utf8(F.col("ks_text"))).alias("_corrupt_record"),
         F.when(
             bad,
             F.concat(F.lit("line "), line_no.cast("string"), F.lit(" of "), F.col("ks_file")),
