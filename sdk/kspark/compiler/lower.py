@@ -309,16 +309,25 @@ def _read_lines(stage: st.Read, spark: SparkSession, resume: Resume | None) -> D
     schema = _schema(stage.read_schema)
     options = dict(t.options)
     header = options.pop("header", "false").lower() == "true"
-    reader = spark.readStream.format("text").option("wholetext", "true")
+    reader = spark.readStream.format("text")
+    for k, v in options.items():  # file-source options (pathGlobFilter, ...), as before
+        reader = reader.option(k, v)
+    reader = reader.option("wholetext", "true")
     if stage.max_files_per_trigger is not None:
         reader = reader.option("maxFilesPerTrigger", stage.max_files_per_trigger)
-    files = _skip_consumed(reader.load(t.path), resume)
-    lines = files.select(
-        F.posexplode(F.split(F.col("value"), "\n")).alias("ks_line", "ks_text"),
+    files = _skip_consumed(reader.load(t.path), resume).select(
+        "value",
         # split decodes the file as UTF-8, invalid bytes becoming U+FFFD: check it whole
         F.is_valid_utf8(F.col("value")).alias("ks_utf8"),
         F.col("_metadata.file_path").alias("ks_file"),
         F.expr(f"unix_millis(_metadata.file_modification_time) * {_ROWS_PER_MS}").alias("ks_base"),
+    )
+    # the file's metadata is taken above, on the source itself, not next to the generator
+    lines = files.select(
+        F.posexplode(F.split(F.col("value"), "\n")).alias("ks_line", "ks_text"),
+        "ks_utf8",
+        "ks_file",
+        "ks_base",
     )
     text = F.regexp_replace(F.col("ks_text"), "\r$", "")
     text = F.when(F.col("ks_line") == 0, F.regexp_replace(text, "^\ufeff", "")).otherwise(text)
