@@ -358,6 +358,11 @@ class EmbeddedServer:
             f"{os.path.join(metastore, 'metastore_db')};create=true",
             "--conf",
             f"spark.driver.extraJavaOptions=-Dderby.system.home={metastore}",
+            # Hive's scratch space, per server: a shared /tmp/hive may belong to another user
+            "--conf",
+            f"spark.hadoop.hive.exec.scratchdir={os.path.join(self._workdir, 'hive')}",
+            "--conf",
+            f"spark.hadoop.hive.exec.local.scratchdir={os.path.join(self._workdir, 'hive-local')}",
         ]
         for k, v in sorted(self.conf.items()):
             cmd += ["--conf", f"{k}={v}"]
