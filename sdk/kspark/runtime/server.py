@@ -392,8 +392,12 @@ class EmbeddedServer:
                     f"{self.log_path}, last lines:\n{tail}",
                     log=self.log_path,
                 )
-            # not just an open port: another process may have taken it since _free_port()
-            if _answers_as_our_server(self.port, self.token, timeout=2.0):
+            # not just an open port: another process may have taken it since _free_port();
+            # the first request also creates the server's first session, which takes a while
+            left = max(deadline - time.monotonic(), 0.5)
+            if _accepts_connections("127.0.0.1", self.port, 0.5) and _answers_as_our_server(
+                self.port, self.token, timeout=min(left, 15.0)
+            ):
                 return self
             time.sleep(0.2)
         tail = self._tail()
