@@ -28,7 +28,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture(scope="session")
-def spark_server(request: pytest.FixtureRequest) -> Iterator[Any]:
+def spark_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
     """The embedded server, started with workers that cannot import kspark or the tests."""
     if request.config.getoption("--spark-remote"):
         yield None
@@ -40,6 +42,8 @@ def spark_server(request: pytest.FixtureRequest) -> Iterator[Any]:
         # KSPARK_CHECK_STATE_LOG: stateful operators check that each change they log
         # reads back as the task state it stands for (kspark_server.taskstate)
         env={"PYTHONPATH": BLOCKER, "KSPARK_CHECK_STATE_LOG": "1"},
+        # the tests' tables and metastore, apart from the user's ~/.kspark
+        home=str(tmp_path_factory.mktemp("kspark-home")),
     ).start()
     try:
         yield server

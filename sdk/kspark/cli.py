@@ -12,8 +12,10 @@ import tomllib
 from typing import Any
 
 from kspark.config import StreamsConfig
-from kspark.errors import KSparkError
+from kspark.errors import ConfigError, KSparkError
 from kspark.plan.topology import Topology
+from kspark.runtime.server import REMOTE_ENV
+from kspark.runtime.urls import redact
 
 
 def load_topology(ref: str) -> Topology:
@@ -43,12 +45,43 @@ def load_config(path: str | None, app_id: str, *, override: bool = False) -> Str
     return StreamsConfig.from_mapping(data)
 
 
-def _add_app_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--app-id", help="the app's application_id (its handle is looked up)")
+def _add_remote_arguments(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument(
         "--remote",
-        help="sc://host:port of the server, with ;token=... if needed "
-        "(default: the URL in the app's handle, which holds no token)",
+        help="sc://host:port of the server, with ;token=... if needed (visible to other "
+        f"users in the process list: prefer --remote-file or $KSPARK_REMOTE; default: {default})",
+    )
+    parser.add_argument(
+        "--remote-file",
+        metavar="FILE",
+        help="a file that holds the sc:// URL, so that its token is not on the command line",
+    )
+
+
+def _remote(args: argparse.Namespace) -> str | None:
+    """The server URL: ``--remote``, else the first line of ``--remote-file``, else
+    ``$KSPARK_REMOTE``, else None."""
+    if args.remote:
+        return str(args.remote)
+    if args.remote_file:
+        try:
+            with open(args.remote_file) as f:
+                url = f.readline().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read --remote-file {args.remote_file}: {exc.strerror}",
+                option="remote_file",
+            ) from None
+        if not url:
+            raise ConfigError(f"--remote-file {args.remote_file} is empty", option="remote_file")
+        return url
+    return os.environ.get(REMOTE_ENV, "").strip() or None
+
+
+def _add_app_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--app-id", help="the app's application_id (its handle is looked up)")
+    _add_remote_arguments(
+        parser, "$KSPARK_REMOTE, else the URL in the app's handle, which holds no token"
     )
     parser.add_argument("--handle", help="a handle file written by kspark submit")
     parser.add_argument(
@@ -60,7 +93,7 @@ def _add_app_arguments(parser: argparse.ArgumentParser) -> None:
 def _app_target(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "app_id": args.app_id,
-        "remote": args.remote,
+        "remote": _remote(args),
         "handle": args.handle,
         "session_id": args.session_id,
     }
@@ -102,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         "submit", help="start a topology on a remote Spark Connect server and leave it running"
     )
     submit.add_argument("topology", help="module:attr")
-    submit.add_argument("--remote", required=True, help="sc://host:port[/;token=...]")
+    _add_remote_arguments(submit, "$KSPARK_REMOTE; one of the three is required")
     submit.add_argument("--config", help="a JSON or TOML file of StreamsConfig options")
     submit.add_argument("--app-id", help="application_id (default: the config's, else kspark-app)")
     submit.add_argument(
@@ -160,6 +193,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "submit":
             from kspark.runtime import submit as remote
 
+            remote_url = _remote(args)
+            if remote_url is None:
+                raise ConfigError(
+                    "kspark submit needs the server: --remote, --remote-file or $KSPARK_REMOTE",
+                    option="remote",
+                )
             topo = load_topology(args.topology)
             config = load_config(
                 args.config, args.app_id or "kspark-app", override=args.app_id is not None
@@ -167,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             handle = remote.submit(
                 topo,
                 config,
-                args.remote,
+                remote_url,
                 modules=[args.topology.split(":", 1)[0]],
                 topology_ref=args.topology,
                 wait=args.wait,
@@ -190,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                 remote.stop(**_app_target(args), release_session=not args.keep_session), args.json
             )
     except KSparkError as exc:
-        print(f"kspark: {exc}", file=sys.stderr)
+        print(f"kspark: {redact(str(exc))}", file=sys.stderr)
         return 1
     return 0
 

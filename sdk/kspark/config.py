@@ -11,21 +11,49 @@ from typing import Any, get_args
 
 import attrs
 
+from kspark._paths import resolve_path
 from kspark._typing import KafkaClient
 from kspark.errors import ConfigError
 from kspark.plan.nodes import TopicSpec
 
-__all__ = ["ROCKSDB_PROVIDER", "StreamsConfig", "state_store_conf"]
+__all__ = ["ROCKSDB_PROVIDER", "StreamsConfig", "check_application_id", "state_store_conf"]
 
-_APP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+_APP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
-def _check_app_id(_inst: object, _attr: object, value: Any) -> None:
-    if not isinstance(value, str) or not _APP_ID.match(value):
+def check_application_id(value: object) -> str:
+    """``value`` if it is a valid ``application_id``, else :class:`ConfigError`.
+
+    The id names files and folders (checkpoints, ``~/.kspark/apps/<id>.json``), so it must
+    match as a whole: ``fullmatch``, because ``$`` would also accept a trailing newline.
+
+    Examples
+    --------
+    >>> check_application_id("payments-1")
+    'payments-1'
+    >>> check_application_id("../x")
+    Traceback (most recent call last):
+    ...
+    kspark.errors.ConfigError: [KSPARK_INVALID_CONFIG] application_id must be ...
+    """
+    if not isinstance(value, str) or not _APP_ID.fullmatch(value):
         raise ConfigError(
             f"application_id must be 1-200 characters of letters, digits, '.', '_' or '-', "
             f"starting with a letter or digit; got {value!r}",
             option="application_id",
+        )
+    return value
+
+
+def _check_app_id(_inst: object, _attr: object, value: Any) -> None:
+    check_application_id(value)
+
+
+def _check_kafka_client(_inst: object, _attr: object, value: Any) -> None:
+    if value not in get_args(KafkaClient):
+        raise ConfigError(
+            f"kafka_client must be one of {list(get_args(KafkaClient))}, got {value!r}",
+            option="kafka_client",
         )
 
 
@@ -123,7 +151,8 @@ class StreamsConfig:
     #: Identifies the app: it names the streaming query and the checkpoint folder.
     application_id: str = attrs.field(validator=_check_app_id)
     #: Where the app keeps its checkpoints and state, on the Spark server's file system.
-    #: Defaults to ``<tmp>/kspark/<application_id>``.
+    #: Defaults to ``<tmp>/kspark/<application_id>``. A relative or ``~`` path is resolved
+    #: on the client, against its working directory; a URI is kept as it is.
     checkpoint_dir: str = attrs.field(default=None)
     #: The number of tasks: logical partitions by key hash, like a Kafka topic's partitions.
     #: Stream time and state are per task. To change it on an existing checkpoint, use
@@ -150,9 +179,7 @@ class StreamsConfig:
     dead_letter_queue_topic: TopicSpec | None = None
     #: How Kafka topics are read and written: ``"auto"`` (the JVM connector if the server
     #: has it, else kspark's Python Kafka source and sink), ``"jvm"`` or ``"python"``.
-    kafka_client: KafkaClient = attrs.field(
-        default="auto", validator=attrs.validators.in_(get_args(KafkaClient))
-    )
+    kafka_client: KafkaClient = attrs.field(default="auto", validator=_check_kafka_client)
     #: State-store snapshots: a snapshot of a state partition is taken after this many
     #: micro-batches (changelog files) since the last one
     #: (``spark.sql.streaming.stateStore.minDeltasForSnapshot``). A restore loads the last
@@ -214,6 +241,9 @@ class StreamsConfig:
             )
         elif not isinstance(self.checkpoint_dir, str) or not self.checkpoint_dir:  # type: ignore[redundant-expr]
             raise ConfigError("checkpoint_dir must be a non-empty path", option="checkpoint_dir")
+        else:
+            # a relative or ~ path would resolve on the server, against its working directory
+            object.__setattr__(self, "checkpoint_dir", resolve_path(self.checkpoint_dir))
         interval: object = self.trigger_interval
         if interval is not None and (
             not isinstance(interval, timedelta) or interval <= timedelta(0)

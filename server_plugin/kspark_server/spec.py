@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from kspark_server.handlers import Handler
+from kspark_server.paths import normalize_path
 
 __all__ = [
     "SPEC_VERSION",
@@ -302,6 +303,18 @@ class TopicRef:
     def ordered(self) -> bool:
         """Whether the sink writes one file sorted by position (a test driver's topic)."""
         return dict(self.options).get("kspark.ordered") == "true"
+
+    @property
+    def destination(self) -> tuple[str, ...]:
+        """What the sink writes into: records of sinks with one destination are written
+        together, once per batch, so that neither replaces the other's ``batch_id=N``."""
+        if self.format == "kafka":
+            servers = dict(self.options).get("kafka.bootstrap.servers", "")
+            return ("kafka", servers, self.name)
+        if self.format == "table":
+            # Spark's catalog compares table names without case by default
+            return ("table", (self.path or self.name).lower())
+        return ("files", normalize_path(self.path or ""))
 
 
 # -- operator specs -------------------------------------------------------------------------

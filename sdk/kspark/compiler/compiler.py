@@ -115,6 +115,7 @@ class _Compiler:
                 )
             )
         dlq = self.config.dead_letter_queue_topic
+        _check_destinations(parts, _topic_ref(dlq) if dlq is not None else None)
         writer = sp.SinksSpec(
             sinks=tuple(sink_specs),
             dlq=_topic_ref(dlq) if dlq is not None else None,
@@ -427,6 +428,38 @@ def _bound(node: n.Source | n.TableSource | n.Sink) -> n.TopicSpec:
     return node.topic
 
 
+def _check_destinations(parts: list[st.SinkPart], dlq: sp.TopicRef | None) -> None:
+    """Sinks into one topic are written together (``kspark_server.sinks``), so they must
+    agree on its format and types; the dead-letter queue, whose records have other columns,
+    needs a topic of its own."""
+    first: dict[tuple[str, ...], st.SinkPart] = {}
+    for part in parts:
+        ref = _topic_ref(part.topic)
+        other = first.setdefault(ref.destination, part)
+        if other is part:
+            continue
+        same_types = (
+            other.stage.key_type.spark_json() == part.stage.key_type.spark_json()
+            and other.stage.value_type.spark_json() == part.stage.value_type.spark_json()
+        )
+        if other.topic.format != part.topic.format or not same_types:
+            raise InvalidTopologyError(
+                f"sinks {other.processor} and {part.processor} write into the same topic "
+                f"({ref.path or ref.name}) with different formats or key/value types; their "
+                "records are written together, so give them one format and the same types, "
+                "or separate topics",
+                sinks=[other.processor, part.processor],
+            )
+    if dlq is not None and dlq.destination in first:
+        sink = first[dlq.destination]
+        raise errors.ConfigError(
+            f"dead_letter_queue_topic writes into the same topic ({dlq.path or dlq.name}) as "
+            f"sink {sink.processor}; dead-letter records have other columns than the app's "
+            "records, so give the dead-letter queue a topic of its own",
+            option="dead_letter_queue_topic",
+        )
+
+
 def _topic_ref(topic: n.TopicSpec) -> sp.TopicRef:
     return sp.TopicRef(name=topic.name, format=topic.format, path=topic.path, options=topic.options)
 
@@ -473,6 +506,6 @@ def _read_schema(topic: n.TopicSpec, key: TypeDesc, value: TypeDesc, processor: 
                     processor=processor,
                 )
         fields = [env.field(f.name, f.type.spark_json()) for f in value.fields]
-    if topic.format == "jsonl":
+    if topic.format in ("jsonl", "csv"):  # lines that do not parse go to the handler
         fields.append(env.field("_corrupt_record", "string"))
     return env.struct_json(fields)

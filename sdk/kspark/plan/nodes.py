@@ -14,6 +14,7 @@ from typing import Any, ClassVar, get_args
 
 import attrs
 
+from kspark._paths import resolve_path
 from kspark._typing import TopicFormat, TopicLayout
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan.types import TypeDesc
@@ -46,6 +47,9 @@ __all__ = [
 
 Fn = Callable[..., Any]
 
+#: Topic formats whose ``path`` is a folder (for ``table`` it is a table name).
+_FILE_FORMATS = frozenset({"jsonl", "parquet", "csv"})
+
 
 def _check_name(name: str) -> None:
     if not name or not name.strip():
@@ -60,6 +64,10 @@ class TopicSpec:
     ``envelope`` (rows carry ``key``, ``value``, ``timestamp`` and optionally ``headers``,
     ``partition``, ``offset``) or ``value`` (each row is the value; ``key_field`` and
     ``timestamp_field`` name the columns to take key and timestamp from).
+
+    The ``path`` of a file topic is resolved on construction: a relative or ``~`` path
+    becomes absolute against the client's working directory, as the user meant it, before
+    it reaches the server; a URI (``s3a://``, ``hdfs://``, ``file:/``) is kept as it is.
     """
 
     name: str
@@ -82,6 +90,9 @@ class TopicSpec:
                 f"topic {self.name!r}: a {self.format} topic needs a path or table name",
                 parameter="path",
             )
+        if self.format in _FILE_FORMATS and self.path is not None:
+            # resolved here, not on the server, whose working directory is not the user's
+            object.__setattr__(self, "path", resolve_path(self.path))
         if self.layout not in get_args(TopicLayout):
             raise InvalidArgumentError(
                 f"topic {self.name!r}: layout must be 'envelope' or 'value', not {self.layout!r}",

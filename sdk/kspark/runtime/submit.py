@@ -361,8 +361,10 @@ def submit(
 
     It ships ``kspark_server`` and the topology's code (with the local packages of
     ``modules``) the way :meth:`StreamsApp.start` does, starts the app's streaming query in
-    a new session, waits for its first trigger (at most ``wait`` seconds), and writes the
-    handle that :func:`status` and :func:`stop` use.
+    a new session, writes the handle that :func:`status` and :func:`stop` use as soon as
+    the query runs, then waits for its first trigger (at most ``wait`` seconds) and records
+    the outcome in the handle. Interrupted while it waits, it leaves the app running and
+    its handle saved: ``kspark stop`` ends it.
 
     Parameters
     ----------
@@ -443,8 +445,6 @@ def submit(
             ) from exc
         query = app.query
         started = True
-        if wait > 0:
-            _wait_first_progress(query, wait)
         handle = SubmittedApp(
             app_id=app_id,
             remote=stored_remote,
@@ -459,6 +459,11 @@ def submit(
             submitted_at=_now(),
             session_timeout=str(timeout),
         )
+        # saved before the wait: a Ctrl-C (or a crash) while waiting leaves a running
+        # query that `kspark status` and `kspark stop` can find
+        handle = handle.save(handles_directory)
+        if wait > 0:
+            _wait_first_progress(query, wait)
         current = status_of(query, handle)
         handle = attrs.evolve(handle, status_message=f"{current.state.value} ({current.message})")
         if not current.running:
