@@ -37,9 +37,16 @@ def _identity(x: Any) -> Any:
     return x
 
 
+def _float(x: Any) -> Any:
+    return float(x) if type(x) is int else native(x)
+
+
 def decoder(t: TypeSpec, nested: bool = False) -> Codec:
     """A function from a column value to the Python object of type spec ``t``."""
     if isinstance(t, PrimSpec):
+        if nested and t.spark in ("double", "float"):
+            # a JSON number without a fraction (a dynamic value converted) is still a float
+            return _float
         return native if nested else _identity
     if isinstance(t, JsonSpec):
         return _json_decode
