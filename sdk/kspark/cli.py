@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run a topology until caught up")
     run.add_argument("topology", help="module:attr")
     run.add_argument("--remote", help="sc://host:port (default: embedded server)")
-    run.add_argument("--config", help="a JSON or TOML file of StreamsConfig options")
+    run.add_argument(
+        "--config", help="a JSON or TOML file of StreamsConfig options (handlers by name)"
+    )
     run.add_argument("--app-id", default="kspark-app")
     resc = sub.add_parser(
         "rescale", help="move a stopped app's state to a new number of partitions"
@@ -103,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     submit.add_argument("topology", help="module:attr")
     submit.add_argument("--remote", required=True, help="sc://host:port[/;token=...]")
-    submit.add_argument("--config", help="a JSON or TOML file of StreamsConfig options")
+    submit.add_argument(
+        "--config", help="a JSON or TOML file of StreamsConfig options (handlers by name)"
+    )
     submit.add_argument("--app-id", help="application_id (default: the config's, else kspark-app)")
     submit.add_argument(
         "--wait",
