@@ -24,7 +24,7 @@ from kspark.errors import (
 )
 from kspark.plan.topology import Topology
 from kspark.runtime import rescale as rescaling
-from kspark.runtime import restore, shipping
+from kspark.runtime import restore, shipping, workers
 from kspark.runtime.checkpoints import (
     Generation,
     current_generation,
@@ -313,6 +313,7 @@ class StreamsApp:
                 self.config.production_exception_handler,
             ],
         )
+        workers.check(self.session, output, self.config)  # before any query starts
         spark = self.session
         spark.conf.set(
             "spark.sql.shuffle.partitions", str(self.config.effective_shuffle_partitions)
