@@ -196,6 +196,15 @@ def main(argv: list[str] | None = None) -> int:
     except KSparkError as exc:
         print(f"kspark: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:
+        if not type(exc).__module__.startswith(("pyspark.", "grpc")):
+            raise
+        # a failure from the server that kspark did not translate: its root cause, and the
+        # full trace in a log, rather than a traceback that ends mid-message
+        from kspark.runtime.failures import summarize
+
+        print(f"kspark: {summarize(exc, args.command)}", file=sys.stderr)
+        return 1
     return 0
 
 

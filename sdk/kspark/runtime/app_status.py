@@ -151,7 +151,7 @@ def _failure(exc: Any, app_id: str) -> str:
                 application_id=app_id,
             )
         )
-    return str(translate_failure(exc, app_id))
+    return str(translate_failure(exc, app_id, log=True))
 
 
 def gone(handle: SubmittedApp, message: str) -> AppStatus:

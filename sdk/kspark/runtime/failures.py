@@ -6,7 +6,8 @@ JVM's stack trace and the query's whole logical plan. Its first line is rarely t
 (``prepareForTriggerAvailableNow: Traceback (most recent call last):``). :func:`root_cause`
 finds the cause: the last exception of the last Python traceback, with the function it
 was raised in, or else the innermost condition and its message. :func:`write_log` keeps
-the full text in ``$KSPARK_HOME/logs`` for the message to name.
+the full text in ``$KSPARK_HOME/logs`` for the message to name, and :func:`summarize` puts
+the three together.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import traceback
 
 from kspark.runtime.home import kspark_home
 
-__all__ = ["describe", "root_cause", "write_log"]
+__all__ = ["first_line", "root_cause", "summarize", "write_log"]
 
 _TRACEBACK = "Traceback (most recent call last):"
 # the end of what a worker's traceback says: the query's plan, the JVM's stack trace
@@ -66,6 +67,20 @@ def root_cause(exc: BaseException) -> str:
     return first or type(exc).__name__
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, without a dangling ``Traceback (...):``.
+
+    Examples
+    --------
+    >>> first_line(RuntimeError("[PYTHON_EXCEPTION] f: Traceback (most recent call last):\\n..."))
+    '[PYTHON_EXCEPTION] f:'
+    """
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    return text.splitlines()[0].replace(_TRACEBACK, "").strip() or type(exc).__name__
+
+
 def _condition(exc: BaseException) -> str | None:
     get = getattr(exc, "getCondition", None)
     if not callable(get):
@@ -85,7 +100,10 @@ def _from_traceback(body: str) -> str | None:
     for line in body.splitlines():
         frame = _FRAME.match(line)
         if frame is not None:
-            where = f"{frame.group(2)}, {os.path.basename(frame.group(1))}"
+            # pyspark's own frames (its RPC client, its worker loop) say nothing about the
+            # cause; the last frame of user code or kspark_server does
+            if "/pyspark/" not in frame.group(1).replace(os.sep, "/"):
+                where = f"{frame.group(2)}, {os.path.basename(frame.group(1))}"
             continue
         m = _EXCEPTION.match(line.rstrip())
         if m is not None:
@@ -113,8 +131,18 @@ def write_log(exc: BaseException, what: str) -> str | None:
     return path
 
 
-def describe(exc: BaseException, what: str) -> str:
-    """The root cause and where the full trace went: ``<cause> (full trace: <path>)``."""
-    cause = root_cause(exc)
-    path = write_log(exc, what)
-    return f"{cause} (full trace: {path})" if path else cause
+def summarize(exc: BaseException, what: str, *, log: bool = True) -> str:
+    """Spark's first line, then ``cause: <root cause>`` when that says more, then, with
+    ``log``, ``full trace: <path>`` of the log written for ``what`` (an app id).
+
+    Examples
+    --------
+    >>> print(summarize(RuntimeError("[X] f: Traceback (most recent call last):\\n"
+    ...                              "ValueError: bad"), "app", log=False))
+    [X] f:
+    cause: ValueError: bad
+    """
+    first, cause = first_line(exc), root_cause(exc)
+    text = first + (f"\ncause: {cause}" if cause != first else "")
+    path = write_log(exc, what) if log else None
+    return text + (f"\nfull trace: {path}" if path else "")
