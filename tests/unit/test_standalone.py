@@ -126,8 +126,7 @@ def test_start_status_stop(fake_spark: Path, capsys: pytest.CaptureFixture[str])
     assert cli.main(["server", "stop"]) == 0
     assert f"pid {pid}" in capsys.readouterr().out
     assert not (fake_spark / "server.json").exists() and not (fake_spark / "token").exists()
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    assert not standalone._alive(pid)  # gone, or a zombie where pid 1 does not reap
     assert cli.main(["server", "status"]) == 1
     assert "no Spark Connect server" in capsys.readouterr().out
     assert cli.main(["server", "stop"]) == 0
