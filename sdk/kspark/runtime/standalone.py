@@ -229,6 +229,7 @@ def start(
         **(conf or {}),
     }
     cmd = [
+        "bash",  # a wheel's scripts may have lost their exec bit
         os.path.join(home, "sbin", "start-connect-server.sh"),
         *server_arguments(master=master, port=port, workdir=directory, conf=settings),
     ]
@@ -239,7 +240,7 @@ def start(
     if done.returncode != 0 or pid is None:
         _forget(directory)
         raise ServerError(
-            f"{cmd[0]} failed (exit code {done.returncode}): "
+            f"{cmd[1]} failed (exit code {done.returncode}): "
             f"{(done.stdout + done.stderr).strip()[-2000:]}",
             log=log_dir,
         )
@@ -308,7 +309,7 @@ def stop(directory: str | None = None, timeout: float = 30.0) -> ServerState | N
         return None
     script = os.path.join(state.spark_home, "sbin", "stop-connect-server.sh")
     env = _script_env(directory, state.spark_home, state.worker_python, "")
-    subprocess.run([script], env=env, cwd=directory, capture_output=True, check=False)
+    subprocess.run(["bash", script], env=env, cwd=directory, capture_output=True, check=False)
     deadline = time.monotonic() + timeout
     while _alive(state.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
