@@ -105,6 +105,11 @@ def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _both(a: str, b: str) -> str:
+    """Two specifiers that must both hold, as one."""
+    return ",".join(x for x in (a, b) if x)
+
+
 _REQUIREMENT = re.compile(
     r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?P<spec>[^;]*?)\s*"
     r"(?:;\s*(?P<marker>.*))?$"
@@ -133,11 +138,8 @@ def parse_requirements(lines: Iterable[str], extras: Iterable[str]) -> dict[str,
             extra = _EXTRA.match(marker)
             if extra is None or extra[1] not in wanted:
                 continue
-        name, spec = _normal(m["name"]), m["spec"].replace(" ", "")
-        if spec:
-            out[name] = f"{out[name]},{spec}" if out.get(name) else spec
-        else:
-            out.setdefault(name, "")
+        name = _normal(m["name"])
+        out[name] = _both(out.get(name, ""), m["spec"].replace(" ", ""))
     return out
 
 
@@ -274,10 +276,14 @@ _CHECKED: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictio
 
 def run_probe(spark: SparkSession, wanted: Iterable[Need]) -> WorkerReport:
     """Run the probe in one task on the server's workers."""
+    from pyspark import cloudpickle
     from pyspark.sql import functions as F
 
+    import kspark_server
     from kspark_server.probe import probe
 
+    # by value, as StreamsApp ships all of kspark_server: the workers need not have kspark
+    cloudpickle.register_pickle_by_value(kspark_server)  # type: ignore[no-untyped-call]
     payload = json.dumps([[n.module, n.distribution] for n in wanted])
     # a plain pickled UDF: it runs on a worker that lacks pyarrow or pandas too
     fn = F.udf(probe, "string", useArrow=False)
