@@ -107,6 +107,7 @@ def test_start_status_stop(fake_spark: Path, capsys: pytest.CaptureFixture[str])
     )
     assert env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] == token
     assert env["PYSPARK_PYTHON"] == sys.executable
+    assert env["SPARK_LOCAL_IP"] == "127.0.0.1"  # a local master on loopback
     assert "PYTHONPATH" not in env  # the workers see only what their Python has
 
     assert cli.main(["server", "status"]) == 0

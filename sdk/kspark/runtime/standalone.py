@@ -234,6 +234,9 @@ def start(
         *server_arguments(master=master, port=port, workdir=directory, conf=settings),
     ]
     env = _script_env(directory, home, python, token)
+    if master.startswith("local") and host == "127.0.0.1":
+        # as the embedded server: a driver on loopback needs no resolvable host name
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"
     done = subprocess.run(cmd, env=env, cwd=directory, capture_output=True, text=True, check=False)
     log_dir = env["SPARK_LOG_DIR"]
     pid = _read_pid(directory)
