@@ -80,6 +80,9 @@ def test_summary_names_the_cause_and_the_log(
     path = Path(trace.removeprefix("full trace: "))
     assert path.parent == tmp_path / "logs" and path.name.startswith("payments-")
     assert "=== Streaming Query ===" in path.read_text()
+    # the same failure reported again (kspark status of a failed app) reuses its log
+    assert failures.summarize(RuntimeError(KAFKA), "payments").endswith(str(path))
+    assert len(list(path.parent.iterdir())) == 1
 
 
 def test_translate_failure_adds_the_cause_and_the_log(

@@ -12,7 +12,7 @@ the three together.
 
 from __future__ import annotations
 
-import datetime
+import hashlib
 import os
 import re
 import traceback
@@ -116,14 +116,21 @@ def _from_traceback(body: str) -> str | None:
 
 def write_log(exc: BaseException, what: str) -> str | None:
     """Write ``exc``'s full text and traceback to ``$KSPARK_HOME/logs``; its path, or None
-    if it cannot be written (the error is reported without it)."""
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    if it cannot be written (the error is reported without it).
+
+    The file is named after ``what`` and a digest of the text, so reporting the same
+    failure again (each ``kspark status`` of a failed app) reuses its file.
+    """
+    text = str(exc)
+    digest = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:12]
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", what) or "kspark"
-    path = kspark_home("logs", f"{safe}-{stamp}.log")
+    path = kspark_home("logs", f"{safe}-{digest}.log")
+    if os.path.exists(path):
+        return path
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
-            f.write(str(exc))
+            f.write(text)
             f.write("\n\n--- client traceback ---\n")
             f.write("".join(traceback.format_exception(exc)))
     except OSError:
