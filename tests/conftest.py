@@ -79,7 +79,12 @@ def app_id() -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # integration tests share one server: run the fast plan-only tests first, and the
-    # crash tests (which kill and restart the server) last
+    # crash tests (which kill and restart the server) last. The standalone-server tests
+    # come first among them, before the session's server starts: one Spark JVM at a time.
     items.sort(
-        key=lambda item: ("integration" in str(item.fspath), "test_crash" in str(item.fspath))
+        key=lambda item: (
+            "integration" in str(item.fspath),
+            "test_standalone_server" not in str(item.fspath),
+            "test_crash" in str(item.fspath),
+        )
     )

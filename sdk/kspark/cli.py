@@ -103,6 +103,87 @@ def _show(obj: Any, as_json: bool) -> None:
     print(json.dumps(obj.to_dict(), indent=2) if as_json else obj.summary(), flush=True)
 
 
+def _add_server_parser(sub: Any) -> None:
+    server = sub.add_parser(
+        "server",
+        help="start, stop or show a standalone Spark Connect server (Spark's sbin scripts)",
+    )
+    actions = server.add_subparsers(dest="action", required=True)
+    start = actions.add_parser("start", help="start a Spark Connect server and print its URL")
+    start.add_argument(
+        "--master",
+        default="local[2]",
+        help="local[N], local-cluster[workers,cores,MiB] or spark://host:port (default local[2])",
+    )
+    start.add_argument("--port", type=int, default=15002, help="Spark Connect port (15002)")
+    start.add_argument(
+        "--worker-python",
+        help="the Python of the server's workers (default: this Python); it needs pyarrow, "
+        "pandas and the pyspark[connect] packages, not kspark",
+    )
+    start.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default loopback)"
+    )
+    start.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
+    )
+    start.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for it")
+    status = actions.add_parser("status", help="say whether the server runs, and its URL")
+    status.add_argument(
+        "--url", action="store_true", help="print only the URL, token included (for scripts)"
+    )
+    status.add_argument("--json", action="store_true", help="print JSON")
+    actions.add_parser("stop", help="stop the server (Spark's stop-connect-server.sh)")
+
+
+def _server(args: argparse.Namespace) -> int:
+    from kspark.runtime import standalone
+
+    if args.action == "start":
+        conf = dict(item.split("=", 1) for item in args.conf if "=" in item)
+        bad = [item for item in args.conf if "=" not in item]
+        if bad:
+            raise SystemExit(f"--conf takes KEY=VALUE, got {bad[0]!r}")
+        state = standalone.start(
+            master=args.master,
+            port=args.port,
+            worker_python=args.worker_python,
+            host=args.host,
+            conf=conf,
+            timeout=args.timeout,
+        )
+        url = state.url(with_token=True)
+        print(
+            f"Spark Connect server running (pid {state.pid}, master {state.master}, worker "
+            f"Python {state.worker_python})\nlogs: {state.log_dir}\nconnect with:\n  {url}\n"
+            f"  export KSPARK_REMOTE='{url}'\nstop with: kspark server stop",
+            flush=True,
+        )
+        return 0
+    if args.action == "stop":
+        stopped = standalone.stop()
+        print(
+            f"stopped the Spark Connect server (pid {stopped.pid})"
+            if stopped
+            else "no Spark Connect server started by kspark runs"
+        )
+        return 0
+    current = standalone.status()
+    if args.url:
+        if current is not None:
+            print(current.url(with_token=True))
+    elif args.json:
+        print(json.dumps(standalone.describe(current), indent=2))
+    elif current is None:
+        print("no Spark Connect server started by kspark runs")
+    else:
+        print(
+            f"running: {current.url(with_token=False)} (pid {current.pid}, master "
+            f"{current.master}, worker Python {current.worker_python}, logs {current.log_dir})"
+        )
+    return 0 if current is not None else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kspark", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -121,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run a topology until caught up")
     run.add_argument("topology", help="module:attr")
     run.add_argument("--remote", help="sc://host:port (default: embedded server)")
-    run.add_argument("--config", help="a JSON or TOML file of StreamsConfig options")
+    run.add_argument(
+        "--config", help="a JSON or TOML file of StreamsConfig options (handlers by name)"
+    )
     run.add_argument("--app-id", default="kspark-app")
     resc = sub.add_parser(
         "rescale", help="move a stopped app's state to a new number of partitions"
@@ -136,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     submit.add_argument("topology", help="module:attr")
     _add_remote_arguments(submit, "$KSPARK_REMOTE; one of the three is required")
-    submit.add_argument("--config", help="a JSON or TOML file of StreamsConfig options")
+    submit.add_argument(
+        "--config", help="a JSON or TOML file of StreamsConfig options (handlers by name)"
+    )
     submit.add_argument("--app-id", help="application_id (default: the config's, else kspark-app)")
     submit.add_argument(
         "--wait",
@@ -158,8 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     stop.add_argument(
         "--keep-session", action="store_true", help="do not release the Spark Connect session"
     )
+    _add_server_parser(sub)
     args = parser.parse_args(argv)
     try:
+        if args.command == "server":
+            return _server(args)
         if args.command == "demo":
             from kspark_demo import run_demo
 
@@ -230,6 +318,15 @@ def main(argv: list[str] | None = None) -> int:
             )
     except KSparkError as exc:
         print(f"kspark: {redact(str(exc))}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if not type(exc).__module__.startswith(("pyspark.", "grpc")):
+            raise
+        # a failure from the server that kspark did not translate: its root cause, and the
+        # full trace in a log, rather than a traceback that ends mid-message
+        from kspark.runtime.failures import summarize
+
+        print(f"kspark: {summarize(exc, args.command)}", file=sys.stderr)
         return 1
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import tempfile
@@ -11,9 +12,10 @@ from typing import Any, get_args
 
 import attrs
 
+from kspark import errors
 from kspark._paths import resolve_path
 from kspark._typing import KafkaClient
-from kspark.errors import ConfigError
+from kspark.errors import ConfigError, KSparkError
 from kspark.plan.nodes import TopicSpec
 
 __all__ = ["ROCKSDB_PROVIDER", "StreamsConfig", "check_application_id", "state_store_conf"]
@@ -124,6 +126,116 @@ def _topic_from_mapping(name: str, data: Any) -> TopicSpec:
         raise ConfigError(f"topics.{name}: {exc}", option="topics") from exc
 
 
+# Per handler option: the handler base class it takes, and the Kafka-style short names a
+# config file may use for the built-in handlers.
+_HANDLERS: dict[str, tuple[type, dict[str, type]]] = {
+    "processing_exception_handler": (
+        errors.ProcessingExceptionHandler,
+        {
+            "log-and-fail": errors.LogAndFailProcessingExceptionHandler,
+            "log-and-continue": errors.LogAndContinueProcessingExceptionHandler,
+            "dead-letter-queue": errors.DeadLetterQueueProcessingExceptionHandler,
+        },
+    ),
+    "deserialization_exception_handler": (
+        errors.DeserializationExceptionHandler,
+        {
+            "log-and-fail": errors.LogAndFailDeserializationExceptionHandler,
+            "log-and-continue": errors.LogAndContinueDeserializationExceptionHandler,
+            "dead-letter-queue": errors.DeadLetterQueueDeserializationExceptionHandler,
+        },
+    ),
+    "production_exception_handler": (
+        errors.ProductionExceptionHandler,
+        {
+            "log-and-fail": errors.LogAndFailProductionExceptionHandler,
+            "log-and-continue": errors.LogAndContinueProductionExceptionHandler,
+            "dead-letter-queue": errors.DeadLetterQueueProductionExceptionHandler,
+        },
+    ),
+}
+
+
+def _import_handler(option: str, ref: str, accepted: str) -> object:
+    module_name, _, attr = ref.partition(":") if ":" in ref else ref.rpartition(".")
+    if not module_name or not attr:
+        raise ConfigError(
+            f"{option}: unknown handler {ref!r}; use one of {accepted}, or a class as "
+            "'package.module:ClassName'",
+            option=option,
+            value=ref,
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            f"{option}: cannot import {module_name!r} for handler {ref!r}: {exc}; "
+            f"use one of {accepted}, or a class as 'package.module:ClassName'",
+            option=option,
+            value=ref,
+        ) from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(
+            f"{option}: module {module_name!r} has no {attr!r} (handler {ref!r})",
+            option=option,
+            value=ref,
+        ) from None
+
+
+def _check_handler(option: str, value: object) -> object:
+    """A handler option's value: a short name or ``module:Class`` becomes the class; a
+    class or an instance is checked to be a handler of the option's kind."""
+    if value is None:
+        return None
+    base, names = _HANDLERS[option]
+    accepted = ", ".join(repr(name) for name in names)
+    if isinstance(value, str):
+        value = names.get(value) or _import_handler(option, value, accepted)
+    cls = value if isinstance(value, type) else type(value)
+    wrong = [b for b, _ in _HANDLERS.values() if b is not base and issubclass(cls, b)]
+    if wrong or not callable(getattr(value, "handle", None)):
+        kind = f", a {wrong[0].__name__}" if wrong else ""
+        raise ConfigError(
+            f"{option} must be a {base.__name__} (a class, an instance, one of "
+            f"{accepted}, or 'package.module:ClassName'); got {value!r}{kind}",
+            option=option,
+            value=value,
+        )
+    return value
+
+
+# named converters, as attrs' mypy plugin needs them
+def _processing_handler(value: object) -> object:
+    return _check_handler("processing_exception_handler", value)
+
+
+def _deserialization_handler(value: object) -> object:
+    return _check_handler("deserialization_exception_handler", value)
+
+
+def _production_handler(value: object) -> object:
+    return _check_handler("production_exception_handler", value)
+
+
+def _topic(value: object) -> object:
+    """A topic given as a table of a config file (``{name=..., format=..., path=...}``)."""
+    if not isinstance(value, Mapping):
+        return value
+    fields = dict(value)
+    if isinstance(fields.get("options"), Mapping):
+        fields["options"] = tuple(sorted((str(k), str(v)) for k, v in fields["options"].items()))
+    try:
+        return TopicSpec(**fields)
+    except (TypeError, KSparkError) as exc:
+        raise ConfigError(
+            f"dead_letter_queue_topic: {exc}; a topic is a table such as "
+            "{name = 'dlq', format = 'jsonl', path = '/data/dlq'}",
+            option="dead_letter_queue_topic",
+        ) from exc
+
+
 def _conf_tuple(
     value: Mapping[str, Any] | tuple[tuple[str, str], ...] | None,
 ) -> tuple[tuple[str, str], ...]:
@@ -169,14 +281,23 @@ class StreamsConfig:
     )
     #: Trigger interval of :meth:`StreamsApp.start` (None: a batch as soon as the last ends).
     trigger_interval: timedelta | None = None
-    #: Handler for exceptions thrown by user functions (KIP-1033): an instance or a class.
-    processing_exception_handler: Any = None
-    #: Handler for records that cannot be read as the declared key or value type.
-    deserialization_exception_handler: Any = None
-    #: Handler for records that cannot be written to a sink.
-    production_exception_handler: Any = None
-    #: Where dead-letter records go (KIP-1034), for handlers that resume with them.
-    dead_letter_queue_topic: TopicSpec | None = None
+    #: Handler for exceptions thrown by user functions (KIP-1033): an instance, a class,
+    #: a built-in's short name (``"log-and-fail"``, ``"log-and-continue"``,
+    #: ``"dead-letter-queue"``) or a class's path ``"package.module:ClassName"``. Names
+    #: are resolved to their class when the config is built.
+    processing_exception_handler: Any = attrs.field(default=None, converter=_processing_handler)
+    #: Handler for records that cannot be read as the declared key or value type; given
+    #: as for ``processing_exception_handler``.
+    deserialization_exception_handler: Any = attrs.field(
+        default=None, converter=_deserialization_handler
+    )
+    #: Handler for records that cannot be written to a sink; given as for
+    #: ``processing_exception_handler``.
+    production_exception_handler: Any = attrs.field(default=None, converter=_production_handler)
+    #: Where dead-letter records go (KIP-1034), for handlers that resume with them. In a
+    #: config file, a table of the topic's fields:
+    #: ``{name = "dlq", format = "jsonl", path = "/data/dlq"}``.
+    dead_letter_queue_topic: TopicSpec | None = attrs.field(default=None, converter=_topic)
     #: How Kafka topics are read and written: ``"auto"`` (the JVM connector if the server
     #: has it, else kspark's Python Kafka source and sink), ``"jvm"`` or ``"python"``.
     kafka_client: KafkaClient = attrs.field(default="auto", validator=_check_kafka_client)

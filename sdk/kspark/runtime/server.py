@@ -34,7 +34,14 @@ from kspark._paths import kspark_home, resolve_path
 from kspark.errors import ServerError
 from kspark.runtime.urls import redact
 
-__all__ = ["REMOTE_ENV", "EmbeddedServer", "connect", "default_server_conf"]
+__all__ = [
+    "REMOTE_ENV",
+    "EmbeddedServer",
+    "connect",
+    "default_server_conf",
+    "server_arguments",
+    "server_environment",
+]
 
 #: The environment variable ``connect()`` reads when it is given no URL.
 REMOTE_ENV = "KSPARK_REMOTE"
@@ -58,13 +65,90 @@ def default_server_conf() -> dict[str, str]:
     }
 
 
+def server_environment(*, home: str, python: str, token: str, workdir: str) -> dict[str, str]:
+    """The environment of a Spark Connect server that kspark starts (embedded or with
+    ``kspark server start``): this process's, without its Spark Connect and ``PYTHONPATH``
+    settings, so that the workers see only what ``python`` has."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SPARK_CONNECT") and k not in ("SPARK_REMOTE", "PYTHONPATH")
+    }
+    env.update(
+        {
+            "SPARK_HOME": home,
+            "PYSPARK_PYTHON": python,
+            "PYSPARK_DRIVER_PYTHON": python,
+            # in the environment, not on the command line, where ps would show it
+            "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
+            # the stateful operators' executor-local stores (kspark_server.localstore):
+            # caches of the checkpoint's state, gone with the server
+            "KSPARK_LOCAL_STATE_DIR": os.path.join(workdir, "local-state"),
+        }
+    )
+    return env
+
+
+def server_arguments(
+    *,
+    master: str,
+    port: int,
+    workdir: str,
+    conf: Mapping[str, str],
+    home: str | None = None,
+    python: str | None = None,
+    executor_env: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The ``spark-submit`` options of a Spark Connect server that kspark starts: master,
+    port, the catalog, then ``conf`` (sorted).
+
+    With ``home``, tables and their Hive catalog (a Derby metastore) live there and outlive
+    the server; without it, in ``workdir``. Executors in JVMs of their own (any master but
+    ``local[...]``) take ``python`` and ``executor_env`` from these settings, not from the
+    server's environment.
+    """
+    base = home or workdir
+    metastore = os.path.join(base, "metastore")
+    os.makedirs(metastore, exist_ok=True)
+    args = [
+        "--master",
+        master,
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        # tables and their catalog outlive the server, in its home (not the work dir, which
+        # stop() deletes): Spark's in-memory catalog would forget every table
+        "--conf",
+        f"spark.sql.warehouse.dir={os.path.join(base, 'warehouse')}",
+        "--conf",
+        "spark.sql.catalogImplementation=hive",
+        "--conf",
+        "spark.hadoop.javax.jdo.option.ConnectionURL=jdbc:derby:;databaseName="
+        f"{os.path.join(metastore, 'metastore_db')};create=true",
+        "--conf",
+        f"spark.driver.extraJavaOptions=-Dderby.system.home={metastore}",
+        # Hive's scratch space, per server: a shared /tmp/hive may belong to another user
+        "--conf",
+        f"spark.hadoop.hive.exec.scratchdir={os.path.join(workdir, 'hive')}",
+        "--conf",
+        f"spark.hadoop.hive.exec.local.scratchdir={os.path.join(workdir, 'hive-local')}",
+    ]
+    if not master.startswith("local["):
+        if python:
+            args += ["--conf", f"spark.pyspark.python={python}"]
+        for k, v in sorted((executor_env or {}).items()):
+            args += ["--conf", f"spark.executorEnv.{k}={v}"]
+    for k, v in sorted(conf.items()):
+        args += ["--conf", f"{k}={v}"]
+    return args
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def _spark_home() -> str:
+def spark_home() -> str:
     """The Spark installation the embedded server runs from.
 
     ``SPARK_HOME`` if set, else the installed pyspark package, which has the JVM jars and
@@ -312,60 +396,32 @@ class EmbeddedServer:
         ``same_port`` restarts a server on the port (and token) it had, as a process
         manager restarting a crashed server would: clients keep their URL.
         """
-        home = _spark_home()
+        home = spark_home()
         if not (same_port and self.port):
             self.port = _free_port()
         self._workdir = tempfile.mkdtemp(prefix="kspark-server-")
         self.log_path = os.path.join(self._workdir, "server.log")
-        metastore = os.path.join(self.home, "metastore")
-        os.makedirs(metastore, exist_ok=True)
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("SPARK_CONNECT") and k not in ("SPARK_REMOTE", "PYTHONPATH")
-        }
-        env.update(
-            {
-                "SPARK_HOME": home,
-                "SPARK_LOCAL_IP": "127.0.0.1",
-                "PYSPARK_PYTHON": self.python,
-                "PYSPARK_DRIVER_PYTHON": self.python,
-                "SPARK_CONNECT_AUTHENTICATE_TOKEN": self.token,
-                # the stateful operators' executor-local stores (kspark_server.localstore):
-                # caches of the checkpoint's state, gone with the server
-                "KSPARK_LOCAL_STATE_DIR": os.path.join(self._workdir, "local-state"),
-            }
+        env = server_environment(
+            home=home, python=self.python, token=self.token, workdir=self._workdir
         )
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"
         env.update(self.extra_env)
         cmd = [
             os.path.join(home, "bin", "spark-submit"),
             "--class",
             "org.apache.spark.sql.connect.service.SparkConnectServer",
-            "--master",
-            self.master,
             "--driver-memory",
             self.driver_memory,
-            "--conf",
-            f"spark.connect.grpc.binding.port={self.port}",
-            # tables and their catalog outlive the server, in its home (not the work dir,
-            # which stop() deletes): Spark's in-memory catalog would forget every table
-            "--conf",
-            f"spark.sql.warehouse.dir={os.path.join(self.home, 'warehouse')}",
-            "--conf",
-            "spark.sql.catalogImplementation=hive",
-            "--conf",
-            "spark.hadoop.javax.jdo.option.ConnectionURL=jdbc:derby:;databaseName="
-            f"{os.path.join(metastore, 'metastore_db')};create=true",
-            "--conf",
-            f"spark.driver.extraJavaOptions=-Dderby.system.home={metastore}",
-            # Hive's scratch space, per server: a shared /tmp/hive may belong to another user
-            "--conf",
-            f"spark.hadoop.hive.exec.scratchdir={os.path.join(self._workdir, 'hive')}",
-            "--conf",
-            f"spark.hadoop.hive.exec.local.scratchdir={os.path.join(self._workdir, 'hive-local')}",
+            *server_arguments(
+                master=self.master,
+                port=self.port,
+                workdir=self._workdir,
+                conf=self.conf,
+                home=self.home,
+                python=self.python,
+                executor_env={k: env[k] for k in ("KSPARK_LOCAL_STATE_DIR", *self.extra_env)},
+            ),
         ]
-        for k, v in sorted(self.conf.items()):
-            cmd += ["--conf", f"{k}={v}"]
         log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
             cmd,

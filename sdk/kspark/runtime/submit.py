@@ -45,9 +45,9 @@ import attrs
 
 from kspark.bindings import bind_topology
 from kspark.config import StreamsConfig
-from kspark.errors import AppAlreadyRunningError, StreamsAppError, UnknownAppError
+from kspark.errors import AppAlreadyRunningError, KSparkError, StreamsAppError, UnknownAppError
 from kspark.plan.topology import Topology
-from kspark.runtime import shipping
+from kspark.runtime import failures, shipping
 from kspark.runtime.app import State, StreamsApp
 from kspark.runtime.app_status import AppStatus, gone, status_of
 from kspark.runtime.handles import (
@@ -105,11 +105,6 @@ def _release(spark: Any) -> None:
     """Release the server-side session; Spark stops any query still running in it."""
     with contextlib.suppress(Exception):
         spark.stop()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _session_closed(exc: BaseException) -> bool:
@@ -433,7 +428,7 @@ def submit(
         )
         try:
             app.start()
-        except StreamsAppError:
+        except KSparkError:  # kspark's own (the worker check's included) say what failed
             raise
         except Exception as exc:
             if "already active" in str(exc):
@@ -441,7 +436,8 @@ def submit(
                     app_id, f"on {stored_remote} (its checkpoint is in use)"
                 ) from exc
             raise StreamsAppError(
-                f"app {app_id} could not start: {_first_line(exc)}", application_id=app_id
+                f"app {app_id} could not start: {failures.summarize(exc, app_id)}",
+                application_id=app_id,
             ) from exc
         query = app.query
         started = True
