@@ -58,6 +58,7 @@ from kspark_server import stateenc
 MAP_SIZE = 1 << 40
 _OFFSET = 1 << 63
 
+
 def _registry() -> dict[str, TaskStore]:
     """The open environments of this worker process, by path: LMDB forbids opening one
     twice in a process. Kept in ``sys.modules``, not in a global of this module: when the

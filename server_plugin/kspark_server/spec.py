@@ -23,7 +23,7 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 4); use the same kspark version on client and server
+kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 5); use the same kspark version on client and server
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from kspark_server.handlers import Handler
 
 __all__ = [
     "SPEC_VERSION",
+    "ArrowValues",
     "BranchStep",
     "ChainSpec",
     "DedupIdSpec",
@@ -69,7 +70,7 @@ __all__ = [
 ]
 
 #: The version of this contract; a client and the operators it runs must agree on it.
-SPEC_VERSION = 4
+SPEC_VERSION = 5
 
 Fn = Callable[..., Any]
 
@@ -146,11 +147,30 @@ class KeyValue:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ArrowValues:
+    """The values of a vectorized step, which take and give whole Arrow columns: their
+    type before the step and after it, each as a type spec and as its Spark type in JSON
+    (the Arrow type comes from it)."""
+
+    before: TypeSpec
+    before_spark: str
+    after: TypeSpec
+    after_spark: str
+
+    def __post_init__(self) -> None:
+        _check_type(self.before, "vectorized step input")
+        _check_type(self.after, "vectorized step output")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class FilterStep:
+    """``fn(key, value)``, or with ``vectorized`` ``fn(values)`` over a whole column."""
+
     op: ClassVar[str] = "filter"
     processor: str
     fn: Fn
     negate: bool
+    vectorized: ArrowValues | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -162,10 +182,18 @@ class MapStep:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MapValuesStep:
+    """``fn(value)`` or ``fn(key, value)``, or with ``vectorized`` ``fn(values)`` over a
+    whole column."""
+
     op: ClassVar[str] = "map_values"
     processor: str
     fn: Fn
     with_key: bool
+    vectorized: ArrowValues | None = None
+
+    def __post_init__(self) -> None:
+        if self.vectorized is not None and self.with_key:
+            raise SpecError(f"{self.processor}: a vectorized mapper takes the values only")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
