@@ -8,6 +8,7 @@ goes to the processing exception handler (see :mod:`kspark_server.handling`).
 
 from __future__ import annotations
 
+import gc
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -350,6 +351,7 @@ class Live:
         "_keys",
         "_values",
         "batch",
+        "failed",
         "guard",
         "keys_new",
         "rows",
@@ -361,7 +363,9 @@ class Live:
         self, batch: pa.RecordBatch, guard: handling.Guard, vdec: columns.ColumnDecoder
     ) -> None:
         self.batch, self.guard, self.vdec = batch, guard, vdec
-        self.rows: list[int] = list(range(batch.num_rows))
+        self.rows: list[int] | range = range(batch.num_rows)
+        #: whether a record failed in the last :func:`_call_each`
+        self.failed = False
         self._keys: list[Any] | None = None
         self._values: list[Any] | pa.Array | None = None
         self.keys_new = self.values_new = False
@@ -412,6 +416,7 @@ class Live:
 
     def fail(self, processor: str, args: tuple[Any, ...], j: int, exc: Exception) -> None:
         """Live record ``j`` failed in ``processor``: ask the handler (or raise)."""
+        self.failed = True
         self.guard.on_error(processor, args, self.row(j), exc)
 
     def keep(self, mask: list[bool]) -> None:
@@ -448,6 +453,7 @@ def _call_each(live: Live, name: str, fn: Callable[..., Any], *cols: list[Any]) 
     """
     out: list[Any] = []
     append = out.append
+    live.failed = False
     if len(cols) == 1:
         for v in cols[0]:
             try:
@@ -465,9 +471,10 @@ def _call_each(live: Live, name: str, fn: Callable[..., Any], *cols: list[Any]) 
     return out
 
 
-def _ok(results: list[Any]) -> list[bool] | None:
-    """Which results are not :data:`_FAILED`; None when all are."""
-    if _FAILED not in results:
+def _ok(live: Live, results: list[Any]) -> list[bool] | None:
+    """Which results of the last :func:`_call_each` are not :data:`_FAILED`; None when
+    none failed."""
+    if not live.failed:
         return None
     return [r is not _FAILED for r in results]
 
@@ -511,7 +518,7 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
             res = _call_each(
                 live, name, lambda a, b: _pair(map_fn(a, b), name), live.keys(kdec), live.values()
             )
-            mask = _ok(res)
+            mask = _ok(live, res)
             pairs = res if mask is None else list(itertools.compress(res, mask))
             if mask is not None:
                 live.keep(mask)
@@ -541,7 +548,7 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
                 res = _call_each(live, name, call, live.keys(kdec), values)
             else:
                 res = _call_each(live, name, call, values)
-            mask = _ok(res)
+            mask = _ok(live, res)
             if mask is not None:
                 res = list(itertools.compress(res, mask))
                 live.keep(mask)
@@ -553,7 +560,7 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
 
         def select_key_step(live: Live) -> None:
             res = _call_each(live, name, sk_fn, live.keys(kdec), live.values())
-            mask = _ok(res)
+            mask = _ok(live, res)
             if mask is not None:
                 res = list(itertools.compress(res, mask))
                 live.keep(mask)
@@ -564,7 +571,7 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
         peek_fn = step.fn
 
         def peek_step(live: Live) -> None:
-            mask = _ok(_call_each(live, name, peek_fn, live.keys(kdec), live.values()))
+            mask = _ok(live, _call_each(live, name, peek_fn, live.keys(kdec), live.values()))
             if mask is not None:
                 live.keep(mask)
 
@@ -650,42 +657,59 @@ def make_columnar_chain(
             live.keep(ok_rows)
         return {"key": pa.array(ks, type=ktype), "value": pa.array(vs, type=vtype)}
 
+    def one_batch(batch: pa.RecordBatch, schema: pa.Schema) -> list[pa.RecordBatch]:
+        out = []
+        side = batch.column("ks_side")
+        has_side = side.null_count < len(side)
+        records = batch.filter(side.is_null()) if has_side else batch
+        live = Live(records, guard, vdec)
+        for step in steps:
+            if not live.rows:
+                break
+            step(live)
+        replaced = encode(live, schema) if live.rows else {}
+        out.append(_assemble_columns(records, schema, live.rows, replaced))
+        if has_side:
+            # dead-letter and metric rows pass through, without key and value
+            sides = batch.filter(side.is_valid())
+            n = sides.num_rows
+            nulls = {
+                "key": pa.nulls(n, schema.field("key").type),
+                "value": pa.nulls(n, schema.field("value").type),
+            }
+            out.append(_assemble_columns(sides, schema, range(n), nulls))
+        if guard.side or guard.dropped:
+            first = batch.slice(0, 1).to_pylist()[0]
+            chunk = f"{last_processor}:{first['ks_seq']}:{first['ks_sub']}"
+            out.extend(guard.drain_batches(schema, chunk))
+        return out
+
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         schema = arrow_schema(schema_json)
         for batch in batches:
-            side = batch.column("ks_side")
-            has_side = side.null_count < len(side)
-            records = batch.filter(side.is_null()) if has_side else batch
-            live = Live(records, guard, vdec)
-            for step in steps:
-                if not live.rows:
-                    break
-                step(live)
-            replaced = encode(live, schema) if live.rows else {}
-            yield _assemble_columns(records, schema, live.rows, replaced)
-            if has_side:
-                # dead-letter and metric rows pass through, without key and value
-                sides = batch.filter(side.is_valid())
-                n = sides.num_rows
-                yield _assemble_columns(
-                    sides,
-                    schema,
-                    list(range(n)),
-                    {
-                        "key": pa.nulls(n, schema.field("key").type),
-                        "value": pa.nulls(n, schema.field("value").type),
-                    },
-                )
-            if guard.side or guard.dropped:
-                first = batch.slice(0, 1).to_pylist()[0]
-                chunk = f"{last_processor}:{first['ks_seq']}:{first['ks_sub']}"
-                yield from guard.drain_batches(schema, chunk)
+            # A batch makes ten thousand records at once, each one an object the cyclic
+            # garbage collector tracks; its collections then walk every object of the
+            # worker (pyspark's modules...) over and over, which doubled the cost of a
+            # dataclass chain (docs/performance.md). Records hold no cycles of their own,
+            # so the collector waits for the end of the batch, and is never left off
+            # while the batch's output is with Spark.
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                out = one_batch(batch, schema)
+            finally:
+                if collecting:
+                    gc.enable()
+            yield from out
 
     return run
 
 
 def _assemble_columns(
-    batch: pa.RecordBatch, schema: pa.Schema, rows: list[int], replaced: dict[str, pa.Array]
+    batch: pa.RecordBatch,
+    schema: pa.Schema,
+    rows: list[int] | range,
+    replaced: dict[str, pa.Array],
 ) -> pa.RecordBatch:
     """The output batch: rows ``rows`` of ``batch``, with the ``replaced`` columns new."""
     taken = batch if len(rows) == batch.num_rows else batch.take(pa.array(rows, pa.int64()))
@@ -717,7 +741,7 @@ def _vectorized_input(live: Live, name: str, before: TypeSpec, type_: pa.DataTyp
     # a value of the wrong type for the step: that record fails, the others go on
     enc = codec.encoder(before)
     res = _call_each(live, name, enc, values)
-    mask = _ok(res)
+    mask = _ok(live, res)
     if mask is not None:
         res = list(itertools.compress(res, mask))
         live.keep(mask)
