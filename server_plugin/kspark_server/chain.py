@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from kspark_server import codec, columns, handling
@@ -384,7 +385,9 @@ class Live:
     def column(self, name: str) -> pa.Array:
         """The batch's column ``name`` at the live rows."""
         col = self.batch.column(name)
-        return col if len(self.rows) == len(col) else col.take(pa.array(self.rows, pa.int64()))
+        if len(self.rows) == len(col):
+            return col
+        return col.take(np.fromiter(self.rows, np.int64, len(self.rows)))
 
     def keys(self, kdec: columns.ColumnDecoder) -> list[Any]:
         if self._keys is None:
@@ -712,7 +715,11 @@ def _assemble_columns(
     replaced: dict[str, pa.Array],
 ) -> pa.RecordBatch:
     """The output batch: rows ``rows`` of ``batch``, with the ``replaced`` columns new."""
-    taken = batch if len(rows) == batch.num_rows else batch.take(pa.array(rows, pa.int64()))
+    if len(rows) == batch.num_rows:
+        taken = batch
+    else:
+        # numpy reads a list of ints faster than pyarrow does
+        taken = batch.take(np.fromiter(rows, np.int64, len(rows)))
     cols = []
     for f in schema:
         if f.name in replaced:
