@@ -22,6 +22,7 @@ from kspark.compiler.compiler import compile_topology
 from kspark.errors import (
     DeadLetterQueueProcessingExceptionHandler,
     DeadLetterQueueProductionExceptionHandler,
+    InvalidArgumentError,
     LogAndContinueProcessingExceptionHandler,
 )
 from kspark.plan.types import describe_type
@@ -155,10 +156,14 @@ def test_table_steps_pass_deletes_and_turn_filtered_rows_into_deletes() -> None:
     assert [(r["key"], r["value"]) for r in out[:3]] == [("a", None), ("b", None), ("c", 50)]
 
 
+def _sometimes_wrong(v: int) -> Any:
+    return "x" if v == 2 else (True if v == 3 else v)
+
+
 def test_a_wrong_output_type_fails_alone_through_the_production_handler() -> None:
     b = StreamsBuilder()
     b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int).map_values(
-        lambda v: "x" if v == 2 else (True if v == 3 else v), value_type=int
+        _sometimes_wrong, value_type=int
     ).to(Topic.jsonl("out", "/out"))
     (spec,) = _chains(
         b,
@@ -187,9 +192,7 @@ def test_vectorized_steps_match_their_per_record_forms() -> None:
             s = s.filter(lambda vs: pc.greater(vs, 1), vectorized=True)
             s = s.map_values(lambda vs: pc.multiply(vs, 10), vectorized=True, value_type=int)
         else:
-            s = s.filter(lambda k, v: v is not None and v > 1).map_values(
-                lambda v: v * 10, value_type=int
-            )
+            s = s.filter(lambda k, v: (v or 0) > 1).map_values(lambda v: v * 10, value_type=int)
         s.map_values(lambda k, v: f"{k}={v}", value_type=str).to(Topic.jsonl("out", "/out"))
         (spec,) = _chains(b)
         return spec
@@ -232,3 +235,11 @@ def test_a_vectorized_result_of_another_length_is_a_failure() -> None:
     (spec,) = _chains(b)
     with pytest.raises(ProcessingFailed, match="as many values"):
         list(make_chain(spec)(iter([_batch(str, int, [("a", 1), ("b", 2)])])))
+
+
+def test_a_vectorized_step_is_checked_when_built() -> None:
+    s = StreamsBuilder().stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int)
+    with pytest.raises(InvalidArgumentError, match="needs value_type="):
+        s.map_values(lambda vs: vs, vectorized=True)  # type: ignore[call-overload]
+    with pytest.raises(InvalidArgumentError, match="takes one argument"):
+        s.filter(lambda k, vs: vs, vectorized=True)  # type: ignore[call-overload]
