@@ -119,8 +119,6 @@ def _record_decoder(t: RecordSpec) -> ColumnDecoder:
         return objs
 
     def dec_records(col: pa.Array) -> list[Any]:
-        if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
         if not col.null_count:
             return build(col)
         # a null record is None, and its fields must not reach __init__ (a validator
@@ -150,9 +148,10 @@ def column_encoder(t: TypeSpec, what: str = "value") -> ColumnEncoder:
 
     def enc_other(values: list[Any], type_: pa.DataType) -> pa.Array | None:
         try:
-            return _arrow(list(map(enc, values)), type_)
-        except codec.EncodeError:
+            encoded = list(map(enc, values))
+        except Exception:  # the per-record path finds the value and reports it
             return None
+        return _arrow(encoded, type_)
 
     return enc_other
 
@@ -182,7 +181,11 @@ def _record_encoder(t: RecordSpec, what: str) -> ColumnEncoder:
             objs = [v for v in values if v is not None]
         children = []
         for (get, enc), f in zip(fields, type_, strict=True):
-            child = enc(list(map(get, objs)), f.type)
+            try:
+                field_values = list(map(get, objs))
+            except AttributeError:  # a look-alike class: the per-record path says so
+                return None
+            child = enc(field_values, f.type)
             if child is None:
                 return None
             children.append(child)

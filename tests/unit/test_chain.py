@@ -243,3 +243,33 @@ def test_a_vectorized_step_is_checked_when_built() -> None:
         s.map_values(lambda vs: vs, vectorized=True)  # type: ignore[call-overload]
     with pytest.raises(InvalidArgumentError, match="takes one argument"):
         s.filter(lambda k, vs: vs, vectorized=True)  # type: ignore[call-overload]
+
+
+def _tags(o: Order) -> Any:
+    return {"x": o.tags} if o.qty else ["not", "a", "dict"]
+
+
+def _first_order(o: Order) -> Any:
+    return o if o.qty != 3 else dataclasses.replace(o, qty="three")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("fn", "value_type", "failing"),
+    [(_tags, dict[str, list[str]], 3), (_first_order, Order, 1)],
+    ids=["map", "record"],
+)
+def test_nested_values_of_the_wrong_shape_fail_alone(
+    fn: Any, value_type: Any, failing: int
+) -> None:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=Order).filter(
+        lambda k, v: v is not None
+    ).map_values(fn, value_type=value_type).to(Topic.jsonl("out", "/out"))
+    (spec,) = _chains(
+        b,
+        production_exception_handler=DeadLetterQueueProductionExceptionHandler,
+        dead_letter_queue_topic=Topic.jsonl("dlq", "/d"),
+    )
+    out = _same(spec, _batch(str, Order, ORDERS))
+    # the two batches (all of ORDERS, then from the fourth on) hold 9 orders that are not None
+    assert len(out) == 9 - failing
