@@ -15,6 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kspark import StreamsBuilder, StreamsConfig, Topic
 from kspark.compiler import stages
@@ -273,3 +275,61 @@ def test_nested_values_of_the_wrong_shape_fail_alone(
     out = _same(spec, _batch(str, Order, ORDERS))
     # the two batches (all of ORDERS, then from the fourth on) hold 9 orders that are not None
     assert len(out) == 9 - failing
+
+
+_OPS = ["filter", "filter_not", "map_values", "map_values_key", "select_key", "map", "peek"]
+
+
+def _step(s: Any, op: str, m: int, bad: int) -> Any:
+    """One step whose function raises on values ``bad`` modulo ``m``, and whose
+    ``map_values`` sometimes gives a value of the wrong type (a str for an int)."""
+
+    def check(v: Any) -> Any:
+        if isinstance(v, int) and v % m == bad:
+            raise ValueError(f"{v} is bad")
+        return v
+
+    if op == "filter":
+        return s.filter(lambda k, v: check(v) % 3 != 0)
+    if op == "filter_not":
+        return s.filter_not(lambda k, v: check(v) % 4 == 0)
+    if op == "map_values":
+        return s.map_values(lambda v: "x" if v == 35 else check(v) + 1, value_type=int)
+    if op == "map_values_key":
+        return s.map_values(lambda k, v: check(v) * 2 + len(k or ""), value_type=int)
+    if op == "select_key":
+        return s.select_key(lambda k, v: f"{k}{check(v) % 5}", key_type=str)
+    if op == "map":
+        return s.map(lambda k, v: (str(v), check(v) - 1), key_type=str, value_type=int)
+    return s.peek(lambda k, v: check(v))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(_OPS), st.integers(2, 9), st.integers(0, 8)), max_size=5
+    ),
+    values=st.lists(st.integers(0, 60) | st.none(), min_size=1, max_size=30),
+    dead_letters=st.booleans(),
+)
+def test_any_chain_gives_what_the_record_chain_gives(
+    ops: list[tuple[str, int, int]], values: list[int | None], dead_letters: bool
+) -> None:
+    b = StreamsBuilder()
+    s = b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int).filter(
+        lambda k, v: v is not None
+    )
+    for op, m, bad in ops:
+        s = _step(s, op, m, bad % m)
+    s.to(Topic.jsonl("out", "/out"))
+    handlers: dict[str, Any] = (
+        {
+            "processing_exception_handler": DeadLetterQueueProcessingExceptionHandler,
+            "production_exception_handler": DeadLetterQueueProductionExceptionHandler,
+            "dead_letter_queue_topic": Topic.jsonl("dlq", "/d"),
+        }
+        if dead_letters
+        else {"processing_exception_handler": LogAndContinueProcessingExceptionHandler}
+    )
+    (spec,) = _chains(b, **handlers)
+    _same(spec, _batch(str, int, [(f"k{i}", v) for i, v in enumerate(values)]))
