@@ -76,6 +76,8 @@ def make_step(step: Step, guard: handling.Guard) -> StepFn:
     name = step.processor
     call = guard.call  # (processor, fn, args, row) -> (ok, result)
 
+    if isinstance(step, FilterStep | MapValuesStep) and step.vectorized is not None:
+        return _vectorized_record_step(step, guard)
     if isinstance(step, FilterStep | TableFilterStep):
         fn, negate, table = step.fn, step.negate, isinstance(step, TableFilterStep)
 
@@ -157,6 +159,34 @@ def make_step(step: Step, guard: handling.Guard) -> StepFn:
 
         return branch_step
     raise SpecError(f"unknown step op {type(step).__name__!r}")
+
+
+def _vectorized_record_step(step: FilterStep | MapValuesStep, guard: handling.Guard) -> StepFn:
+    """A vectorized step in a chain that runs record by record (one with a flat map): its
+    function called on one-value arrays."""
+    assert step.vectorized is not None
+    types, fn, name = step.vectorized, step.fn, step.processor
+    is_filter = isinstance(step, FilterStep)
+    negate = isinstance(step, FilterStep) and step.negate
+    before_type = arrow_type(types.before_spark)
+    after_type = pa.bool_() if is_filter else arrow_type(types.after_spark)
+    enc = codec.encoder(types.before)
+    after_dec = columns.column_decoder(types.after)
+
+    def one(v: Any) -> Any:
+        res = _vector_result(name, fn(pa.array([enc(v)], type=before_type)), 1, after_type)
+        return res[0].as_py() if is_filter else after_dec(res)[0]
+
+    def vectorized_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
+        ok, r = guard.call(name, one, (v,), row)
+        if not ok:
+            return []
+        if is_filter:
+            # a null answer is neither true nor false: the record is dropped
+            return [(k, v)] if r is not None and r != negate else []
+        return [(k, r)]
+
+    return vectorized_step
 
 
 class LazyRow:
@@ -769,16 +799,7 @@ def _run_vectorized(
     """
 
     def call(a: pa.Array) -> pa.Array:
-        out = fn(a)
-        res = out if isinstance(out, pa.Array | pa.ChunkedArray) else pa.array(out)
-        if isinstance(res, pa.ChunkedArray):
-            res = res.combine_chunks()
-        if len(res) != len(a):
-            raise ValueError(
-                f"{name}: a vectorized function must return as many values as it is given "
-                f"({len(a)}), returned {len(res)}"
-            )
-        return res if res.type == type_ else res.cast(type_)
+        return _vector_result(name, fn(a), len(a), type_)
 
     try:
         return call(arr)
@@ -798,6 +819,19 @@ def _run_vectorized(
     if not all(keep):
         live.keep(keep)
     return pa.concat_arrays(parts) if parts else pa.nulls(0, type_)
+
+
+def _vector_result(name: str, out: Any, n: int, type_: pa.DataType) -> pa.Array:
+    """A vectorized function's result ``out`` as an array of ``n`` values of ``type_``."""
+    res = out if isinstance(out, pa.Array | pa.ChunkedArray) else pa.array(out)
+    if isinstance(res, pa.ChunkedArray):
+        res = res.combine_chunks()
+    if len(res) != n:
+        raise ValueError(
+            f"{name}: a vectorized function must return as many values as it is given "
+            f"({n}), returned {len(res)}"
+        )
+    return res if res.type == type_ else res.cast(type_)
 
 
 def _vectorized_map_values(step: MapValuesStep, guard: handling.Guard) -> ColumnStep:

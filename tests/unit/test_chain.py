@@ -333,3 +333,22 @@ def test_any_chain_gives_what_the_record_chain_gives(
     )
     (spec,) = _chains(b, **handlers)
     _same(spec, _batch(str, int, [(f"k{i}", v) for i, v in enumerate(values)]))
+
+
+def test_vectorized_steps_run_record_by_record_in_a_chain_with_a_flat_map() -> None:
+    def chain(vectorized: bool) -> ChainSpec:
+        b = StreamsBuilder()
+        s = b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int)
+        if vectorized:
+            s = s.filter(lambda vs: pc.greater(vs, 1), vectorized=True)
+            s = s.map_values(_checked, vectorized=True, value_type=int)
+        else:
+            s = s.filter(lambda k, v: (v or 0) > 1).map_values(lambda v: 100 // v, value_type=int)
+        s.flat_map_values(lambda v: [v, v + 1], value_type=int).to(Topic.jsonl("out", "/out"))
+        (spec,) = _chains(b, processing_exception_handler=LogAndContinueProcessingExceptionHandler)
+        return spec
+
+    batch = _batch(str, int, [("a", 1), ("b", None), ("c", 5), ("d", 2), ("e", 30)])
+    got = _run(make_chain, chain(True), batch)
+    assert got == _run(make_chain, chain(False), batch)
+    assert [r["value"] for r in got[0][:4]] == [20, 21, 50, 51]
