@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from kspark_server import codec, columns, handling
 from kspark_server.spec import (
+    ArrowValues,
     BranchStep,
     ChainSpec,
     DedupIdSpec,
@@ -168,13 +169,13 @@ def _vectorized_record_step(step: FilterStep | MapValuesStep, guard: handling.Gu
     types, fn, name = step.vectorized, step.fn, step.processor
     is_filter = isinstance(step, FilterStep)
     negate = isinstance(step, FilterStep) and step.negate
-    before_type = arrow_type(types.before_spark)
-    after_type = pa.bool_() if is_filter else arrow_type(types.after_spark)
+    arrow = _ArrowTypes(types)
     enc = codec.encoder(types.before)
     after_dec = columns.column_decoder(types.after)
 
     def one(v: Any) -> Any:
-        res = _vector_result(name, fn(pa.array([enc(v)], type=before_type)), 1, after_type)
+        after_type = pa.bool_() if is_filter else arrow.after
+        res = _vector_result(name, fn(pa.array([enc(v)], type=arrow.before)), 1, after_type)
         return res[0].as_py() if is_filter else after_dec(res)[0]
 
     def vectorized_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
@@ -354,6 +355,30 @@ _FAILED: Any = object()
 _DELETE: Any = object()
 
 ColumnStep = Callable[["Live"], None]
+
+
+class _ArrowTypes:
+    """The Arrow types of a vectorized step's values, read when the step first runs (in
+    the worker, as the chain's output schema is)."""
+
+    __slots__ = ("_after", "_before", "_types")
+
+    def __init__(self, types: ArrowValues) -> None:
+        self._types = types
+        self._before: pa.DataType | None = None
+        self._after: pa.DataType | None = None
+
+    @property
+    def before(self) -> pa.DataType:
+        if self._before is None:
+            self._before = arrow_type(self._types.before_spark)
+        return self._before
+
+    @property
+    def after(self) -> pa.DataType:
+        if self._after is None:
+            self._after = arrow_type(self._types.after_spark)
+        return self._after
 
 
 def arrow_type(spark_json: str) -> pa.DataType:
@@ -841,13 +866,13 @@ def _vectorized_map_values(step: MapValuesStep, guard: handling.Guard) -> Column
         columns.column_decoder(types.before),
         columns.column_decoder(types.after),
     )
-    before_type, after_type = arrow_type(types.before_spark), arrow_type(types.after_spark)
+    arrow = _ArrowTypes(types)
 
     def vectorized_map_values(live: Live) -> None:
-        arr = _vectorized_input(live, name, types.before, before_type)
+        arr = _vectorized_input(live, name, types.before, arrow.before)
         if not live.rows:
             return
-        live.set_values(_run_vectorized(live, name, fn, arr, after_type, before_dec), after_dec)
+        live.set_values(_run_vectorized(live, name, fn, arr, arrow.after, before_dec), after_dec)
 
     return vectorized_map_values
 
@@ -856,10 +881,10 @@ def _vectorized_filter(step: FilterStep, guard: handling.Guard) -> ColumnStep:
     assert step.vectorized is not None
     types, fn, name, negate = step.vectorized, step.fn, step.processor, step.negate
     before_dec = columns.column_decoder(types.before)
-    before_type = arrow_type(types.before_spark)
+    arrow = _ArrowTypes(types)
 
     def vectorized_filter(live: Live) -> None:
-        arr = _vectorized_input(live, name, types.before, before_type)
+        arr = _vectorized_input(live, name, types.before, arrow.before)
         if not live.rows:
             return
         flags = _run_vectorized(live, name, fn, arr, pa.bool_(), before_dec).to_pylist()
