@@ -133,11 +133,15 @@ def _record_decoder(t: RecordSpec) -> ColumnDecoder:
 def column_encoder(t: TypeSpec, what: str = "value") -> ColumnEncoder:
     """A function from Python values of type spec ``t`` to an Arrow column, equal to
     ``pa.array([codec.encoder(t)(x) for x in values], type)`` when it returns one."""
+    exact = None
     if isinstance(t, PrimSpec):
-        exact = _DECIMAL if t.spark.startswith("decimal") else _EXACT[t.spark]
+        # a Spark type without an entry goes value by value, through the codec
+        exact = _DECIMAL if t.spark.startswith("decimal") else _EXACT.get(t.spark)
+    if exact is not None:
+        exact_types = exact  # not None, for the closure
 
         def enc_prim(values: list[Any], type_: pa.DataType) -> pa.Array | None:
-            if not exact.issuperset(map(type, values)):
+            if not exact_types.issuperset(map(type, values)):
                 return None
             return _arrow(values, type_)
 
