@@ -37,6 +37,7 @@ from kspark_server.paths import normalize_path
 
 __all__ = [
     "SPEC_VERSION",
+    "ArrowValues",
     "BranchStep",
     "ChainSpec",
     "DedupIdSpec",
@@ -71,8 +72,8 @@ __all__ = [
 ]
 
 #: The version of this contract; a client and the operators it runs must agree on it.
-#: 5: dynamic keys and values (:class:`JsonSpec`).
-SPEC_VERSION = 5
+#: 5: dynamic keys and values (:class:`JsonSpec`); 6: vectorized steps.
+SPEC_VERSION = 6
 
 Fn = Callable[..., Any]
 
@@ -162,11 +163,30 @@ class KeyValue:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ArrowValues:
+    """The values of a vectorized step, which take and give whole Arrow columns: their
+    type before the step and after it, each as a type spec and as its Spark type in JSON
+    (the Arrow type comes from it)."""
+
+    before: TypeSpec
+    before_spark: str
+    after: TypeSpec
+    after_spark: str
+
+    def __post_init__(self) -> None:
+        _check_type(self.before, "vectorized step input")
+        _check_type(self.after, "vectorized step output")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class FilterStep:
+    """``fn(key, value)``, or with ``vectorized`` ``fn(values)`` over a whole column."""
+
     op: ClassVar[str] = "filter"
     processor: str
     fn: Fn
     negate: bool
+    vectorized: ArrowValues | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -178,10 +198,18 @@ class MapStep:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MapValuesStep:
+    """``fn(value)`` or ``fn(key, value)``, or with ``vectorized`` ``fn(values)`` over a
+    whole column."""
+
     op: ClassVar[str] = "map_values"
     processor: str
     fn: Fn
     with_key: bool
+    vectorized: ArrowValues | None = None
+
+    def __post_init__(self) -> None:
+        if self.vectorized is not None and self.with_key:
+            raise SpecError(f"{self.processor}: a vectorized mapper takes the values only")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

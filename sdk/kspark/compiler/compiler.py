@@ -8,6 +8,7 @@ rule fails loudly.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -222,15 +223,44 @@ class _Compiler:
 
     # -- stateless -------------------------------------------------------------------
     def visit_Filter(self, node: n.Filter) -> _Pending:
-        step = sp.FilterStep(processor=node.name, fn=node.fn, negate=node.negate)
+        step = sp.FilterStep(
+            processor=node.name,
+            fn=node.fn,
+            negate=node.negate,
+            vectorized=self._arrow_values(node) if node.vectorized else None,
+        )
         return self._step(node, node.parent, step)
 
     def visit_Map(self, node: n.Map) -> _Pending:
         return self._step(node, node.parent, sp.MapStep(processor=node.name, fn=node.fn))
 
     def visit_MapValues(self, node: n.MapValues) -> _Pending:
-        step = sp.MapValuesStep(processor=node.name, fn=node.fn, with_key=node.with_key)
+        step = sp.MapValuesStep(
+            processor=node.name,
+            fn=node.fn,
+            with_key=node.with_key,
+            vectorized=self._arrow_values(node) if node.vectorized else None,
+        )
         return self._step(node, node.parent, step)
+
+    def _arrow_values(self, node: n.Filter | n.MapValues) -> sp.ArrowValues:
+        """The value types around a vectorized step, which must be known there: its
+        values cross into Arrow and back."""
+        p = self.visit(node.parent)
+        before, after = _known(p.value_type), _known(node.value_type)
+        if before is DYNAMIC or after is DYNAMIC:
+            raise CompilationError(
+                f"{node.name}: a vectorized step needs declared value types before and "
+                "after it (its values cross into Arrow arrays); declare value_type= upstream "
+                "and on the step",
+                processor=node.name,
+            )
+        return sp.ArrowValues(
+            before=before.spec(),
+            before_spark=json.dumps(before.spark_json()),
+            after=after.spec(),
+            after_spark=json.dumps(after.spark_json()),
+        )
 
     def visit_FlatMap(self, node: n.FlatMap) -> _Pending:
         return self._step(node, node.parent, sp.FlatMapStep(processor=node.name, fn=node.fn))

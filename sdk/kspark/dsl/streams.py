@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from kspark.dsl import _infer
 from kspark.dsl.options import (
@@ -42,6 +42,9 @@ from kspark.errors import InvalidArgumentError, InvalidTopologyError, TypeMappin
 from kspark.plan import nodes as n
 from kspark.plan.topology import Topology
 from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, describe_type
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["BranchedKStream", "KStream", "KTable", "StreamsBuilder"]
 
@@ -305,6 +308,17 @@ def _topic_arg(topic: object) -> tuple[str, n.TopicSpec | None]:
     )
 
 
+def _check_vectorized(fn: Callable[..., Any], processor: str, what: str) -> None:
+    """A vectorized function takes one argument, the batch's values."""
+    if _infer.positional_arity(fn) not in (None, 1):
+        raise InvalidArgumentError(
+            f"{processor}: a vectorized {what} takes one argument, the batch's values as a "
+            "pyarrow.Array",
+            processor=processor,
+            parameter=what,
+        )
+
+
 def _declared(tp: Any, processor: str, what: str) -> TypeDesc:
     """The declared type ``tp``; dynamic (any JSON-compatible value) when None."""
     if tp is None:
@@ -341,24 +355,74 @@ class KStream(Generic[K, V]):
         return {"key_type": self._node.key_type, "value_type": self._node.value_type}
 
     # -- stateless --------------------------------------------------------------------
+    @overload
     def filter(
-        self, predicate: Callable[[K, V], bool], named: Named | None = None
+        self,
+        predicate: Callable[[K, V], bool],
+        named: Named | None = None,
+        *,
+        vectorized: Literal[False] = False,
+    ) -> KStream[K, V]: ...
+
+    @overload
+    def filter(
+        self,
+        predicate: Callable[[pa.Array], pa.Array],
+        named: Named | None = None,
+        *,
+        vectorized: Literal[True],
+    ) -> KStream[K, V]: ...
+
+    def filter(
+        self,
+        predicate: Callable[..., Any],
+        named: Named | None = None,
+        *,
+        vectorized: bool = False,
     ) -> KStream[K, V]:
         """Keeps the records for which ``predicate(key, value)`` is true.
 
+        Parameters
+        ----------
+        predicate
+            A function of the key and the value; with ``vectorized=True``, a function of
+            a batch of values.
+        named
+            A processor name instead of the generated one.
+        vectorized
+            Call ``predicate`` once per batch (as Spark's pandas UDFs do) with the values
+            of the batch as a ``pyarrow.Array`` (a ``StructArray`` for a record type,
+            nulls for null values); it returns a boolean array of the same length, or
+            anything ``pyarrow.array`` takes. A record is kept where the answer is true;
+            a null answer drops it. If ``predicate`` raises, the batch runs again one
+            record at a time (one-value arrays), so that the exception handler sees only
+            the failing records.
+
         Examples
         --------
+        >>> import pyarrow.compute as pc
         >>> from kspark import Named, StreamsBuilder, Topic
         >>> s = StreamsBuilder().stream(Topic.jsonl("t", "/tmp/t"), key_type=str, value_type=int)
         >>> s.filter(lambda k, v: v > 0).name
         'KSTREAM-FILTER-0000000001'
         >>> s.filter(lambda k, v: v > 0, Named.as_("positive")).name
         'positive'
+        >>> s.filter(lambda values: pc.greater(values, 0), vectorized=True).node.vectorized
+        True
         """
         name, seq = self._builder._next("KSTREAM-FILTER", named)
         _infer.check_callable(predicate, "predicate", name)
+        if vectorized:
+            _check_vectorized(predicate, name, "predicate")
         return self._wrap(
-            n.Filter(name=name, seq=seq, parent=self._node, fn=predicate, **self._same_types())
+            n.Filter(
+                name=name,
+                seq=seq,
+                parent=self._node,
+                fn=predicate,
+                vectorized=vectorized,
+                **self._same_types(),
+            )
         )
 
     def filter_not(
@@ -433,6 +497,7 @@ class KStream(Generic[K, V]):
         named: Named | None = None,
         *,
         value_type: type[VR] | None = None,
+        vectorized: Literal[False] = False,
     ) -> KStream[K, VR]: ...
 
     @overload
@@ -442,6 +507,17 @@ class KStream(Generic[K, V]):
         named: Named | None = None,
         *,
         value_type: type[VR] | None = None,
+        vectorized: Literal[False] = False,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def map_values(
+        self,
+        mapper: Callable[[pa.Array], pa.Array],
+        named: Named | None = None,
+        *,
+        value_type: type[VR],
+        vectorized: Literal[True],
     ) -> KStream[K, VR]: ...
 
     def map_values(
@@ -450,10 +526,30 @@ class KStream(Generic[K, V]):
         named: Named | None = None,
         *,
         value_type: type[Any] | None = None,
+        vectorized: bool = False,
     ) -> KStream[Any, Any]:
         """Replaces each value by ``mapper(value)`` or ``mapper(key, value)``; keeps the key.
 
         The new value type comes from ``value_type`` or the mapper's return annotation.
+
+        Parameters
+        ----------
+        mapper
+            A function of the value, or of the key and the value; with
+            ``vectorized=True``, a function of a batch of values.
+        named
+            A processor name instead of the generated one.
+        value_type
+            The new value type, when the mapper's annotation does not say it (required
+            with ``vectorized=True``).
+        vectorized
+            Call ``mapper`` once per batch (as Spark's pandas UDFs do) with the values of
+            the batch as a ``pyarrow.Array`` (a ``StructArray`` for a record type, nulls
+            for null values); it returns the new values as an array of the same length,
+            of ``value_type``'s Arrow type (or anything ``pyarrow.array`` takes and casts
+            to it). If ``mapper`` raises, the batch runs again one record at a time
+            (one-value arrays), so that the exception handler sees only the failing
+            records.
 
         Examples
         --------
@@ -466,19 +562,36 @@ class KStream(Generic[K, V]):
         ...     return f"{key}:{value}"
         >>> s.map_values(tag).node.value_type.display()
         'str'
+        >>> import pyarrow.compute as pc
+        >>> tenfold = s.map_values(lambda vs: pc.multiply(vs, 10), vectorized=True, value_type=int)
+        >>> tenfold.node.vectorized
+        True
         """
         name, seq = self._builder._next("KSTREAM-MAPVALUES", named)
         _infer.check_callable(mapper, "mapper", name)
+        if vectorized:
+            _check_vectorized(mapper, name, "mapper")
+            if value_type is None:
+                raise InvalidArgumentError(
+                    f"{name}: a vectorized mapper needs value_type=, the type of the values "
+                    "it returns",
+                    processor=name,
+                    parameter="value_type",
+                )
         return self._wrap(
             n.MapValues(
                 name=name,
                 seq=seq,
                 parent=self._node,
                 fn=mapper,
-                with_key=_infer.takes_key(mapper, 1, name, "mapper"),
+                with_key=not vectorized and _infer.takes_key(mapper, 1, name, "mapper"),
+                vectorized=vectorized,
                 key_type=self._node.key_type,
                 value_type=_infer.resolve(
-                    value_type, _infer.return_hint(mapper), name, "value_type"
+                    value_type,
+                    None if vectorized else _infer.return_hint(mapper),
+                    name,
+                    "value_type",
                 ),
             )
         )

@@ -302,10 +302,13 @@ class _Unary(Node):
 
 @attrs.frozen(kw_only=True)
 class Filter(_Unary):
-    """Keeps records for which ``fn(key, value)`` is true (false when ``negate``)."""
+    """Keeps records for which ``fn(key, value)`` is true (false when ``negate``); with
+    ``vectorized``, ``fn(values)`` takes a batch's values as a ``pyarrow.Array`` and
+    returns as many booleans."""
 
     fn: Fn
     negate: bool = False
+    vectorized: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -320,12 +323,23 @@ class Map(_Unary):
 
 @attrs.frozen(kw_only=True)
 class MapValues(_Unary):
-    """``fn(value)`` or, with ``with_key``, ``fn(key, value)`` gives the new value."""
+    """``fn(value)`` or, with ``with_key``, ``fn(key, value)`` gives the new value; with
+    ``vectorized``, ``fn(values)`` takes a batch's values as a ``pyarrow.Array`` and
+    returns as many new values."""
 
     changes_value: ClassVar[bool] = True
 
     fn: Fn
     with_key: bool = False
+    vectorized: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.vectorized and self.with_key:
+            raise InvalidArgumentError(
+                f"{self.name}: a vectorized mapper takes the values only, not the keys",
+                processor=self.name,
+                parameter="mapper",
+            )
 
 
 @attrs.frozen(kw_only=True)
