@@ -1,19 +1,19 @@
 """An example app: payments deduplicated and converted at the rate valid at payment time.
 
     kspark describe examples.payments:topology
-    kspark run examples.payments:topology --app-id payments
+    kspark run examples.payments:topology --config examples/payments.toml
 
-It reads ``./data/payments`` and ``./data/rates`` (JSON lines, as ``kspark demo`` writes
-them) and writes ``./data/out/converted``.
+The topology names its topics; ``examples/payments.toml`` binds them: the feeds
+``./data/payments`` and ``./data/rates`` (JSON lines, as ``kspark demo`` writes them) and,
+through ``data_dir``, ``./data/converted``. With ``bootstrap_servers = "host:9092"``
+instead, the same topology reads and writes Kafka topics.
 """
 
 from __future__ import annotations
-
-import os
 
 from kspark import Topology
 from kspark_demo.app import build_topology
 
 
 def topology() -> Topology:
-    return build_topology(os.environ.get("KSPARK_EXAMPLE_DATA", os.path.abspath("data")))
+    return build_topology()

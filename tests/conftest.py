@@ -28,7 +28,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture(scope="session")
-def spark_server(request: pytest.FixtureRequest) -> Iterator[Any]:
+def spark_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
     """The embedded server, started with workers that cannot import kspark or the tests."""
     if request.config.getoption("--spark-remote"):
         yield None
@@ -40,6 +42,8 @@ def spark_server(request: pytest.FixtureRequest) -> Iterator[Any]:
         # KSPARK_CHECK_STATE_LOG: stateful operators check that each change they log
         # reads back as the task state it stands for (kspark_server.taskstate)
         env={"PYTHONPATH": BLOCKER, "KSPARK_CHECK_STATE_LOG": "1"},
+        # the tests' tables and metastore, apart from the user's ~/.kspark
+        home=str(tmp_path_factory.mktemp("kspark-home")),
     ).start()
     try:
         yield server
@@ -75,7 +79,12 @@ def app_id() -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # integration tests share one server: run the fast plan-only tests first, and the
-    # crash tests (which kill and restart the server) last
+    # crash tests (which kill and restart the server) last. The standalone-server tests
+    # come first among them, before the session's server starts: one Spark JVM at a time.
     items.sort(
-        key=lambda item: ("integration" in str(item.fspath), "test_crash" in str(item.fspath))
+        key=lambda item: (
+            "integration" in str(item.fspath),
+            "test_standalone_server" not in str(item.fspath),
+            "test_crash" in str(item.fspath),
+        )
     )

@@ -12,8 +12,10 @@ import tomllib
 from typing import Any
 
 from kspark.config import StreamsConfig
-from kspark.errors import KSparkError
+from kspark.errors import ConfigError, KSparkError
 from kspark.plan.topology import Topology
+from kspark.runtime.server import REMOTE_ENV
+from kspark.runtime.urls import redact
 
 
 def load_topology(ref: str) -> Topology:
@@ -43,12 +45,43 @@ def load_config(path: str | None, app_id: str, *, override: bool = False) -> Str
     return StreamsConfig.from_mapping(data)
 
 
-def _add_app_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--app-id", help="the app's application_id (its handle is looked up)")
+def _add_remote_arguments(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument(
         "--remote",
-        help="sc://host:port of the server, with ;token=... if needed "
-        "(default: the URL in the app's handle, which holds no token)",
+        help="sc://host:port of the server, with ;token=... if needed (visible to other "
+        f"users in the process list: prefer --remote-file or $KSPARK_REMOTE; default: {default})",
+    )
+    parser.add_argument(
+        "--remote-file",
+        metavar="FILE",
+        help="a file that holds the sc:// URL, so that its token is not on the command line",
+    )
+
+
+def _remote(args: argparse.Namespace) -> str | None:
+    """The server URL: ``--remote``, else the first line of ``--remote-file``, else
+    ``$KSPARK_REMOTE``, else None."""
+    if args.remote:
+        return str(args.remote)
+    if args.remote_file:
+        try:
+            with open(args.remote_file) as f:
+                url = f.readline().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read --remote-file {args.remote_file}: {exc.strerror}",
+                option="remote_file",
+            ) from None
+        if not url:
+            raise ConfigError(f"--remote-file {args.remote_file} is empty", option="remote_file")
+        return url
+    return os.environ.get(REMOTE_ENV, "").strip() or None
+
+
+def _add_app_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--app-id", help="the app's application_id (its handle is looked up)")
+    _add_remote_arguments(
+        parser, "$KSPARK_REMOTE, else the URL in the app's handle, which holds no token"
     )
     parser.add_argument("--handle", help="a handle file written by kspark submit")
     parser.add_argument(
@@ -60,7 +93,7 @@ def _add_app_arguments(parser: argparse.ArgumentParser) -> None:
 def _app_target(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "app_id": args.app_id,
-        "remote": args.remote,
+        "remote": _remote(args),
         "handle": args.handle,
         "session_id": args.session_id,
     }
@@ -68,6 +101,87 @@ def _app_target(args: argparse.Namespace) -> dict[str, Any]:
 
 def _show(obj: Any, as_json: bool) -> None:
     print(json.dumps(obj.to_dict(), indent=2) if as_json else obj.summary(), flush=True)
+
+
+def _add_server_parser(sub: Any) -> None:
+    server = sub.add_parser(
+        "server",
+        help="start, stop or show a standalone Spark Connect server (Spark's sbin scripts)",
+    )
+    actions = server.add_subparsers(dest="action", required=True)
+    start = actions.add_parser("start", help="start a Spark Connect server and print its URL")
+    start.add_argument(
+        "--master",
+        default="local[2]",
+        help="local[N], local-cluster[workers,cores,MiB] or spark://host:port (default local[2])",
+    )
+    start.add_argument("--port", type=int, default=15002, help="Spark Connect port (15002)")
+    start.add_argument(
+        "--worker-python",
+        help="the Python of the server's workers (default: this Python); it needs pyarrow, "
+        "pandas and the pyspark[connect] packages, not kspark",
+    )
+    start.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default loopback)"
+    )
+    start.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
+    )
+    start.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for it")
+    status = actions.add_parser("status", help="say whether the server runs, and its URL")
+    status.add_argument(
+        "--url", action="store_true", help="print only the URL, token included (for scripts)"
+    )
+    status.add_argument("--json", action="store_true", help="print JSON")
+    actions.add_parser("stop", help="stop the server (Spark's stop-connect-server.sh)")
+
+
+def _server(args: argparse.Namespace) -> int:
+    from kspark.runtime import standalone
+
+    if args.action == "start":
+        conf = dict(item.split("=", 1) for item in args.conf if "=" in item)
+        bad = [item for item in args.conf if "=" not in item]
+        if bad:
+            raise SystemExit(f"--conf takes KEY=VALUE, got {bad[0]!r}")
+        state = standalone.start(
+            master=args.master,
+            port=args.port,
+            worker_python=args.worker_python,
+            host=args.host,
+            conf=conf,
+            timeout=args.timeout,
+        )
+        url = state.url(with_token=True)
+        print(
+            f"Spark Connect server running (pid {state.pid}, master {state.master}, worker "
+            f"Python {state.worker_python})\nlogs: {state.log_dir}\nconnect with:\n  {url}\n"
+            f"  export KSPARK_REMOTE='{url}'\nstop with: kspark server stop",
+            flush=True,
+        )
+        return 0
+    if args.action == "stop":
+        stopped = standalone.stop()
+        print(
+            f"stopped the Spark Connect server (pid {stopped.pid})"
+            if stopped
+            else "no Spark Connect server started by kspark runs"
+        )
+        return 0
+    current = standalone.status()
+    if args.url:
+        if current is not None:
+            print(current.url(with_token=True))
+    elif args.json:
+        print(json.dumps(standalone.describe(current), indent=2))
+    elif current is None:
+        print("no Spark Connect server started by kspark runs")
+    else:
+        print(
+            f"running: {current.url(with_token=False)} (pid {current.pid}, master "
+            f"{current.master}, worker Python {current.worker_python}, logs {current.log_dir})"
+        )
+    return 0 if current is not None else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run a topology until caught up")
     run.add_argument("topology", help="module:attr")
     run.add_argument("--remote", help="sc://host:port (default: embedded server)")
-    run.add_argument("--config", help="a JSON or TOML file of StreamsConfig options")
+    run.add_argument(
+        "--config", help="a JSON or TOML file of StreamsConfig options (handlers by name)"
+    )
     run.add_argument("--app-id", default="kspark-app")
     resc = sub.add_parser(
         "rescale", help="move a stopped app's state to a new number of partitions"
@@ -102,8 +218,10 @@ def main(argv: list[str] | None = None) -> int:
         "submit", help="start a topology on a remote Spark Connect server and leave it running"
     )
     submit.add_argument("topology", help="module:attr")
-    submit.add_argument("--remote", required=True, help="sc://host:port[/;token=...]")
-    submit.add_argument("--config", help="a JSON or TOML file of StreamsConfig options")
+    _add_remote_arguments(submit, "$KSPARK_REMOTE; one of the three is required")
+    submit.add_argument(
+        "--config", help="a JSON or TOML file of StreamsConfig options (handlers by name)"
+    )
     submit.add_argument("--app-id", help="application_id (default: the config's, else kspark-app)")
     submit.add_argument(
         "--wait",
@@ -125,8 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     stop.add_argument(
         "--keep-session", action="store_true", help="do not release the Spark Connect session"
     )
+    _add_server_parser(sub)
     args = parser.parse_args(argv)
     try:
+        if args.command == "server":
+            return _server(args)
         if args.command == "demo":
             from kspark_demo import run_demo
 
@@ -160,6 +281,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "submit":
             from kspark.runtime import submit as remote
 
+            remote_url = _remote(args)
+            if remote_url is None:
+                raise ConfigError(
+                    "kspark submit needs the server: --remote, --remote-file or $KSPARK_REMOTE",
+                    option="remote",
+                )
             topo = load_topology(args.topology)
             config = load_config(
                 args.config, args.app_id or "kspark-app", override=args.app_id is not None
@@ -167,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             handle = remote.submit(
                 topo,
                 config,
-                args.remote,
+                remote_url,
                 modules=[args.topology.split(":", 1)[0]],
                 topology_ref=args.topology,
                 wait=args.wait,
@@ -190,7 +317,16 @@ def main(argv: list[str] | None = None) -> int:
                 remote.stop(**_app_target(args), release_session=not args.keep_session), args.json
             )
     except KSparkError as exc:
-        print(f"kspark: {exc}", file=sys.stderr)
+        print(f"kspark: {redact(str(exc))}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if not type(exc).__module__.startswith(("pyspark.", "grpc")):
+            raise
+        # a failure from the server that kspark did not translate: its root cause, and the
+        # full trace in a log, rather than a traceback that ends mid-message
+        from kspark.runtime.failures import summarize
+
+        print(f"kspark: {summarize(exc, args.command)}", file=sys.stderr)
         return 1
     return 0
 

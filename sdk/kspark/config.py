@@ -2,30 +2,60 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any, get_args
 
 import attrs
 
+from kspark import errors
+from kspark._paths import resolve_path
 from kspark._typing import KafkaClient
-from kspark.errors import ConfigError
+from kspark.errors import ConfigError, KSparkError
 from kspark.plan.nodes import TopicSpec
 
-__all__ = ["ROCKSDB_PROVIDER", "StreamsConfig", "state_store_conf"]
+__all__ = ["ROCKSDB_PROVIDER", "StreamsConfig", "check_application_id", "state_store_conf"]
 
-_APP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+_APP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
-def _check_app_id(_inst: object, _attr: object, value: Any) -> None:
-    if not isinstance(value, str) or not _APP_ID.match(value):
+def check_application_id(value: object) -> str:
+    """``value`` if it is a valid ``application_id``, else :class:`ConfigError`.
+
+    The id names files and folders (checkpoints, ``~/.kspark/apps/<id>.json``), so it must
+    match as a whole: ``fullmatch``, because ``$`` would also accept a trailing newline.
+
+    Examples
+    --------
+    >>> check_application_id("payments-1")
+    'payments-1'
+    >>> check_application_id("../x")
+    Traceback (most recent call last):
+    ...
+    kspark.errors.ConfigError: [KSPARK_INVALID_CONFIG] application_id must be ...
+    """
+    if not isinstance(value, str) or not _APP_ID.fullmatch(value):
         raise ConfigError(
             f"application_id must be 1-200 characters of letters, digits, '.', '_' or '-', "
             f"starting with a letter or digit; got {value!r}",
             option="application_id",
+        )
+    return value
+
+
+def _check_app_id(_inst: object, _attr: object, value: Any) -> None:
+    check_application_id(value)
+
+
+def _check_kafka_client(_inst: object, _attr: object, value: Any) -> None:
+    if value not in get_args(KafkaClient):
+        raise ConfigError(
+            f"kafka_client must be one of {list(get_args(KafkaClient))}, got {value!r}",
+            option="kafka_client",
         )
 
 
@@ -51,6 +81,159 @@ def _optional_positive_int(name: str) -> Any:
             _positive_int(name)(inst, attr, value)
 
     return check
+
+
+def _topics_tuple(
+    value: Mapping[str, TopicSpec] | tuple[tuple[str, TopicSpec], ...] | None,
+) -> tuple[tuple[str, TopicSpec], ...]:
+    if value is None:
+        return ()
+    items: Iterable[tuple[Any, Any]] = value.items() if isinstance(value, Mapping) else value
+    pairs = []
+    for name, topic in items:
+        if not isinstance(name, str) or not name or not isinstance(topic, TopicSpec):
+            raise ConfigError(
+                "topics must map topic names to Topics, such as "
+                f"{{'orders': Topic.jsonl('orders', '/data/orders')}}; got {name!r}: {topic!r}",
+                option="topics",
+            )
+        pairs.append((name, topic))
+    return tuple(sorted(pairs, key=lambda p: p[0]))
+
+
+def _optional_str(name: str) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"{name} must be a non-empty str or None, got {value!r}", option=name)
+
+    return check
+
+
+def _topic_from_mapping(name: str, data: Any) -> TopicSpec:
+    """A binding read from a config file: ``{"format": "jsonl", "path": "/data/x"}``."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            f"topics.{name} must be a table of Topic fields (format, path, ...), got {data!r}",
+            option="topics",
+        )
+    fields = dict(data)
+    fields.setdefault("name", name)
+    if isinstance(fields.get("options"), Mapping):
+        fields["options"] = tuple(sorted((str(k), str(v)) for k, v in fields["options"].items()))
+    try:
+        return TopicSpec(**fields)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"topics.{name}: {exc}", option="topics") from exc
+
+
+# Per handler option: the handler base class it takes, and the Kafka-style short names a
+# config file may use for the built-in handlers.
+_HANDLERS: dict[str, tuple[type, dict[str, type]]] = {
+    "processing_exception_handler": (
+        errors.ProcessingExceptionHandler,
+        {
+            "log-and-fail": errors.LogAndFailProcessingExceptionHandler,
+            "log-and-continue": errors.LogAndContinueProcessingExceptionHandler,
+            "dead-letter-queue": errors.DeadLetterQueueProcessingExceptionHandler,
+        },
+    ),
+    "deserialization_exception_handler": (
+        errors.DeserializationExceptionHandler,
+        {
+            "log-and-fail": errors.LogAndFailDeserializationExceptionHandler,
+            "log-and-continue": errors.LogAndContinueDeserializationExceptionHandler,
+            "dead-letter-queue": errors.DeadLetterQueueDeserializationExceptionHandler,
+        },
+    ),
+    "production_exception_handler": (
+        errors.ProductionExceptionHandler,
+        {
+            "log-and-fail": errors.LogAndFailProductionExceptionHandler,
+            "log-and-continue": errors.LogAndContinueProductionExceptionHandler,
+            "dead-letter-queue": errors.DeadLetterQueueProductionExceptionHandler,
+        },
+    ),
+}
+
+
+def _import_handler(option: str, ref: str, accepted: str) -> object:
+    module_name, _, attr = ref.partition(":") if ":" in ref else ref.rpartition(".")
+    if not module_name or not attr:
+        raise ConfigError(
+            f"{option}: unknown handler {ref!r}; use one of {accepted}, or a class as "
+            "'package.module:ClassName'",
+            option=option,
+            value=ref,
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            f"{option}: cannot import {module_name!r} for handler {ref!r}: {exc}; "
+            f"use one of {accepted}, or a class as 'package.module:ClassName'",
+            option=option,
+            value=ref,
+        ) from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(
+            f"{option}: module {module_name!r} has no {attr!r} (handler {ref!r})",
+            option=option,
+            value=ref,
+        ) from None
+
+
+def _check_handler(option: str, value: object) -> object:
+    """A handler option's value: a short name or ``module:Class`` becomes the class; a
+    class or an instance is checked to be a handler of the option's kind."""
+    if value is None:
+        return None
+    base, names = _HANDLERS[option]
+    accepted = ", ".join(repr(name) for name in names)
+    if isinstance(value, str):
+        value = names.get(value) or _import_handler(option, value, accepted)
+    cls = value if isinstance(value, type) else type(value)
+    wrong = [b for b, _ in _HANDLERS.values() if b is not base and issubclass(cls, b)]
+    if wrong or not callable(getattr(value, "handle", None)):
+        kind = f", a {wrong[0].__name__}" if wrong else ""
+        raise ConfigError(
+            f"{option} must be a {base.__name__} (a class, an instance, one of "
+            f"{accepted}, or 'package.module:ClassName'); got {value!r}{kind}",
+            option=option,
+            value=value,
+        )
+    return value
+
+
+# named converters, as attrs' mypy plugin needs them
+def _processing_handler(value: object) -> object:
+    return _check_handler("processing_exception_handler", value)
+
+
+def _deserialization_handler(value: object) -> object:
+    return _check_handler("deserialization_exception_handler", value)
+
+
+def _production_handler(value: object) -> object:
+    return _check_handler("production_exception_handler", value)
+
+
+def _topic(value: object) -> object:
+    """A topic given as a table of a config file (``{name=..., format=..., path=...}``)."""
+    if not isinstance(value, Mapping):
+        return value
+    fields = dict(value)
+    if isinstance(fields.get("options"), Mapping):
+        fields["options"] = tuple(sorted((str(k), str(v)) for k, v in fields["options"].items()))
+    try:
+        return TopicSpec(**fields)
+    except (TypeError, KSparkError) as exc:
+        raise ConfigError(
+            f"dead_letter_queue_topic: {exc}; a topic is a table such as "
+            "{name = 'dlq', format = 'jsonl', path = '/data/dlq'}",
+            option="dead_letter_queue_topic",
+        ) from exc
 
 
 def _conf_tuple(
@@ -80,7 +263,8 @@ class StreamsConfig:
     #: Identifies the app: it names the streaming query and the checkpoint folder.
     application_id: str = attrs.field(validator=_check_app_id)
     #: Where the app keeps its checkpoints and state, on the Spark server's file system.
-    #: Defaults to ``<tmp>/kspark/<application_id>``.
+    #: Defaults to ``<tmp>/kspark/<application_id>``. A relative or ``~`` path is resolved
+    #: on the client, against its working directory; a URI is kept as it is.
     checkpoint_dir: str = attrs.field(default=None)
     #: The number of tasks: logical partitions by key hash, like a Kafka topic's partitions.
     #: Stream time and state are per task. To change it on an existing checkpoint, use
@@ -97,19 +281,26 @@ class StreamsConfig:
     )
     #: Trigger interval of :meth:`StreamsApp.start` (None: a batch as soon as the last ends).
     trigger_interval: timedelta | None = None
-    #: Handler for exceptions thrown by user functions (KIP-1033): an instance or a class.
-    processing_exception_handler: Any = None
-    #: Handler for records that cannot be read as the declared key or value type.
-    deserialization_exception_handler: Any = None
-    #: Handler for records that cannot be written to a sink.
-    production_exception_handler: Any = None
-    #: Where dead-letter records go (KIP-1034), for handlers that resume with them.
-    dead_letter_queue_topic: TopicSpec | None = None
+    #: Handler for exceptions thrown by user functions (KIP-1033): an instance, a class,
+    #: a built-in's short name (``"log-and-fail"``, ``"log-and-continue"``,
+    #: ``"dead-letter-queue"``) or a class's path ``"package.module:ClassName"``. Names
+    #: are resolved to their class when the config is built.
+    processing_exception_handler: Any = attrs.field(default=None, converter=_processing_handler)
+    #: Handler for records that cannot be read as the declared key or value type; given
+    #: as for ``processing_exception_handler``.
+    deserialization_exception_handler: Any = attrs.field(
+        default=None, converter=_deserialization_handler
+    )
+    #: Handler for records that cannot be written to a sink; given as for
+    #: ``processing_exception_handler``.
+    production_exception_handler: Any = attrs.field(default=None, converter=_production_handler)
+    #: Where dead-letter records go (KIP-1034), for handlers that resume with them. In a
+    #: config file, a table of the topic's fields:
+    #: ``{name = "dlq", format = "jsonl", path = "/data/dlq"}``.
+    dead_letter_queue_topic: TopicSpec | None = attrs.field(default=None, converter=_topic)
     #: How Kafka topics are read and written: ``"auto"`` (the JVM connector if the server
     #: has it, else kspark's Python Kafka source and sink), ``"jvm"`` or ``"python"``.
-    kafka_client: KafkaClient = attrs.field(
-        default="auto", validator=attrs.validators.in_(get_args(KafkaClient))
-    )
+    kafka_client: KafkaClient = attrs.field(default="auto", validator=_check_kafka_client)
     #: State-store snapshots: a snapshot of a state partition is taken after this many
     #: micro-batches (changelog files) since the last one
     #: (``spark.sql.streaming.stateStore.minDeltasForSnapshot``). A restore loads the last
@@ -145,6 +336,19 @@ class StreamsConfig:
     state_memory_mb: int | None = attrs.field(
         default=None, validator=_optional_positive_int("state_memory_mb")
     )
+    #: Bindings of the topology's topic names to where they live: name -> ``Topic.jsonl(...)``,
+    #: ``Topic.parquet(...)``, ``Topic.kafka(...)`` or ``Topic.table(...)``. Given as a
+    #: mapping, stored as a tuple of ``(name, Topic)`` pairs sorted by name. A name the
+    #: topology binds itself (``stream(Topic...)``) must not be bound to another Topic here.
+    topics: tuple[tuple[str, TopicSpec], ...] = attrs.field(default=None, converter=_topics_tuple)
+    #: Every name without a binding in ``topics`` is a Kafka topic of that name on this
+    #: cluster (``host:port[,host:port...]``).
+    bootstrap_servers: str | None = attrs.field(
+        default=None, validator=_optional_str("bootstrap_servers")
+    )
+    #: Otherwise, every name without a binding is a directory of JSON lines in the envelope
+    #: layout, ``<data_dir>/<name>``, on the Spark server's file system.
+    data_dir: str | None = attrs.field(default=None, validator=_optional_str("data_dir"))
     #: Extra Spark SQL settings applied to the session before the app starts; they override
     #: the settings above.
     spark_conf: tuple[tuple[str, str], ...] = attrs.field(default=None, converter=_conf_tuple)
@@ -158,6 +362,9 @@ class StreamsConfig:
             )
         elif not isinstance(self.checkpoint_dir, str) or not self.checkpoint_dir:  # type: ignore[redundant-expr]
             raise ConfigError("checkpoint_dir must be a non-empty path", option="checkpoint_dir")
+        else:
+            # a relative or ~ path would resolve on the server, against its working directory
+            object.__setattr__(self, "checkpoint_dir", resolve_path(self.checkpoint_dir))
         interval: object = self.trigger_interval
         if interval is not None and (
             not isinstance(interval, timedelta) or interval <= timedelta(0)
@@ -182,6 +389,11 @@ class StreamsConfig:
             )
 
     @property
+    def topic_bindings(self) -> dict[str, TopicSpec]:
+        """``topics`` as a dict, name -> Topic."""
+        return dict(self.topics)
+
+    @property
     def effective_shuffle_partitions(self) -> int:
         return self.shuffle_partitions or self.num_partitions
 
@@ -199,6 +411,11 @@ class StreamsConfig:
                 f"unknown config option(s) {unknown}; known: {sorted(known)}", options=unknown
             )
         values = dict(data)
+        if isinstance(values.get("topics"), Mapping):
+            values["topics"] = {
+                str(name): _topic_from_mapping(str(name), topic)
+                for name, topic in values["topics"].items()
+            }
         for key in ("trigger_interval", "state_maintenance_interval"):
             if isinstance(values.get(key), int | float):
                 values[key] = timedelta(seconds=values[key])

@@ -78,8 +78,8 @@ __all__ = [
     "ServerUnreachableError",
     "StreamsAppError",
     "TypeMappingError",
+    "UnboundTopicError",
     "UnknownAppError",
-    "UnknownTypeError",
 ]
 
 
@@ -114,6 +114,13 @@ class ConfigError(KSparkError, ValueError):
     code = "KSPARK_INVALID_CONFIG"
 
 
+class UnboundTopicError(ConfigError):
+    """Topic names of the topology that nothing binds to where their records live;
+    ``params["names"]`` lists them."""
+
+    code = "KSPARK_UNBOUND_TOPIC"
+
+
 class InvalidTopologyError(KSparkError, ValueError):
     """The topology cannot be built or run as described."""
 
@@ -124,12 +131,6 @@ class TypeMappingError(KSparkError, TypeError):
     """A Python type cannot be mapped to a Spark schema."""
 
     code = "KSPARK_UNSUPPORTED_TYPE"
-
-
-class UnknownTypeError(KSparkError, TypeError):
-    """A processor's output type is needed but could not be inferred."""
-
-    code = "KSPARK_UNKNOWN_TYPE"
 
 
 class CompilationError(KSparkError):

@@ -9,6 +9,9 @@ lines. The topology:
 3. re-keys by currency and joins each payment with the rate valid at its timestamp,
    from a versioned table (KIP-889/914);
 4. writes converted payments.
+
+The topology names its topics; :func:`demo_config` binds them to the generated files (or,
+with ``--kafka``, to Kafka topics), so the topology is the same on both.
 """
 
 from __future__ import annotations
@@ -76,67 +79,61 @@ def currency_of(account: str, p: Payment) -> str:
     return p.currency
 
 
-def build_topology(data_dir: str, kafka: str | None = None) -> Topology:
-    """The demo topology over the files in ``data_dir``, or over Kafka topics at
-    ``kafka`` (bootstrap servers): payments keyed by account, rates keyed by currency,
-    JSON values, the event time as the record timestamp."""
+def build_topology() -> Topology:
+    """The demo topology. It names its topics (payments keyed by account, rates keyed by
+    currency, the event time as the record timestamp); :func:`demo_config` binds the names
+    to files or to Kafka, so the same topology runs on both."""
     b = StreamsBuilder()
-    if kafka is not None:
-        rates_topic = Topic.kafka("rates", bootstrap_servers=kafka, startingOffsets="earliest")
-        payments_topic = Topic.kafka(
-            "payments", bootstrap_servers=kafka, startingOffsets="earliest"
-        )
-        converted_topic = Topic.kafka("converted", bootstrap_servers=kafka)
-    else:
-        rates_topic = Topic.jsonl(
-            "rates",
-            os.path.join(data_dir, "rates"),
-            layout="value",
-            key_field="currency",
-            timestamp_field="ts",
-        )
-        payments_topic = Topic.jsonl(
-            "payments",
-            os.path.join(data_dir, "payments"),
-            layout="value",
-            key_field="account",
-            timestamp_field="ts",
-        )
-        converted_topic = Topic.parquet("converted", os.path.join(data_dir, "out", "converted"))
     rates = b.table(
-        rates_topic,
+        "rates",
         key_type=str,
         value_type=Rate,
         materialized=Materialized.as_versioned("rates-store", history_retention=timedelta(days=1)),
     )
-    payments = b.stream(
-        payments_topic,
-        key_type=str,
-        value_type=Payment,
-    )
+    payments = b.stream("payments", key_type=str, value_type=Payment)
     (
         payments.deduplicate_by_key_value(
             payment_id, timedelta(minutes=5), Deduplicated.as_("dedup-retransmits")
         )
         .select_key(currency_of, Named.as_("key-by-currency"), key_type=str)
         .left_join(rates, convert, value_type=Converted)
-        .to(converted_topic)
+        .to("converted")
     )
     return b.build()
 
 
 def demo_config(data_dir: str, num_partitions: int = 4, kafka: str | None = None) -> StreamsConfig:
-    dlq = (
-        Topic.kafka("dlq", bootstrap_servers=kafka)
-        if kafka is not None
-        else Topic.parquet("dlq", os.path.join(data_dir, "out", "dlq"))
-    )
+    """The demo's settings, with its bindings: with ``kafka`` (bootstrap servers), every
+    topic is the Kafka topic of its name; otherwise the generated feeds in ``data_dir``
+    (one JSON document per line, key and timestamp among its fields) and, through
+    ``data_dir``, ``converted`` as JSON lines in ``<data_dir>/converted``."""
+    if kafka is not None:
+        return StreamsConfig(
+            application_id="kspark-demo",
+            checkpoint_dir=os.path.join(data_dir, "checkpoint"),
+            num_partitions=num_partitions,
+            deserialization_exception_handler=DeadLetterQueueDeserializationExceptionHandler,
+            dead_letter_queue_topic=Topic.kafka("dlq", bootstrap_servers=kafka),
+            bootstrap_servers=kafka,
+        )
+    feeds = {
+        name: Topic.jsonl(
+            name,
+            os.path.join(data_dir, name),
+            layout="value",
+            key_field=key_field,
+            timestamp_field="ts",
+        )
+        for name, key_field in (("rates", "currency"), ("payments", "account"))
+    }
     return StreamsConfig(
         application_id="kspark-demo",
         checkpoint_dir=os.path.join(data_dir, "checkpoint"),
         num_partitions=num_partitions,
         deserialization_exception_handler=DeadLetterQueueDeserializationExceptionHandler,
-        dead_letter_queue_topic=dlq,
+        dead_letter_queue_topic=Topic.parquet("dlq", os.path.join(data_dir, "out", "dlq")),
+        topics=feeds,
+        data_dir=data_dir,
     )
 
 

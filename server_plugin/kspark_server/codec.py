@@ -12,10 +12,11 @@ import dataclasses
 import datetime
 import decimal
 import inspect
+import json
 from collections.abc import Callable
 from typing import Any
 
-from kspark_server.spec import ListSpec, MapSpec, PrimSpec, TypeSpec
+from kspark_server.spec import JsonSpec, ListSpec, MapSpec, PrimSpec, RecordSpec, TypeSpec
 
 Codec = Callable[[Any], Any]
 
@@ -36,10 +37,19 @@ def _identity(x: Any) -> Any:
     return x
 
 
+def _float(x: Any) -> Any:
+    return float(x) if type(x) is int else native(x)
+
+
 def decoder(t: TypeSpec, nested: bool = False) -> Codec:
     """A function from a column value to the Python object of type spec ``t``."""
     if isinstance(t, PrimSpec):
+        if nested and t.spark in ("double", "float"):
+            # a JSON number without a fraction (a dynamic value converted) is still a float
+            return _float
         return native if nested else _identity
+    if isinstance(t, JsonSpec):
+        return _json_decode
     if isinstance(t, ListSpec):
         elem = decoder(t.element, nested=True)
         return lambda x: None if x is None else [elem(e) for e in x]
@@ -157,6 +167,8 @@ class EncodeError(TypeError):
 
 def encoder(t: TypeSpec, what: str = "value") -> Codec:
     """A function from a Python object of type spec ``t`` to a column value."""
+    if isinstance(t, JsonSpec):
+        return _json_encoder(t.shape, what)
     if isinstance(t, PrimSpec):
         spark = t.spark
         if spark.startswith("decimal"):
@@ -198,6 +210,97 @@ def encoder(t: TypeSpec, what: str = "value") -> Codec:
         return {name: enc(getattr(x, name)) for name, enc in fields}
 
     return enc_record
+
+
+# -- dynamic values: JSON text ---------------------------------------------------------
+
+
+def _json_decode(x: Any) -> Any:
+    """A dynamic value from its column: JSON text, or None for a null column."""
+    if x is None:
+        return None
+    try:
+        return json.loads(x)
+    except ValueError:
+        # Spark's JSON reader hands a JSON string over without its quotes, so a file
+        # written by hand ({"value": "abc"}) gives the text itself
+        return x
+
+
+def _json_encoder(shape: str, what: str) -> Codec:
+    # sorted keys: equal values give equal text, so dynamic keys partition, join and
+    # deduplicate by value
+    dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
+    wanted = {"dict": dict, "list": list | tuple}.get(shape)
+
+    def enc_json(x: Any) -> Any:
+        if x is None:
+            return None
+        if wanted is not None and not isinstance(x, wanted):
+            raise EncodeError(
+                f"{what} {x!r} is a {type(x).__name__}, but the declared type is {shape}"
+            )
+        try:
+            return dumps(x)
+        except (TypeError, ValueError) as exc:
+            raise EncodeError(
+                f"{what} {x!r} is not JSON-compatible ({exc}); a value with no declared type "
+                "must be None, bool, int, float, str, or a list or dict of them: declare its "
+                "type (value_type=/key_type=) or convert it"
+            ) from exc
+
+    return enc_json
+
+
+def converter(t: TypeSpec, what: str = "value") -> Codec:
+    """A function from a dynamic value (as :func:`json.loads` gives it) to the Python value
+    of type spec ``t``: a dict becomes a record, a list a list of ``t``'s elements. Raises
+    :class:`EncodeError` when the value does not convert.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> @dataclasses.dataclass
+    ... class Rate:
+    ...     currency: str
+    ...     rate: float
+    >>> spec = RecordSpec(cls=Rate, fields=(("currency", PrimSpec(spark="string")),
+    ...                                     ("rate", PrimSpec(spark="double"))))
+    >>> converter(spec)({"currency": "EUR", "rate": 1})
+    Rate(currency='EUR', rate=1.0)
+    >>> converter(PrimSpec(spark="long"))("7")
+    Traceback (most recent call last):
+    ...
+    kspark_server.codec.EncodeError: value '7' is a str, but the declared type is long; ...
+    """
+    enc = encoder(t, what)
+    if isinstance(t, PrimSpec):
+        return enc  # checks the value, and makes an int a float where one is declared
+    if isinstance(t, JsonSpec):
+
+        def check_json(x: Any) -> Any:
+            enc(x)
+            return x
+
+        return check_json
+    dec = decoder(t, nested=True)
+
+    def convert(x: Any) -> Any:
+        if x is None:
+            return None
+        if isinstance(t, RecordSpec) and not isinstance(x, dict):
+            enc(x)  # already a record: check it
+            return x
+        try:
+            value = dec(x)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise EncodeError(
+                f"{what} {x!r} cannot be read as the declared type: {type(exc).__name__}: {exc}"
+            ) from exc
+        enc(value)
+        return value
+
+    return convert
 
 
 def plain(x: Any) -> Any:

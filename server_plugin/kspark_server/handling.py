@@ -193,6 +193,11 @@ class Guard:
             **ctx, source_raw_key=row.get("key"), source_raw_value=row.get("value"), origin=origin
         )
 
+    def drop(self, processor: str, task: str) -> None:
+        """Count a record that an operator drops by its rules (a stream record with a null
+        value in a join, ...): it shows in ``dropped-records-total``."""
+        self._count(processor, task)
+
     def _count(self, processor: str, task: str) -> None:
         self.dropped[(processor, task)] = self.dropped.get((processor, task), 0) + 1
 

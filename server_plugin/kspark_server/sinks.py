@@ -4,19 +4,21 @@ It runs as the streaming query's ``foreachBatch`` function on the server. Each s
 its rows (columns ``k<i>``/``v<i>`` of the union), and the dead-letter queue gets the
 dead-letter side rows. A file sink writes batch ``N`` into ``<path>/batch_id=N``, replacing
 what a failed earlier attempt of the same batch left, so output is exactly once across
-restarts.
+restarts. Sinks into one topic (``TopicRef.destination``) are written as one union, so
+that merged branches keep all their records.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType
 
-from kspark_server.envelope import SIDE, SideKind
-from kspark_server.spec import SinksSpec, TopicRef, check_spec
+from kspark_server.envelope import HEADERS, SIDE, SideKind
+from kspark_server.spec import SinkSpec, SinksSpec, TopicRef, check_spec
 
 _FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
 
@@ -30,6 +32,12 @@ def make_batch_writer(spec: SinksSpec) -> Any:
     kafka_format = spec.kafka_format
     batch_offset = spec.batch_offset
 
+    # sinks into one topic (merged branches) are written together: one write per topic
+    # and batch, since each write replaces the batch's whole folder or partition
+    groups: dict[tuple[str, ...], list[SinkSpec]] = {}
+    for s in sinks:
+        groups.setdefault(s.topic.destination, []).append(s)
+
     def write_batch(df: DataFrame, query_batch_id: int) -> None:
         # after a rescale the query checkpoint is new, but the app's batches go on counting
         batch_id = query_batch_id + batch_offset
@@ -37,20 +45,11 @@ def make_batch_writer(spec: SinksSpec) -> Any:
         if cached:
             df = df.persist()
         try:
-            for s in sinks:
-                i = s.index
-                part = df.filter(F.col("ks_side").isNull() & (F.col("ks_sink") == i)).select(
-                    F.col(f"k{i}").alias("key"),
-                    F.col(f"v{i}").alias("value"),
-                    "timestamp",
-                    "headers",
-                    F.expr(f"pmod(hash(k{i}), {int(s.num_partitions)})")
-                    .cast("int")
-                    .alias("partition"),
-                    "ks_seq",
-                    "ks_sub",
-                )
-                write_topic(part, s.topic, batch_id, s.topic.ordered, kafka_format)
+            for group in groups.values():
+                rows = [_sink_rows(df, s) for s in group]
+                part = functools.reduce(DataFrame.unionByName, rows)
+                topic = group[0].topic
+                write_topic(part, topic, batch_id, topic.ordered, kafka_format)
             if dlq:
                 dead = (
                     df.filter(F.col("ks_side").isNotNull())
@@ -81,6 +80,20 @@ def make_batch_writer(spec: SinksSpec) -> Any:
                 df.unpersist()
 
     return write_batch
+
+
+def _sink_rows(df: DataFrame, s: SinkSpec) -> DataFrame:
+    """Sink ``s``'s records of the batch, in the columns every topic writer takes."""
+    i = s.index
+    return df.filter(F.col("ks_side").isNull() & (F.col("ks_sink") == i)).select(
+        F.col(f"k{i}").alias("key"),
+        F.col(f"v{i}").alias("value"),
+        "timestamp",
+        "headers",
+        F.expr(f"pmod(hash(k{i}), {int(s.num_partitions)})").cast("int").alias("partition"),
+        "ks_seq",
+        "ks_sub",
+    )
 
 
 def write_topic(
@@ -163,12 +176,85 @@ def _write_kafka(df: DataFrame, topic: TopicRef, kafka_format: str) -> None:
     out.write.format(kafka_format).options(**opts).option("topic", topic.name).mode("append").save()
 
 
+#: The table property that marks a table kspark created as a sink: the only tables it
+#: writes into.
+TABLE_MARK = "kspark.sink"
+
+
+def _quote(table: str) -> str:
+    return ".".join(f"`{part.strip('`')}`" for part in table.split("."))
+
+
+def _columns(schema: StructType) -> list[tuple[str, str]]:
+    # names without case (the catalog may store them in lower case), types without
+    # nullability (Parquet files make every column nullable)
+    return [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields]
+
+
+def table_sink_schema(key: DataType, value: DataType) -> StructType:
+    """The columns of a table that kspark creates for a sink of these key and value types."""
+    return StructType.fromJson(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "key", "type": key.jsonValue(), "nullable": True, "metadata": {}},
+                {"name": "value", "type": value.jsonValue(), "nullable": True, "metadata": {}},
+                {"name": "timestamp", "type": "long", "nullable": True, "metadata": {}},
+                {"name": "headers", "type": HEADERS, "nullable": True, "metadata": {}},
+                {"name": "partition", "type": "integer", "nullable": True, "metadata": {}},
+                {"name": "batch_id", "type": "long", "nullable": True, "metadata": {}},
+            ],
+        }
+    )
+
+
+def table_problem(spark: Any, table: str, expected: StructType | None) -> str | None:
+    """Why kspark must not write into ``table``, or None if it may.
+
+    kspark writes only into tables it created (marked with :data:`TABLE_MARK`) whose
+    columns are those it writes (``expected``; None skips that check): writing into any
+    other table would replace or mix up its rows. An absent table is fine: kspark creates
+    it.
+    """
+    if not spark.catalog.tableExists(table):
+        return None
+    actual = spark.table(table).schema
+    rows = spark.sql(f"SHOW TBLPROPERTIES {_quote(table)}").collect()
+    if {r["key"]: r["value"] for r in rows}.get(TABLE_MARK) != "true":
+        return (
+            f"table {table} exists and was not created by kspark (its columns: "
+            f"{actual.simpleString()}); kspark writes only into tables it creates, and would "
+            "replace or mix up this table's rows. Choose another table, or drop this one. A "
+            "table that an older kspark created as this sink can be adopted with ALTER "
+            f"TABLE {table} SET TBLPROPERTIES ('{TABLE_MARK}' = 'true')"
+        )
+    if expected is not None and _columns(actual) != _columns(expected):
+        return (
+            f"table {table} has the columns {actual.simpleString()}, but this sink writes "
+            f"{expected.simpleString()}; write into another table, or drop this one"
+        )
+    return None
+
+
 def _write_table(df: DataFrame, table: str, batch_id: int) -> None:
     spark = df.sparkSession
     out = df.withColumn("batch_id", F.lit(batch_id).cast("long"))
     if not spark.catalog.tableExists(table):
-        out.write.partitionBy("batch_id").saveAsTable(table)
+        # created and marked in one step: a crash between the two would leave an unmarked
+        # table that kspark then refuses
+        (
+            out.writeTo(table)
+            .using("parquet")
+            .partitionedBy(F.col("batch_id"))
+            .tableProperty(TABLE_MARK, "true")
+            .create()
+        )
         return
-    # a retried batch replaces its own partition and nothing else
+    # checked at app start too; here for a table created or changed since
+    problem = table_problem(spark, table, None)
+    if problem is not None:
+        raise RuntimeError(f"[KSPARK_TABLE_SINK_REFUSED] {problem}")
+    # a retried batch replaces its own partition and nothing else; insertInto matches
+    # columns by position, so put them in the table's order
     spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
-    out.write.insertInto(table, overwrite=True)
+    out.select(*spark.table(table).columns).write.insertInto(table, overwrite=True)

@@ -23,7 +23,7 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 4); use the same kspark version on client and server
+kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 6); use the same kspark version on client and server
 """
 
 from __future__ import annotations
@@ -33,9 +33,11 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from kspark_server.handlers import Handler
+from kspark_server.paths import normalize_path
 
 __all__ = [
     "SPEC_VERSION",
+    "ArrowValues",
     "BranchStep",
     "ChainSpec",
     "DedupIdSpec",
@@ -45,6 +47,7 @@ __all__ = [
     "FlatMapValuesStep",
     "Handling",
     "JoinSpec",
+    "JsonSpec",
     "KeyValue",
     "ListSpec",
     "MapSpec",
@@ -69,7 +72,8 @@ __all__ = [
 ]
 
 #: The version of this contract; a client and the operators it runs must agree on it.
-SPEC_VERSION = 4
+#: 5: dynamic keys and values (:class:`JsonSpec`); 6: vectorized steps.
+SPEC_VERSION = 6
 
 Fn = Callable[..., Any]
 
@@ -122,11 +126,24 @@ class RecordSpec:
             _check_type(t, f"{self.cls.__qualname__}.{name}")
 
 
-TypeSpec = PrimSpec | ListSpec | MapSpec | RecordSpec
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JsonSpec:
+    """A dynamic value: any JSON-compatible Python value (None, bool, int, float, str, list,
+    dict), carried as JSON text in a Spark ``string`` column. ``shape`` is ``any``, or
+    ``dict`` or ``list`` when declared as such."""
+
+    shape: str = "any"
+
+    def __post_init__(self) -> None:
+        if self.shape not in ("any", "dict", "list"):
+            raise SpecError(f"unknown dynamic shape {self.shape!r}")
+
+
+TypeSpec = PrimSpec | ListSpec | MapSpec | RecordSpec | JsonSpec
 
 
 def _check_type(t: object, where: str) -> None:
-    if not isinstance(t, PrimSpec | ListSpec | MapSpec | RecordSpec):
+    if not isinstance(t, PrimSpec | ListSpec | MapSpec | RecordSpec | JsonSpec):
         raise SpecError(f"{where}: not a type spec: {t!r}")
 
 
@@ -146,11 +163,30 @@ class KeyValue:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ArrowValues:
+    """The values of a vectorized step, which take and give whole Arrow columns: their
+    type before the step and after it, each as a type spec and as its Spark type in JSON
+    (the Arrow type comes from it)."""
+
+    before: TypeSpec
+    before_spark: str
+    after: TypeSpec
+    after_spark: str
+
+    def __post_init__(self) -> None:
+        _check_type(self.before, "vectorized step input")
+        _check_type(self.after, "vectorized step output")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class FilterStep:
+    """``fn(key, value)``, or with ``vectorized`` ``fn(values)`` over a whole column."""
+
     op: ClassVar[str] = "filter"
     processor: str
     fn: Fn
     negate: bool
+    vectorized: ArrowValues | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -162,10 +198,18 @@ class MapStep:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MapValuesStep:
+    """``fn(value)`` or ``fn(key, value)``, or with ``vectorized`` ``fn(values)`` over a
+    whole column."""
+
     op: ClassVar[str] = "map_values"
     processor: str
     fn: Fn
     with_key: bool
+    vectorized: ArrowValues | None = None
+
+    def __post_init__(self) -> None:
+        if self.vectorized is not None and self.with_key:
+            raise SpecError(f"{self.processor}: a vectorized mapper takes the values only")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -287,6 +331,18 @@ class TopicRef:
     def ordered(self) -> bool:
         """Whether the sink writes one file sorted by position (a test driver's topic)."""
         return dict(self.options).get("kspark.ordered") == "true"
+
+    @property
+    def destination(self) -> tuple[str, ...]:
+        """What the sink writes into: records of sinks with one destination are written
+        together, once per batch, so that neither replaces the other's ``batch_id=N``."""
+        if self.format == "kafka":
+            servers = dict(self.options).get("kafka.bootstrap.servers", "")
+            return ("kafka", servers, self.name)
+        if self.format == "table":
+            # Spark's catalog compares table names without case by default
+            return ("table", (self.path or self.name).lower())
+        return ("files", normalize_path(self.path or ""))
 
 
 # -- operator specs -------------------------------------------------------------------------

@@ -699,6 +699,11 @@ class JoinProcessor(TaskProcessor):
                         table[hk] = tv
                 elif not store.put(hk, tv, ts):
                     self.expired_puts += 1
+            elif values[i] is None or (key is None and not left):
+                # Kafka Streams' stream-table join drops a stream record with a null value,
+                # and an inner join one with a null key, and counts it (since KIP-962 a left
+                # join calls the joiner for a null key, with a null table value)
+                self.guard.drop(self.processor, f"{self.guard.subtopology}_{task}")
             elif grace > 0 and ts + grace > stream_time:
                 st["buffer"].append(batch.row(i).to_dict([*batch.columns, "ks_hash", "ks_task"]))
             else:

@@ -295,3 +295,25 @@ def test_versioned_join_matches_the_reference_for_any_batch_split(
             d.process()
         got = d.create_output_topic("out", key_type=str, value_type=str).read_values()
     assert got == _reference_join(batches, retention, left)
+
+
+@pytest.mark.parametrize("left", [False, True], ids=["inner", "left"])
+def test_null_values_and_keys_follow_kafka_streams(spark: Any, app_id: str, left: bool) -> None:
+    """A stream record with a null value is dropped and counted, in both joins; a null key
+    is dropped and counted by an inner join, and joined with a null table value by a left
+    join (KIP-962)."""
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2)
+    with TopologyTestDriver(topology(versioned=True, left=left), cfg, session=spark) as d:
+        a = d.create_input_topic("A", key_type=str, value_type=str)
+        bt = d.create_input_topic("B", key_type=str, value_type=str)
+        bt.pipe_input("k", "b0", timestamp=0)
+        a.pipe_input("k", None, timestamp=1)  # null value: never joined
+        a.pipe_input(None, "a2", timestamp=2)  # null key
+        a.pipe_input("k", "a3", timestamp=3)
+        d.process()
+        out = d.create_output_topic("out", key_type=str, value_type=str).read_values()
+        dropped = sum(d.metrics().dropped_records_total.values())
+    if left:
+        assert out == ["(a2,None)", "(a3,b0)"] and dropped == 1
+    else:
+        assert out == ["(a3,b0)"] and dropped == 2

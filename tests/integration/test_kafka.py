@@ -190,3 +190,42 @@ def test_bad_kafka_records_go_to_the_deserialization_handler(
     got = sorted((r["key"], r["value"]) for r in consume_all(broker.bootstrap, out))
     assert got == [(b"a", b"3.0"), (b"c", b"5.0")]
     assert sum(app.metrics().dropped_by_processor().values()) == 1
+
+
+def test_names_bound_by_bootstrap_servers_carry_dynamic_values(
+    spark: Any, broker: Broker, tmp_path: Any
+) -> None:
+    """A topology with names only and no types, bound to Kafka by ``bootstrap_servers``:
+    keys and values are read as JSON text (a key that is not JSON as its text), and
+    written as JSON text."""
+    suffix = uuid.uuid4().hex[:6]
+    src, out = f"dyn-in-{suffix}", f"dyn-out-{suffix}"
+    create_topic(broker.bootstrap, src, partitions=1)
+    create_topic(broker.bootstrap, out, partitions=1)
+    produce(
+        broker.bootstrap,
+        src,
+        [
+            (b"a", _j({"n": 1, "tags": ["x"]}), None, None, 1),
+            (b"b", _j({"n": 0, "tags": []}), None, None, 2),
+            (b"c", _j({"n": 4, "tags": ["y", "z"]}), None, None, 3),
+        ],
+    )
+    b = StreamsBuilder()
+    (
+        b.stream(src)
+        .filter(lambda k, v: v["n"] > 0)
+        .map_values(lambda k, v: {"key": k, "n": v["n"] * 2, "tags": len(v["tags"])})
+        .to(out)
+    )
+    cfg = StreamsConfig(
+        application_id=f"kdyn-{suffix}",
+        checkpoint_dir=str(tmp_path / "chk"),
+        num_partitions=1,
+        bootstrap_servers=broker.bootstrap,
+    )
+    StreamsApp(b.build(), cfg, session=spark).run_until_caught_up()
+    got = sorted(
+        (json.loads(r["key"]), json.loads(r["value"])) for r in consume_all(broker.bootstrap, out)
+    )
+    assert got == [("a", {"key": "a", "n": 2, "tags": 1}), ("c", {"key": "c", "n": 8, "tags": 2})]

@@ -5,9 +5,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from kspark import Branched, Named, StreamsBuilder, StreamsConfig, Topic
+from kspark.errors import LogAndContinueProcessingExceptionHandler
 from kspark.testing import TopologyTestDriver
 
 pytestmark = pytest.mark.spark
@@ -75,3 +78,32 @@ def test_peek_and_records_across_batches(spark: Any, app_id: str) -> None:
         assert [r.value for r in records] == ["y=2", "z=3"]
         assert [r.offset for r in records] == [1, 2]  # positions in the output topic
         assert d.metrics().input_records == 3
+
+
+def _per_unit(orders: pa.Array) -> pa.Array:
+    qty = orders.field("qty")
+    if pc.any(pc.equal(qty, 13)).as_py():
+        raise ValueError("13 is unlucky")
+    return pc.divide(120.0, qty)
+
+
+def test_vectorized_steps_and_their_failures(spark: Any, app_id: str) -> None:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("orders", "/unused"), key_type=str, value_type=Order).filter(
+        lambda orders: pc.greater_equal(orders.field("qty"), 3), vectorized=True
+    ).map_values(_per_unit, vectorized=True, value_type=float).to(Topic.jsonl("out", "/unused"))
+    config = StreamsConfig(
+        application_id=app_id,
+        num_partitions=2,
+        processing_exception_handler=LogAndContinueProcessingExceptionHandler,
+    )
+    with TopologyTestDriver(b.build(), config, session=spark) as d:
+        src = d.create_input_topic("orders", key_type=str, value_type=Order)
+        src.pipe_input("a", Order("o1", 12, ["x"]), timestamp=1)
+        src.pipe_input("b", Order("o2", 1, []), timestamp=2)
+        src.pipe_input("c", Order("o3", 13, []), timestamp=3)
+        src.pipe_input("d", Order("o4", 3, []), timestamp=4)
+        out = d.create_output_topic("out", key_type=str, value_type=float).read_key_values()
+        # the batch that raised ran again record by record: only "c" failed
+        assert sorted(out) == [("a", 10.0), ("d", 40.0)]
+        assert d.metrics().dropped_by_processor() == {"KSTREAM-MAPVALUES-0000000002": 1}

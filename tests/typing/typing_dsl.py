@@ -8,6 +8,8 @@ import dataclasses
 from datetime import timedelta
 from typing import assert_type
 
+import pyarrow.compute as pc
+
 from kspark import KStream, KTable, Materialized, StreamsBuilder, Topic
 
 
@@ -55,9 +57,18 @@ assert_type(left, KStream[str, float])
 deduped = payments.deduplicate_by_key_value(lambda k, p: p.id, timedelta(minutes=1))
 assert_type(deduped, KStream[str, Payment])
 
+# vectorized steps: a function of a batch of values, the new value type given
+cents = payments.map_values(
+    lambda values: pc.multiply(values.field("amount"), 100), vectorized=True, value_type=float
+)
+assert_type(cents, KStream[str, float])
+large = payments.filter(lambda values: pc.greater(values.field("amount"), 100), vectorized=True)
+assert_type(large, KStream[str, Payment])
+
 # misuse: each of these must stay a type error
 payments.filter(lambda p: p.amount > 0)  # type: ignore[arg-type, misc]
 payments.join(rates, lambda p, r, extra, more: p)  # type: ignore[arg-type, misc]
 payments.map_values(lambda p: p.missing)  # type: ignore[attr-defined]
 amounts.merge(payments)  # type: ignore[arg-type]
 payments.deduplicate_by_key(60)  # type: ignore[arg-type]
+payments.map_values(lambda values: values, vectorized=True)  # type: ignore[call-overload]

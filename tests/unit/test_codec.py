@@ -25,7 +25,7 @@ from pyspark.sql.types import StructType
 
 from kspark.errors import TypeMappingError
 from kspark.plan.types import TypeDesc, describe_type
-from kspark_server import codec
+from kspark_server import codec, columns
 
 _names = itertools.count()
 
@@ -146,6 +146,29 @@ def test_records_come_back_equal_through_arrow(data: st.DataObject) -> None:
     cls = data.draw(_record_classes(2), label="class")
     values = data.draw(st.lists(_values(cls), min_size=1, max_size=3), label="values")
     assert _through_arrow(describe_type(cls), values) == values
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.data())
+def test_whole_columns_convert_as_values_do(data: st.DataObject) -> None:
+    """The chain's column codec gives the per-value codec's objects and Arrow values."""
+    cls = data.draw(_record_classes(2), label="class")
+    values = data.draw(st.lists(_values(cls) | st.none(), max_size=4), label="values")
+    spec = describe_type(cls).spec()
+    fields = [{"name": "v", "type": describe_type(cls).spark_json(), "nullable": True}]
+    schema = to_arrow_schema(
+        StructType.fromJson({"type": "struct", "fields": fields}), timezone="UTC"
+    )
+    per_value = pa.array([codec.encoder(spec)(v) for v in values], schema.field(0).type)
+    by_column = columns.column_encoder(spec)(values, schema.field(0).type)
+    # None: the chain encodes that column value by value instead
+    assert by_column is None or by_column.equals(per_value)
+    decode = codec.decoder(spec)
+    assert columns.column_decoder(spec)(per_value) == [decode(x) for x in per_value.to_pylist()]
 
 
 @attrs.frozen

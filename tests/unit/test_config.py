@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,126 @@ def test_state_store_conf() -> None:
     assert conf["spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"] == "true"
     assert conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "256"
     assert conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] == "false"
+
+
+# -- handlers and the dead-letter topic by name (issue 21) -------------------------------
+
+
+def test_handler_short_names_resolve_to_their_class() -> None:
+    from kspark import errors
+
+    cfg = StreamsConfig(
+        application_id="a",
+        processing_exception_handler="log-and-continue",
+        deserialization_exception_handler="dead-letter-queue",
+        production_exception_handler="log-and-fail",
+    )
+    assert cfg.processing_exception_handler is errors.LogAndContinueProcessingExceptionHandler
+    assert (
+        cfg.deserialization_exception_handler
+        is errors.DeadLetterQueueDeserializationExceptionHandler
+    )
+    assert cfg.production_exception_handler is errors.LogAndFailProductionExceptionHandler
+
+
+def test_unknown_handler_name_names_the_key_and_the_accepted_names() -> None:
+    with pytest.raises(ConfigError) as info:
+        StreamsConfig(application_id="a", processing_exception_handler="no-such-handler")
+    message = str(info.value)
+    assert "processing_exception_handler" in message
+    assert "'log-and-fail'" in message and "'dead-letter-queue'" in message
+    assert info.value.params["option"] == "processing_exception_handler"
+    with pytest.raises(ConfigError, match="processing_exception_handler"):
+        StreamsConfig.from_mapping(
+            {"application_id": "a", "processing_exception_handler": "no-such-handler"}
+        )
+
+
+def test_handler_by_dotted_path_is_imported_and_checked() -> None:
+    from kspark import errors
+
+    path = "kspark.errors:LogAndContinueProcessingExceptionHandler"
+    cfg = StreamsConfig(application_id="a", processing_exception_handler=path)
+    assert cfg.processing_exception_handler is errors.LogAndContinueProcessingExceptionHandler
+    dotted = "kspark.errors.LogAndContinueProcessingExceptionHandler"
+    assert StreamsConfig(
+        application_id="a", processing_exception_handler=dotted
+    ).processing_exception_handler is (errors.LogAndContinueProcessingExceptionHandler)
+    # a handler of another kind
+    with pytest.raises(
+        ConfigError, match=r"ProductionExceptionHandler'>, a ProductionExceptionHandler$"
+    ):
+        StreamsConfig(
+            application_id="a",
+            processing_exception_handler="kspark.errors:LogAndContinueProductionExceptionHandler",
+        )
+    # not a handler at all
+    with pytest.raises(ConfigError, match="processing_exception_handler must be"):
+        StreamsConfig(application_id="a", processing_exception_handler="os.path:join")
+    with pytest.raises(ConfigError, match="cannot import 'no_such_module_xyz'"):
+        StreamsConfig(application_id="a", processing_exception_handler="no_such_module_xyz:H")
+    with pytest.raises(ConfigError, match="has no 'Nope'"):
+        StreamsConfig(application_id="a", processing_exception_handler="kspark.errors:Nope")
+
+
+def test_handler_instances_and_classes_are_checked_on_construction() -> None:
+    from kspark import errors
+
+    handler = errors.LogAndContinueProcessingExceptionHandler()
+    assert (
+        StreamsConfig(
+            application_id="a", processing_exception_handler=handler
+        ).processing_exception_handler
+        is handler
+    )
+    with pytest.raises(ConfigError, match="production_exception_handler"):
+        StreamsConfig(application_id="a", production_exception_handler=object())
+    with pytest.raises(ConfigError, match=r"a ProcessingExceptionHandler$"):
+        StreamsConfig(
+            application_id="a",
+            production_exception_handler=errors.LogAndFailProcessingExceptionHandler,
+        )
+
+
+def test_dead_letter_topic_from_a_config_file_table() -> None:
+    cfg = StreamsConfig.from_mapping(
+        {
+            "application_id": "a",
+            "processing_exception_handler": "dead-letter-queue",
+            "dead_letter_queue_topic": {"name": "dlq", "format": "jsonl", "path": "/tmp/dlq"},
+        }
+    )
+    assert cfg.dead_letter_queue_topic is not None
+    assert (cfg.dead_letter_queue_topic.name, cfg.dead_letter_queue_topic.format) == (
+        "dlq",
+        "jsonl",
+    )
+    with pytest.raises(ConfigError, match="dead_letter_queue_topic"):
+        StreamsConfig.from_mapping(
+            {"application_id": "a", "dead_letter_queue_topic": {"name": "dlq", "format": "jsonl"}}
+        )
+    with pytest.raises(ConfigError, match="dead_letter_queue_topic"):
+        StreamsConfig.from_mapping(
+            {"application_id": "a", "dead_letter_queue_topic": {"name": "dlq", "colour": "red"}}
+        )
+
+
+def test_cli_config_file_sets_handlers_and_rejects_unknown_keys(tmp_path: Path) -> None:
+    from kspark import errors
+    from kspark.cli import load_config
+
+    toml = tmp_path / "app.toml"
+    toml.write_text(
+        'processing_exception_handler = "dead-letter-queue"\n'
+        'deserialization_exception_handler = "log-and-continue"\n'
+        "[dead_letter_queue_topic]\n"
+        'name = "dlq"\nformat = "jsonl"\npath = "/tmp/kspark-dlq"\n'
+    )
+    cfg = load_config(str(toml), "payments")
+    assert cfg.application_id == "payments"
+    assert cfg.processing_exception_handler is errors.DeadLetterQueueProcessingExceptionHandler
+    assert cfg.dead_letter_queue_topic is not None and cfg.dead_letter_queue_topic.name == "dlq"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"procesing_exception_handler": "log-and-continue"}')
+    with pytest.raises(ConfigError, match="procesing_exception_handler"):
+        load_config(str(bad), "payments")

@@ -22,7 +22,7 @@ from kspark.errors import (
     TypeMappingError,
 )
 from kspark.plan import nodes as n
-from kspark.plan.types import describe_type
+from kspark.plan.types import DYNAMIC, describe_type
 
 
 @dataclasses.dataclass
@@ -101,7 +101,7 @@ def test_types_come_from_annotations_or_arguments() -> None:
     b = StreamsBuilder()
     s = b.stream(Topic.jsonl("payments", "/tmp/p"), key_type=str, value_type=Payment)
     assert s.map_values(to_cents).node.value_type == describe_type(int)
-    assert s.map_values(lambda v: v.id).node.value_type is None  # unknown until declared
+    assert s.map_values(lambda v: v.id).node.value_type == DYNAMIC  # any JSON value
     assert s.select_key(lambda k, v: v.id, key_type=str).node.key_type == describe_type(str)
 
 
@@ -129,8 +129,10 @@ def test_invalid_arguments_have_clear_errors_with_codes() -> None:
     assert "KSTREAM-DEDUPLICATE" in str(e.value)
     with pytest.raises(InvalidArgumentError, match="callable"):
         s.filter("not a function")  # type: ignore[arg-type]
-    with pytest.raises(InvalidArgumentError, match="Topic"):
-        b.stream("payments", key_type=str, value_type=Payment)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="topic name"):
+        b.stream(42, key_type=str, value_type=Payment)  # type: ignore[call-overload]
+    with pytest.raises(InvalidArgumentError, match="topic name"):
+        b.stream(" ", key_type=str, value_type=Payment)
     with pytest.raises(InvalidArgumentError):
         Topic.jsonl("t", "/x", layout="envelope", key_field="k")
     with pytest.raises(KSparkError):

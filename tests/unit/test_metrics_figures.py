@@ -63,3 +63,28 @@ def test_loaded_entries_count_the_same_way_as_store_entries() -> None:
     figures = BatchFigures.of(progress(0, 1, side))
     assert figures.by_key("loaded_entries") == {("s", "0_0"): 4}
     assert figures.by_key("dropped") == {("p", "0_0"): 3}  # counters add up
+
+
+def test_metrics_answer_kafka_streams_metric_names() -> None:
+    batches = Batches()
+    side = [
+        {"kind": "dropped", "processor": "p", "task": "0_0", "count": 2},
+        {"kind": "dlq", "processor": "p", "task": "0_1", "count": 1},
+        {"kind": "duplicates", "processor": "d", "task": "0_0", "count": 3},
+        entries("s", "0_0", 4),
+        entries("s", "0_1", 6),
+    ]
+    batches.add(progress(0, 10, side))
+    batches.add(progress(1, 5, []))
+    names = Metrics.of(batches.figures()).by_name()
+    assert names == {
+        "commit-total": 2,
+        "process-total": 15,
+        "records-consumed-total": 15,
+        "records-produced-total": 15,
+        "dropped-records-total": 3,
+        "estimate-num-keys": 10,
+        "duplicates-dropped-total": 3,
+        "expired-puts-total": 0,
+        "dead-letter-records-total": 1,
+    }

@@ -9,6 +9,6 @@ def test_the_demo_app_is_shipped_by_value() -> None:
     from kspark.runtime.shipping import modules_to_ship
     from kspark_demo.app import build_topology
 
-    shipped = modules_to_ship(build_topology("/unused"))
+    shipped = modules_to_ship(build_topology())
     assert "kspark_demo" in shipped
     assert not any(m.startswith(("kspark.dsl", "kspark.plan", "kspark.runtime")) for m in shipped)

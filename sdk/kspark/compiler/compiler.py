@@ -8,6 +8,7 @@ rule fails loudly.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -16,10 +17,10 @@ import attrs
 from kspark import errors
 from kspark.compiler import stages as st
 from kspark.config import StreamsConfig
-from kspark.errors import CompilationError, InvalidTopologyError, UnknownTypeError
+from kspark.errors import CompilationError, InvalidTopologyError
 from kspark.plan import nodes as n
 from kspark.plan.topology import Topology
-from kspark.plan.types import Primitive, Record, TypeDesc, json_packable
+from kspark.plan.types import DYNAMIC, Dynamic, Primitive, Record, TypeDesc, json_packable
 from kspark_server import envelope as env
 from kspark_server import spec as sp
 
@@ -105,15 +106,17 @@ class _Compiler:
         sink_specs = []
         for i, sink in enumerate(self.topology.sinks):
             stage = self.flush(self.visit(sink.parent), sink.name)
-            parts.append(st.SinkPart(index=i, processor=sink.name, topic=sink.topic, stage=stage))
+            topic = _bound(sink)
+            parts.append(st.SinkPart(index=i, processor=sink.name, topic=topic, stage=stage))
             sink_specs.append(
                 sp.SinkSpec(
                     index=i,
-                    topic=_topic_ref(sink.topic),
+                    topic=_topic_ref(topic),
                     num_partitions=self.config.num_partitions,
                 )
             )
         dlq = self.config.dead_letter_queue_topic
+        _check_destinations(parts, _topic_ref(dlq) if dlq is not None else None)
         writer = sp.SinksSpec(
             sinks=tuple(sink_specs),
             dlq=_topic_ref(dlq) if dlq is not None else None,
@@ -149,8 +152,8 @@ class _Compiler:
 
     def flush(self, p: _Pending, boundary: str) -> st.Stage:
         """The stage with ``p``'s pending steps applied; types must be known here."""
-        key_type = _known(p.key_type, "key", p.key_origin, boundary)
-        value_type = _known(p.value_type, "value", p.value_origin, boundary)
+        key_type = _known(p.key_type)
+        value_type = _known(p.value_type)
         if not p.steps:
             return p.base
         spec = sp.ChainSpec(
@@ -161,6 +164,18 @@ class _Compiler:
             handling=self.handling(p.subtopology),
         )
         return st.Chain(input=p.base, spec=spec, key_type=key_type, value_type=value_type)
+
+    def convert_key(self, stage: st.Stage, key_type: TypeDesc, node: n.Node) -> st.Stage:
+        """``stage`` with its dynamic keys converted to ``key_type``; a key that does not
+        convert goes to the production exception handler."""
+        spec = sp.ChainSpec(
+            input=_kv(stage.key_type, stage.value_type),
+            output=_kv(key_type, stage.value_type),
+            steps=(),
+            output_schema=_envelope_json(key_type, stage.value_type),
+            handling=self.handling(self.subtopology_of.get(node.name, 0)),
+        )
+        return st.Chain(input=stage, spec=spec, key_type=key_type, value_type=stage.value_type)
 
     def _start(self, stage: st.Stage, node: n.Node) -> _Pending:
         return _Pending(
@@ -186,17 +201,18 @@ class _Compiler:
 
     # -- sources -------------------------------------------------------------------
     def _read(self, node: n.Source | n.TableSource) -> st.Read:
-        assert node.key_type is not None and node.value_type is not None
+        topic = _bound(node)
+        key_type, value_type = _known(node.key_type), _known(node.value_type)
         return st.Read(
-            topic=node.topic,
+            topic=topic,
             processor=node.name,
-            read_schema=_read_schema(node.topic, node.key_type, node.value_type, node.name),
+            read_schema=_read_schema(topic, key_type, value_type, node.name),
             max_files_per_trigger=self.config.max_files_per_trigger,
             deserialization=self.deserialization,
             subtopology=self.subtopology_of.get(node.name, 0),
             kafka_client=self.config.kafka_client,
-            key_type=node.key_type,
-            value_type=node.value_type,
+            key_type=key_type,
+            value_type=value_type,
         )
 
     def visit_Source(self, node: n.Source) -> _Pending:
@@ -207,15 +223,44 @@ class _Compiler:
 
     # -- stateless -------------------------------------------------------------------
     def visit_Filter(self, node: n.Filter) -> _Pending:
-        step = sp.FilterStep(processor=node.name, fn=node.fn, negate=node.negate)
+        step = sp.FilterStep(
+            processor=node.name,
+            fn=node.fn,
+            negate=node.negate,
+            vectorized=self._arrow_values(node) if node.vectorized else None,
+        )
         return self._step(node, node.parent, step)
 
     def visit_Map(self, node: n.Map) -> _Pending:
         return self._step(node, node.parent, sp.MapStep(processor=node.name, fn=node.fn))
 
     def visit_MapValues(self, node: n.MapValues) -> _Pending:
-        step = sp.MapValuesStep(processor=node.name, fn=node.fn, with_key=node.with_key)
+        step = sp.MapValuesStep(
+            processor=node.name,
+            fn=node.fn,
+            with_key=node.with_key,
+            vectorized=self._arrow_values(node) if node.vectorized else None,
+        )
         return self._step(node, node.parent, step)
+
+    def _arrow_values(self, node: n.Filter | n.MapValues) -> sp.ArrowValues:
+        """The value types around a vectorized step, which must be known there: its
+        values cross into Arrow and back."""
+        p = self.visit(node.parent)
+        before, after = _known(p.value_type), _known(node.value_type)
+        if before is DYNAMIC or after is DYNAMIC:
+            raise CompilationError(
+                f"{node.name}: a vectorized step needs declared value types before and "
+                "after it (its values cross into Arrow arrays); declare value_type= upstream "
+                "and on the step",
+                processor=node.name,
+            )
+        return sp.ArrowValues(
+            before=before.spec(),
+            before_spark=json.dumps(before.spark_json()),
+            after=after.spec(),
+            after_spark=json.dumps(after.spark_json()),
+        )
 
     def visit_FlatMap(self, node: n.FlatMap) -> _Pending:
         return self._step(node, node.parent, sp.FlatMapStep(processor=node.name, fn=node.fn))
@@ -280,13 +325,18 @@ class _Compiler:
     def visit_StreamTableJoin(self, node: n.StreamTableJoin) -> _Pending:
         stream = self.flush(self.visit(node.stream), node.name)
         table = self.flush(self.visit(node.table), node.name)
+        # a dynamic key joins a declared one once converted to it
+        if isinstance(stream.key_type, Dynamic) and not isinstance(table.key_type, Dynamic):
+            stream = self.convert_key(stream, table.key_type, node)
+        elif isinstance(table.key_type, Dynamic) and not isinstance(stream.key_type, Dynamic):
+            table = self.convert_key(table, stream.key_type, node)
         if stream.key_type != table.key_type:
             raise InvalidTopologyError(
                 f"{node.name}: stream key type {stream.key_type.display()} differs from table "
                 f"key type {table.key_type.display()}; select_key the stream first",
                 processor=node.name,
             )
-        out_value = _known(node.value_type, "value", node.name, node.name)
+        out_value = _known(node.value_type)
         sub = self.subtopology_of.get(node.name, 0)
         spec = sp.JoinSpec(
             processor=node.name,
@@ -393,16 +443,51 @@ def _needs_dlq(handler: Any) -> bool:
     return bool(getattr(handler, "writes_dead_letters", False))
 
 
-def _known(tp: TypeDesc | None, what: str, origin: str, boundary: str) -> TypeDesc:
-    if tp is None:
-        param = "key_type" if what == "key" else "value_type"
-        raise UnknownTypeError(
-            f"{boundary} needs the {what} type of the records from {origin}, which is unknown; "
-            f"pass {param}=... to {origin}'s DSL call or annotate its function's return type",
-            processor=origin,
-            boundary=boundary,
+def _known(tp: TypeDesc | None) -> TypeDesc:
+    """A key or value type; one that nothing declares is dynamic."""
+    return DYNAMIC if tp is None else tp
+
+
+def _bound(node: n.Source | n.TableSource | n.Sink) -> n.TopicSpec:
+    if node.topic is None:
+        raise CompilationError(
+            f"{node.name}: topic {node.topic_name!r} is not bound; StreamsApp binds the "
+            "topology's names (kspark.bindings.bind_topology) before it compiles",
+            processor=node.name,
         )
-    return tp
+    return node.topic
+
+
+def _check_destinations(parts: list[st.SinkPart], dlq: sp.TopicRef | None) -> None:
+    """Sinks into one topic are written together (``kspark_server.sinks``), so they must
+    agree on its format and types; the dead-letter queue, whose records have other columns,
+    needs a topic of its own."""
+    first: dict[tuple[str, ...], st.SinkPart] = {}
+    for part in parts:
+        ref = _topic_ref(part.topic)
+        other = first.setdefault(ref.destination, part)
+        if other is part:
+            continue
+        same_types = (
+            other.stage.key_type.spark_json() == part.stage.key_type.spark_json()
+            and other.stage.value_type.spark_json() == part.stage.value_type.spark_json()
+        )
+        if other.topic.format != part.topic.format or not same_types:
+            raise InvalidTopologyError(
+                f"sinks {other.processor} and {part.processor} write into the same topic "
+                f"({ref.path or ref.name}) with different formats or key/value types; their "
+                "records are written together, so give them one format and the same types, "
+                "or separate topics",
+                sinks=[other.processor, part.processor],
+            )
+    if dlq is not None and dlq.destination in first:
+        sink = first[dlq.destination]
+        raise errors.ConfigError(
+            f"dead_letter_queue_topic writes into the same topic ({dlq.path or dlq.name}) as "
+            f"sink {sink.processor}; dead-letter records have other columns than the app's "
+            "records, so give the dead-letter queue a topic of its own",
+            option="dead_letter_queue_topic",
+        )
 
 
 def _topic_ref(topic: n.TopicSpec) -> sp.TopicRef:
@@ -451,6 +536,6 @@ def _read_schema(topic: n.TopicSpec, key: TypeDesc, value: TypeDesc, processor: 
                     processor=processor,
                 )
         fields = [env.field(f.name, f.type.spark_json()) for f in value.fields]
-    if topic.format == "jsonl":
+    if topic.format in ("jsonl", "csv"):  # lines that do not parse go to the handler
         fields.append(env.field("_corrupt_record", "string"))
     return env.struct_json(fields)

@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from kspark.compiler import stages as st
-from kspark.errors import CompilationError
+from kspark.errors import CompilationError, InvalidTopologyError
 from kspark.plan import graph
-from kspark.plan.types import Primitive, TypeDesc
+from kspark.plan.types import Dynamic, Primitive, TypeDesc
 from kspark_server import envelope as env
 from kspark_server.envelope import SideKind
 from kspark_server.paths import normalize_path, normalized_path_column
@@ -38,6 +38,19 @@ INPUT_METRICS_PREFIX = "kspark_in:"
 
 
 _FILE_FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
+
+#: Formats read line by line, each line with its own position (:func:`_read_lines`).
+_LINE_FORMATS = ("jsonl", "csv")
+
+#: A file record's position is ``modification time (ms) * _ROWS_PER_MS + row or line``:
+#: positions of files a millisecond apart do not overlap below 2**21 rows per file.
+_ROWS_PER_MS = 2097152
+
+#: The column of a line's position, from :func:`_read_lines`.
+_LINE_POSITION = "ks_position"
+
+#: A record that could not be read: its raw text, and where it is (``line N of <file>``).
+_CORRUPT_COLUMNS = ("_corrupt_record", "_corrupt_where")
 
 
 def _dtype(desc_json: Any) -> DataType:
@@ -84,6 +97,8 @@ def _kafka_decode(c: Column, desc: TypeDesc) -> tuple[Column, Column]:
     """Kafka bytes to the declared type (primitives as text, records as JSON), and whether
     they failed to parse (a null stays null: a tombstone is not a bad record)."""
     text = c.cast("string")
+    if isinstance(desc, Dynamic):
+        return text, F.lit(False)  # JSON text, parsed in the operators
     if isinstance(desc, Primitive):
         if desc.spark == "binary":
             return c, F.lit(False)
@@ -172,28 +187,21 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
         return _corrupt_records(_count_input(out, stage), stage)
     if t.format == "table":
         raw = spark.readStream.table(t.path or t.name)
+    elif t.format in _LINE_FORMATS:
+        raw = _read_lines(stage, spark, resume)
     elif t.format in _FILE_FORMATS:
         assert stage.read_schema is not None
         reader = spark.readStream.schema(_schema(stage.read_schema))
         if stage.max_files_per_trigger is not None:
             reader = reader.option("maxFilesPerTrigger", stage.max_files_per_trigger)
-        if t.format == "jsonl":
-            reader = reader.option("mode", "PERMISSIVE").option(
-                "columnNameOfCorruptRecord", "_corrupt_record"
-            )
         for k, v in t.options:
             reader = reader.option(k, v)
-        raw = reader.format(_FILE_FORMATS[t.format]).load(t.path)
-        if resume is not None and resume.skip_files:
-            # files an earlier checkpoint generation consumed (a rescale's new checkpoint
-            # lists the folder afresh)
-            path = normalized_path_column(F.col("_metadata.file_path"))
-            raw = raw.filter(~path.isin(sorted({normalize_path(f) for f in resume.skip_files})))
+        raw = _skip_consumed(reader.format(_FILE_FORMATS[t.format]).load(t.path), resume)
     else:
         raise CompilationError(f"{stage.processor}: no reader for format {t.format!r}")
 
     cols = set(raw.columns)
-    position = _position(t.format)
+    position = F.col(_LINE_POSITION) if _LINE_POSITION in cols else _position(t.format)
     if t.layout == "envelope":
         offset = F.coalesce(F.col("offset"), position) if "offset" in cols else position
         seq = F.coalesce(F.col("ks_seq"), offset) if "ks_seq" in cols else offset
@@ -215,7 +223,7 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             .alias("partition"),
             offset.cast("long").alias("offset"),
             *_tail(offset, seq),
-            *([F.col("_corrupt_record")] if "_corrupt_record" in cols else []),
+            *[F.col(c) for c in _CORRUPT_COLUMNS if c in cols],
         )
     else:
         value_fields = [f["name"] for f in stage.value_type.spark_json()["fields"]]
@@ -239,7 +247,7 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             F.lit(0).cast("int").alias("partition"),
             offset.alias("offset"),
             *_tail(offset),
-            *([F.col("_corrupt_record")] if "_corrupt_record" in cols else []),
+            *[F.col(c) for c in _CORRUPT_COLUMNS if c in cols],
         )
     out = _count_input(out, stage)
     if "_corrupt_record" in out.columns:
@@ -261,14 +269,98 @@ def _count_input(df: DataFrame, stage: st.Read) -> DataFrame:
 
 def _position(fmt: str) -> Column:
     """A record's position when the source has no offsets: Spark cannot number streaming
-    rows, so use the file's modification time, then the row index where the format has one
-    (Parquet). Records of one JSON or CSV file share a position and keep their read order."""
+    rows, so use the file's modification time, then the row index (Parquet; JSON-lines and
+    CSV files number their lines in :func:`_read_lines`)."""
     if fmt not in _FILE_FORMATS:
         return F.lit(None).cast("long")
-    base = F.expr("unix_millis(_metadata.file_modification_time) * 2097152")
+    base = F.expr(f"unix_millis(_metadata.file_modification_time) * {_ROWS_PER_MS}")
     if fmt == "parquet":
         return base + F.col("_metadata.row_index")
     return base
+
+
+def _skip_consumed(raw: DataFrame, resume: Resume | None) -> DataFrame:
+    """Without the files an earlier checkpoint generation consumed (a rescale's new
+    checkpoint lists the folder afresh)."""
+    if resume is None or not resume.skip_files:
+        return raw
+    path = normalized_path_column(F.col("_metadata.file_path"))
+    return raw.filter(~path.isin(sorted({normalize_path(f) for f in resume.skip_files})))
+
+
+def _read_lines(stage: st.Read, spark: SparkSession, resume: Resume | None) -> DataFrame:
+    """A JSON-lines or CSV topic, one row per line, each with its own position.
+
+    Spark's JSON and CSV sources cannot number the lines of a file, so records of one
+    file shared a position: two identical bad lines became one dead letter. Here each file
+    is read whole (``wholetext``, one row per file) and split into its lines, numbered by
+    ``posexplode``: the position is the file's modification time in ms times
+    ``_ROWS_PER_MS`` plus the line's index, deterministic across retries (unlike
+    ``monotonically_increasing_id``). Each line is then parsed by ``from_json`` or
+    ``from_csv`` with the reader's own rules (``PERMISSIVE``, the line in
+    ``_corrupt_record``), so a line that does not fit the declared types, whatever the
+    format, goes to the deserialization handler: also a CSV cell that Spark's CSV source
+    would have read as null, a JSON line that is not an object (``42``, ``[]``, ``null``,
+    which that source read as no record or as several), and a line of invalid UTF-8. A
+    UTF-8 byte-order mark at the start of a file is dropped, as are blank lines and, with
+    ``header``, a CSV file's first line. The cost: a file is one Spark row and one task, so
+    a file must stay under 2 GB, and one file is not split between tasks.
+    """
+    t = stage.topic
+    assert stage.read_schema is not None
+    schema = _schema(stage.read_schema)
+    options = dict(t.options)
+    header = options.pop("header", "false").lower() == "true"
+    reader = spark.readStream.format("text")
+    for k, v in options.items():  # file-source options (pathGlobFilter, ...), as before
+        reader = reader.option(k, v)
+    reader = reader.option("wholetext", "true")
+    if stage.max_files_per_trigger is not None:
+        reader = reader.option("maxFilesPerTrigger", stage.max_files_per_trigger)
+    files = _skip_consumed(reader.load(t.path), resume).select(
+        "value",
+        # split decodes the file as UTF-8, invalid bytes becoming U+FFFD: check it whole
+        F.is_valid_utf8(F.col("value")).alias("ks_utf8"),
+        F.col("_metadata.file_path").alias("ks_file"),
+        F.expr(f"unix_millis(_metadata.file_modification_time) * {_ROWS_PER_MS}").alias("ks_base"),
+    )
+    # the file's metadata is taken above, on the source itself, not next to the generator
+    lines = files.select(
+        F.posexplode(F.split(F.col("value"), "\n")).alias("ks_line", "ks_text"),
+        "ks_utf8",
+        "ks_file",
+        "ks_base",
+    )
+    text = F.regexp_replace(F.col("ks_text"), "\r$", "")
+    text = F.when(F.col("ks_line") == 0, F.regexp_replace(text, "^\ufeff", "")).otherwise(text)
+    lines = lines.withColumn("ks_text", text).filter(F.trim(F.col("ks_text")) != "")
+    if t.format == "csv" and header:
+        lines = lines.filter(F.col("ks_line") > 0)
+    parse_options = {
+        **options,
+        "mode": "PERMISSIVE",
+        "columnNameOfCorruptRecord": "_corrupt_record",
+    }
+    if t.format == "jsonl":
+        parsed = F.from_json(F.col("ks_text"), schema, parse_options)
+    else:
+        ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
+        parsed = F.from_csv(F.col("ks_text"), ddl, parse_options)
+    bad_utf8 = ~F.col("ks_utf8") & (
+        (F.instr(F.col("ks_text"), "\ufffd") > 0) | ~F.is_valid_utf8(F.col("ks_text"))
+    )
+    bad = parsed.isNull() | parsed["_corrupt_record"].isNotNull() | bad_utf8
+    line_no = F.col("ks_line") + 1
+    return lines.select(
+        *[parsed[f.name].alias(f.name) for f in schema.fields if f.name != "_corrupt_record"],
+        # invalid bytes as U+FFFD: dead letters and messages are valid text
+        F.when(bad, F.make_valid_utf8(F.col("ks_text"))).alias("_corrupt_record"),
+        F.when(
+            bad,
+            F.concat(F.lit("line "), line_no.cast("string"), F.lit(" of "), F.col("ks_file")),
+        ).alias("_corrupt_where"),
+        (F.col("ks_base") + F.col("ks_line")).alias(_LINE_POSITION),
+    )
 
 
 def _side_struct(**cols: Column) -> Column:
@@ -284,6 +376,13 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
     """Rows Spark could not parse: fail (the default), drop, or send to the DLQ."""
     mode = stage.deserialization
     bad = F.col("_corrupt_record").isNotNull()
+    # a file's line says where it is; Kafka's offset alone does
+    where = (
+        F.concat(F.lit(", "), F.col("_corrupt_where"))
+        if "_corrupt_where" in df.columns
+        else F.lit("")
+    )
+    df = df.withColumn("ks_where", where).drop("_corrupt_where")
     if mode == "fail":
         msg = F.concat(
             F.lit(
@@ -291,6 +390,7 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
                 f"{stage.topic.name!r} could not be read as its declared types (offset "
             ),
             F.col("offset").cast("string"),
+            F.col("ks_where"),
             F.lit("): "),
             F.substring(F.col("_corrupt_record"), 1, 200),
             F.lit(
@@ -300,7 +400,7 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
         )
         return df.withColumn(
             "ks_side", F.when(bad, F.raise_error(msg).cast("string")).otherwise(F.col("ks_side"))
-        ).drop("_corrupt_record")
+        ).drop("_corrupt_record", "ks_where")
     common = {
         "processor": F.lit(stage.processor),
         "task": F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")),
@@ -321,8 +421,9 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
             dlq_value=F.col("_corrupt_record"),
             dlq_headers=F.col("headers"),
             exception_class=F.lit("kspark.errors.DeserializationError"),
-            exception_message=F.lit(
-                f"record of topic {stage.topic.name} does not match the declared types"
+            exception_message=F.concat(
+                F.lit(f"record of topic {stage.topic.name} does not match the declared types"),
+                F.col("ks_where"),
             ),
             stack_trace=F.lit(""),
             src_topic=F.col("topic"),
@@ -335,7 +436,7 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
         df.withColumn("ks_side", side)
         .withColumn("key", F.when(bad, F.lit(None)).otherwise(F.col("key")))
         .withColumn("value", F.when(bad, F.lit(None)).otherwise(F.col("value")))
-        .drop("_corrupt_record")
+        .drop("_corrupt_record", "ks_where")
     )
 
 
@@ -508,6 +609,8 @@ def writer_function(
 ) -> Any:
     from kspark_server.sinks import make_batch_writer
 
+    if spark is not None:
+        _check_tables(output, spark)
     spec = output.writer_spec
     # a rescaled app's new checkpoint numbers its batches from 0 again; its sinks go on
     spec = dataclasses.replace(spec, batch_offset=int(batch_offset))
@@ -515,3 +618,27 @@ def writer_function(
     if spark is not None and any(t.format == "kafka" for t in topics):
         spec = dataclasses.replace(spec, kafka_format=kafka_format(spark, spec.kafka_client))
     return make_batch_writer(spec)
+
+
+def _check_tables(output: st.Output, spark: SparkSession) -> None:
+    """Refuse, before the query starts, a table sink that kspark must not write into: one
+    it did not create, or whose columns differ from the sink's."""
+    from kspark_server.sinks import table_problem, table_sink_schema
+
+    checks: list[tuple[str, StructType | None]] = [
+        (
+            p.topic.path or p.topic.name,
+            table_sink_schema(
+                _dtype(p.stage.key_type.spark_json()), _dtype(p.stage.value_type.spark_json())
+            ),
+        )
+        for p in output.sinks
+        if p.topic.format == "table"
+    ]
+    dlq = output.writer_spec.dlq
+    if dlq is not None and dlq.format == "table":
+        checks.append((dlq.path or dlq.name, None))
+    for table, expected in checks:
+        problem = table_problem(spark, table, expected)
+        if problem is not None:
+            raise InvalidTopologyError(problem, table=table)

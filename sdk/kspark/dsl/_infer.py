@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kspark.errors import InvalidArgumentError, TypeMappingError
-from kspark.plan.types import TypeDesc, describe_type
+from kspark.plan.types import DYNAMIC, TypeDesc, describe_type
 
 
 def check_callable(fn: object, what: str, processor: str) -> None:
@@ -58,16 +58,17 @@ def return_hint(fn: Callable[..., Any]) -> Any:
     return hints.get("return")
 
 
-def resolve(explicit: Any, inferred: Any, processor: str, what: str) -> TypeDesc | None:
-    """The declared type if given, else the inferred one; None when neither is known."""
+def resolve(explicit: Any, inferred: Any, processor: str, what: str) -> TypeDesc:
+    """The declared type if given, else the inferred one; dynamic when neither is known."""
     tp = explicit if explicit is not None else inferred
     if tp is None:
-        return None
+        return DYNAMIC
     try:
         return describe_type(tp)
     except TypeMappingError as exc:
         if explicit is None:
-            return None  # an annotation we cannot map: treat as unknown, ask at the boundary
+            # an annotation with no Spark counterpart: its values travel as JSON
+            return DYNAMIC
         raise TypeMappingError(f"{processor}: {what}: {exc.message}", processor=processor) from exc
 
 

@@ -5,20 +5,28 @@ builder's list of sinks and its name counter, as in Kafka Streams' ``StreamsBuil
 
 Examples
 --------
->>> from kspark import StreamsBuilder, Topic
+>>> from kspark import StreamsBuilder
 >>> b = StreamsBuilder()
->>> words = b.stream(Topic.jsonl("lines", "/tmp/lines"), key_type=str, value_type=str)
+>>> words = b.stream("lines", key_type=str, value_type=str)
 >>> upper = words.map_values(lambda v: v.upper(), value_type=str)
->>> upper.to(Topic.jsonl("upper", "/tmp/upper"))
+>>> upper.to("upper")
 >>> [n.name for n in b.build().nodes()]
 ['KSTREAM-SOURCE-0000000000', 'KSTREAM-MAPVALUES-0000000001', 'KSTREAM-SINK-0000000002']
+
+Topics are named here and bound to where they live when the app starts (see
+:mod:`kspark.bindings`). Keys and values with no declared type are dynamic: any
+JSON-compatible value, ``Any`` for mypy:
+
+>>> clicks = b.stream("clicks").filter(lambda user, click: click["page"] != "/health")
+>>> clicks.node.value_type.display()
+'any'
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from kspark.dsl import _infer
 from kspark.dsl.options import (
@@ -33,7 +41,10 @@ from kspark.dsl.options import (
 from kspark.errors import InvalidArgumentError, InvalidTopologyError, TypeMappingError
 from kspark.plan import nodes as n
 from kspark.plan.topology import Topology
-from kspark.plan.types import TypeDesc, describe_type
+from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, describe_type
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["BranchedKStream", "KStream", "KTable", "StreamsBuilder"]
 
@@ -74,55 +85,139 @@ class StreamsBuilder:
         return f"{prefix}-STATE-STORE-{seq:010d}"
 
     # -- sources ----------------------------------------------------------------------
+    @overload
     def stream(
         self,
-        topic: n.TopicSpec,
+        topic: str | n.TopicSpec,
         *,
         key_type: type[K],
         value_type: type[V],
         named: Named | None = None,
-    ) -> KStream[K, V]:
+    ) -> KStream[K, V]: ...
+    @overload
+    def stream(
+        self,
+        topic: str | n.TopicSpec,
+        *,
+        key_type: type[K],
+        value_type: None = None,
+        named: Named | None = None,
+    ) -> KStream[K, Any]: ...
+    @overload
+    def stream(
+        self,
+        topic: str | n.TopicSpec,
+        *,
+        key_type: None = None,
+        value_type: type[V],
+        named: Named | None = None,
+    ) -> KStream[Any, V]: ...
+    @overload
+    def stream(
+        self,
+        topic: str | n.TopicSpec,
+        *,
+        key_type: None = None,
+        value_type: None = None,
+        named: Named | None = None,
+    ) -> KStream[Any, Any]: ...
+    def stream(
+        self,
+        topic: str | n.TopicSpec,
+        *,
+        key_type: Any = None,
+        value_type: Any = None,
+        named: Named | None = None,
+    ) -> KStream[Any, Any]:
         """A stream of the records of ``topic``.
 
         Parameters
         ----------
         topic
-            Where the records come from, such as ``Topic.jsonl(name, path)``.
+            The topic's name, bound to where its records live when the app starts (see
+            :class:`~kspark.StreamsConfig` ``topics``, ``bootstrap_servers`` and
+            ``data_dir``); or a ``Topic`` such as ``Topic.jsonl(name, path)``, which binds
+            the name right here.
         key_type, value_type
             The record's key and value types: primitives, dataclasses or attrs classes.
+            Without one, keys or values are *dynamic*: any JSON-compatible value
+            (``dict``, ``list`` and ``typing.Any`` declare the same).
         named
             A processor name instead of the generated ``KSTREAM-SOURCE-<n>``.
 
         Examples
         --------
-        >>> from kspark import StreamsBuilder, Topic
+        >>> from kspark import StreamsBuilder
         >>> b = StreamsBuilder()
-        >>> clicks = b.stream(Topic.jsonl("clicks", "/tmp/clicks"), key_type=str, value_type=int)
+        >>> clicks = b.stream("clicks", key_type=str, value_type=int)
         >>> clicks.name
         'KSTREAM-SOURCE-0000000000'
         >>> clicks.node.key_type.display(), clicks.node.value_type.display()
         ('str', 'int')
+        >>> b.stream("orders").node.value_type.display()
+        'any'
         """
-        _check_topic(topic)
+        topic_name, bound = _topic_arg(topic)
         name, seq = self._next("KSTREAM-SOURCE", named)
         node = n.Source(
             name=name,
             seq=seq,
-            topic=topic,
+            topic_name=topic_name,
+            topic=bound,
             key_type=_declared(key_type, name, "key_type"),
             value_type=_declared(value_type, name, "value_type"),
         )
         return KStream(self, node)
 
+    @overload
     def table(
         self,
-        topic: n.TopicSpec,
+        topic: str | n.TopicSpec,
         *,
         key_type: type[K],
         value_type: type[V],
         materialized: Materialized | None = None,
         named: Named | None = None,
-    ) -> KTable[K, V]:
+    ) -> KTable[K, V]: ...
+    @overload
+    def table(
+        self,
+        topic: str | n.TopicSpec,
+        *,
+        key_type: type[K],
+        value_type: None = None,
+        materialized: Materialized | None = None,
+        named: Named | None = None,
+    ) -> KTable[K, Any]: ...
+    @overload
+    def table(
+        self,
+        topic: str | n.TopicSpec,
+        *,
+        key_type: None = None,
+        value_type: type[V],
+        materialized: Materialized | None = None,
+        named: Named | None = None,
+    ) -> KTable[Any, V]: ...
+    @overload
+    def table(
+        self,
+        topic: str | n.TopicSpec,
+        *,
+        key_type: None = None,
+        value_type: None = None,
+        materialized: Materialized | None = None,
+        named: Named | None = None,
+    ) -> KTable[Any, Any]: ...
+    def table(
+        self,
+        topic: str | n.TopicSpec,
+        *,
+        key_type: Any = None,
+        value_type: Any = None,
+        materialized: Materialized | None = None,
+        named: Named | None = None,
+    ) -> KTable[Any, Any]:
         """A table whose rows are the latest value per key of ``topic``'s changelog.
 
         A record with value None (a tombstone) deletes its key. With
@@ -131,9 +226,11 @@ class StreamsBuilder:
         Parameters
         ----------
         topic
-            Where the changelog comes from, such as ``Topic.jsonl(name, path)``.
+            The topic's name, bound when the app starts, or a ``Topic`` (see
+            :meth:`stream`).
         key_type, value_type
-            The record's key and value types: primitives, dataclasses or attrs classes.
+            The record's key and value types: primitives, dataclasses or attrs classes;
+            dynamic (any JSON-compatible value) when not given.
         materialized
             How the table is stored: its store name, and whether it is versioned.
         named
@@ -147,22 +244,23 @@ class StreamsBuilder:
         Examples
         --------
         >>> from datetime import timedelta
-        >>> from kspark import Materialized, StreamsBuilder, Topic
+        >>> from kspark import Materialized, StreamsBuilder
         >>> rates = StreamsBuilder().table(
-        ...     Topic.jsonl("rates", "/tmp/rates"), key_type=str, value_type=float,
+        ...     "rates", key_type=str, value_type=float,
         ...     materialized=Materialized.as_versioned("rates", timedelta(days=1)),
         ... )
         >>> rates.name, rates.store_name
         ('KTABLE-SOURCE-0000000000', 'rates')
         """
-        _check_topic(topic)
+        topic_name, bound = _topic_arg(topic)
         mat = materialized or Materialized()
         name, seq = self._next("KTABLE-SOURCE", named)
         store = mat.store_name or self._store_name("KTABLE-SOURCE")
         node = n.TableSource(
             name=name,
             seq=seq,
-            topic=topic,
+            topic_name=topic_name,
+            topic=bound,
             key_type=_declared(key_type, name, "key_type"),
             value_type=_declared(value_type, name, "value_type"),
             store_name=store,
@@ -197,15 +295,34 @@ class StreamsBuilder:
         return Topology(sinks=tuple(self._sinks))
 
 
-def _check_topic(topic: object) -> None:
-    if not isinstance(topic, n.TopicSpec):
+def _topic_arg(topic: object) -> tuple[str, n.TopicSpec | None]:
+    """The name of a topic given by name or as a ``Topic``, and the ``Topic`` if given."""
+    if isinstance(topic, n.TopicSpec):
+        return topic.name, topic
+    if isinstance(topic, str) and topic.strip():
+        return topic, None
+    raise InvalidArgumentError(
+        "expected a topic name (a non-empty str) or a Topic such as Topic.jsonl(name, path), "
+        f"got {topic!r}",
+        parameter="topic",
+    )
+
+
+def _check_vectorized(fn: Callable[..., Any], processor: str, what: str) -> None:
+    """A vectorized function takes one argument, the batch's values."""
+    if _infer.positional_arity(fn) not in (None, 1):
         raise InvalidArgumentError(
-            f"expected a Topic such as Topic.jsonl(name, path), got {type(topic).__name__}",
-            parameter="topic",
+            f"{processor}: a vectorized {what} takes one argument, the batch's values as a "
+            "pyarrow.Array",
+            processor=processor,
+            parameter=what,
         )
 
 
 def _declared(tp: Any, processor: str, what: str) -> TypeDesc:
+    """The declared type ``tp``; dynamic (any JSON-compatible value) when None."""
+    if tp is None:
+        return DYNAMIC
     try:
         return describe_type(tp)
     except TypeMappingError as exc:
@@ -238,24 +355,74 @@ class KStream(Generic[K, V]):
         return {"key_type": self._node.key_type, "value_type": self._node.value_type}
 
     # -- stateless --------------------------------------------------------------------
+    @overload
     def filter(
-        self, predicate: Callable[[K, V], bool], named: Named | None = None
+        self,
+        predicate: Callable[[K, V], bool],
+        named: Named | None = None,
+        *,
+        vectorized: Literal[False] = False,
+    ) -> KStream[K, V]: ...
+
+    @overload
+    def filter(
+        self,
+        predicate: Callable[[pa.Array], pa.Array],
+        named: Named | None = None,
+        *,
+        vectorized: Literal[True],
+    ) -> KStream[K, V]: ...
+
+    def filter(
+        self,
+        predicate: Callable[..., Any],
+        named: Named | None = None,
+        *,
+        vectorized: bool = False,
     ) -> KStream[K, V]:
         """Keeps the records for which ``predicate(key, value)`` is true.
 
+        Parameters
+        ----------
+        predicate
+            A function of the key and the value; with ``vectorized=True``, a function of
+            a batch of values.
+        named
+            A processor name instead of the generated one.
+        vectorized
+            Call ``predicate`` once per batch (as Spark's pandas UDFs do) with the values
+            of the batch as a ``pyarrow.Array`` (a ``StructArray`` for a record type,
+            nulls for null values); it returns a boolean array of the same length, or
+            anything ``pyarrow.array`` takes. A record is kept where the answer is true;
+            a null answer drops it. If ``predicate`` raises, the batch runs again one
+            record at a time (one-value arrays), so that the exception handler sees only
+            the failing records.
+
         Examples
         --------
+        >>> import pyarrow.compute as pc
         >>> from kspark import Named, StreamsBuilder, Topic
         >>> s = StreamsBuilder().stream(Topic.jsonl("t", "/tmp/t"), key_type=str, value_type=int)
         >>> s.filter(lambda k, v: v > 0).name
         'KSTREAM-FILTER-0000000001'
         >>> s.filter(lambda k, v: v > 0, Named.as_("positive")).name
         'positive'
+        >>> s.filter(lambda values: pc.greater(values, 0), vectorized=True).node.vectorized
+        True
         """
         name, seq = self._builder._next("KSTREAM-FILTER", named)
         _infer.check_callable(predicate, "predicate", name)
+        if vectorized:
+            _check_vectorized(predicate, name, "predicate")
         return self._wrap(
-            n.Filter(name=name, seq=seq, parent=self._node, fn=predicate, **self._same_types())
+            n.Filter(
+                name=name,
+                seq=seq,
+                parent=self._node,
+                fn=predicate,
+                vectorized=vectorized,
+                **self._same_types(),
+            )
         )
 
     def filter_not(
@@ -330,6 +497,7 @@ class KStream(Generic[K, V]):
         named: Named | None = None,
         *,
         value_type: type[VR] | None = None,
+        vectorized: Literal[False] = False,
     ) -> KStream[K, VR]: ...
 
     @overload
@@ -339,6 +507,17 @@ class KStream(Generic[K, V]):
         named: Named | None = None,
         *,
         value_type: type[VR] | None = None,
+        vectorized: Literal[False] = False,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def map_values(
+        self,
+        mapper: Callable[[pa.Array], pa.Array],
+        named: Named | None = None,
+        *,
+        value_type: type[VR],
+        vectorized: Literal[True],
     ) -> KStream[K, VR]: ...
 
     def map_values(
@@ -347,10 +526,30 @@ class KStream(Generic[K, V]):
         named: Named | None = None,
         *,
         value_type: type[Any] | None = None,
+        vectorized: bool = False,
     ) -> KStream[Any, Any]:
         """Replaces each value by ``mapper(value)`` or ``mapper(key, value)``; keeps the key.
 
         The new value type comes from ``value_type`` or the mapper's return annotation.
+
+        Parameters
+        ----------
+        mapper
+            A function of the value, or of the key and the value; with
+            ``vectorized=True``, a function of a batch of values.
+        named
+            A processor name instead of the generated one.
+        value_type
+            The new value type, when the mapper's annotation does not say it (required
+            with ``vectorized=True``).
+        vectorized
+            Call ``mapper`` once per batch (as Spark's pandas UDFs do) with the values of
+            the batch as a ``pyarrow.Array`` (a ``StructArray`` for a record type, nulls
+            for null values); it returns the new values as an array of the same length,
+            of ``value_type``'s Arrow type (or anything ``pyarrow.array`` takes and casts
+            to it). If ``mapper`` raises, the batch runs again one record at a time
+            (one-value arrays), so that the exception handler sees only the failing
+            records.
 
         Examples
         --------
@@ -363,19 +562,36 @@ class KStream(Generic[K, V]):
         ...     return f"{key}:{value}"
         >>> s.map_values(tag).node.value_type.display()
         'str'
+        >>> import pyarrow.compute as pc
+        >>> tenfold = s.map_values(lambda vs: pc.multiply(vs, 10), vectorized=True, value_type=int)
+        >>> tenfold.node.vectorized
+        True
         """
         name, seq = self._builder._next("KSTREAM-MAPVALUES", named)
         _infer.check_callable(mapper, "mapper", name)
+        if vectorized:
+            _check_vectorized(mapper, name, "mapper")
+            if value_type is None:
+                raise InvalidArgumentError(
+                    f"{name}: a vectorized mapper needs value_type=, the type of the values "
+                    "it returns",
+                    processor=name,
+                    parameter="value_type",
+                )
         return self._wrap(
             n.MapValues(
                 name=name,
                 seq=seq,
                 parent=self._node,
                 fn=mapper,
-                with_key=_infer.takes_key(mapper, 1, name, "mapper"),
+                with_key=not vectorized and _infer.takes_key(mapper, 1, name, "mapper"),
+                vectorized=vectorized,
                 key_type=self._node.key_type,
                 value_type=_infer.resolve(
-                    value_type, _infer.return_hint(mapper), name, "value_type"
+                    value_type,
+                    None if vectorized else _infer.return_hint(mapper),
+                    name,
+                    "value_type",
                 ),
             )
         )
@@ -649,13 +865,14 @@ class KStream(Generic[K, V]):
             )
         )
 
-    def to(self, topic: n.TopicSpec, named: Named | None = None) -> None:
-        """Writes the stream to ``topic``. Key and value types must be known here.
+    def to(self, topic: str | n.TopicSpec, named: Named | None = None) -> None:
+        """Writes the stream to ``topic``.
 
         Parameters
         ----------
         topic
-            Where the records go, such as ``Topic.jsonl(name, path)``.
+            The topic's name, bound when the app starts, or a ``Topic`` such as
+            ``Topic.jsonl(name, path)`` (see :meth:`StreamsBuilder.stream`).
         named
             A processor name instead of the generated one.
 
@@ -669,14 +886,21 @@ class KStream(Generic[K, V]):
         >>> from kspark import StreamsBuilder, Topic
         >>> b = StreamsBuilder()
         >>> s = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int)
-        >>> s.to(Topic.jsonl("out", "/tmp/out"), Named.as_("write-out"))
+        >>> s.to("out", Named.as_("write-out"))
         >>> b.build().sinks[0].name
         'write-out'
         """
-        _check_topic(topic)
+        topic_name, bound = _topic_arg(topic)
         name, seq = self._builder._next("KSTREAM-SINK", named)
         self._builder._add_sink(
-            n.Sink(name=name, seq=seq, parent=self._node, topic=topic, **self._same_types())
+            n.Sink(
+                name=name,
+                seq=seq,
+                parent=self._node,
+                topic_name=topic_name,
+                topic=bound,
+                **self._same_types(),
+            )
         )
 
     # -- joins ------------------------------------------------------------------------
@@ -830,8 +1054,9 @@ class KStream(Generic[K, V]):
                 f"{source.name} with Materialized.as_versioned(...)",
                 processor=name,
             )
-        st, tt = self._node.key_type, table._node.key_type
-        if st is not None and tt is not None and st != tt:
+        st, tt = self._node.key_type or DYNAMIC, table._node.key_type or DYNAMIC
+        # a dynamic key on one side is converted to the other side's declared key type
+        if not isinstance(st, Dynamic) and not isinstance(tt, Dynamic) and st != tt:
             raise InvalidTopologyError(
                 f"{name}: stream key type {st.display()} differs from table key type "
                 f"{tt.display()}; select_key the stream first",
@@ -854,7 +1079,7 @@ class KStream(Generic[K, V]):
                 versioned=source.versioned,
                 history_retention_ms=source.history_retention_ms,
                 grace_ms=to_ms(opts.grace_period, "grace_period") if opts.grace_period else 0,
-                key_type=self._node.key_type or tt,
+                key_type=tt if isinstance(st, Dynamic) else st,
                 value_type=_infer.resolve(
                     value_type, _infer.return_hint(joiner), name, "value_type"
                 ),

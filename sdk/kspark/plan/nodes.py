@@ -14,6 +14,7 @@ from typing import Any, ClassVar, get_args
 
 import attrs
 
+from kspark._paths import resolve_path
 from kspark._typing import TopicFormat, TopicLayout
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan.types import TypeDesc
@@ -46,6 +47,9 @@ __all__ = [
 
 Fn = Callable[..., Any]
 
+#: Topic formats whose ``path`` is a folder (for ``table`` it is a table name).
+_FILE_FORMATS = frozenset({"jsonl", "parquet", "csv"})
+
 
 def _check_name(name: str) -> None:
     if not name or not name.strip():
@@ -60,6 +64,10 @@ class TopicSpec:
     ``envelope`` (rows carry ``key``, ``value``, ``timestamp`` and optionally ``headers``,
     ``partition``, ``offset``) or ``value`` (each row is the value; ``key_field`` and
     ``timestamp_field`` name the columns to take key and timestamp from).
+
+    The ``path`` of a file topic is resolved on construction: a relative or ``~`` path
+    becomes absolute against the client's working directory, as the user meant it, before
+    it reaches the server; a URI (``s3a://``, ``hdfs://``, ``file:/``) is kept as it is.
     """
 
     name: str
@@ -82,6 +90,9 @@ class TopicSpec:
                 f"topic {self.name!r}: a {self.format} topic needs a path or table name",
                 parameter="path",
             )
+        if self.format in _FILE_FORMATS and self.path is not None:
+            # resolved here, not on the server, whose working directory is not the user's
+            object.__setattr__(self, "path", resolve_path(self.path))
         if self.layout not in get_args(TopicLayout):
             raise InvalidArgumentError(
                 f"topic {self.name!r}: layout must be 'envelope' or 'value', not {self.layout!r}",
@@ -242,19 +253,39 @@ class Node:
         return False
 
 
-@attrs.frozen(kw_only=True)
-class Source(Node):
-    topic: TopicSpec
+def _check_topic_name(_inst: object, _attr: object, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgumentError(
+            f"a topic name must be a non-empty str, got {value!r}", parameter="topic"
+        )
 
 
 @attrs.frozen(kw_only=True)
-class TableSource(Node):
+class _TopicNode(Node):
+    """A source or sink: it names a topic, and may bind the name to a :class:`Topic`.
+
+    An unbound name (``topic`` None) is bound when the app starts, by
+    :func:`kspark.bindings.bind_topology` from the app's :class:`~kspark.StreamsConfig`.
+    """
+
+    #: the topic's name in the topology; ``describe()`` and the test driver use it
+    topic_name: str = attrs.field(validator=_check_topic_name)
+    #: where the topic lives, if the topology says so (``stream(Topic.jsonl(...))``)
+    topic: TopicSpec | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Source(_TopicNode):
+    pass
+
+
+@attrs.frozen(kw_only=True)
+class TableSource(_TopicNode):
     """A KTable read from a topic's changelog; ``store_name`` is its materialized store.
 
     The store lives in the operator that reads it (a stream-table join), which lists it.
     """
 
-    topic: TopicSpec
     store_name: str
     versioned: bool = False
     history_retention_ms: int = 0
@@ -271,10 +302,13 @@ class _Unary(Node):
 
 @attrs.frozen(kw_only=True)
 class Filter(_Unary):
-    """Keeps records for which ``fn(key, value)`` is true (false when ``negate``)."""
+    """Keeps records for which ``fn(key, value)`` is true (false when ``negate``); with
+    ``vectorized``, ``fn(values)`` takes a batch's values as a ``pyarrow.Array`` and
+    returns as many booleans."""
 
     fn: Fn
     negate: bool = False
+    vectorized: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -289,12 +323,23 @@ class Map(_Unary):
 
 @attrs.frozen(kw_only=True)
 class MapValues(_Unary):
-    """``fn(value)`` or, with ``with_key``, ``fn(key, value)`` gives the new value."""
+    """``fn(value)`` or, with ``with_key``, ``fn(key, value)`` gives the new value; with
+    ``vectorized``, ``fn(values)`` takes a batch's values as a ``pyarrow.Array`` and
+    returns as many new values."""
 
     changes_value: ClassVar[bool] = True
 
     fn: Fn
     with_key: bool = False
+    vectorized: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.vectorized and self.with_key:
+            raise InvalidArgumentError(
+                f"{self.name}: a vectorized mapper takes the values only, not the keys",
+                processor=self.name,
+                parameter="mapper",
+            )
 
 
 @attrs.frozen(kw_only=True)
@@ -475,8 +520,14 @@ class Deduplicate(_Unary):
 
 
 @attrs.frozen(kw_only=True)
-class Sink(_Unary):
-    topic: TopicSpec
+class Sink(_TopicNode):
+    """Writes its parent's records to the topic it names."""
+
+    parent: Node
+
+    @property
+    def parents(self) -> tuple[Node, ...]:
+        return (self.parent,)
 
 
 #: The public name of :class:`TopicSpec`.

@@ -42,14 +42,14 @@ def _is_topic(node: Node) -> bool:
 
 def _topic_name(node: Node) -> str:
     assert isinstance(node, Source | TableSource | Sink)
-    return node.topic.name
+    return node.topic_name
 
 
 def _describe_line(node: Node) -> str:
     if isinstance(node, Source | TableSource):
-        return f"Source: {node.name} (topics: [{node.topic.name}])"
+        return f"Source: {node.name} (topics: [{node.topic_name}])"
     if isinstance(node, Sink):
-        return f"Sink: {node.name} (topic: {node.topic.name})"
+        return f"Sink: {node.name} (topic: {node.topic_name})"
     return f"Processor: {node.name} (stores: [{', '.join(node.stores())}])"
 
 
@@ -208,9 +208,9 @@ def _svg_text(text: str) -> str:
 def _lines(node: Node) -> list[str]:
     if isinstance(node, Source | TableSource):
         kind = "Table source" if isinstance(node, TableSource) else "Source"
-        return [node.name, f"{kind} · topic: {node.topic.name}"]
+        return [node.name, f"{kind} · topic: {node.topic_name}"]
     if isinstance(node, Sink):
-        return [node.name, f"Sink · topic: {node.topic.name}"]
+        return [node.name, f"Sink · topic: {node.topic_name}"]
     stores = node.stores()
     return [node.name, f"stores: {', '.join(stores)}"] if stores else [node.name]
 

@@ -26,11 +26,9 @@ class Topology:
 
     Examples
     --------
-    >>> from kspark import StreamsBuilder, Topic
+    >>> from kspark import StreamsBuilder
     >>> b = StreamsBuilder()
-    >>> b.stream(Topic.parquet("in", "/tmp/in"), key_type=str, value_type=int).filter(
-    ...     lambda k, v: v > 0
-    ... ).to(Topic.parquet("out", "/tmp/out"))
+    >>> b.stream("in", key_type=str, value_type=int).filter(lambda k, v: v > 0).to("out")
     >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
     Topologies:
        Sub-topology: 0
@@ -118,14 +116,14 @@ class Topology:
         Examples
         --------
         >>> from datetime import timedelta
-        >>> from kspark import StreamsBuilder, Topic
+        >>> from kspark import StreamsBuilder
         >>> b = StreamsBuilder()
         >>> (
-        ...     b.stream(Topic.jsonl("clicks", "/tmp/clicks"), key_type=str, value_type=int)
+        ...     b.stream("clicks", key_type=str, value_type=int)
         ...     .select_key(lambda k, v: str(v), key_type=str)
         ...     .repartition()
         ...     .deduplicate_by_key(timedelta(minutes=5))
-        ...     .to(Topic.jsonl("out", "/tmp/out"))
+        ...     .to("out")
         ... )
         >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
         Topologies:
@@ -147,9 +145,11 @@ class Topology:
         """
         return render.describe(self)
 
-    def with_topics(self, fn: Callable[[TopicSpec, TopicRole], TopicSpec]) -> Topology:
-        """A copy whose sources and sinks read and write ``fn(topic, role)`` instead, where
-        ``role`` is ``"source"`` or ``"sink"``. Names and everything else stay the same."""
+    def with_topics(self, fn: Callable[[str, TopicSpec | None, TopicRole], TopicSpec]) -> Topology:
+        """A copy whose sources and sinks read and write ``fn(name, topic, role)`` instead,
+        where ``name`` is the topic's name in the topology, ``topic`` the ``Topic`` the
+        topology binds it to (None for a name alone) and ``role`` is ``"source"`` or
+        ``"sink"``. Names and everything else stay the same."""
 
         def remap(node: Node, new: Callable[[Node], Node]) -> Node:
             changes: dict[str, Any] = {}
@@ -160,9 +160,9 @@ class Topology:
                 elif isinstance(value, tuple) and value and all(isinstance(v, Node) for v in value):
                     changes[a.name] = tuple(new(v) for v in value)
             if isinstance(node, Source | TableSource):
-                changes["topic"] = fn(node.topic, "source")
+                changes["topic"] = fn(node.topic_name, node.topic, "source")
             elif isinstance(node, Sink):
-                changes["topic"] = fn(node.topic, "sink")
+                changes["topic"] = fn(node.topic_name, node.topic, "sink")
             return attrs.evolve(node, **changes)
 
         sinks: tuple[Node, ...] = self.sinks

@@ -6,7 +6,9 @@ form that ``pyspark.sql.types.DataType.fromJson`` reads, and the type spec
 
 Supported: ``str``, ``int`` (Spark ``long``), ``float`` (``double``), ``bool``, ``bytes``,
 ``datetime.datetime`` (``timestamp``), ``decimal.Decimal`` (``decimal(38,18)``),
-``list[T]``, ``dict[str, T]``, ``T | None``, dataclasses and attrs classes (``struct``).
+``list[T]``, ``dict[str, T]``, ``T | None``, dataclasses and attrs classes (``struct``),
+and dynamic values (:class:`Dynamic`: plain ``dict``, ``list``, ``typing.Any``, or no type
+at all), carried as JSON text (``string``).
 
 Examples
 --------
@@ -33,10 +35,12 @@ import attrs
 
 from kspark.errors import TypeMappingError
 from kspark_server import codec
-from kspark_server.spec import ListSpec, MapSpec, PrimSpec, RecordSpec, TypeSpec
+from kspark_server.spec import JsonSpec, ListSpec, MapSpec, PrimSpec, RecordSpec, TypeSpec
 
 __all__ = [
+    "DYNAMIC",
     "PRIMITIVES",
+    "Dynamic",
     "Field",
     "ListType",
     "MapType",
@@ -144,7 +148,28 @@ class Record:
         return self.cls.__qualname__
 
 
-TypeDesc = Primitive | ListType | MapType | Record
+@attrs.frozen(kw_only=True)
+class Dynamic:
+    """A dynamic key or value: any JSON-compatible Python value, carried as JSON text in a
+    Spark ``string`` column. A key or value with no declared or annotated type is dynamic;
+    ``dict``, ``list`` and ``typing.Any`` declare one of that ``shape``."""
+
+    shape: str = "any"
+
+    def spark_json(self) -> Any:
+        return "string"
+
+    def spec(self) -> TypeSpec:
+        return JsonSpec(shape=self.shape)
+
+    def display(self) -> str:
+        return self.shape
+
+
+#: A dynamic value of any shape: the type of keys and values that nothing declares.
+DYNAMIC = Dynamic()
+
+TypeDesc = Primitive | ListType | MapType | Record | Dynamic
 
 
 def _strip_optional(tp: Any) -> tuple[Any, bool]:
@@ -166,14 +191,21 @@ def describe_type(tp: Any) -> TypeDesc:
     Parameters
     ----------
     tp
-        A primitive, ``list[T]``, ``dict[str, T]``, ``T | None``, a dataclass or an attrs class.
+        A primitive, ``list[T]``, ``dict[str, T]``, ``T | None``, a dataclass or an attrs
+        class; or ``dict``, ``list`` or ``typing.Any`` for a dynamic value of that shape.
 
     Raises
     ------
     TypeMappingError
         If the type has no Spark counterpart.
     """
+    if tp is Any:
+        return DYNAMIC
+    if tp is dict or tp is list:
+        return Dynamic(shape=tp.__name__)
     tp, _ = _strip_optional(tp)
+    if tp is Any:
+        return DYNAMIC
     if isinstance(tp, type) and tp in PRIMITIVES:
         return Primitive(py=tp, spark=PRIMITIVES[tp])
     origin = typing.get_origin(tp)

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from kspark.bindings import bind_topology
 from kspark.compiler.compiler import compile_topology
 from kspark.compiler.lower import build_dataframe, writer_function
 from kspark.compiler.stages import Output
@@ -23,8 +24,8 @@ from kspark.errors import (
     StreamsAppError,
 )
 from kspark.plan.topology import Topology
+from kspark.runtime import failures, restore, shipping, workers
 from kspark.runtime import rescale as rescaling
-from kspark.runtime import restore, shipping
 from kspark.runtime.checkpoints import (
     Generation,
     current_generation,
@@ -84,14 +85,16 @@ _RAISED_BY_SQL = re.compile(r"(?:^\s*|\[USER_RAISED_EXCEPTION\]\s*)\[(KSPARK_[A-
 _SQLSTATE = re.compile(r"(?:\s*SQLSTATE: \w+)+\s*$")
 
 
-def translate_failure(exc: BaseException, app_id: str) -> StreamsAppError:
+def translate_failure(exc: BaseException, app_id: str, *, log: bool = False) -> StreamsAppError:
     """A kspark error for a failed streaming query, with the worker's message.
 
     Only failures kspark raised are translated to their own error types:
     ``ProcessingFailed`` and ``HandlerFailed`` from the Python workers, and the
     ``[KSPARK_...]`` codes of SQL ``raise_error``. Any other failure (and a kspark code that
     only appears in the query plan Spark prints with its message) becomes a
-    :class:`~kspark.errors.StreamsAppError` with the first line of Spark's message.
+    :class:`~kspark.errors.StreamsAppError` with the first line of Spark's message and,
+    on the next line, its root cause (:func:`kspark.runtime.failures.root_cause`). With
+    ``log``, the full text goes to a file under ``$KSPARK_HOME/logs`` that the message names.
 
     Examples
     --------
@@ -104,21 +107,22 @@ def translate_failure(exc: BaseException, app_id: str) -> StreamsAppError:
     'StreamsAppError'
     """
     text = str(exc)
+    trace = f"\nfull trace: {path}" if log and (path := failures.write_log(exc, app_id)) else ""
     for line in text.splitlines():
         m = _RAISED_IN_WORKER.search(line)
         if m is not None:
             kind, message = m.group(1), _SQLSTATE.sub("", m.group(2)).strip()
             if kind == "ProcessingFailed":
-                return ProcessingError(message, application_id=app_id)
-            return HandlerError(message, application_id=app_id)
+                return ProcessingError(message + trace, application_id=app_id)
+            return HandlerError(message + trace, application_id=app_id)
         m = _RAISED_BY_SQL.search(line)
         if m is not None:
             code, message = m.group(1), _SQLSTATE.sub("", m.group(2)).strip()
             if code == DeserializationError.code:
-                return DeserializationError(message, application_id=app_id)
-            return StreamsAppError(f"{code} {message}", application_id=app_id)
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return StreamsAppError(f"app {app_id} failed: {first}", application_id=app_id)
+                return DeserializationError(message + trace, application_id=app_id)
+            return StreamsAppError(f"{code} {message}{trace}", application_id=app_id)
+    summary = failures.summarize(exc, app_id, log=False)
+    return StreamsAppError(f"app {app_id} failed: {summary}{trace}", application_id=app_id)
 
 
 class StreamsApp:
@@ -127,15 +131,25 @@ class StreamsApp:
     Parameters
     ----------
     topology
-        From :meth:`kspark.StreamsBuilder.build`.
+        From :meth:`kspark.StreamsBuilder.build`. Its topic names are bound here, by
+        ``config`` (:func:`kspark.bindings.bind_topology`).
     config
-        The app's settings.
+        The app's settings, with the bindings of the topology's topic names (``topics``,
+        ``bootstrap_servers``, ``data_dir``).
     session
         A Spark Connect session; None uses :func:`kspark.connect` (the embedded server).
 
+    Raises
+    ------
+    UnboundTopicError
+        If a topic name of the topology is bound to nothing.
+    ConfigError
+        If ``config.topics`` binds a name to another Topic than the topology does.
+
     Examples
     --------
-    >>> app = StreamsApp(topology, StreamsConfig(application_id="payments"))  # doctest: +SKIP
+    >>> config = StreamsConfig(application_id="payments", data_dir="/data")
+    >>> app = StreamsApp(topology, config)  # doctest: +SKIP
     >>> print(app.run_until_caught_up().summary())  # doctest: +SKIP
     """
 
@@ -144,7 +158,8 @@ class StreamsApp:
             raise InvalidArgumentError("StreamsApp needs a Topology from StreamsBuilder.build()")
         if not isinstance(config, StreamsConfig):
             raise ConfigError("StreamsApp needs a StreamsConfig")
-        self.topology = topology
+        #: the topology with every topic name bound (see :mod:`kspark.bindings`)
+        self.topology = bind_topology(topology, config)
         self.config = config
         self._session = session
         self._query: Any = None
@@ -313,6 +328,7 @@ class StreamsApp:
                 self.config.production_exception_handler,
             ],
         )
+        workers.check(self.session, output, self.config)  # before any query starts
         spark = self.session
         spark.conf.set(
             "spark.sql.shuffle.partitions", str(self.config.effective_shuffle_partitions)
@@ -411,7 +427,7 @@ class StreamsApp:
         except Exception as exc:
             self._collect()
             self._set_state(State.ERROR)
-            raise translate_failure(exc, self.config.application_id) from exc
+            raise translate_failure(exc, self.config.application_id, log=True) from exc
         finally:
             self._collect()
         return done

@@ -10,7 +10,7 @@ import attrs
 from kspark.errors import CodeShippingError
 from kspark.runtime.app import State, translate_failure
 from kspark.runtime.handles import OutputInfo, SubmittedApp
-from kspark.runtime.metrics import Batches, input_rows, progress_as_dict
+from kspark.runtime.metrics import Batches, input_rows, progress_as_dict, rows_per_second
 
 __all__ = ["AppStatus", "gone", "status_of"]
 
@@ -90,9 +90,11 @@ _PROGRESS_KEYS = (
 
 def _last_progress(p: dict[str, Any]) -> dict[str, Any]:
     """The figures of a progress that the status keeps, with ``numInputRows`` counted as
-    the app counts records in (Spark's counts a forked source once per branch)."""
+    the app counts records in (Spark's counts a forked source once per branch), and the
+    rate computed from it (the client's progress may lack Spark's)."""
     out = {k: p.get(k) for k in _PROGRESS_KEYS}
     out["numInputRows"] = input_rows(p)
+    out["processedRowsPerSecond"] = rows_per_second(p)
     return out
 
 
@@ -151,7 +153,7 @@ def _failure(exc: Any, app_id: str) -> str:
                 application_id=app_id,
             )
         )
-    return str(translate_failure(exc, app_id))
+    return str(translate_failure(exc, app_id, log=True))
 
 
 def gone(handle: SubmittedApp, message: str) -> AppStatus:

@@ -10,6 +10,8 @@ from typing import Any
 
 import attrs
 
+from kspark._paths import kspark_home
+from kspark.config import check_application_id
 from kspark.errors import UnknownAppError
 from kspark.plan.nodes import TopicSpec
 from kspark.runtime.urls import with_params
@@ -21,12 +23,12 @@ HANDLE_VERSION = 1
 
 def handles_dir() -> str:
     """Where handles are kept: ``$KSPARK_HOME/apps``, by default ``~/.kspark/apps``."""
-    home = os.environ.get("KSPARK_HOME") or os.path.join(os.path.expanduser("~"), ".kspark")
-    return os.path.join(home, "apps")
+    return os.path.join(kspark_home(), "apps")
 
 
 def _handle_path(app_id: str, directory: str | None = None) -> str:
-    return os.path.join(directory or handles_dir(), f"{app_id}.json")
+    # the id becomes a file name: a validated id cannot leave the handles folder (../x)
+    return os.path.join(directory or handles_dir(), f"{check_application_id(app_id)}.json")
 
 
 @attrs.frozen(kw_only=True)

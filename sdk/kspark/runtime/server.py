@@ -23,15 +23,25 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from kspark._deps import has_spark_jars, pyspark_distribution
+from kspark._paths import kspark_home, resolve_path
 from kspark.errors import ServerError
+from kspark.runtime.urls import redact
 
-__all__ = ["REMOTE_ENV", "EmbeddedServer", "connect", "default_server_conf"]
+__all__ = [
+    "REMOTE_ENV",
+    "EmbeddedServer",
+    "connect",
+    "default_server_conf",
+    "server_arguments",
+    "server_environment",
+]
 
 #: The environment variable ``connect()`` reads when it is given no URL.
 REMOTE_ENV = "KSPARK_REMOTE"
@@ -55,13 +65,90 @@ def default_server_conf() -> dict[str, str]:
     }
 
 
+def server_environment(*, home: str, python: str, token: str, workdir: str) -> dict[str, str]:
+    """The environment of a Spark Connect server that kspark starts (embedded or with
+    ``kspark server start``): this process's, without its Spark Connect and ``PYTHONPATH``
+    settings, so that the workers see only what ``python`` has."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SPARK_CONNECT") and k not in ("SPARK_REMOTE", "PYTHONPATH")
+    }
+    env.update(
+        {
+            "SPARK_HOME": home,
+            "PYSPARK_PYTHON": python,
+            "PYSPARK_DRIVER_PYTHON": python,
+            # in the environment, not on the command line, where ps would show it
+            "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
+            # the stateful operators' executor-local stores (kspark_server.localstore):
+            # caches of the checkpoint's state, gone with the server
+            "KSPARK_LOCAL_STATE_DIR": os.path.join(workdir, "local-state"),
+        }
+    )
+    return env
+
+
+def server_arguments(
+    *,
+    master: str,
+    port: int,
+    workdir: str,
+    conf: Mapping[str, str],
+    home: str | None = None,
+    python: str | None = None,
+    executor_env: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The ``spark-submit`` options of a Spark Connect server that kspark starts: master,
+    port, the catalog, then ``conf`` (sorted).
+
+    With ``home``, tables and their Hive catalog (a Derby metastore) live there and outlive
+    the server; without it, in ``workdir``. Executors in JVMs of their own (any master but
+    ``local[...]``) take ``python`` and ``executor_env`` from these settings, not from the
+    server's environment.
+    """
+    base = home or workdir
+    metastore = os.path.join(base, "metastore")
+    os.makedirs(metastore, exist_ok=True)
+    args = [
+        "--master",
+        master,
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        # tables and their catalog outlive the server, in its home (not the work dir, which
+        # stop() deletes): Spark's in-memory catalog would forget every table
+        "--conf",
+        f"spark.sql.warehouse.dir={os.path.join(base, 'warehouse')}",
+        "--conf",
+        "spark.sql.catalogImplementation=hive",
+        "--conf",
+        "spark.hadoop.javax.jdo.option.ConnectionURL=jdbc:derby:;databaseName="
+        f"{os.path.join(metastore, 'metastore_db')};create=true",
+        "--conf",
+        f"spark.driver.extraJavaOptions=-Dderby.system.home={metastore}",
+        # Hive's scratch space, per server: a shared /tmp/hive may belong to another user
+        "--conf",
+        f"spark.hadoop.hive.exec.scratchdir={os.path.join(workdir, 'hive')}",
+        "--conf",
+        f"spark.hadoop.hive.exec.local.scratchdir={os.path.join(workdir, 'hive-local')}",
+    ]
+    if not master.startswith("local["):
+        if python:
+            args += ["--conf", f"spark.pyspark.python={python}"]
+        for k, v in sorted((executor_env or {}).items()):
+            args += ["--conf", f"spark.executorEnv.{k}={v}"]
+    for k, v in sorted(conf.items()):
+        args += ["--conf", f"{k}={v}"]
+    return args
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def _spark_home() -> str:
+def spark_home() -> str:
     """The Spark installation the embedded server runs from.
 
     ``SPARK_HOME`` if set, else the installed pyspark package, which has the JVM jars and
@@ -177,6 +264,78 @@ def _drop_orphaned_sessions(timeout: float = _EXIT_PROBE_TIMEOUT) -> list[Any]:
     return dropped
 
 
+#: The watchdog of an embedded server (run as ``python -c``): while its parent, the client
+#: that started the server, lives, it waits; when the parent is gone (killed with SIGKILL,
+#: so no exit hook ran), it stops the server's process group, SIGTERM then SIGKILL. It
+#: exits by itself once the server is gone. ``os.getppid()`` changes when the parent dies
+#: (the watchdog is re-parented), which no reused pid can fake.
+_WATCHDOG = """
+import os, signal, sys, time
+parent, group = int(sys.argv[1]), int(sys.argv[2])
+def alive():
+    try:
+        os.killpg(group, 0)
+        return True
+    except ProcessLookupError:
+        return False
+while os.getppid() == parent:
+    if not alive():
+        sys.exit(0)
+    time.sleep(0.5)
+for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 0.0)):
+    try:
+        os.killpg(group, sig)
+    except ProcessLookupError:
+        sys.exit(0)
+    end = time.monotonic() + grace
+    while time.monotonic() < end and alive():
+        time.sleep(0.2)
+"""
+
+
+def _start_watchdog(server_pid: int) -> subprocess.Popen[bytes]:
+    """A process that stops the server's process group ``server_pid`` when this process
+    dies, however it dies (:data:`_WATCHDOG`)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(server_pid)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        # a Ctrl-C of the client's terminal goes to the client, which stops the server
+        start_new_session=True,
+    )
+
+
+def _answers_as_our_server(port: int, token: str, timeout: float) -> bool:
+    """Whether a Spark Connect server that accepts ``token`` answers on ``port``: a bare
+    open port may be another program's, which took it after :func:`_free_port`."""
+    import grpc  # type: ignore[import-untyped]  # pyspark's Spark Connect client needs it
+    from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
+
+    request = base_pb2.AnalyzePlanRequest(
+        session_id=str(uuid.uuid4()),
+        user_context=base_pb2.UserContext(user_id="kspark-probe"),
+        spark_version=base_pb2.AnalyzePlanRequest.SparkVersion(),
+    )
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = base_pb2_grpc.SparkConnectServiceStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            stub.AnalyzePlan(
+                request, metadata=[("authorization", f"Bearer {token}")], timeout=timeout
+            )
+        except grpc.RpcError:
+            return False
+        with contextlib.suppress(grpc.RpcError):  # the probe's session, at once
+            stub.ReleaseSession(
+                base_pb2.ReleaseSessionRequest(
+                    session_id=request.session_id, user_context=request.user_context
+                ),
+                metadata=[("authorization", f"Bearer {token}")],
+                timeout=timeout,
+            )
+    return True
+
+
 class EmbeddedServer:
     """A local Spark Connect server process that this client started and owns.
 
@@ -191,6 +350,11 @@ class EmbeddedServer:
     python
         The interpreter of the server's Python workers; it needs pyspark, pyarrow and
         pandas. Defaults to this process's interpreter.
+    home
+        Where the server keeps what must outlive it: the tables it writes
+        (``<home>/warehouse``) and their catalog, a Hive metastore in
+        ``<home>/metastore``. Defaults to ``$KSPARK_HOME``, else ``~/.kspark``. One server
+        at a time can use a home's metastore (Derby): give concurrent servers their own.
     """
 
     def __init__(
@@ -201,17 +365,20 @@ class EmbeddedServer:
         env: Mapping[str, str] | None = None,
         python: str | None = None,
         driver_memory: str = "4g",
+        home: str | None = None,
     ) -> None:
         self.master = master or os.environ.get("KSPARK_MASTER", "local[2]")
         self.conf = {**default_server_conf(), **(conf or {})}
         self.extra_env = dict(env or {})
         self.python = python or sys.executable
         self.driver_memory = driver_memory
+        self.home = resolve_path(home) if home is not None else kspark_home()
         self.port = 0
         self.token = secrets.token_hex(16)
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = ""
         self._workdir = ""
+        self._watchdog: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -229,46 +396,32 @@ class EmbeddedServer:
         ``same_port`` restarts a server on the port (and token) it had, as a process
         manager restarting a crashed server would: clients keep their URL.
         """
-        home = _spark_home()
+        home = spark_home()
         if not (same_port and self.port):
             self.port = _free_port()
         self._workdir = tempfile.mkdtemp(prefix="kspark-server-")
         self.log_path = os.path.join(self._workdir, "server.log")
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("SPARK_CONNECT") and k not in ("SPARK_REMOTE", "PYTHONPATH")
-        }
-        env.update(
-            {
-                "SPARK_HOME": home,
-                "SPARK_LOCAL_IP": "127.0.0.1",
-                "PYSPARK_PYTHON": self.python,
-                "PYSPARK_DRIVER_PYTHON": self.python,
-                "SPARK_CONNECT_AUTHENTICATE_TOKEN": self.token,
-                # the stateful operators' executor-local stores (kspark_server.localstore):
-                # caches of the checkpoint's state, gone with the server
-                "KSPARK_LOCAL_STATE_DIR": os.path.join(self._workdir, "local-state"),
-            }
+        env = server_environment(
+            home=home, python=self.python, token=self.token, workdir=self._workdir
         )
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"
         env.update(self.extra_env)
         cmd = [
             os.path.join(home, "bin", "spark-submit"),
             "--class",
             "org.apache.spark.sql.connect.service.SparkConnectServer",
-            "--master",
-            self.master,
             "--driver-memory",
             self.driver_memory,
-            "--conf",
-            f"spark.connect.grpc.binding.port={self.port}",
-            "--conf",
-            f"spark.sql.warehouse.dir={os.path.join(self._workdir, 'warehouse')}",
-            "--conf",
-            f"spark.driver.extraJavaOptions=-Dderby.system.home={self._workdir}",
+            *server_arguments(
+                master=self.master,
+                port=self.port,
+                workdir=self._workdir,
+                conf=self.conf,
+                home=self.home,
+                python=self.python,
+                executor_env={k: env[k] for k in ("KSPARK_LOCAL_STATE_DIR", *self.extra_env)},
+            ),
         ]
-        for k, v in sorted(self.conf.items()):
-            cmd += ["--conf", f"{k}={v}"]
         log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
             cmd,
@@ -279,23 +432,36 @@ class EmbeddedServer:
             cwd=self._workdir,
             start_new_session=True,
         )
+        # the JVM must not outlive this process, even one killed with SIGKILL
+        if self._watchdog is not None:  # a restart's (same_port) old one
+            self._watchdog.kill()
+            self._watchdog.wait(10)
+        self._watchdog = _start_watchdog(self.process.pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            code = self.process.poll()
+            if code is not None:
+                tail = self._tail()
+                self.stop(keep_files=True)
                 raise ServerError(
-                    f"the embedded Spark Connect server exited with code "
-                    f"{self.process.returncode}; last log lines:\n{self._tail()}",
+                    f"the embedded Spark Connect server exited with code {code}; its log is "
+                    f"{self.log_path}, last lines:\n{tail}",
                     log=self.log_path,
                 )
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.settimeout(0.5)
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return self
+            # not just an open port: another process may have taken it since _free_port();
+            # the first request also creates the server's first session, which takes a while
+            left = max(deadline - time.monotonic(), 0.5)
+            if _accepts_connections("127.0.0.1", self.port, 0.5) and _answers_as_our_server(
+                self.port, self.token, timeout=min(left, 15.0)
+            ):
+                return self
             time.sleep(0.2)
-        self.stop()
+        tail = self._tail()
+        self.stop(keep_files=True)
         raise ServerError(
-            f"the embedded Spark Connect server did not open port {self.port} in {timeout:.0f}s;"
-            f" last log lines:\n{self._tail()}",
+            f"the embedded Spark Connect server did not answer on port {self.port} in "
+            f"{timeout:.0f}s (or another program holds the port); its log is "
+            f"{self.log_path}, last lines:\n{tail}",
             log=self.log_path,
         )
 
@@ -306,9 +472,18 @@ class EmbeddedServer:
         except OSError:
             return "(no log)"
 
-    def stop(self, timeout: float = 20.0) -> None:
-        """Stop the server: SIGTERM to its process group, then SIGKILL if it lingers."""
+    def stop(self, timeout: float = 20.0, *, keep_files: bool = False) -> None:
+        """Stop the server: SIGTERM to its process group, then SIGKILL if it lingers.
+
+        It deletes the server's work dir (its log and executor-local caches) unless
+        ``keep_files``, as after a failed start, whose error names the log. Tables stay in
+        :attr:`home`.
+        """
         proc, self.process = self.process, None
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None and watchdog.poll() is None:
+            watchdog.kill()  # this process stops the server itself
+            watchdog.wait(10)
         if proc is None:
             return
         if proc.poll() is None:
@@ -320,7 +495,7 @@ class EmbeddedServer:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
-        if self._workdir:
+        if self._workdir and not keep_files:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
     def kill(self) -> None:
@@ -384,5 +559,7 @@ def connect(url: str | None = None) -> Any:
     if url is None:
         return embedded_server().session()
     if not url.startswith("sc://"):
-        raise ServerError(f"{source} must be a Spark Connect URL starting with sc://, got {url!r}")
+        raise ServerError(
+            f"{source} must be a Spark Connect URL starting with sc://, got {redact(url)!r}"
+        )
     return _remote_session(url)

@@ -43,10 +43,11 @@ from typing import Any
 
 import attrs
 
+from kspark.bindings import bind_topology
 from kspark.config import StreamsConfig
-from kspark.errors import AppAlreadyRunningError, StreamsAppError, UnknownAppError
+from kspark.errors import AppAlreadyRunningError, KSparkError, StreamsAppError, UnknownAppError
 from kspark.plan.topology import Topology
-from kspark.runtime import shipping
+from kspark.runtime import failures, shipping
 from kspark.runtime.app import State, StreamsApp
 from kspark.runtime.app_status import AppStatus, gone, status_of
 from kspark.runtime.handles import (
@@ -104,11 +105,6 @@ def _release(spark: Any) -> None:
     """Release the server-side session; Spark stops any query still running in it."""
     with contextlib.suppress(Exception):
         spark.stop()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _session_closed(exc: BaseException) -> bool:
@@ -360,8 +356,10 @@ def submit(
 
     It ships ``kspark_server`` and the topology's code (with the local packages of
     ``modules``) the way :meth:`StreamsApp.start` does, starts the app's streaming query in
-    a new session, waits for its first trigger (at most ``wait`` seconds), and writes the
-    handle that :func:`status` and :func:`stop` use.
+    a new session, writes the handle that :func:`status` and :func:`stop` use as soon as
+    the query runs, then waits for its first trigger (at most ``wait`` seconds) and records
+    the outcome in the handle. Interrupted while it waits, it leaves the app running and
+    its handle saved: ``kspark stop`` ends it.
 
     Parameters
     ----------
@@ -398,6 +396,8 @@ def submit(
     ...                 checkpoint_dir="/data/chk/payments"), "sc://spark:15002")  # doctest: +SKIP
     >>> print(handle.summary())  # doctest: +SKIP
     """
+    # unbound topic names fail here, before any connection (StreamsApp binds them again)
+    bind_topology(topology, config)
     check_reachable(remote)
     app_id = config.application_id
     base = with_params(remote, session_id=None)
@@ -428,7 +428,7 @@ def submit(
         )
         try:
             app.start()
-        except StreamsAppError:
+        except KSparkError:  # kspark's own (the worker check's included) say what failed
             raise
         except Exception as exc:
             if "already active" in str(exc):
@@ -436,12 +436,11 @@ def submit(
                     app_id, f"on {stored_remote} (its checkpoint is in use)"
                 ) from exc
             raise StreamsAppError(
-                f"app {app_id} could not start: {_first_line(exc)}", application_id=app_id
+                f"app {app_id} could not start: {failures.summarize(exc, app_id)}",
+                application_id=app_id,
             ) from exc
         query = app.query
         started = True
-        if wait > 0:
-            _wait_first_progress(query, wait)
         handle = SubmittedApp(
             app_id=app_id,
             remote=stored_remote,
@@ -456,6 +455,11 @@ def submit(
             submitted_at=_now(),
             session_timeout=str(timeout),
         )
+        # saved before the wait: a Ctrl-C (or a crash) while waiting leaves a running
+        # query that `kspark status` and `kspark stop` can find
+        handle = handle.save(handles_directory)
+        if wait > 0:
+            _wait_first_progress(query, wait)
         current = status_of(query, handle)
         handle = attrs.evolve(handle, status_message=f"{current.state.value} ({current.message})")
         if not current.running:

@@ -9,12 +9,26 @@ Examples
 
 from __future__ import annotations
 
+import re
 import socket
 from typing import Any
 
 from kspark.errors import ServerError, ServerUnreachableError
 
-__all__ = ["check_reachable", "params", "with_params"]
+__all__ = ["check_reachable", "params", "redact", "with_params"]
+
+_TOKEN = re.compile(r"(token=)[^;\s'\"]*", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """``text`` with the value of every ``token=`` parameter hidden, for messages and logs.
+
+    Examples
+    --------
+    >>> redact("sc://h:1/;token=s3cret;user_id=u")
+    'sc://h:1/;token=***;user_id=u'
+    """
+    return _TOKEN.sub(r"\1***", text)
 
 
 def _builder(url: str) -> Any:
@@ -24,7 +38,8 @@ def _builder(url: str) -> Any:
     try:
         return DefaultChannelBuilder(url)
     except PySparkValueError as exc:
-        raise ServerError(f"bad Spark Connect URL {url!r}: {exc}") from exc
+        # pyspark's message may quote the URL too: neither may show the token
+        raise ServerError(f"bad Spark Connect URL {redact(url)!r}: {redact(str(exc))}") from None
 
 
 def params(url: str) -> dict[str, str]:

@@ -15,16 +15,17 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, TypeVar, overload
 
 import attrs
 
+from kspark.bindings import topic_names
 from kspark.config import StreamsConfig
 from kspark.errors import InvalidArgumentError
 from kspark.plan.nodes import Topic, TopicSpec
 from kspark.plan.topology import Topology
-from kspark.plan.types import TypeDesc, describe_type
+from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, describe_type
 from kspark.runtime.app import StreamsApp
 from kspark.runtime.metrics import Metrics
 
@@ -57,19 +58,25 @@ class TestInputTopic(Generic[K, V]):
     __test__ = False
 
     def __init__(
-        self, driver: TopologyTestDriver, name: str, key: TypeDesc, value: TypeDesc
+        self,
+        driver: TopologyTestDriver,
+        name: str,
+        key: TypeDesc,
+        value: TypeDesc,
+        stored: tuple[TypeDesc, TypeDesc] | None = None,
     ) -> None:
         self._driver = driver
         self.name = name
-        self._key = key
-        self._value = value
+        stored_key, stored_value = stored or (key, value)
+        # the columns are written as the topology reads them: a key or value it reads as
+        # dynamic is written as JSON text, whatever type the test declares for it
+        self._key = stored_key if isinstance(stored_key, Dynamic) else key
+        self._value = stored_value if isinstance(stored_value, Dynamic) else value
         self._offsets: dict[int, int] = {}
         self._clock = int(time.time() * 1000)
         self._pending: list[dict[str, Any]] = []
-        from kspark_server import codec
-
-        self._kenc = codec.encoder(key.spec(), "key")
-        self._venc = codec.encoder(value.spec(), "value")
+        self._kenc = _writer(stored_key, key, "key")
+        self._venc = _writer(stored_value, value, "value")
 
     def pipe_input(
         self,
@@ -142,14 +149,18 @@ class TestOutputTopic(Generic[K, V]):
     __test__ = False
 
     def __init__(
-        self, driver: TopologyTestDriver, name: str, key: TypeDesc, value: TypeDesc
+        self,
+        driver: TopologyTestDriver,
+        name: str,
+        key: TypeDesc,
+        value: TypeDesc,
+        stored: tuple[TypeDesc, TypeDesc] | None = None,
     ) -> None:
         self._driver = driver
         self.name = name
-        from kspark_server import codec
-
-        self._kdec = codec.decoder(key.spec())
-        self._vdec = codec.decoder(value.spec())
+        stored_key, stored_value = stored or (key, value)
+        self._kdec = _reader(stored_key, key, "key")
+        self._vdec = _reader(stored_value, value, "value")
         self._position = 0
 
     def _all_rows(self) -> list[dict[str, Any]]:
@@ -206,6 +217,35 @@ class TestOutputTopic(Generic[K, V]):
         return len(self._all_rows()) <= self._position
 
 
+def _reader(stored: TypeDesc, wanted: TypeDesc, what: str) -> Callable[[Any], Any]:
+    """Reads a column written as ``stored`` as a value of type ``wanted``: a dynamic value
+    (JSON text) converts to a declared type, and fails on the record that does not."""
+    from kspark_server import codec
+
+    if isinstance(stored, Dynamic) and not isinstance(wanted, Dynamic):
+        load, convert = codec.decoder(stored.spec()), codec.converter(wanted.spec(), what)
+        return lambda x: convert(load(x))
+    # a declared type read as dynamic keeps the type it was written with
+    return codec.decoder((stored if isinstance(wanted, Dynamic) else wanted).spec())
+
+
+def _writer(stored: TypeDesc, declared: TypeDesc, what: str) -> Callable[[Any], Any]:
+    """Writes a value the test declares as ``declared`` into a column the topology reads
+    as ``stored``: checked against the declared type, then as JSON text where the topology
+    reads a dynamic value (a record as the dict of its fields)."""
+    from kspark_server import codec
+
+    check = codec.encoder(declared.spec(), what)
+    if isinstance(stored, Dynamic) and not isinstance(declared, Dynamic):
+        dump = codec.encoder(stored.spec(), what)
+        return lambda x: dump(check(x))
+    return check
+
+
+def _type(tp: Any) -> TypeDesc:
+    return DYNAMIC if tp is None else describe_type(tp)
+
+
 class TopologyTestDriver:
     """Runs a topology on a real Spark server, one micro-batch per :meth:`process`.
 
@@ -230,17 +270,25 @@ class TopologyTestDriver:
         self._inputs: dict[str, TestInputTopic[Any, Any]] = {}
         base = config or StreamsConfig(application_id=f"ttd-{uuid.uuid4().hex[:8]}")
         self.original = topology
+        # every name, bound or not, becomes the driver's own folder; the config's bindings
+        # are for deployments, so they are dropped
+        topic_names(topology)  # refuses a name the topology binds to two Topics
         self.topology = topology.with_topics(self._rewire)
         dlq = base.dead_letter_queue_topic
         self.config = base.with_(
             checkpoint_dir=os.path.join(self._workdir, "checkpoint"),
-            dead_letter_queue_topic=self._rewire(dlq, "sink") if dlq is not None else None,
+            dead_letter_queue_topic=self._rewire(dlq.name, dlq, "sink")
+            if dlq is not None
+            else None,
+            topics=(),
+            bootstrap_servers=None,
+            data_dir=None,
         )
         self.app = StreamsApp(self.topology, self.config, session=session)
 
-    def _rewire(self, topic: TopicSpec, role: str) -> TopicSpec:
+    def _rewire(self, name: str, _topic: TopicSpec | None, role: str) -> TopicSpec:
         opts = (("kspark.ordered", "true"),) if role == "sink" else ()
-        return attrs.evolve(Topic.parquet(topic.name, self._topic_path(topic.name)), options=opts)
+        return attrs.evolve(Topic.parquet(name, self._topic_path(name)), options=opts)
 
     def _topic_path(self, name: str) -> str:
         return os.path.join(self._workdir, "topics", name)
@@ -249,34 +297,82 @@ class TopologyTestDriver:
         self._seq += 1
         return self._seq
 
+    @overload
     def create_input_topic(
         self, name: str, *, key_type: type[K], value_type: type[V]
-    ) -> TestInputTopic[K, V]:
-        """A handle to pipe records into topic ``name``."""
-        if name not in {s.topic.name for s in self.topology.sources()}:
+    ) -> TestInputTopic[K, V]: ...
+    @overload
+    def create_input_topic(
+        self, name: str, *, key_type: type[K], value_type: None = None
+    ) -> TestInputTopic[K, Any]: ...
+    @overload
+    def create_input_topic(
+        self, name: str, *, key_type: None = None, value_type: type[V]
+    ) -> TestInputTopic[Any, V]: ...
+    @overload
+    def create_input_topic(
+        self, name: str, *, key_type: None = None, value_type: None = None
+    ) -> TestInputTopic[Any, Any]: ...
+    def create_input_topic(
+        self, name: str, *, key_type: Any = None, value_type: Any = None
+    ) -> TestInputTopic[Any, Any]:
+        """A handle to pipe records into topic ``name``.
+
+        ``key_type`` and ``value_type`` default to the types the topology reads the topic
+        with (dynamic where it declares none: any JSON-compatible value).
+        """
+        sources = {s.topic_name: s for s in reversed(self.topology.sources())}
+        if name not in sources:
             raise InvalidArgumentError(
-                f"topic {name!r} is not a source of the topology; sources: "
-                f"{sorted({s.topic.name for s in self.topology.sources()})}"
+                f"topic {name!r} is not a source of the topology; sources: {sorted(sources)}"
             )
-        topic: TestInputTopic[K, V] = TestInputTopic(
-            self, name, describe_type(key_type), describe_type(value_type)
-        )
+        source = sources[name]
+        key = _type(key_type) if key_type is not None else source.key_type or DYNAMIC
+        value = _type(value_type) if value_type is not None else source.value_type or DYNAMIC
+        stored = (source.key_type or DYNAMIC, source.value_type or DYNAMIC)
+        topic: TestInputTopic[Any, Any] = TestInputTopic(self, name, key, value, stored)
         self._inputs[name] = topic
         return topic
 
+    @overload
     def create_output_topic(
         self, name: str, *, key_type: type[K], value_type: type[V]
-    ) -> TestOutputTopic[K, V]:
-        """A handle to read the records the topology wrote to topic ``name``."""
-        sinks = {s.topic.name for s in self.topology.sinks}
+    ) -> TestOutputTopic[K, V]: ...
+    @overload
+    def create_output_topic(
+        self, name: str, *, key_type: type[K], value_type: None = None
+    ) -> TestOutputTopic[K, Any]: ...
+    @overload
+    def create_output_topic(
+        self, name: str, *, key_type: None = None, value_type: type[V]
+    ) -> TestOutputTopic[Any, V]: ...
+    @overload
+    def create_output_topic(
+        self, name: str, *, key_type: None = None, value_type: None = None
+    ) -> TestOutputTopic[Any, Any]: ...
+    def create_output_topic(
+        self, name: str, *, key_type: Any = None, value_type: Any = None
+    ) -> TestOutputTopic[Any, Any]:
+        """A handle to read the records the topology wrote to topic ``name``.
+
+        Records are read as ``key_type`` and ``value_type``; a dynamic key or value (one the
+        topology does not declare) is converted to them, so ``value_type=Order`` reads a
+        dict as an ``Order``. Without them, records are read as the topology wrote them.
+        """
+        sinks = {s.topic_name: s for s in self.topology.sinks}
         dlq = self.config.dead_letter_queue_topic
-        if dlq is not None:
-            sinks.add(dlq.name)
-        if name not in sinks:
+        if name not in sinks and (dlq is None or dlq.name != name):
+            known = sorted({*sinks, *([dlq.name] if dlq is not None else [])})
             raise InvalidArgumentError(
-                f"topic {name!r} is not a sink of the topology; sinks: {sorted(sinks)}"
+                f"topic {name!r} is not a sink of the topology; sinks: {known}"
             )
-        return TestOutputTopic(self, name, describe_type(key_type), describe_type(value_type))
+        sink = sinks.get(name)
+        stored = (
+            (sink.key_type or DYNAMIC, sink.value_type or DYNAMIC) if sink is not None else None
+        )
+        key = _type(key_type) if key_type is not None else (stored or (DYNAMIC, DYNAMIC))[0]
+        value = _type(value_type) if value_type is not None else (stored or (DYNAMIC, DYNAMIC))[1]
+        return TestOutputTopic(self, name, key, value, stored)
 
     def dead_letter_topic(self) -> TestOutputTopic[str, str]:
         """The dead-letter topic (keys and values are the raw records as JSON text)."""
@@ -297,7 +393,7 @@ class TopologyTestDriver:
         for topic in self._inputs.values():
             topic._flush()
         for source in self.topology.sources():
-            os.makedirs(self._topic_path(source.topic.name), exist_ok=True)
+            os.makedirs(self._topic_path(source.topic_name), exist_ok=True)
         self.app.run_until_caught_up()
 
     def metrics(self) -> Metrics:

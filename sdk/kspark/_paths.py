@@ -1,0 +1,46 @@
+"""Client-side resolution of the paths a user gives: checkpoint folders and file topics.
+
+A relative or ``~`` path reaches the server as it is, and the server resolves it against
+its own working directory and home: for the embedded server, a temporary folder that is
+deleted when it stops. So kspark resolves such paths where the user wrote them, on the
+client, as soon as a :class:`~kspark.Topic` or :class:`~kspark.StreamsConfig` is built.
+URIs (``hdfs://``, ``s3a://``, ``file:/``, ...) are left as they are.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+__all__ = ["kspark_home", "resolve_path"]
+
+
+def resolve_path(path: str) -> str:
+    """``path`` as the user meant it: ``~`` expanded and made absolute against the client's
+    working directory, unless it is a URI.
+
+    Examples
+    --------
+    >>> import os
+    >>> resolve_path("data/in") == os.path.join(os.getcwd(), "data", "in")
+    True
+    >>> resolve_path("~/chk") == os.path.join(os.path.expanduser("~"), "chk")
+    True
+    >>> resolve_path("s3a://bucket/in")
+    's3a://bucket/in'
+    >>> resolve_path("/data/in/")
+    '/data/in'
+    """
+    # a one-letter "scheme" is a Windows drive letter (C:/x), a local path
+    if len(urlsplit(path).scheme) > 1:
+        return path
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def kspark_home() -> str:
+    """kspark's own folder on the client: ``$KSPARK_HOME``, by default ``~/.kspark``.
+
+    It holds the handles of submitted apps (``apps/``) and the embedded server's tables
+    (``warehouse/`` and ``metastore/``), which outlive the server.
+    """
+    return os.environ.get("KSPARK_HOME") or os.path.join(os.path.expanduser("~"), ".kspark")

@@ -1,0 +1,137 @@
+"""Binding a topology's topic names to where their records live, when an app starts.
+
+A topology names its topics (``builder.stream("orders")``); the deployment says where they
+are, in :class:`~kspark.StreamsConfig`, as Kafka Streams leaves ``bootstrap.servers`` to
+the config. :func:`bind_topology` is the one place that resolves the names: ``StreamsApp``
+(and so ``kspark run``, ``kspark submit`` and the CLI's ``--config`` files) and the test
+driver go through it.
+
+Examples
+--------
+>>> from kspark import StreamsBuilder, StreamsConfig, Topic
+>>> b = StreamsBuilder()
+>>> b.stream("orders").to("checked")
+>>> config = StreamsConfig(application_id="shop", data_dir="/data",
+...                        topics={"checked": Topic.parquet("checked", "/out/checked")})
+>>> bound = bind_topology(b.build(), config)
+>>> [(s.topic_name, s.topic.format, s.topic.path) for s in bound.nodes()
+...  if s.topic is not None]
+[('orders', 'jsonl', '/data/orders'), ('checked', 'parquet', '/out/checked')]
+>>> bind_topology(b.build(), StreamsConfig(application_id="shop"))
+Traceback (most recent call last):
+...
+kspark.errors.UnboundTopicError: [KSPARK_UNBOUND_TOPIC] topics ['checked', 'orders'] ...
+"""
+
+from __future__ import annotations
+
+from kspark._typing import TopicRole
+from kspark.config import StreamsConfig
+from kspark.errors import ConfigError, InvalidTopologyError, UnboundTopicError
+from kspark.plan.nodes import Sink, Source, TableSource, Topic, TopicSpec
+from kspark.plan.topology import Topology
+
+__all__ = ["bind_topology", "topic_names"]
+
+
+def topic_names(topology: Topology) -> dict[str, TopicSpec | None]:
+    """Each topic name of ``topology``, with the ``Topic`` the topology binds it to, if any.
+
+    Raises
+    ------
+    InvalidTopologyError
+        If the topology binds one name to two different Topics.
+    """
+    names: dict[str, TopicSpec | None] = {}
+    for node in topology.nodes():
+        if not isinstance(node, Source | TableSource | Sink):
+            continue
+        known = names.get(node.topic_name)
+        if node.topic is not None and known is not None and known != node.topic:
+            raise InvalidTopologyError(
+                f"topic {node.topic_name!r} is bound to two different Topics in the topology: "
+                f"{known!r} and {node.topic!r} ({node.name}); give the Topic once, or use the "
+                "name and bind it in StreamsConfig(topics=...)",
+                processor=node.name,
+                topic=node.topic_name,
+            )
+        names[node.topic_name] = known or node.topic
+    return names
+
+
+def bind_topology(topology: Topology, config: StreamsConfig) -> Topology:
+    """``topology`` with every topic name bound to a :class:`~kspark.Topic`.
+
+    A name is bound, in this order, by a ``Topic`` given in the topology, by
+    ``config.topics``, to a Kafka topic of that name on ``config.bootstrap_servers``
+    (read from the earliest offset, as Kafka Streams' ``auto.offset.reset`` defaults),
+    or to a directory of JSON lines in the envelope layout, ``<config.data_dir>/<name>``.
+
+    Parameters
+    ----------
+    topology
+        The topology, whose names may be bound or not.
+    config
+        The app's settings, with its bindings.
+
+    Returns
+    -------
+    Topology
+        The same topology (names, processors, stores) with every source and sink bound.
+
+    Raises
+    ------
+    ConfigError
+        If ``config.topics`` binds a name to another Topic than the topology does.
+    UnboundTopicError
+        If names are left unbound; the message lists all of them and the ways to bind them.
+    """
+    names = topic_names(topology)
+    explicit = config.topic_bindings
+    for name, topic in names.items():
+        if topic is not None and name in explicit and explicit[name] != topic:
+            raise ConfigError(
+                f"topic {name!r} is bound twice: the topology says {topic!r}, "
+                f"StreamsConfig(topics=...) says {explicit[name]!r}; pass the name alone to "
+                "the DSL to bind it in the config, or drop it from topics",
+                option="topics",
+                topic=name,
+            )
+    unbound = sorted(
+        name
+        for name, topic in names.items()
+        if topic is None
+        and name not in explicit
+        and config.bootstrap_servers is None
+        and config.data_dir is None
+    )
+    if unbound:
+        example = unbound[0]
+        raise UnboundTopicError(
+            f"topics {unbound} are not bound to where their records live. Bind them in "
+            "StreamsConfig, in one of three ways: "
+            f"topics={{{example!r}: Topic.jsonl({example!r}, '/path/{example}')}} (one by one), "
+            "bootstrap_servers='host:9092' (every unbound name is a Kafka topic), or "
+            "data_dir='/path' (every unbound name is a JSON-lines directory <data_dir>/<name>); "
+            f"or pass a Topic to the DSL call, such as stream(Topic.jsonl({example!r}, ...))",
+            option="topics",
+            names=unbound,
+        )
+
+    def bound(name: str, topic: TopicSpec | None, role: TopicRole) -> TopicSpec:
+        # the topology's Topic for the name, given at this node or at another one
+        given = topic or names[name]
+        if given is not None:
+            return given
+        if name in explicit:
+            return explicit[name]
+        if config.bootstrap_servers is not None:
+            if role == "source":
+                return Topic.kafka(
+                    name, bootstrap_servers=config.bootstrap_servers, startingOffsets="earliest"
+                )
+            return Topic.kafka(name, bootstrap_servers=config.bootstrap_servers)
+        assert config.data_dir is not None  # checked above
+        return Topic.jsonl(name, config.data_dir.rstrip("/") + "/" + name)
+
+    return topology.with_topics(bound)

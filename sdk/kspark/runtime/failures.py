@@ -1,0 +1,155 @@
+"""The root cause of a failure that came back from the server, and its full trace in a log.
+
+A failure from a Python worker reaches the client as Spark's message: the condition
+(``[STREAM_FAILED]``, ``[PYTHON_EXCEPTION]``...), the worker's Python traceback, often the
+JVM's stack trace and the query's whole logical plan. Its first line is rarely the cause
+(``prepareForTriggerAvailableNow: Traceback (most recent call last):``). :func:`root_cause`
+finds the cause: the last exception of the last Python traceback, with the function it
+was raised in, or else the innermost condition and its message. :func:`write_log` keeps
+the full text in ``$KSPARK_HOME/logs`` for the message to name, and :func:`summarize` puts
+the three together.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import traceback
+
+from kspark.runtime.home import kspark_home
+
+__all__ = ["first_line", "root_cause", "summarize", "write_log"]
+
+_TRACEBACK = "Traceback (most recent call last):"
+# the end of what a worker's traceback says: the query's plan, the JVM's stack trace
+_TAILS = ("\n=== Streaming Query ===", "\nJVM stacktrace:", "\n\tat ")
+# "  File "/x/kspark_server/chain.py", line 12, in run"
+_FRAME = re.compile(r'^\s+File "([^"]+)", line \d+, in (\S+)')
+# the exception line that ends a traceback: "pkg.mod.Name: message" or "Name"
+_EXCEPTION = re.compile(
+    r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Failed|Interrupt|Warning|Fault))(?::\s?(.*))?$"
+)
+_SQLSTATE = re.compile(r"(?:\s*SQLSTATE: \w+)+\s*$")
+_WRAPPER = re.compile(r"^.*?terminated with exception:\s*")
+
+
+def root_cause(exc: BaseException) -> str:
+    """The failure's cause in one line: the last exception of the last Python traceback in
+    its message (with the function it was raised in), else its innermost condition.
+
+    Examples
+    --------
+    >>> text = ('[STREAM_FAILED] Query [id = 1] terminated with exception: [PYTHON_EXCEPTION] '
+    ...         'prepareForTriggerAvailableNow: Traceback (most recent call last):\\n'
+    ...         '  File "/w/kspark_server/kafka.py", line 93, in _client\\n'
+    ...         '    from confluent_kafka import Consumer\\n'
+    ...         "ModuleNotFoundError: No module named 'confluent_kafka'\\n"
+    ...         '\\n=== Streaming Query ===\\n...')
+    >>> root_cause(RuntimeError(text))
+    "ModuleNotFoundError: No module named 'confluent_kafka' (in _client, kafka.py)"
+    >>> root_cause(RuntimeError("[STREAM_FAILED] Query [id = 1] terminated with exception: "
+    ...                         "[PATH_NOT_FOUND] Path does not exist: /in. SQLSTATE: 42K03"))
+    '[PATH_NOT_FOUND] Path does not exist: /in.'
+    """
+    text = str(exc)
+    if _TRACEBACK in text:
+        found = _from_traceback(text.rsplit(_TRACEBACK, 1)[1])
+        if found:
+            return found
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    first = _SQLSTATE.sub("", _WRAPPER.sub("", lines[0])).strip()
+    condition = _condition(exc)
+    if condition and f"[{condition}]" not in first and not _WRAPPER.match(lines[0]):
+        first = f"[{condition}] {first}"
+    return first or type(exc).__name__
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, without a dangling ``Traceback (...):``.
+
+    Examples
+    --------
+    >>> first_line(RuntimeError("[PYTHON_EXCEPTION] f: Traceback (most recent call last):\\n..."))
+    '[PYTHON_EXCEPTION] f:'
+    """
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    return text.splitlines()[0].replace(_TRACEBACK, "").strip() or type(exc).__name__
+
+
+def _condition(exc: BaseException) -> str | None:
+    get = getattr(exc, "getCondition", None)
+    if not callable(get):
+        return None
+    try:
+        value = get()
+    except Exception:  # a half-built pyspark exception
+        return None
+    return str(value) if value else None
+
+
+def _from_traceback(body: str) -> str | None:
+    for tail in _TAILS:
+        body = body.split(tail, 1)[0]
+    where = None
+    last = None
+    for line in body.splitlines():
+        frame = _FRAME.match(line)
+        if frame is not None:
+            # pyspark's own frames (its RPC client, its worker loop) say nothing about the
+            # cause; the last frame of user code or kspark_server does
+            if "/pyspark/" not in frame.group(1).replace(os.sep, "/"):
+                where = f"{frame.group(2)}, {os.path.basename(frame.group(1))}"
+            continue
+        m = _EXCEPTION.match(line.rstrip())
+        if m is not None:
+            message = _SQLSTATE.sub("", m.group(2) or "").strip()
+            last = f"{m.group(1)}: {message}" if message else m.group(1)
+    if last is None:
+        return None
+    return f"{last} (in {where})" if where else last
+
+
+def write_log(exc: BaseException, what: str) -> str | None:
+    """Write ``exc``'s full text and traceback to ``$KSPARK_HOME/logs``; its path, or None
+    if it cannot be written (the error is reported without it).
+
+    The file is named after ``what`` and a digest of the text, so reporting the same
+    failure again (each ``kspark status`` of a failed app) reuses its file.
+    """
+    text = str(exc)
+    digest = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:12]
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", what) or "kspark"
+    path = kspark_home("logs", f"{safe}-{digest}.log")
+    if os.path.exists(path):
+        return path
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.write("\n\n--- client traceback ---\n")
+            f.write("".join(traceback.format_exception(exc)))
+    except OSError:
+        return None
+    return path
+
+
+def summarize(exc: BaseException, what: str, *, log: bool = True) -> str:
+    """Spark's first line, then ``cause: <root cause>`` when that says more, then, with
+    ``log``, ``full trace: <path>`` of the log written for ``what`` (an app id).
+
+    Examples
+    --------
+    >>> print(summarize(RuntimeError("[X] f: Traceback (most recent call last):\\n"
+    ...                              "ValueError: bad"), "app", log=False))
+    [X] f:
+    cause: ValueError: bad
+    """
+    first, cause = first_line(exc), root_cause(exc)
+    text = first + (f"\ncause: {cause}" if cause != first else "")
+    path = write_log(exc, what) if log else None
+    return text + (f"\nfull trace: {path}" if path else "")

@@ -1,0 +1,356 @@
+"""The fused stateless chain, called in-process on Arrow batches as Spark sends them.
+
+The columnar chain (step by step over a batch) must give what the record-by-record chain
+gives: the same output rows, and the same dead letters and drop counts, whatever fails.
+Vectorized steps are checked against their per-record equivalents.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kspark import StreamsBuilder, StreamsConfig, Topic
+from kspark.compiler import stages
+from kspark.compiler.compiler import compile_topology
+from kspark.errors import (
+    DeadLetterQueueProcessingExceptionHandler,
+    DeadLetterQueueProductionExceptionHandler,
+    InvalidArgumentError,
+    LogAndContinueProcessingExceptionHandler,
+)
+from kspark.plan.types import describe_type
+from kspark_server import codec, envelope
+from kspark_server.chain import arrow_schema, make_chain, make_record_chain
+from kspark_server.handling import ProcessingFailed
+from kspark_server.spec import ChainSpec
+
+
+@dataclasses.dataclass
+class Order:
+    id: str
+    qty: int
+    tags: list[str]
+
+
+def _batch(
+    key_type: Any, value_type: Any, records: list[tuple[Any, Any]], side: int = -1
+) -> pa.RecordBatch:
+    """An envelope batch of ``records`` (row ``side`` a metric row instead)."""
+    kd, vd = describe_type(key_type), describe_type(value_type)
+    schema = arrow_schema(envelope.envelope_json(kd.spark_json(), vd.spark_json()))
+    kenc, venc = codec.encoder(kd.spec()), codec.encoder(vd.spec())
+    rows = []
+    for i, (k, v) in enumerate(records):
+        rows.append(
+            {
+                "key": None if i == side else kenc(k),
+                "value": None if i == side else venc(v),
+                "timestamp": 1000 + i,
+                "headers": [{"key": "h", "value": str(i).encode()}],
+                "topic": "in",
+                "partition": i % 2,
+                "offset": i,
+                "ks_seq": i,
+                "ks_sub": 0,
+                "ks_side": '{"kind": "dropped", "count": 1}' if i == side else None,
+            }
+        )
+    return pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def _chains(b: StreamsBuilder, **config: Any) -> list[ChainSpec]:
+    cfg = StreamsConfig(application_id="t", **config)
+    out = []
+    for part in compile_topology(b.build(), cfg).sinks:
+        assert isinstance(part.stage, stages.Chain)
+        out.append(part.stage.spec)
+    return out
+
+
+def _run(
+    make: Callable[[ChainSpec], Callable[[Any], Iterator[pa.RecordBatch]]],
+    spec: ChainSpec,
+    batch: pa.RecordBatch,
+) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Records and side rows (normalised: no chunk ids, stack traces or frames)."""
+    records, side = [], []
+    for out in make(spec)(iter([batch, batch.slice(3)])):
+        for row in out.to_pylist():
+            if row["ks_side"] is None:
+                records.append(row)
+            else:
+                s = json.loads(row["ks_side"])
+                s.pop("chunk", None)
+                s.pop("stack_trace", None)
+                side.append(sorted(s.items(), key=str))
+    return records, sorted(side, key=str)
+
+
+def _same(spec: ChainSpec, batch: pa.RecordBatch) -> list[dict[str, Any]]:
+    columnar = _run(make_chain, spec, batch)
+    assert columnar == _run(make_record_chain, spec, batch)
+    return columnar[0]
+
+
+ORDERS = [
+    ("a", Order("o1", 12, ["x"])),
+    ("b", Order("o2", 0, ["urgent", "y"])),
+    (None, Order("o3", 3, [])),
+    ("d", None),
+    ("e", Order("o5", 20, ["urgent"])),
+    ("f", Order("o6", 0, [])),
+    ("g", Order("o7", 7, ["z"])),
+]
+
+
+def _bad(v: Order) -> int:
+    return 100 // v.qty
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [LogAndContinueProcessingExceptionHandler, DeadLetterQueueProcessingExceptionHandler],
+    ids=["continue", "dead-letter"],
+)
+def test_every_stateless_step_gives_what_the_record_chain_gives(handler: Any) -> None:
+    b = StreamsBuilder()
+    orders = b.stream(Topic.jsonl("orders", "/in"), key_type=str, value_type=Order)
+    valid = orders.filter(lambda k, v: v is not None)
+    valid.filter(lambda k, v: v.qty >= 3).map_values(
+        lambda k, v: f"{k}:{v.qty}", value_type=str
+    ).to(Topic.jsonl("tagged", "/out/tagged"))
+    valid.map_values(_bad, value_type=int).select_key(lambda k, v: f"{k}{v}", key_type=str).peek(
+        lambda k, v: None
+    ).to(Topic.jsonl("ratio", "/out/ratio"))
+    valid.map(lambda k, v: (v.id, 1 // (v.qty - 3)), key_type=str, value_type=int).to(
+        Topic.jsonl("by-id", "/out/by-id")
+    )
+    branches = valid.split().branch(lambda k, v: "urgent" in v.tags).default_branch()
+    for i, branch in enumerate(branches.values()):
+        branch.filter_not(lambda k, v: v.qty == 0).to(
+            Topic.jsonl(f"branch-{i}", f"/out/branch-{i}")
+        )
+    config = {
+        "processing_exception_handler": handler,
+        "dead_letter_queue_topic": Topic.jsonl("dlq", "/d"),
+    }
+    batch = _batch(str, Order, ORDERS, side=5)
+    outputs = [_same(spec, batch) for spec in _chains(b, **config)]
+    assert [r["value"] for r in outputs[0][:2]] == ["a:12", "None:3"]
+    assert [r["key"] for r in outputs[1][:2]] == ["a8", "None33"]
+
+
+def test_table_steps_pass_deletes_and_turn_filtered_rows_into_deletes() -> None:
+    b = StreamsBuilder()
+    table = b.table(Topic.jsonl("t", "/in"), key_type=str, value_type=int)
+    table.filter(lambda k, v: v > 1).map_values(lambda v: v * 10, value_type=int).to_stream().to(
+        Topic.jsonl("out", "/out/out")
+    )
+    (spec,) = _chains(b)
+    out = _same(spec, _batch(str, int, [("a", 1), ("b", None), ("c", 5)]))
+    assert [(r["key"], r["value"]) for r in out[:3]] == [("a", None), ("b", None), ("c", 50)]
+
+
+def _sometimes_wrong(v: int) -> Any:
+    return "x" if v == 2 else (True if v == 3 else v)
+
+
+def test_a_wrong_output_type_fails_alone_through_the_production_handler() -> None:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int).map_values(
+        _sometimes_wrong, value_type=int
+    ).to(Topic.jsonl("out", "/out/out"))
+    (spec,) = _chains(
+        b,
+        production_exception_handler=DeadLetterQueueProductionExceptionHandler,
+        dead_letter_queue_topic=Topic.jsonl("dlq", "/d"),
+    )
+    out = _same(spec, _batch(str, int, [(str(i), i) for i in range(6)]))
+    assert [r["value"] for r in out[:4]] == [0, 1, 4, 5]
+
+
+def test_a_failure_without_handler_names_the_record() -> None:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int).map_values(
+        lambda v: 1 // v, value_type=int
+    ).to(Topic.jsonl("out", "/out/out"))
+    (spec,) = _chains(b)
+    with pytest.raises(ProcessingFailed, match="topic=in partition=0 offset=0"):
+        list(make_chain(spec)(iter([_batch(str, int, [("a", 0)])])))
+
+
+def test_vectorized_steps_match_their_per_record_forms() -> None:
+    def per_record(vectorized: bool) -> ChainSpec:
+        b = StreamsBuilder()
+        s = b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int)
+        if vectorized:
+            s = s.filter(lambda vs: pc.greater(vs, 1), vectorized=True)
+            s = s.map_values(lambda vs: pc.multiply(vs, 10), vectorized=True, value_type=int)
+        else:
+            s = s.filter(lambda k, v: (v or 0) > 1).map_values(lambda v: v * 10, value_type=int)
+        s.map_values(lambda k, v: f"{k}={v}", value_type=str).to(Topic.jsonl("out", "/out/out"))
+        (spec,) = _chains(b)
+        return spec
+
+    batch = _batch(str, int, [("a", 1), ("b", None), ("c", 5), ("d", 2), ("e", 3)], side=4)
+    want = _run(make_chain, per_record(False), batch)
+    assert _run(make_chain, per_record(True), batch) == want
+    assert [r["value"] for r in want[0][:2]] == ["c=50", "d=20"]
+
+
+def _checked(vs: pa.Array) -> pa.Array:
+    if pc.any(pc.equal(vs, 0)).as_py():
+        raise ZeroDivisionError("a zero")
+    return pc.divide(100, vs)
+
+
+def test_a_failing_vectorized_batch_runs_again_record_by_record() -> None:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int).map_values(
+        _checked, vectorized=True, value_type=int
+    ).to(Topic.jsonl("out", "/out/out"))
+    (spec,) = _chains(
+        b,
+        processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
+        dead_letter_queue_topic=Topic.jsonl("dlq", "/d"),
+    )
+    records, side = _run(make_chain, spec, _batch(str, int, [("a", 4), ("b", 0), ("c", 50)]))
+    assert [(r["key"], r["value"]) for r in records] == [("a", 25), ("c", 2)]
+    dead = [dict(s) for s in side if dict(s)["kind"] == "dlq"]
+    assert [(d["src_offset"], d["dlq_value"], d["exception_message"]) for d in dead] == [
+        (1, "0", "a zero")
+    ]
+
+
+def test_a_vectorized_result_of_another_length_is_a_failure() -> None:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int).map_values(
+        lambda vs: vs.slice(1), vectorized=True, value_type=int
+    ).to(Topic.jsonl("out", "/out/out"))
+    (spec,) = _chains(b)
+    with pytest.raises(ProcessingFailed, match="as many values"):
+        list(make_chain(spec)(iter([_batch(str, int, [("a", 1), ("b", 2)])])))
+
+
+def test_a_vectorized_step_is_checked_when_built() -> None:
+    s = StreamsBuilder().stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int)
+    with pytest.raises(InvalidArgumentError, match="needs value_type="):
+        s.map_values(lambda vs: vs, vectorized=True)  # type: ignore[call-overload]
+    with pytest.raises(InvalidArgumentError, match="takes one argument"):
+        s.filter(lambda k, vs: vs, vectorized=True)  # type: ignore[call-overload]
+
+
+def _tags(o: Order) -> Any:
+    return {"x": o.tags} if o.qty else ["not", "a", "dict"]
+
+
+def _first_order(o: Order) -> Any:
+    return o if o.qty != 3 else dataclasses.replace(o, qty="three")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("fn", "value_type", "failing"),
+    [(_tags, dict[str, list[str]], 3), (_first_order, Order, 1)],
+    ids=["map", "record"],
+)
+def test_nested_values_of_the_wrong_shape_fail_alone(
+    fn: Any, value_type: Any, failing: int
+) -> None:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=Order).filter(
+        lambda k, v: v is not None
+    ).map_values(fn, value_type=value_type).to(Topic.jsonl("out", "/out/out"))
+    (spec,) = _chains(
+        b,
+        production_exception_handler=DeadLetterQueueProductionExceptionHandler,
+        dead_letter_queue_topic=Topic.jsonl("dlq", "/d"),
+    )
+    out = _same(spec, _batch(str, Order, ORDERS))
+    # the two batches (all of ORDERS, then from the fourth on) hold 9 orders that are not None
+    assert len(out) == 9 - failing
+
+
+_OPS = ["filter", "filter_not", "map_values", "map_values_key", "select_key", "map", "peek"]
+
+
+def _step(s: Any, op: str, m: int, bad: int) -> Any:
+    """One step whose function raises on values ``bad`` modulo ``m``, and whose
+    ``map_values`` sometimes gives a value of the wrong type (a str for an int)."""
+
+    def check(v: Any) -> Any:
+        if isinstance(v, int) and v % m == bad:
+            raise ValueError(f"{v} is bad")
+        return v
+
+    if op == "filter":
+        return s.filter(lambda k, v: check(v) % 3 != 0)
+    if op == "filter_not":
+        return s.filter_not(lambda k, v: check(v) % 4 == 0)
+    if op == "map_values":
+        return s.map_values(lambda v: "x" if v == 35 else check(v) + 1, value_type=int)
+    if op == "map_values_key":
+        return s.map_values(lambda k, v: check(v) * 2 + len(k or ""), value_type=int)
+    if op == "select_key":
+        return s.select_key(lambda k, v: f"{k}{check(v) % 5}", key_type=str)
+    if op == "map":
+        return s.map(lambda k, v: (str(v), check(v) - 1), key_type=str, value_type=int)
+    return s.peek(lambda k, v: check(v))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(_OPS), st.integers(2, 9), st.integers(0, 8)), max_size=5
+    ),
+    values=st.lists(st.integers(0, 60) | st.none(), min_size=1, max_size=30),
+    dead_letters=st.booleans(),
+)
+def test_any_chain_gives_what_the_record_chain_gives(
+    ops: list[tuple[str, int, int]], values: list[int | None], dead_letters: bool
+) -> None:
+    b = StreamsBuilder()
+    s = b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int).filter(
+        lambda k, v: v is not None
+    )
+    for op, m, bad in ops:
+        s = _step(s, op, m, bad % m)
+    s.to(Topic.jsonl("out", "/out/out"))
+    handlers: dict[str, Any] = (
+        {
+            "processing_exception_handler": DeadLetterQueueProcessingExceptionHandler,
+            "production_exception_handler": DeadLetterQueueProductionExceptionHandler,
+            "dead_letter_queue_topic": Topic.jsonl("dlq", "/d"),
+        }
+        if dead_letters
+        else {"processing_exception_handler": LogAndContinueProcessingExceptionHandler}
+    )
+    (spec,) = _chains(b, **handlers)
+    _same(spec, _batch(str, int, [(f"k{i}", v) for i, v in enumerate(values)]))
+
+
+def test_vectorized_steps_run_record_by_record_in_a_chain_with_a_flat_map() -> None:
+    def chain(vectorized: bool) -> ChainSpec:
+        b = StreamsBuilder()
+        s = b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int)
+        if vectorized:
+            s = s.filter(lambda vs: pc.greater(vs, 1), vectorized=True)
+            s = s.map_values(_checked, vectorized=True, value_type=int)
+        else:
+            s = s.filter(lambda k, v: (v or 0) > 1).map_values(lambda v: 100 // v, value_type=int)
+        s.flat_map_values(lambda v: [v, v + 1], value_type=int).to(Topic.jsonl("out", "/out/out"))
+        (spec,) = _chains(b, processing_exception_handler=LogAndContinueProcessingExceptionHandler)
+        return spec
+
+    batch = _batch(str, int, [("a", 1), ("b", None), ("c", 5), ("d", 2), ("e", 30)])
+    got = _run(make_chain, chain(True), batch)
+    assert got == _run(make_chain, chain(False), batch)
+    assert [r["value"] for r in got[0][:4]] == [20, 21, 50, 51]
