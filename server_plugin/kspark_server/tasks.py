@@ -62,7 +62,8 @@ STATE_FORMAT = taskstate.STATE_FORMAT
 
 def order(frame: pd.DataFrame) -> np.ndarray[Any, Any]:
     """Positions of ``frame``'s rows in processing order: offset order within each
-    (topic, partition); head-timestamp order across them."""
+    (topic, partition); head-timestamp order across them, a table's head before a
+    stream's at equal timestamps."""
     seq = frame["ks_seq"].to_numpy(dtype="int64", na_value=0)
     sub = frame["ks_sub"].to_numpy(dtype="int64", na_value=0)
     topic_code = pd.factorize(frame["topic"], use_na_sentinel=False)[0].astype("int64")
@@ -71,29 +72,36 @@ def order(frame: pd.DataFrame) -> np.ndarray[Any, Any]:
     if len(frame) == 0 or int(queue.max()) == 0:
         return np.lexsort((sub, seq))
     ts = frame["timestamp"].to_numpy(dtype="int64", na_value=0)
+    # at equal timestamps, a table update goes before a stream record (0 before 1): the join
+    # then sees the version valid from that time, as an as-of lookup (validFrom <= t) does
+    side = (
+        1 - frame["ks_jside"].to_numpy(dtype="int64", na_value=0)
+        if "ks_jside" in frame
+        else np.zeros(len(frame), dtype="int64")
+    )
     by_queue = np.lexsort((sub, seq, queue))
     q_sorted, ts_sorted = queue[by_queue], ts[by_queue]
     same = q_sorted[1:] == q_sorted[:-1]
     if not np.any(same & (ts_sorted[1:] < ts_sorted[:-1])):
         # every queue's timestamps rise in offset order (the usual case): the merge by head
         # timestamp is then a sort by (timestamp, position, queue), done in numpy
-        return np.lexsort((queue, sub, seq, ts))
+        return np.lexsort((queue, sub, seq, side, ts))
     lists = []
-    heads: list[tuple[int, int, int, int, int]] = []
+    heads: list[tuple[int, int, int, int, int, int]] = []
     for q in range(int(queue.max()) + 1):
         pos = np.flatnonzero(queue == q)
         pos = pos[np.lexsort((sub[pos], seq[pos]))].tolist()
         lists.append(pos)
         p = pos[0]
-        heads.append((int(ts[p]), int(seq[p]), int(sub[p]), q, 0))
+        heads.append((int(ts[p]), int(side[p]), int(seq[p]), int(sub[p]), q, 0))
     heapq.heapify(heads)
     out: list[int] = []
     while heads:
-        _, _, _, q, j = heapq.heappop(heads)
+        _, _, _, _, q, j = heapq.heappop(heads)
         out.append(lists[q][j])
         if j + 1 < len(lists[q]):
             p = lists[q][j + 1]
-            heapq.heappush(heads, (int(ts[p]), int(seq[p]), int(sub[p]), q, j + 1))
+            heapq.heappush(heads, (int(ts[p]), int(side[p]), int(seq[p]), int(sub[p]), q, j + 1))
     return np.asarray(out, dtype="int64")
 
 

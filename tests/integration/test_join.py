@@ -223,7 +223,8 @@ def _reference_join(
     batches: list[list[tuple[str, str | None, str | None, int]]], retention: int, left: bool
 ) -> list[str]:
     """What the join must output: records merged per micro-batch as the operator takes them
-    (offset order per topic, the smaller head timestamp first across topics), then looked
+    (offset order per topic, the smaller head timestamp first across topics, the table's at
+    equal timestamps), then looked
     up in a brute-force versioned store."""
     from support.models import VersionedReference
 
@@ -240,8 +241,9 @@ def _reference_join(
             queues[r[0]].append((r[3], seq, r))
         merged = []
         while queues["A"] or queues["B"]:
-            heads = [(q[0][0], q[0][1], side) for side, q in queues.items() if q]
-            _, _, side = min(heads)
+            # the smaller head timestamp first; at equal timestamps the table's (B) first
+            heads = [(q[0][0], side != "B", q[0][1], side) for side, q in queues.items() if q]
+            _, _, _, side = min(heads)
             merged.append(queues[side].pop(0)[2])
         for side, k, v, ts in merged:
             if side == "B":

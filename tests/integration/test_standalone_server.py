@@ -167,8 +167,17 @@ def test_example_app_with_a_dead_letter_config_file(
         "num_partitions = 2\n"
         "trigger_interval = 1\n"
         'deserialization_exception_handler = "dead-letter-queue"\n'
+        f'data_dir = "{data / "out"}"\n'
         "[dead_letter_queue_topic]\n"
         f'name = "dlq"\nformat = "parquet"\npath = "{data / "out" / "dlq"}"\n'
+        # the topology names its topics; the demo's files hold values, with key and time
+        # among their fields (as examples/payments.toml binds them)
+        "[topics.payments]\n"
+        f'format = "jsonl"\npath = "{data / "payments"}"\nlayout = "value"\n'
+        'key_field = "account"\ntimestamp_field = "ts"\n'
+        "[topics.rates]\n"
+        f'format = "jsonl"\npath = "{data / "rates"}"\nlayout = "value"\n'
+        'key_field = "currency"\ntimestamp_field = "ts"\n'
     )
     app_id = f"payments-{uuid.uuid4().hex[:6]}"
     cli = Cli(REPO, home, KSPARK_EXAMPLE_DATA=str(data))

@@ -222,6 +222,13 @@ def _server_address(url: str) -> tuple[str, int]:
 
 def _track(session: Any, url: str) -> None:
     _sessions[session] = _server_address(url)
+    # Reattachable execution releases each finished result stream from a background thread
+    # pool that retries, with backoff of up to a minute, while the server does not answer;
+    # Python joins those threads before any exit hook runs, so a client whose server was
+    # killed could not end for minutes. kspark's calls return small results, for which a
+    # reattach after a dropped stream buys little: its sessions run without it.
+    with contextlib.suppress(Exception):
+        session.client.disable_reattachable_execute()
     # atexit runs the hook registered last first. Creating the session registered its
     # client's cleanup (pyspark's SparkConnectClient._on_exit), so moving kspark's hook
     # behind it makes the hook run before every session's own cleanup.

@@ -278,6 +278,7 @@ def run_probe(spark: SparkSession, wanted: Iterable[Need]) -> WorkerReport:
     """Run the probe in one task on the server's workers."""
     from pyspark import cloudpickle
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
 
     import kspark_server
     from kspark_server.probe import probe
@@ -285,8 +286,10 @@ def run_probe(spark: SparkSession, wanted: Iterable[Need]) -> WorkerReport:
     # by value, as StreamsApp ships all of kspark_server: the workers need not have kspark
     cloudpickle.register_pickle_by_value(kspark_server)  # type: ignore[no-untyped-call]
     payload = json.dumps([[n.module, n.distribution] for n in wanted])
-    # a plain pickled UDF: it runs on a worker that lacks pyarrow or pandas too
-    fn = F.udf(probe, "string", useArrow=False)
+    # a plain pickled UDF: it runs on a worker that lacks pyarrow or pandas too. Its type
+    # as an object: a DDL string would be parsed through the active session, which a
+    # session the app was given need not be
+    fn = F.udf(probe, StringType(), useArrow=False)
     row = spark.range(1).select(fn(F.lit(payload)).alias("report")).collect()[0]
     return WorkerReport.from_json(row["report"])
 
