@@ -74,12 +74,19 @@ def write_data(path: str, n: int, small: int, batches: int, seed: int = 3) -> No
         _write(path, b, keys, T0 + b * 10_000)
 
 
+def _rows(p: dict[str, Any]) -> int:
+    """A progress's input rows (the client's progress has them per source)."""
+    return int(p.get("numInputRows") or sum(s.get("numInputRows") or 0 for s in p["sources"]))
+
+
 def small_batch_ms(query: Any, batches: int) -> float:
     """Median ``triggerExecution`` of the batches after the load."""
+    from kspark.runtime.metrics import progress_as_dict
+
     times = [
         p["durationMs"]["triggerExecution"]
-        for p in query.recentProgress
-        if p.get("numInputRows", 0) > 0 and p["batchId"] >= 1
+        for p in map(progress_as_dict, query.recentProgress)
+        if _rows(p) > 0 and p["batchId"] >= 1
     ]
     if len(times) < batches:
         raise RuntimeError(f"expected {batches} small batches, saw {len(times)}")
