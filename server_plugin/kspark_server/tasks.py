@@ -377,8 +377,13 @@ class TaskProcessor(StatefulProcessor):
         inc: str,
         sizes: list[int],
         before: dict[Any, Any],
+        has_base: bool,
     ) -> None:
-        """Write the batch's changes to the local store and the durable state."""
+        """Write the batch's changes to the local store and the durable state.
+
+        ``has_base`` and ``sizes`` (from :meth:`_open`) say what the durable state holds, so
+        the batch asks the state store nothing more: each question is a round trip to the
+        JVM."""
         kind, versioned = self.kind, self.versioned
         touched = list(self.touched)
         pairs = taskstate.change_pairs(kind, versioned, st, touched)
@@ -402,12 +407,10 @@ class TaskProcessor(StatefulProcessor):
         pairs.extend((k, None) for k in expired)
         change = stateenc.encode_frame(sc, pairs)
         base_bytes, log_bytes, log_len = sizes[1], sizes[2] + len(change), sizes[3] + 1
-        if not self.state.exists() or taskstate.should_compact(
-            base_bytes, log_bytes, log_len, self.min_base
-        ):
+        if not has_base or taskstate.should_compact(base_bytes, log_bytes, log_len, self.min_base):
             base = stateenc.encode_frame(sc, local.pairs())
             self.state.update((base,))
-            if self.log.exists():
+            if sizes[3]:  # the log's length as of the last batch
                 self.log.clear()
             base_bytes, log_bytes, log_len = len(base), 0, 0
         else:
@@ -458,7 +461,7 @@ class TaskProcessor(StatefulProcessor):
         out = Emitter()
         if batch is not None:
             self.process(st, batch, task, out)
-        self._save(st, local, inc, sizes, before)
+        self._save(st, local, inc, sizes, before, has_state)
         first = f"{batch.first('ks_seq')}:{batch.first('ks_sub')}" if batch is not None else ""
         chunk = f"{self.spec.store}:{task}:{first}"
         extra = self.extra_side(st, task, local.count())
