@@ -33,12 +33,13 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from kspark_server import codec, handling, localstore, placement, stateenc, taskstate
+from kspark_server import codec, handling, localstore, placement, stateenc, taskstate, transport
 from kspark_server.envelope import SideKind
 from kspark_server.spec import DedupSpec, JoinSpec, StatefulSpec, check_spec
 from kspark_server.versioned import VersionedStore
@@ -308,11 +309,12 @@ class TaskProcessor(StatefulProcessor):
         self.min_base = 0 if self.check_log else taskstate.MIN_BASE_BYTES
         self.guard = handling.Guard(self.spec.handling)
         packed = self.spec.packed
-        self.unpack_value = json.loads if packed.value else _identity
+        # msgspec parses JSON text about three times as fast as the json module
+        self.unpack_value = msgspec.json.decode if packed.value else _identity
         self.pack_out = json.dumps if packed.out else _identity
         self.decoders: dict[str, Any] = {"headers": headers_from_text}
         if packed.value:
-            self.decoders["value"] = json.loads
+            self.decoders["value"] = msgspec.json.decode
         self.setup()
 
     def setup(self) -> None:
@@ -442,10 +444,10 @@ class TaskProcessor(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
     ) -> Iterator[pd.DataFrame]:
-        frames = [f for f in rows if len(f)]
-        if not frames:
+        # the task's records arrive packed (kspark_server.transport)
+        pdf = transport.unpack(b for f in rows for b in f["ks_rows"].tolist())
+        if not len(pdf):
             return
-        pdf = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         is_side = pdf["ks_side"].notna().to_numpy()
         side_json = pdf["ks_side"][is_side].tolist() if is_side.any() else []
         main = pdf[~is_side] if len(side_json) else pdf
@@ -631,7 +633,7 @@ class JoinProcessor(TaskProcessor):
         self.joiner = s.joiner
         self.with_key = s.joiner_with_key
         # a JSON-packed table value is stored as its text, and parsed only when joined
-        self.unpack_table = json.loads if s.packed.tvalue else _identity
+        self.unpack_table = msgspec.json.decode if s.packed.tvalue else _identity
         self.store_plain = not s.packed.tvalue
         self.expired_puts = 0
 

@@ -459,6 +459,7 @@ def _stateful(
     stage: st.Stateful, df_of: Any, spark: SparkSession, resume: Resume | None
 ) -> DataFrame:
     from kspark_server.tasks import make_processor
+    from kspark_server.transport import PACKED_SCHEMA_DDL, pack_by_task
 
     spec = stage.spec
     stream = df_of(stage.stream)
@@ -488,9 +489,12 @@ def _stateful(
     if packed.tvalue:
         stream = stream.withColumn("ks_tvalue", F.to_json("ks_tvalue"))
     stream = stream.withColumn("headers", _headers_text(F.col("headers")))
+    # records cross into the operator packed, one row per task and Arrow batch
+    # (kspark_server.transport: Spark's runner would otherwise handle them row by row)
     grouped = (
         stream.withColumn("ks_hash", _hash(stage.task_column))
         .withColumn("ks_task", _task(stage.task_column, stage.num_partitions))
+        .mapInArrow(pack_by_task, PACKED_SCHEMA_DDL)
         .groupBy("ks_task")
     )
     initial = None
