@@ -159,11 +159,8 @@ class TopicSpec:
             The topic's name in the topology.
         path
             The directory.
-        layout
-            ``"envelope"`` (``key``, ``value``, ``timestamp`` fields) or ``"value"`` (each
-            line is a value).
-        key_field, timestamp_field
-            With ``layout="value"``, the fields to take the key and the timestamp from.
+        layout, key_field, timestamp_field
+            As for :class:`TopicSpec`.
 
         Returns
         -------
@@ -202,11 +199,8 @@ class TopicSpec:
             The topic's name in the topology.
         path
             The directory.
-        layout
-            ``"envelope"`` (``key``, ``value``, ``timestamp`` columns) or ``"value"`` (each
-            row is a value).
-        key_field, timestamp_field
-            With ``layout="value"``, the columns to take the key and the timestamp from.
+        layout, key_field, timestamp_field
+            As for :class:`TopicSpec`.
 
         Returns
         -------
@@ -288,11 +282,8 @@ class TopicSpec:
             The topic's name in the topology.
         table_name
             The Spark table's name; None: ``name``.
-        layout
-            ``"envelope"`` (``key``, ``value``, ``timestamp`` columns) or ``"value"`` (each
-            row is a value).
-        key_field, timestamp_field
-            With ``layout="value"``, the columns to take the key and the timestamp from.
+        layout, key_field, timestamp_field
+            As for :class:`TopicSpec`.
 
         Returns
         -------
