@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-__all__ = ["KafkaClient", "ProgressMode", "TopicFormat", "TopicLayout", "TopicRole"]
+__all__ = ["HandlerName", "KafkaClient", "ProgressMode", "TopicFormat", "TopicLayout", "TopicRole"]
 
 #: Where a topic lives (``Topic.format``): a directory of JSON-lines, Parquet or CSV files,
 #: a Spark table, or a Kafka topic.
@@ -31,6 +31,10 @@ TopicRole: TypeAlias = Literal["source", "sink"]
 #: connector, kspark's Python source and sink, or ``"auto"`` (the JVM one when the server
 #: has it).
 KafkaClient: TypeAlias = Literal["auto", "jvm", "python"]
+
+#: The short names of the built-in exception handlers, which ``StreamsConfig``'s
+#: ``*_exception_handler`` options (and config files) take in place of a class.
+HandlerName: TypeAlias = Literal["log-and-fail", "log-and-continue", "dead-letter-queue"]
 
 #: How a running app shows its progress (``StreamsApp.start(progress=...)``).
 ProgressMode: TypeAlias = Literal["auto", "terminal", "notebook", "none"]

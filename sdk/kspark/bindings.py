@@ -37,10 +37,28 @@ __all__ = ["bind_topology", "topic_names"]
 def topic_names(topology: Topology) -> dict[str, TopicSpec | None]:
     """Each topic name of ``topology``, with the ``Topic`` the topology binds it to, if any.
 
+    Parameters
+    ----------
+    topology
+        The topology.
+
+    Returns
+    -------
+    dict
+        Topic name to its ``Topic``, or to None where the topology gives only the name.
+
     Raises
     ------
     InvalidTopologyError
         If the topology binds one name to two different Topics.
+
+    Examples
+    --------
+    >>> from kspark import StreamsBuilder, Topic
+    >>> b = StreamsBuilder()
+    >>> b.stream("orders").to(Topic.jsonl("checked", "/out/checked"))
+    >>> {name: topic and topic.format for name, topic in topic_names(b.build()).items()}
+    {'orders': None, 'checked': 'jsonl'}
     """
     names: dict[str, TopicSpec | None] = {}
     for node in topology.nodes():
@@ -85,6 +103,15 @@ def bind_topology(topology: Topology, config: StreamsConfig) -> Topology:
         If ``config.topics`` binds a name to another Topic than the topology does.
     UnboundTopicError
         If names are left unbound; the message lists all of them and the ways to bind them.
+
+    Examples
+    --------
+    >>> from kspark import StreamsBuilder, StreamsConfig
+    >>> b = StreamsBuilder()
+    >>> b.stream("orders").to("checked")
+    >>> config = StreamsConfig(application_id="shop", bootstrap_servers="kafka:9092")
+    >>> [s.topic.option_dict() for s in bind_topology(b.build(), config).sinks]
+    [{'kafka.bootstrap.servers': 'kafka:9092'}]
     """
     names = topic_names(topology)
     explicit = config.topic_bindings

@@ -8,13 +8,13 @@ import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from typing import Any, get_args
+from typing import Any, TypeGuard, get_args
 
 import attrs
 
 from kspark import errors
 from kspark._paths import resolve_path
-from kspark._typing import KafkaClient
+from kspark._typing import HandlerName, KafkaClient
 from kspark.errors import ConfigError, KSparkError
 from kspark.plan.nodes import TopicSpec
 
@@ -28,6 +28,22 @@ def check_application_id(value: object) -> str:
 
     The id names files and folders (checkpoints, ``~/.kspark/apps/<id>.json``), so it must
     match as a whole: ``fullmatch``, because ``$`` would also accept a trailing newline.
+
+    Parameters
+    ----------
+    value
+        The id to check.
+
+    Returns
+    -------
+    str
+        ``value``, a valid id.
+
+    Raises
+    ------
+    ConfigError
+        If ``value`` is not 1-200 letters, digits, ``.``, ``_`` or ``-`` starting with a
+        letter or digit.
 
     Examples
     --------
@@ -128,7 +144,7 @@ def _topic_from_mapping(name: str, data: Any) -> TopicSpec:
 
 # Per handler option: the handler base class it takes, and the Kafka-style short names a
 # config file may use for the built-in handlers.
-_HANDLERS: dict[str, tuple[type, dict[str, type]]] = {
+_HANDLERS: dict[str, tuple[type, dict[HandlerName, type]]] = {
     "processing_exception_handler": (
         errors.ProcessingExceptionHandler,
         {
@@ -154,6 +170,10 @@ _HANDLERS: dict[str, tuple[type, dict[str, type]]] = {
         },
     ),
 }
+
+
+def _is_handler_name(value: str) -> TypeGuard[HandlerName]:
+    return value in get_args(HandlerName)
 
 
 def _import_handler(option: str, ref: str, accepted: str) -> object:
@@ -192,7 +212,9 @@ def _check_handler(option: str, value: object) -> object:
     base, names = _HANDLERS[option]
     accepted = ", ".join(repr(name) for name in names)
     if isinstance(value, str):
-        value = names.get(value) or _import_handler(option, value, accepted)
+        value = (
+            names[value] if _is_handler_name(value) else _import_handler(option, value, accepted)
+        )
     cls = value if isinstance(value, type) else type(value)
     wrong = [b for b, _ in _HANDLERS.values() if b is not base and issubclass(cls, b)]
     if wrong or not callable(getattr(value, "handle", None)):
@@ -249,108 +271,147 @@ def _conf_tuple(
 class StreamsConfig:
     """The settings of a kspark app.
 
+    Every option is a keyword argument; only ``application_id`` is required. A JSON or
+    TOML file of the same names is read by :meth:`from_mapping`.
+
+    Parameters
+    ----------
+    application_id
+        Identifies the app: it names the streaming query and the checkpoint folder.
+    checkpoint_dir
+        Where the app keeps its checkpoints and state, on the Spark server's file system.
+        Defaults to ``<tmp>/kspark/<application_id>``. A relative or ``~`` path is
+        resolved on the client, against its working directory; a URI is kept as it is.
+    num_partitions
+        The number of tasks: logical partitions by key hash, like a Kafka topic's
+        partitions. Stream time and state are per task. To change it on an existing
+        checkpoint, use :meth:`kspark.StreamsApp.rescale` (``kspark rescale``).
+    shuffle_partitions
+        Physical parallelism of the shuffles (``spark.sql.shuffle.partitions``).
+        Defaults to ``num_partitions``.
+    max_files_per_trigger
+        For file sources, the most files per micro-batch (None: all new files).
+    trigger_interval
+        Trigger interval of :meth:`StreamsApp.start` (None: a batch as soon as the last
+        ends).
+    processing_exception_handler
+        Handler for exceptions thrown by user functions (KIP-1033): an instance, a class,
+        a built-in's short name (``"log-and-fail"``, ``"log-and-continue"``,
+        ``"dead-letter-queue"``) or a class's path ``"package.module:ClassName"``. Names
+        are resolved to their class when the config is built.
+    deserialization_exception_handler
+        Handler for records that cannot be read as the declared key or value type; given
+        as for ``processing_exception_handler``.
+    production_exception_handler
+        Handler for records that cannot be written to a sink; given as for
+        ``processing_exception_handler``.
+    dead_letter_queue_topic
+        Where dead-letter records go (KIP-1034), for handlers that resume with them. In a
+        config file, a table of the topic's fields:
+        ``{name = "dlq", format = "jsonl", path = "/data/dlq"}``.
+    kafka_client
+        How Kafka topics are read and written: ``"auto"`` (the JVM connector if the
+        server has it, else kspark's Python Kafka source and sink), ``"jvm"`` or
+        ``"python"``.
+    state_snapshot_min_deltas
+        A snapshot of a state partition is taken after this many micro-batches
+        (changelog files) since the last one
+        (``spark.sql.streaming.stateStore.minDeltasForSnapshot``). A restore loads the
+        last snapshot and replays the changelog files after it, so this bounds the replay.
+    state_maintenance_interval
+        How often the state store's background maintenance uploads snapshots and deletes
+        old files (``spark.sql.streaming.stateStore.maintenanceInterval``). Spark reads it
+        once per executor JVM, when the first stateful query of that JVM starts: set it at
+        server start on a shared cluster (see docs/configuration.md).
+    state_min_batches_to_retain
+        Micro-batches of state history kept in the checkpoint
+        (``spark.sql.streaming.minBatchesToRetain``); older snapshots and changelog files
+        are deleted by maintenance.
+    state_changelog_checkpointing
+        RocksDB changelog checkpointing: each micro-batch writes only its changes, and
+        snapshots are uploaded in the background
+        (``spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled``).
+    state_compact_on_commit
+        Compact RocksDB on every commit
+        (``spark.sql.streaming.stateStore.rocksdb.compactOnCommit``): smaller snapshots,
+        slower commits.
+    state_memory_mb
+        Bound the memory of all RocksDB state stores of an executor to this many MiB
+        (``spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage`` and
+        ``maxMemoryUsageMB``). None: unbounded, Spark's default. The first bounded store
+        of a JVM fixes the size.
+    topics
+        Bindings of the topology's topic names to where they live: name ->
+        ``Topic.jsonl(...)``, ``Topic.parquet(...)``, ``Topic.kafka(...)`` or
+        ``Topic.table(...)``. Given as a mapping, stored as a tuple of ``(name, Topic)``
+        pairs sorted by name. A name the topology binds itself (``stream(Topic...)``) must
+        not be bound to another Topic here.
+    bootstrap_servers
+        Every name without a binding in ``topics`` is a Kafka topic of that name on this
+        cluster (``host:port[,host:port...]``).
+    data_dir
+        Otherwise, every name without a binding is a directory of JSON lines in the
+        envelope layout, ``<data_dir>/<name>``, on the Spark server's file system.
+    spark_conf
+        Extra Spark SQL settings applied to the session before the app starts; they
+        override the settings above.
+
     Examples
     --------
-    >>> cfg = StreamsConfig(application_id="payments", num_partitions=8)
-    >>> cfg.num_partitions
-    8
+    >>> from kspark import Topic
+    >>> cfg = StreamsConfig(
+    ...     application_id="payments",
+    ...     num_partitions=8,
+    ...     processing_exception_handler="log-and-continue",
+    ...     topics={"rates": Topic.parquet("rates", "/lake/rates")},
+    ...     data_dir="/data",
+    ... )
+    >>> cfg.num_partitions, cfg.processing_exception_handler.__name__
+    (8, 'LogAndContinueProcessingExceptionHandler')
     >>> StreamsConfig(application_id="bad id")
     Traceback (most recent call last):
     ...
     kspark.errors.ConfigError: [KSPARK_INVALID_CONFIG] application_id must be ...
     """
 
-    #: Identifies the app: it names the streaming query and the checkpoint folder.
     application_id: str = attrs.field(validator=_check_app_id)
-    #: Where the app keeps its checkpoints and state, on the Spark server's file system.
-    #: Defaults to ``<tmp>/kspark/<application_id>``. A relative or ``~`` path is resolved
-    #: on the client, against its working directory; a URI is kept as it is.
     checkpoint_dir: str = attrs.field(default=None)
-    #: The number of tasks: logical partitions by key hash, like a Kafka topic's partitions.
-    #: Stream time and state are per task. To change it on an existing checkpoint, use
-    #: :meth:`kspark.StreamsApp.rescale` (``kspark rescale``).
     num_partitions: int = attrs.field(default=4, validator=_positive_int("num_partitions"))
-    #: Physical parallelism of the shuffles (``spark.sql.shuffle.partitions``).
-    #: Defaults to ``num_partitions``.
     shuffle_partitions: int | None = attrs.field(
         default=None, validator=_optional_positive_int("shuffle_partitions")
     )
-    #: For file sources, the most files per micro-batch (None: all new files).
     max_files_per_trigger: int | None = attrs.field(
         default=None, validator=_optional_positive_int("max_files_per_trigger")
     )
-    #: Trigger interval of :meth:`StreamsApp.start` (None: a batch as soon as the last ends).
     trigger_interval: timedelta | None = None
-    #: Handler for exceptions thrown by user functions (KIP-1033): an instance, a class,
-    #: a built-in's short name (``"log-and-fail"``, ``"log-and-continue"``,
-    #: ``"dead-letter-queue"``) or a class's path ``"package.module:ClassName"``. Names
-    #: are resolved to their class when the config is built.
     processing_exception_handler: Any = attrs.field(default=None, converter=_processing_handler)
-    #: Handler for records that cannot be read as the declared key or value type; given
-    #: as for ``processing_exception_handler``.
     deserialization_exception_handler: Any = attrs.field(
         default=None, converter=_deserialization_handler
     )
-    #: Handler for records that cannot be written to a sink; given as for
-    #: ``processing_exception_handler``.
     production_exception_handler: Any = attrs.field(default=None, converter=_production_handler)
-    #: Where dead-letter records go (KIP-1034), for handlers that resume with them. In a
-    #: config file, a table of the topic's fields:
-    #: ``{name = "dlq", format = "jsonl", path = "/data/dlq"}``.
     dead_letter_queue_topic: TopicSpec | None = attrs.field(default=None, converter=_topic)
-    #: How Kafka topics are read and written: ``"auto"`` (the JVM connector if the server
-    #: has it, else kspark's Python Kafka source and sink), ``"jvm"`` or ``"python"``.
     kafka_client: KafkaClient = attrs.field(default="auto", validator=_check_kafka_client)
-    #: State-store snapshots: a snapshot of a state partition is taken after this many
-    #: micro-batches (changelog files) since the last one
-    #: (``spark.sql.streaming.stateStore.minDeltasForSnapshot``). A restore loads the last
-    #: snapshot and replays the changelog files after it, so this bounds the replay.
     state_snapshot_min_deltas: int = attrs.field(
         default=5, validator=_positive_int("state_snapshot_min_deltas")
     )
-    #: How often the state store's background maintenance uploads snapshots and deletes old
-    #: files (``spark.sql.streaming.stateStore.maintenanceInterval``). Spark reads it once per
-    #: executor JVM, when the first stateful query of that JVM starts: set it at server start
-    #: on a shared cluster (see docs/configuration.md).
     state_maintenance_interval: timedelta = timedelta(seconds=30)
-    #: Micro-batches of state history kept in the checkpoint
-    #: (``spark.sql.streaming.minBatchesToRetain``); older snapshots and changelog files are
-    #: deleted by maintenance.
     state_min_batches_to_retain: int = attrs.field(
         default=100, validator=_positive_int("state_min_batches_to_retain")
     )
-    #: RocksDB changelog checkpointing: each micro-batch writes only its changes, and
-    #: snapshots are uploaded in the background
-    #: (``spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled``).
     state_changelog_checkpointing: bool = attrs.field(
         default=True, validator=_bool("state_changelog_checkpointing")
     )
-    #: Compact RocksDB on every commit (``spark.sql.streaming.stateStore.rocksdb.compactOnCommit``):
-    #: smaller snapshots, slower commits.
     state_compact_on_commit: bool = attrs.field(
         default=False, validator=_bool("state_compact_on_commit")
     )
-    #: Bound the memory of all RocksDB state stores of an executor to this many MiB
-    #: (``spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage`` and ``maxMemoryUsageMB``).
-    #: None: unbounded, Spark's default. The first bounded store of a JVM fixes the size.
     state_memory_mb: int | None = attrs.field(
         default=None, validator=_optional_positive_int("state_memory_mb")
     )
-    #: Bindings of the topology's topic names to where they live: name -> ``Topic.jsonl(...)``,
-    #: ``Topic.parquet(...)``, ``Topic.kafka(...)`` or ``Topic.table(...)``. Given as a
-    #: mapping, stored as a tuple of ``(name, Topic)`` pairs sorted by name. A name the
-    #: topology binds itself (``stream(Topic...)``) must not be bound to another Topic here.
     topics: tuple[tuple[str, TopicSpec], ...] = attrs.field(default=None, converter=_topics_tuple)
-    #: Every name without a binding in ``topics`` is a Kafka topic of that name on this
-    #: cluster (``host:port[,host:port...]``).
     bootstrap_servers: str | None = attrs.field(
         default=None, validator=_optional_str("bootstrap_servers")
     )
-    #: Otherwise, every name without a binding is a directory of JSON lines in the envelope
-    #: layout, ``<data_dir>/<name>``, on the Spark server's file system.
     data_dir: str | None = attrs.field(default=None, validator=_optional_str("data_dir"))
-    #: Extra Spark SQL settings applied to the session before the app starts; they override
-    #: the settings above.
     spark_conf: tuple[tuple[str, str], ...] = attrs.field(default=None, converter=_conf_tuple)
 
     def __attrs_post_init__(self) -> None:
@@ -395,15 +456,56 @@ class StreamsConfig:
 
     @property
     def effective_shuffle_partitions(self) -> int:
+        """``shuffle_partitions``, or ``num_partitions`` when it is None."""
         return self.shuffle_partitions or self.num_partitions
 
     def with_(self, **changes: Any) -> StreamsConfig:
-        """A copy with ``changes`` applied (and validated)."""
+        """A copy with ``changes`` applied (and validated).
+
+        Parameters
+        ----------
+        **changes
+            Options to change, by name.
+
+        Returns
+        -------
+        StreamsConfig
+            The new config; this one is unchanged.
+
+        Examples
+        --------
+        >>> cfg = StreamsConfig(application_id="a")
+        >>> cfg.with_(num_partitions=2).num_partitions, cfg.num_partitions
+        (2, 4)
+        """
         return attrs.evolve(self, **changes)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> StreamsConfig:
-        """A config from a dict, as read from a JSON or TOML file; unknown keys are errors."""
+        """A config from a dict, as read from a JSON or TOML file; unknown keys are errors.
+
+        Parameters
+        ----------
+        data
+            Option names to values. Durations may be numbers of seconds, handlers short
+            names or ``"package.module:ClassName"``, and ``topics`` a table of tables of
+            ``Topic`` fields.
+
+        Returns
+        -------
+        StreamsConfig
+            The validated config.
+
+        Examples
+        --------
+        >>> cfg = StreamsConfig.from_mapping({
+        ...     "application_id": "payments",
+        ...     "trigger_interval": 5,
+        ...     "topics": {"rates": {"format": "parquet", "path": "/lake/rates"}},
+        ... })
+        >>> cfg.trigger_interval, cfg.topic_bindings["rates"].format
+        (datetime.timedelta(seconds=5), 'parquet')
+        """
         known = {a.name for a in attrs.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:

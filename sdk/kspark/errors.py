@@ -25,55 +25,21 @@ from typing import Any, ClassVar
 
 # The exception handler API runs in the server's workers, so it lives in kspark_server;
 # user code imports it from here.
-from kspark_server.handlers import (
-    Action,
-    DeadLetterQueueDeserializationExceptionHandler,
-    DeadLetterQueueProcessingExceptionHandler,
-    DeadLetterQueueProductionExceptionHandler,
-    DeadLetterRecord,
-    DeserializationExceptionHandler,
-    ErrorHandlerContext,
-    LogAndContinueDeserializationExceptionHandler,
-    LogAndContinueProcessingExceptionHandler,
-    LogAndContinueProductionExceptionHandler,
-    LogAndFailDeserializationExceptionHandler,
-    LogAndFailProcessingExceptionHandler,
-    LogAndFailProductionExceptionHandler,
-    Origin,
-    ProcessingExceptionHandler,
-    ProductionExceptionHandler,
-    Response,
-)
+from kspark_server import handlers as _handlers
+from kspark_server.handlers import *  # noqa: F403
 
 __all__ = [
-    "Action",
     "AppAlreadyRunningError",
     "CodeShippingError",
     "CompilationError",
     "ConfigError",
-    "DeadLetterQueueDeserializationExceptionHandler",
-    "DeadLetterQueueProcessingExceptionHandler",
-    "DeadLetterQueueProductionExceptionHandler",
-    "DeadLetterRecord",
     "DeserializationError",
-    "DeserializationExceptionHandler",
-    "ErrorHandlerContext",
     "HandlerError",
     "InvalidArgumentError",
     "InvalidTopologyError",
     "KSparkError",
-    "LogAndContinueDeserializationExceptionHandler",
-    "LogAndContinueProcessingExceptionHandler",
-    "LogAndContinueProductionExceptionHandler",
-    "LogAndFailDeserializationExceptionHandler",
-    "LogAndFailProcessingExceptionHandler",
-    "LogAndFailProductionExceptionHandler",
     "MissingDependencyError",
-    "Origin",
     "ProcessingError",
-    "ProcessingExceptionHandler",
-    "ProductionExceptionHandler",
-    "Response",
     "ServerError",
     "ServerUnreachableError",
     "StreamsAppError",
@@ -81,6 +47,7 @@ __all__ = [
     "UnboundTopicError",
     "UnknownAppError",
 ]
+__all__ += _handlers.__all__
 
 
 class KSparkError(Exception):

@@ -151,6 +151,8 @@ class Handler(Protocol):
 class _Handler:
     #: True for handlers that write to ``StreamsConfig.dead_letter_queue_topic``
     writes_dead_letters: ClassVar[bool] = False
+    #: what failed, for the built-in handlers' log lines
+    _kind: ClassVar[str] = ""
 
     def configure(self, config: Any) -> None:
         """Called once with the app's :class:`~kspark.StreamsConfig` before it starts."""
@@ -163,6 +165,8 @@ class ProcessingExceptionHandler(_Handler):
     ``StreamsConfig(processing_exception_handler=...)``. It runs on the Spark server.
     """
 
+    _kind = "processing"
+
     def handle(
         self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
     ) -> Response:
@@ -172,6 +176,8 @@ class ProcessingExceptionHandler(_Handler):
 class DeserializationExceptionHandler(_Handler):
     """Decides what happens to a record whose key or value cannot be read as its type."""
 
+    _kind = "deserialization"
+
     def handle(
         self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
     ) -> Response:
@@ -180,6 +186,8 @@ class DeserializationExceptionHandler(_Handler):
 
 class ProductionExceptionHandler(_Handler):
     """Decides what happens to a record that cannot be written to its sink."""
+
+    _kind = "production"
 
     def handle(
         self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
@@ -201,89 +209,70 @@ def _log_failure(kind: str, context: ErrorHandlerContext, exception: Exception, 
     )
 
 
-def _dead_letter(context: ErrorHandlerContext) -> DeadLetterRecord:
-    return DeadLetterRecord(context.source_raw_key, context.source_raw_value)
+# The three built-in behaviours, each mixed into the three handler kinds below (which
+# give ``_kind``), as Kafka Streams has LogAndFail, LogAndContinue and DeadLetterQueue
+# handlers of each kind.
+class _LogAndFail(_Handler):
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
+        _log_failure(self._kind, context, exception, "failing")
+        return Response.fail()
 
 
-class LogAndFailProcessingExceptionHandler(ProcessingExceptionHandler):
+class _LogAndContinue(_Handler):
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
+        _log_failure(self._kind, context, exception, "dropping the record")
+        return Response.continue_()
+
+
+class _DeadLetterQueue(_Handler):
+    writes_dead_letters = True
+
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
+        _log_failure(self._kind, context, exception, "sending it to the dead-letter queue")
+        return Response.resume([DeadLetterRecord(context.source_raw_key, context.source_raw_value)])
+
+
+class LogAndFailProcessingExceptionHandler(_LogAndFail, ProcessingExceptionHandler):
     """The default: log the failure and stop the app."""
 
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("processing", context, exception, "failing")
-        return Response.fail()
 
-
-class LogAndContinueProcessingExceptionHandler(ProcessingExceptionHandler):
+class LogAndContinueProcessingExceptionHandler(_LogAndContinue, ProcessingExceptionHandler):
     """Log the failure, drop the record and go on."""
 
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("processing", context, exception, "dropping the record")
-        return Response.continue_()
 
-
-class DeadLetterQueueProcessingExceptionHandler(ProcessingExceptionHandler):
+class DeadLetterQueueProcessingExceptionHandler(_DeadLetterQueue, ProcessingExceptionHandler):
     """Send the failing record to the dead-letter topic and go on."""
 
-    writes_dead_letters = True
 
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("processing", context, exception, "sending it to the dead-letter queue")
-        return Response.resume([_dead_letter(context)])
+class LogAndFailDeserializationExceptionHandler(_LogAndFail, DeserializationExceptionHandler):
+    """The default: log the failure and stop the app."""
 
 
-class LogAndFailDeserializationExceptionHandler(DeserializationExceptionHandler):
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("deserialization", context, exception, "failing")
-        return Response.fail()
+class LogAndContinueDeserializationExceptionHandler(
+    _LogAndContinue, DeserializationExceptionHandler
+):
+    """Log the failure, drop the record and go on."""
 
 
-class LogAndContinueDeserializationExceptionHandler(DeserializationExceptionHandler):
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("deserialization", context, exception, "dropping the record")
-        return Response.continue_()
+class DeadLetterQueueDeserializationExceptionHandler(
+    _DeadLetterQueue, DeserializationExceptionHandler
+):
+    """Send the record to the dead-letter topic and go on."""
 
 
-class DeadLetterQueueDeserializationExceptionHandler(DeserializationExceptionHandler):
-    writes_dead_letters = True
-
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("deserialization", context, exception, "sending it to the dead-letter queue")
-        return Response.resume([_dead_letter(context)])
+class LogAndFailProductionExceptionHandler(_LogAndFail, ProductionExceptionHandler):
+    """The default: log the failure and stop the app."""
 
 
-class LogAndFailProductionExceptionHandler(ProductionExceptionHandler):
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("production", context, exception, "failing")
-        return Response.fail()
+class LogAndContinueProductionExceptionHandler(_LogAndContinue, ProductionExceptionHandler):
+    """Log the failure, drop the record and go on."""
 
 
-class LogAndContinueProductionExceptionHandler(ProductionExceptionHandler):
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("production", context, exception, "dropping the record")
-        return Response.continue_()
-
-
-class DeadLetterQueueProductionExceptionHandler(ProductionExceptionHandler):
-    writes_dead_letters = True
-
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        _log_failure("production", context, exception, "sending it to the dead-letter queue")
-        return Response.resume([_dead_letter(context)])
+class DeadLetterQueueProductionExceptionHandler(_DeadLetterQueue, ProductionExceptionHandler):
+    """Send the record to the dead-letter topic and go on."""

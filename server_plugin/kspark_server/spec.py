@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, get_args
 
 from kspark_server.handlers import Handler
 from kspark_server.paths import normalize_path
@@ -143,7 +143,7 @@ TypeSpec = PrimSpec | ListSpec | MapSpec | RecordSpec | JsonSpec
 
 
 def _check_type(t: object, where: str) -> None:
-    if not isinstance(t, PrimSpec | ListSpec | MapSpec | RecordSpec | JsonSpec):
+    if not isinstance(t, TypeSpec):
         raise SpecError(f"{where}: not a type spec: {t!r}")
 
 
@@ -281,18 +281,7 @@ Step = (
     | TableMapValuesStep
 )
 
-_STEPS = (
-    FilterStep,
-    MapStep,
-    MapValuesStep,
-    FlatMapStep,
-    FlatMapValuesStep,
-    SelectKeyStep,
-    PeekStep,
-    BranchStep,
-    TableFilterStep,
-    TableMapValuesStep,
-)
+_STEPS: tuple[type, ...] = get_args(Step)
 
 
 # -- parts of operator specs --------------------------------------------------------------
@@ -454,7 +443,7 @@ class SinksSpec:
 
 StatefulSpec = DedupSpec | JoinSpec
 OperatorSpec = ChainSpec | DedupIdSpec | DedupSpec | JoinSpec | SinksSpec
-_OPERATORS = (ChainSpec, DedupIdSpec, DedupSpec, JoinSpec, SinksSpec)
+_OPERATORS: tuple[type, ...] = get_args(OperatorSpec)
 
 
 _S = TypeVar("_S", bound=OperatorSpec)

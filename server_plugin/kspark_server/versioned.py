@@ -68,12 +68,6 @@ class VersionedStore:
     def empty_state() -> dict[str, Any]:
         return {"time": None, "data": {}}
 
-    @property
-    def observed_time(self) -> int | None:
-        """The largest timestamp put so far (the store's stream time)."""
-        t = self.state["time"]
-        return None if t is None else int(t)
-
     def _too_old(self, ts: int) -> bool:
         t = self.state["time"]
         return t is not None and ts < t - self.retention
@@ -130,9 +124,6 @@ class VersionedStore:
         tss, vals = versions
         i = bisect.bisect_right(tss, ts) - 1
         return vals[i] if i >= 0 else None
-
-    def in_retention(self, ts: int) -> bool:
-        return not self._too_old(int(ts))
 
     def versions(
         self, key: Hashable, from_ts: int | None = None, to_ts: int | None = None

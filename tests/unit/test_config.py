@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from kspark import StreamsConfig
+from kspark._typing import HandlerName
 from kspark.errors import ConfigError
 
 
@@ -101,6 +103,20 @@ def test_handler_short_names_resolve_to_their_class() -> None:
         is errors.DeadLetterQueueDeserializationExceptionHandler
     )
     assert cfg.production_exception_handler is errors.LogAndFailProductionExceptionHandler
+
+
+@pytest.mark.parametrize("option", ["processing", "deserialization", "production"], ids=lambda o: o)
+@pytest.mark.parametrize("short", get_args(HandlerName))
+def test_every_handler_name_of_the_literal_resolves_for_every_option(
+    option: str, short: str
+) -> None:
+    from kspark import errors
+
+    cfg = StreamsConfig(application_id="a", **{f"{option}_exception_handler": short})
+    # "log-and-fail" -> LogAndFail<Option>ExceptionHandler
+    camel = "".join(part.title() for part in short.split("-"))
+    expected = getattr(errors, f"{camel}{option.title()}ExceptionHandler")
+    assert getattr(cfg, f"{option}_exception_handler") is expected
 
 
 def test_unknown_handler_name_names_the_key_and_the_accepted_names() -> None:

@@ -433,27 +433,8 @@ class Joined:
         """
         return attrs.evolve(self, name=name)
 
-    @factory
-    def with_name(self, name: str) -> Joined:
-        """A copy named ``name``; the same as :meth:`as_`.
-
-        Parameters
-        ----------
-        name
-            The join processor's name.
-
-        Returns
-        -------
-        Joined
-            The option object, with its grace period kept.
-
-        Examples
-        --------
-        >>> from datetime import timedelta
-        >>> Joined.with_grace_period(timedelta(seconds=5)).with_name("convert").name
-        'convert'
-        """
-        return attrs.evolve(self, name=name)
+    #: Kafka Streams' name for :meth:`as_`
+    with_name = as_
 
     @factory
     def with_grace_period(self, grace: timedelta) -> Joined:
@@ -541,26 +522,8 @@ class Deduplicated:
         """
         return attrs.evolve(self, name=name)
 
-    @factory
-    def with_name(self, name: str) -> Deduplicated:
-        """A copy named ``name``; the same as :meth:`as_`.
-
-        Parameters
-        ----------
-        name
-            The processor's name.
-
-        Returns
-        -------
-        Deduplicated
-            The option object, with its store name kept.
-
-        Examples
-        --------
-        >>> Deduplicated.with_name("dedup").name
-        'dedup'
-        """
-        return attrs.evolve(self, name=name)
+    #: Kafka Streams' name for :meth:`as_`
+    with_name = as_
 
     @factory
     def with_store_name(self, store_name: str) -> Deduplicated:

@@ -62,6 +62,19 @@ class StreamsBuilder:
     Processor names are generated from a per-builder counter
     (``KSTREAM-FILTER-0000000001``), so the same code always gives the same names and the
     same state store names across restarts.
+
+    Examples
+    --------
+    >>> from kspark import StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> b.stream("clicks", key_type=str, value_type=str).to("copy")
+    >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
+    Topologies:
+       Sub-topology: 0
+        Source: KSTREAM-SOURCE-0000000000 (topics: [clicks])
+          --> KSTREAM-SINK-0000000001
+        Sink: KSTREAM-SINK-0000000001 (topic: copy)
+          <-- KSTREAM-SOURCE-0000000000
     """
 
     def __init__(self) -> None:
@@ -144,6 +157,11 @@ class StreamsBuilder:
             (``dict``, ``list`` and ``typing.Any`` declare the same).
         named
             A processor name instead of the generated ``KSTREAM-SOURCE-<n>``.
+
+        Returns
+        -------
+        KStream
+            The topic's records, typed ``KStream[K, V]`` by the declared types.
 
         Examples
         --------
@@ -330,7 +348,21 @@ def _declared(tp: Any, processor: str, what: str) -> TypeDesc:
 
 
 class KStream(Generic[K, V]):
-    """An unbounded stream of key-value records. Build one with :meth:`StreamsBuilder.stream`."""
+    """An unbounded stream of key-value records. Build one with :meth:`StreamsBuilder.stream`.
+
+    Each method adds one processor and returns a new stream around it; the stream it is
+    called on is unchanged, so one stream can feed several processors.
+
+    Examples
+    --------
+    >>> from kspark import StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> words = b.stream("words", key_type=str, value_type=str)
+    >>> words.filter(lambda k, w: w != "").to("non-empty")
+    >>> words.map_values(len, value_type=int).to("lengths")
+    >>> [sink.name for sink in b.build().sinks]
+    ['KSTREAM-SINK-0000000002', 'KSTREAM-SINK-0000000004']
+    """
 
     __slots__ = ("_builder", "_node")
 
@@ -397,6 +429,11 @@ class KStream(Generic[K, V]):
             a null answer drops it. If ``predicate`` raises, the batch runs again one
             record at a time (one-value arrays), so that the exception handler sees only
             the failing records.
+
+        Returns
+        -------
+        KStream
+            The records that ``predicate`` keeps, with the same types.
 
         Examples
         --------
@@ -473,8 +510,30 @@ class KStream(Generic[K, V]):
     ) -> KStream[KR, VR]:
         """Replaces each record by ``mapper(key, value)``, a ``(key, value)`` pair.
 
-        The new types come from ``key_type``/``value_type`` or the mapper's return
-        annotation ``tuple[KR, VR]``.
+        Parameters
+        ----------
+        mapper
+            A function of the key and the value that returns the new ``(key, value)``.
+        named
+            A processor name instead of the generated one.
+        key_type, value_type
+            The new key and value types, when the mapper's return annotation
+            ``tuple[KR, VR]`` does not say them.
+
+        Returns
+        -------
+        KStream
+            One record per input record, with its new key and value.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> s = StreamsBuilder().stream("words", key_type=str, value_type=str)
+        >>> def by_length(key: str, word: str) -> tuple[int, str]:
+        ...     return len(word), word
+        >>> m = s.map(by_length)
+        >>> m.name, m.node.key_type.display(), m.node.changes_key
+        ('KSTREAM-MAP-0000000001', 'int', True)
         """
         name, seq = self._builder._next("KSTREAM-MAP", named)
         _infer.check_callable(mapper, "mapper", name)
@@ -550,6 +609,11 @@ class KStream(Generic[K, V]):
             to it). If ``mapper`` raises, the batch runs again one record at a time
             (one-value arrays), so that the exception handler sees only the failing
             records.
+
+        Returns
+        -------
+        KStream
+            One record per input record, with the same key and the new value.
 
         Examples
         --------
@@ -755,7 +819,25 @@ class KStream(Generic[K, V]):
     def peek(self, action: Callable[[K, V], object], named: Named | None = None) -> KStream[K, V]:
         """Calls ``action(key, value)`` for each record and passes the record on.
 
-        ``action`` runs on the server's Python workers: use it for logging or metrics.
+        Parameters
+        ----------
+        action
+            A function of the key and the value; what it returns is ignored. It runs on
+            the server's Python workers: use it for logging or metrics.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KStream
+            The same records, unchanged.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> s = StreamsBuilder().stream("payments", key_type=str, value_type=float)
+        >>> s.peek(lambda k, v: print(k, v)).name
+        'KSTREAM-PEEK-0000000001'
         """
         name, seq = self._builder._next("KSTREAM-PEEK", named)
         _infer.check_callable(action, "action", name)
@@ -814,6 +896,18 @@ class KStream(Generic[K, V]):
 
     def split(self, named: Named | None = None) -> BranchedKStream[K, V]:
         """Splits the stream into branches by predicates, the first true predicate wins.
+
+        Parameters
+        ----------
+        named
+            A prefix for the branches' names instead of the generated
+            ``KSTREAM-BRANCH-<n>-``.
+
+        Returns
+        -------
+        BranchedKStream
+            The split: add branches with ``branch()``, then end it with
+            ``default_branch()`` or ``no_default_branch()``.
 
         Examples
         --------
@@ -936,8 +1030,24 @@ class KStream(Generic[K, V]):
 
         Against a latest-value table this uses the table's current value. Against a
         versioned table it uses the value as of the stream record's timestamp.
-        ``joiner(value, table_value)`` or ``joiner(key, value, table_value)`` gives the
-        new value.
+
+        Parameters
+        ----------
+        table
+            The table, from the same builder, with the stream's key type.
+        joiner
+            ``joiner(value, table_value)`` or ``joiner(key, value, table_value)`` gives the
+            new value; a stream record whose key has no table value is dropped.
+        joined
+            A processor name and a grace period (a grace period needs a versioned table).
+        value_type
+            The joined value's type, when ``joiner``'s annotations do not say it.
+
+        Returns
+        -------
+        KStream
+            One record per stream record that found a table value, with the joiner's
+            value.
 
         Examples
         --------
@@ -1105,6 +1215,11 @@ class KStream(Generic[K, V]):
             The processor's name. Either argument may come first, as in Kafka Streams'
             ``toTable(Named, Materialized)``.
 
+        Returns
+        -------
+        KTable
+            The table, stored under ``materialized``'s store name.
+
         Examples
         --------
         >>> from datetime import timedelta
@@ -1153,6 +1268,18 @@ class KStream(Generic[K, V]):
         self, interval: timedelta, deduplicated: Deduplicated | None = None
     ) -> KStream[K, V]:
         """Drops records whose key was forwarded within ``interval`` of their timestamp.
+
+        Parameters
+        ----------
+        interval
+            How long, in stream time, a forwarded key stops its duplicates.
+        deduplicated
+            Processor and store names.
+
+        Returns
+        -------
+        KStream
+            The records that are not duplicates.
 
         Examples
         --------
@@ -1281,7 +1408,16 @@ class KStream(Generic[K, V]):
 
 class BranchedKStream(Generic[K, V]):
     """The result of :meth:`KStream.split`: add branches, then ``default_branch()`` or
-    ``no_default_branch()`` to get a ``dict`` of branch name to stream."""
+    ``no_default_branch()`` to get a ``dict`` of branch name to stream.
+
+    Examples
+    --------
+    >>> from kspark import Branched, Named, StreamsBuilder
+    >>> s = StreamsBuilder().stream("numbers", key_type=str, value_type=int)
+    >>> split = s.split(Named.as_("sign-")).branch(lambda k, v: v < 0, Branched.as_("neg"))
+    >>> sorted(split.default_branch(Branched.as_("rest")))
+    ['sign-neg', 'sign-rest']
+    """
 
     def __init__(self, stream: KStream[K, V], *, prefix: str, user_prefix: bool) -> None:
         self._stream = stream
@@ -1397,7 +1533,16 @@ class BranchedKStream(Generic[K, V]):
 class KTable(Generic[K, V]):
     """A changelog stream seen as a table: the latest value per key.
 
-    Build one with :meth:`StreamsBuilder.table`.
+    Build one with :meth:`StreamsBuilder.table` or :meth:`KStream.to_table`.
+
+    Examples
+    --------
+    >>> from kspark import StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> names = b.table("names", key_type=str, value_type=str)
+    >>> names.filter(lambda k, v: v != "").to_stream().to("names-changelog")
+    >>> names.store_name
+    'KTABLE-SOURCE-STATE-STORE-0000000001'
     """
 
     __slots__ = ("_builder", "_node")
@@ -1408,10 +1553,12 @@ class KTable(Generic[K, V]):
 
     @property
     def node(self) -> n.Node:
+        """The plan node this table wraps."""
         return self._node
 
     @property
     def name(self) -> str:
+        """The name of the processor that produces this table."""
         return self._node.name
 
     @property

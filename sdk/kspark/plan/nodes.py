@@ -58,16 +58,38 @@ def _check_name(name: str) -> None:
 
 @attrs.frozen(kw_only=True)
 class TopicSpec:
-    """Where a topic lives: a file directory, a Spark table, or Kafka.
+    """Where a topic lives: a file directory, a Spark table, or Kafka (``kspark.Topic``).
 
-    ``format`` is one of ``jsonl``, ``parquet``, ``csv``, ``table``, ``kafka``. ``layout`` is
-    ``envelope`` (rows carry ``key``, ``value``, ``timestamp`` and optionally ``headers``,
-    ``partition``, ``offset``) or ``value`` (each row is the value; ``key_field`` and
-    ``timestamp_field`` name the columns to take key and timestamp from).
+    Build one with the class methods :meth:`jsonl`, :meth:`parquet`, :meth:`csv`,
+    :meth:`table` and :meth:`kafka`.
 
-    The ``path`` of a file topic is resolved on construction: a relative or ``~`` path
-    becomes absolute against the client's working directory, as the user meant it, before
-    it reaches the server; a URI (``s3a://``, ``hdfs://``, ``file:/``) is kept as it is.
+    Parameters
+    ----------
+    name
+        The topic's name in the topology (``describe()``, the test driver, bindings).
+    format
+        ``"jsonl"``, ``"parquet"`` or ``"csv"`` (a directory of files), ``"table"`` (a
+        Spark table) or ``"kafka"``.
+    path
+        The directory of a file topic or the name of a table; None for Kafka. A relative
+        or ``~`` path becomes absolute here, against the client's working directory, as
+        the user meant it, before it reaches the server; a URI (``s3a://``, ``hdfs://``,
+        ``file:/``) is kept as it is.
+    layout
+        ``"envelope"``: rows carry ``key``, ``value``, ``timestamp`` and optionally
+        ``headers``, ``partition``, ``offset``. ``"value"``: each row is the value.
+    key_field, timestamp_field
+        With ``layout="value"``, the columns to take the key and the timestamp from.
+    options
+        ``(name, value)`` pairs passed to Spark's reader and writer.
+
+    Examples
+    --------
+    >>> from kspark import Topic
+    >>> Topic.jsonl("payments", "/data/payments")
+    TopicSpec(name='payments', format='jsonl', path='/data/payments', layout='envelope', key_field=None, timestamp_field=None, options=())
+    >>> Topic(name="rates", format="parquet", path="/data/rates", layout="value", key_field="ccy").key_field
+    'ccy'
     """
 
     name: str
@@ -105,6 +127,18 @@ class TopicSpec:
             )
 
     def option_dict(self) -> dict[str, str]:
+        """``options`` as a dict.
+
+        Returns
+        -------
+        dict
+            Option name to value.
+
+        Examples
+        --------
+        >>> Topic.kafka("t", bootstrap_servers="k:9092", startingOffsets="latest").option_dict()
+        {'kafka.bootstrap.servers': 'k:9092', 'startingOffsets': 'latest'}
+        """
         return dict(self.options)
 
     @classmethod
@@ -118,6 +152,20 @@ class TopicSpec:
         timestamp_field: str | None = None,
     ) -> TopicSpec:
         """A directory of JSON-lines files.
+
+        Parameters
+        ----------
+        name
+            The topic's name in the topology.
+        path
+            The directory.
+        layout, key_field, timestamp_field
+            As for :class:`TopicSpec`.
+
+        Returns
+        -------
+        TopicSpec
+            The topic.
 
         Examples
         --------
@@ -143,7 +191,27 @@ class TopicSpec:
         key_field: str | None = None,
         timestamp_field: str | None = None,
     ) -> TopicSpec:
-        """A directory of Parquet files."""
+        """A directory of Parquet files.
+
+        Parameters
+        ----------
+        name
+            The topic's name in the topology.
+        path
+            The directory.
+        layout, key_field, timestamp_field
+            As for :class:`TopicSpec`.
+
+        Returns
+        -------
+        TopicSpec
+            The topic.
+
+        Examples
+        --------
+        >>> Topic.parquet("rates", "/lake/rates", layout="value", key_field="currency").layout
+        'value'
+        """
         return cls(
             name=name,
             format="parquet",
@@ -163,7 +231,29 @@ class TopicSpec:
         timestamp_field: str | None = None,
         header: bool = True,
     ) -> TopicSpec:
-        """A directory of CSV files; each row is a value (``layout='value'``)."""
+        """A directory of CSV files; each row is a value (``layout='value'``).
+
+        Parameters
+        ----------
+        name
+            The topic's name in the topology.
+        path
+            The directory.
+        key_field, timestamp_field
+            The columns to take the key and the timestamp from.
+        header
+            Whether the files' first line names the columns.
+
+        Returns
+        -------
+        TopicSpec
+            The topic.
+
+        Examples
+        --------
+        >>> Topic.csv("trades", "/data/trades", key_field="symbol").option_dict()
+        {'header': 'true'}
+        """
         return cls(
             name=name,
             format="csv",
@@ -184,7 +274,27 @@ class TopicSpec:
         key_field: str | None = None,
         timestamp_field: str | None = None,
     ) -> TopicSpec:
-        """A Spark table (``spark.readStream.table``), by default the table named ``name``."""
+        """A Spark table (``spark.readStream.table``), by default the table named ``name``.
+
+        Parameters
+        ----------
+        name
+            The topic's name in the topology.
+        table_name
+            The Spark table's name; None: ``name``.
+        layout, key_field, timestamp_field
+            As for :class:`TopicSpec`.
+
+        Returns
+        -------
+        TopicSpec
+            The topic.
+
+        Examples
+        --------
+        >>> Topic.table("orders", "sales.orders").path
+        'sales.orders'
+        """
         return cls(
             name=name,
             format="table",
@@ -196,7 +306,21 @@ class TopicSpec:
 
     @classmethod
     def kafka(cls, name: str, bootstrap_servers: str, **options: str) -> TopicSpec:
-        """A Kafka topic. ``options`` pass through to Spark's Kafka source or sink.
+        """A Kafka topic.
+
+        Parameters
+        ----------
+        name
+            The Kafka topic's name, which is also its name in the topology.
+        bootstrap_servers
+            The cluster, ``host:port[,host:port...]``.
+        **options
+            Passed through to Spark's Kafka source or sink (``startingOffsets``, ...).
+
+        Returns
+        -------
+        TopicSpec
+            The topic.
 
         Examples
         --------

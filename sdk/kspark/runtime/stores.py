@@ -78,6 +78,11 @@ def no_log(exc: BaseException, store: str) -> bool:
     return "STATE_VAR" in str(exc) or taskstate.log_name(store) in str(exc)
 
 
+def _state_reader(spark: Any, op: int, var: str) -> Any:
+    """Spark's state reader of state variable ``var`` of stateful operator ``op``."""
+    return spark.read.format("statestore").option("operatorId", op).option("stateVarName", var)
+
+
 def _task_logs(
     spark: Any, checkpoint: str, op: int, name: str, batch: int | None = None
 ) -> dict[int, list[bytes]]:
@@ -85,11 +90,8 @@ def _task_logs(
     written before logs existed."""
     from kspark_server import taskstate
 
-    reader = (
-        spark.read.format("statestore")
-        .option("operatorId", op)
-        .option("stateVarName", taskstate.log_name(name))
-        .option("flattenCollectionTypes", "false")
+    reader = _state_reader(spark, op, taskstate.log_name(name)).option(
+        "flattenCollectionTypes", "false"
     )
     if batch is not None:
         reader = reader.option("batchId", batch)
@@ -110,17 +112,13 @@ def task_frame(spark: Any, checkpoint: str, op: int, name: str) -> Any:
     from kspark_server import taskstate
 
     base = (
-        spark.read.format("statestore")
-        .option("operatorId", op)
-        .option("stateVarName", name)
+        _state_reader(spark, op, name)
         .load(checkpoint)
         .select("key", F.col("value.blob").alias("blob"))
     )
     try:
         log = (
-            spark.read.format("statestore")
-            .option("operatorId", op)
-            .option("stateVarName", taskstate.log_name(name))
+            _state_reader(spark, op, taskstate.log_name(name))
             .option("flattenCollectionTypes", "false")
             .load(checkpoint)
             .select("key", F.col("list_value.blob").alias("log"))
@@ -229,13 +227,9 @@ def _value_decoder(spec: JoinSpec) -> Any:
     return dec
 
 
-class ReadOnlyVersionedStore(Generic[K, V]):
-    """A versioned table's store as of the app's last committed micro-batch.
-
-    Obtained from :meth:`kspark.StreamsApp.store` or
-    :meth:`kspark.testing.TopologyTestDriver.store`. Each call reads the checkpoint on
-    the server and brings back only the key's versions.
-    """
+class _ReadOnlyStore(Generic[K, V]):
+    """What the two views of a table's store share: keys encoded as the join stores
+    them, values decoded to the table's value type, entries from a :class:`_Source`."""
 
     def __init__(self, name: str, source: _Source, spec: JoinSpec) -> None:
         from kspark_server import codec
@@ -246,6 +240,19 @@ class ReadOnlyVersionedStore(Generic[K, V]):
         self._kenc = codec.encoder(spec.table.key, "key")
         self._vdec = _value_decoder(spec)
         self._hashable = codec.hashable
+
+    def approximate_num_entries(self) -> int:
+        """Keys with a value (or, in a versioned store, at least one version)."""
+        return self._source.count()
+
+
+class ReadOnlyVersionedStore(_ReadOnlyStore[K, V]):
+    """A versioned table's store as of the app's last committed micro-batch.
+
+    Obtained from :meth:`kspark.StreamsApp.store` or
+    :meth:`kspark.testing.TopologyTestDriver.store`. Each call reads the checkpoint on
+    the server and brings back only the key's versions.
+    """
 
     def _key(self, key: K) -> Hashable:
         if key is None:
@@ -287,10 +294,6 @@ class ReadOnlyVersionedStore(Generic[K, V]):
             for v in s.versions(hk, from_ts, to_ts)
         ]
 
-    def approximate_num_entries(self) -> int:
-        """Keys with at least one version in the store."""
-        return self._source.count()
-
     def __iter__(self) -> Iterator[tuple[Any, ValueAndTimestamp[V]]]:
         """Each key's latest value (keys as stored: records as sorted field tuples)."""
         from kspark_server.versioned import VersionedStore
@@ -301,17 +304,8 @@ class ReadOnlyVersionedStore(Generic[K, V]):
                 yield hk, ValueAndTimestamp(self._vdec(found.value), found.valid_from)
 
 
-class ReadOnlyKeyValueStore(Generic[K, V]):
+class ReadOnlyKeyValueStore(_ReadOnlyStore[K, V]):
     """A latest-value table's store as of the app's last committed micro-batch."""
-
-    def __init__(self, name: str, source: _Source, spec: JoinSpec) -> None:
-        from kspark_server import codec
-
-        self.name = name
-        self._source = source
-        self._kenc = codec.encoder(spec.table.key, "key")
-        self._vdec = _value_decoder(spec)
-        self._hashable = codec.hashable
 
     def get(self, key: K, as_of: int | None = None) -> V | None:
         if as_of is not None:
@@ -322,9 +316,6 @@ class ReadOnlyKeyValueStore(Generic[K, V]):
         hk = self._hashable(self._kenc(key))
         found = self._source.entries([hk]).get(hk)
         return None if found is None or found[1] is None else self._vdec(found[1])
-
-    def approximate_num_entries(self) -> int:
-        return self._source.count()
 
 
 def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any:
@@ -399,11 +390,7 @@ class StoreReplica:
         if last is None or last == self.as_of_batch:
             return 0
         op = _operator_id(self._spark, self._checkpoint, self.name)
-        reader = (
-            self._spark.read.format("statestore")
-            .option("operatorId", op)
-            .option("stateVarName", self.name)
-        )
+        reader = _state_reader(self._spark, op, self.name)
         kind, versioned = self._spec.kind, self._spec.versioned
         dirty: set[int] = set()
         if self.as_of_batch is None:
@@ -469,11 +456,7 @@ class StoreReplica:
     def _log_feed(self, op: int, last: int) -> list[Any]:
         from kspark_server import taskstate
 
-        reader = (
-            self._spark.read.format("statestore")
-            .option("operatorId", op)
-            .option("stateVarName", taskstate.log_name(self.name))
-        )
+        reader = _state_reader(self._spark, op, taskstate.log_name(self.name))
         try:
             return list(
                 self._feed(reader, last)

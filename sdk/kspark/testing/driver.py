@@ -10,6 +10,7 @@ that shares it: the embedded server, or one on the same machine.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -122,17 +123,13 @@ class TestInputTopic(Generic[K, V]):
             return
         import pyarrow as pa
         import pyarrow.parquet as pq
-        from pyspark.sql.pandas.types import to_arrow_schema
-        from pyspark.sql.types import StructType
 
         from kspark_server import envelope as env
+        from kspark_server.chain import arrow_schema
 
         fields = env.stored_fields(self._key.spark_json(), self._value.spark_json())
-        schema = to_arrow_schema(
-            StructType.fromJson({"type": "struct", "fields": fields}),
-            # timestamps as UTC instants, a naive datetime as UTC (docs/concepts.md)
-            timezone="UTC",
-        )
+        # timestamps as UTC instants, a naive datetime as UTC, as the operators write them
+        schema = arrow_schema(json.dumps({"type": "struct", "fields": fields}))
         table = pa.Table.from_pylist(self._pending, schema=schema)
         directory = self._driver._topic_path(self.name)
         os.makedirs(directory, exist_ok=True)
