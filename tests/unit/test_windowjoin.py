@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.joinmodel import Rec, processing_order, stream_join_reference
 
 from kspark_server import envelope as env
 from kspark_server import localstore, placement
@@ -86,9 +87,6 @@ def make_spec(mode: str, before: int, after: int, grace: int) -> WindowJoinSpec:
     )
 
 
-Rec = tuple[int, str | None, str | None, int]  # side (0 left, 1 right), key, value, timestamp
-
-
 def frame(batch: list[tuple[int, Rec]]) -> pd.DataFrame:
     """A task's input rows: the right stream's values in ``ks_tvalue``."""
     rows = []
@@ -157,71 +155,6 @@ def close_local_stores() -> None:
 # -- the reference model ------------------------------------------------------------------
 
 
-def reference(
-    records: list[tuple[int, Rec]], mode: str, before: int, after: int, grace: int
-) -> tuple[list[tuple[str | None, str, int]], int]:
-    """Kafka Streams' stream-stream join, literally: every accepted record is kept for
-    ever; stream time is the largest timestamp seen; a record is late when stream time has
-    passed its window end plus grace; a record that joined nothing is emitted with None
-    once stream time passes its window end plus grace (outer sides only)."""
-    look = (after, before)
-    outer = (mode in ("left", "outer"), mode == "outer")
-    kept: list[dict[str, Any]] = []
-    out: list[tuple[str | None, str, int]] = []
-    late = 0
-    tau: int | None = None
-
-    def value(side: int, mine: str | None, other: str | None) -> str:
-        return joiner(mine, other) if side == 0 else joiner(other, mine)
-
-    for seq, (side, key, v, ts) in records:
-        if tau is None or ts > tau:
-            tau = ts
-            closed = [r for r in kept if r["wait"] and r["ts"] + look[r["side"]] + grace < tau]
-            closed.sort(
-                key=lambda r: (r["ts"] + look[r["side"]] + grace, r["ts"], r["side"], r["seq"])
-            )
-            for r in closed:
-                r["wait"] = False
-                out.append((r["key"], value(r["side"], r["v"], None), r["ts"]))
-        if v is None:
-            continue
-        if key is None:
-            if outer[side]:
-                out.append((None, value(side, v, None), ts))
-            continue
-        if ts + look[side] + grace < tau:
-            late += 1
-            continue
-        lo, hi = (ts - before, ts + after) if side == 0 else (ts - after, ts + before)
-        matches = sorted(
-            (o for o in kept if o["side"] != side and o["key"] == key and lo <= o["ts"] <= hi),
-            key=lambda o: (o["ts"], o["seq"]),
-        )
-        for o in matches:
-            o["wait"] = False
-            out.append((key, value(side, v, o["v"]), max(ts, o["ts"])))
-        kept.append(
-            {
-                "side": side,
-                "key": key,
-                "v": v,
-                "ts": ts,
-                "seq": seq,
-                "wait": outer[side] and not matches,
-            }
-        )
-    return out, late
-
-
-def in_order(batch: list[tuple[int, Rec]]) -> list[tuple[int, Rec]]:
-    """A batch in the operator's processing order (kspark_server.tasks.order)."""
-    from kspark_server.tasks import order
-
-    pos = order(frame(batch))
-    return [batch[int(p)] for p in pos]
-
-
 records = st.lists(
     st.tuples(
         st.integers(0, 1),
@@ -274,8 +207,8 @@ def test_matches_reference_model(
             if i in restarts:
                 runner.restart()
             got.extend(runner.run(batch))
-            seen.extend(in_order(batch))
-        want, late = reference(seen, mode, before, after, grace)
+            seen.extend(processing_order(batch))
+        want, late = stream_join_reference(seen, mode, before, after, grace, joiner)
         assert got == want
         assert runner.late == late
         nulls = sum(
@@ -352,3 +285,39 @@ def test_a_record_stays_joinable_until_no_record_in_time_can_reach_it(
     assert runner.run([(3, (0, "z", "d", 16))]) == []  # past 0 + 10: "a" expires
     assert runner.run([(4, (1, "k", "e", 11))]) == []  # in time (11 + 5 = 16), but "a" is gone
     assert runner.late == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 4),
+    m=st.integers(1, 4),
+    keys=st.dictionaries(st.text(min_size=1, max_size=3), st.integers(-(2**31), 2**31 - 1)),
+)
+def test_rescale_moves_each_keys_buffers_to_the_task_of_its_hash(
+    n: int, m: int, keys: dict[str, int]
+) -> None:
+    from kspark_server import rescale, taskstate
+
+    kind = taskstate.WINDOW_JOIN
+    states = [taskstate.empty(kind, False) for _ in range(n)]
+    for t, s in enumerate(states):
+        s["stream_time"] = 100 + t
+    for k, h in keys.items():
+        s = states[h % n]
+        s["bufs"][k] = {"k": k, "l": [[1, True, "v", "[]", "L", 0, 1, 1, 0]], "r": []}
+        s["hash"][k] = h
+    frame = pd.DataFrame({"blob": [taskstate.encode_base(kind, False, s) for s in states]})
+    parts = pd.concat(list(rescale.split_states(kind, False, m)(iter([frame]))))
+    assert int(parts["old_entries"].sum()) == len(keys)
+    parts = parts[parts["ks_task"] >= 0]
+    found: dict[str, int] = {}
+    for _, g in parts.groupby("ks_task"):
+        row = rescale.merge_states(kind, False, m)(g)
+        st_ = taskstate.materialize(kind, False, row["blob"].iat[0], [])
+        task = placement.task_of(int(row["ks_task"].iat[0]))
+        assert int(row["entries"].iat[0]) == len(st_["bufs"])
+        for k in st_["bufs"]:
+            assert st_["hash"][k] % m == task
+            found[k] = task
+        assert st_["stream_time"] is not None
+    assert sorted(found) == sorted(keys)
