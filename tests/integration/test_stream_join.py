@@ -173,3 +173,29 @@ def test_property_against_the_reference_model(
         if k is None and not ((side == 0 and mode != "inner") or mode == "outer")
     )
     assert metrics["dropped-records-total"] == late + nulls
+
+
+def test_rescale_keeps_the_buffered_records(spark: Any, app_id: str) -> None:
+    """Buffered records move with their keys to the new partitions: the unmatched ones
+    are still emitted at window close, and the others still join."""
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2)
+    with TopologyTestDriver(topology("outer", 5, 5, 0), cfg, session=spark) as d:
+        left = d.create_input_topic("L", key_type=str, value_type=str)
+        right = d.create_input_topic("R", key_type=str, value_type=str)
+        out = d.create_output_topic("out", key_type=str, value_type=str)
+        for i, k in enumerate(["a", "b", "c", "d", "e"]):
+            left.pipe_input(k, f"l-{k}", timestamp=100 + i)
+        d.process()
+        d.rescale(3)
+        right.pipe_input("a", "r-a", timestamp=104)  # joins l-a (100) in the new task
+        for k in ["a", "b", "c", "d", "e"]:  # every task's stream time to 1000
+            right.pipe_input(k, "late-enough", timestamp=1000)
+        d.process()
+        got = sorted((r.key, r.value, r.timestamp) for r in out.read_records())
+    assert got == [
+        ("a", "l-a+r-a", 104),
+        ("b", "l-b+None", 101),
+        ("c", "l-c+None", 102),
+        ("d", "l-d+None", 103),
+        ("e", "l-e+None", 104),
+    ]
