@@ -929,9 +929,10 @@ class KStream(Generic[K, V]):
     @overload
     def join(
         self,
-        table: KStream[K, VO],
+        other: KStream[K, VO],
         joiner: Callable[[V, VO], VR],
-        joined: JoinWindows,
+        windows: JoinWindows,
+        /,
         stream_joined: StreamJoined | Named | None = None,
         *,
         value_type: type[VR] | None = None,
@@ -940,9 +941,10 @@ class KStream(Generic[K, V]):
     @overload
     def join(
         self,
-        table: KStream[K, VO],
+        other: KStream[K, VO],
         joiner: Callable[[K, V, VO], VR],
-        joined: JoinWindows,
+        windows: JoinWindows,
+        /,
         stream_joined: StreamJoined | Named | None = None,
         *,
         value_type: type[VR] | None = None,
@@ -1050,9 +1052,10 @@ class KStream(Generic[K, V]):
     @overload
     def left_join(
         self,
-        table: KStream[K, VO],
+        other: KStream[K, VO],
         joiner: Callable[[V, VO | None], VR],
-        joined: JoinWindows,
+        windows: JoinWindows,
+        /,
         stream_joined: StreamJoined | Named | None = None,
         *,
         value_type: type[VR] | None = None,
@@ -1061,9 +1064,10 @@ class KStream(Generic[K, V]):
     @overload
     def left_join(
         self,
-        table: KStream[K, VO],
+        other: KStream[K, VO],
         joiner: Callable[[K, V, VO | None], VR],
-        joined: JoinWindows,
+        windows: JoinWindows,
+        /,
         stream_joined: StreamJoined | Named | None = None,
         *,
         value_type: type[VR] | None = None,
