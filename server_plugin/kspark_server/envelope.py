@@ -93,6 +93,8 @@ class SideKind(enum.StrEnum):
     LOADED_ENTRIES = "loaded_entries"
     #: versioned-table updates older than the history retention, dropped
     EXPIRED_PUTS = "expired_puts"
+    #: records a windowed operator dropped because their window had closed (late)
+    LATE_RECORDS = "late_records"
 
 
 def field(name: str, type_: Any) -> dict[str, Any]:

@@ -20,7 +20,8 @@ Layout of an environment, one per (store, incarnation, task), under
 
 - database ``e``: key bytes -> entry bytes (:mod:`kspark_server.stateenc`);
 - database ``t``: a time index, ``ts`` (8 bytes, big-endian, offset by 2**63) + key bytes
-  -> empty, for operators that expire entries by time (deduplication);
+  -> empty, for operators that expire entries by time (deduplication) or must visit them
+  by then (a stream-stream join, :meth:`TaskStore.due`);
 - database ``m``: ``v`` -> the version (incarnation, number) as MessagePack, ``s`` -> the
   task's scalar fields (stream time, grace buffer, ...).
 
@@ -141,6 +142,20 @@ class TaskStore:
         with self.env.begin(db=self.entries, buffers=False) as txn:
             get = txn.get
             return [get(k) for k in keys]
+
+    def due(self, before: int) -> list[bytes]:
+        """The keys whose time-index time is older than ``before``, oldest first (an
+        operator whose entries have something to do by then loads them)."""
+        bound = (int(before) + _OFFSET).to_bytes(8, "big")
+        out: list[bytes] = []
+        with self.env.begin(db=self.index) as txn:
+            cur = txn.cursor()
+            if cur.first():
+                for k in cur.iternext(keys=True, values=False):
+                    if k[:8] >= bound:
+                        break
+                    out.append(bytes(k[8:]))
+        return out
 
     def count(self) -> int:
         """The number of keys with an entry."""

@@ -41,6 +41,8 @@ def entries(kind: str, versioned: bool, st: dict[str, Any]) -> int:
     plus buffered stream records (join)."""
     if kind == "dedup":
         return len(st["seen"])
+    if kind == taskstate.WINDOW_JOIN:
+        return len(st["bufs"])
     table = st["table"]["data"] if versioned else st["table"]
     return len(table) + len(st.get("buffer") or [])
 
@@ -58,6 +60,16 @@ def _task_of(hashes: dict[Any, int], key: Any, m: int) -> int:
 def split(kind: str, versioned: bool, st: dict[str, Any], m: int) -> dict[int, dict[str, Any]]:
     """One old task state as parts keyed by new task."""
     hashes: dict[Any, int] = st.get("hash") or {}
+    if kind == taskstate.WINDOW_JOIN:
+        # a stream-stream join: each key's buffers move whole, the stream time with them
+        joins: dict[int, dict[str, Any]] = {}
+        for hk, entry in st["bufs"].items():
+            task = _task_of(hashes, hk, m)
+            p = joins.setdefault(task, {**taskstate.empty(kind, False), "stream_time": None})
+            p["stream_time"] = st.get("stream_time")
+            p["bufs"][hk] = entry
+            p["hash"][hk] = hashes[hk]
+        return joins
     parts: dict[int, dict[str, Any]] = {}
 
     def part(task: int) -> dict[str, Any]:
@@ -102,6 +114,13 @@ def _max(a: Any, b: Any) -> Any:
 
 def merge(kind: str, versioned: bool, parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The parts of one new task as its state."""
+    if kind == taskstate.WINDOW_JOIN:
+        joined = taskstate.empty(kind, False)
+        for p in parts:
+            joined["stream_time"] = _max(joined["stream_time"], p.get("stream_time"))
+            joined["bufs"].update(p["bufs"])
+            joined["hash"].update(p["hash"])
+        return joined
     out: dict[str, Any] = {
         k: v for k, v in parts[0].items() if k not in ("seen", "table", "buffer", "hash")
     }

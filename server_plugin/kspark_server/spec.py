@@ -68,6 +68,7 @@ __all__ = [
     "TableMapValuesStep",
     "TopicRef",
     "TypeSpec",
+    "WindowJoinSpec",
     "check_spec",
 ]
 
@@ -415,6 +416,41 @@ class JoinSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class WindowJoinSpec:
+    """A windowed stream-stream join, per task (:mod:`kspark_server.windowjoin`).
+
+    ``mode`` is ``inner``, ``left`` or ``outer``. A left record at ``t1`` joins a right
+    record at ``t2`` when ``t1 - before_ms <= t2 <= t1 + after_ms``; a record is late once
+    the task's stream time passes its window's end plus ``grace_ms``. The right stream's
+    values travel in ``ks_tvalue`` (``packed.tvalue``), as a stream-table join's table.
+    """
+
+    kind: ClassVar[str] = "windowjoin"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    mode: str
+    before_ms: int
+    after_ms: int
+    grace_ms: int
+    joiner: Fn
+    joiner_with_key: bool
+    left: KeyValue
+    right: KeyValue
+    output: KeyValue
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+    versioned: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("inner", "left", "outer"):
+            raise SpecError(f"{self.processor}: unknown stream-stream join mode {self.mode!r}")
+        if self.before_ms + self.after_ms < 0 or self.grace_ms < 0:
+            raise SpecError(f"{self.processor}: invalid join windows")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SinkSpec:
     """Sink ``index`` of the app: columns ``k<index>``/``v<index>`` of the union."""
 
@@ -441,8 +477,8 @@ class SinksSpec:
     batch_offset: int = 0
 
 
-StatefulSpec = DedupSpec | JoinSpec
-OperatorSpec = ChainSpec | DedupIdSpec | DedupSpec | JoinSpec | SinksSpec
+StatefulSpec = DedupSpec | JoinSpec | WindowJoinSpec
+OperatorSpec = ChainSpec | DedupIdSpec | DedupSpec | JoinSpec | WindowJoinSpec | SinksSpec
 _OPERATORS: tuple[type, ...] = get_args(OperatorSpec)
 
 

@@ -787,4 +787,10 @@ class JoinProcessor(TaskProcessor):
 def make_processor(spec: StatefulSpec) -> TaskProcessor:
     if isinstance(check_spec(spec), DedupSpec):
         return DedupProcessor(spec)
+    if spec.kind == "windowjoin":
+        # imported here: windowjoin builds on this module (this runs on the client, which
+        # pickles the processor)
+        from kspark_server.windowjoin import WindowJoinProcessor
+
+        return WindowJoinProcessor(spec)
     return JoinProcessor(spec)

@@ -19,7 +19,8 @@ half the state, and writing bases costs at most twice the changes.
 
 An *entry* is the list of a key's values in each of the state's per-key maps
 (:func:`maps`): ``[timestamp, hash]`` for deduplication, ``[value, hash]`` for a
-latest-value table, ``[[timestamps, values], hash]`` for a versioned table, where
+latest-value table, ``[[timestamps, values], hash]`` for a versioned table,
+``[buffers, hash]`` for a stream-stream join (:mod:`kspark_server.windowjoin`), where
 ``hash`` is the Spark hash of the key's partitioning column (for rescaling).
 
 Every reader of the whole state uses :func:`materialize`: the interactive-query readers,
@@ -48,6 +49,9 @@ from kspark_server import stateenc
 
 #: The layout of the task state these functions read and write.
 STATE_FORMAT = stateenc.FORMAT
+#: The kind of a windowed stream-stream join (:mod:`kspark_server.windowjoin`): an entry
+#: holds both streams' buffered records of one key.
+WINDOW_JOIN = "windowjoin"
 #: Suffix of the list-state variable that holds a store's log of changes.
 LOG_SUFFIX = "__log"
 #: Suffix of the value-state variable that holds a store's version.
@@ -82,6 +86,8 @@ def empty(kind: str, versioned: bool) -> dict[str, Any]:
     """An empty task state of an operator kind."""
     if kind == "dedup":
         return {"format": STATE_FORMAT, "stream_time": None, "seen": {}, "hash": {}}
+    if kind == WINDOW_JOIN:
+        return {"format": STATE_FORMAT, "stream_time": None, "bufs": {}, "hash": {}}
     table: Any = {"time": None, "data": {}} if versioned else {}
     return {"format": STATE_FORMAT, "stream_time": None, "table": table, "buffer": [], "hash": {}}
 
@@ -90,6 +96,8 @@ def maps(kind: str, versioned: bool, st: dict[str, Any]) -> list[dict[Any, Any]]
     """The per-key maps of a task state, all keyed alike."""
     if kind == "dedup":
         return [st["seen"], st["hash"]]
+    if kind == WINDOW_JOIN:
+        return [st["bufs"], st["hash"]]
     table = st["table"]["data"] if versioned else st["table"]
     return [table, st["hash"]]
 
@@ -97,7 +105,7 @@ def maps(kind: str, versioned: bool, st: dict[str, Any]) -> list[dict[Any, Any]]
 def scalars(kind: str, versioned: bool, st: dict[str, Any]) -> dict[str, Any]:
     """The fields of a task state outside its per-key maps (written whole in each change)."""
     out = {"stream_time": st.get("stream_time")}
-    if kind != "dedup":
+    if kind not in ("dedup", WINDOW_JOIN):
         out["buffer"] = st.get("buffer") or []
         if versioned:
             out["table_time"] = st["table"]["time"]
@@ -107,7 +115,7 @@ def scalars(kind: str, versioned: bool, st: dict[str, Any]) -> dict[str, Any]:
 def set_scalars(kind: str, versioned: bool, st: dict[str, Any], s: dict[str, Any]) -> None:
     """Put scalar fields (from :func:`scalars`) into ``st``."""
     st["stream_time"] = s.get("stream_time")
-    if kind != "dedup":
+    if kind not in ("dedup", WINDOW_JOIN):
         st["buffer"] = list(s.get("buffer") or [])
         if versioned:
             st["table"]["time"] = s.get("table_time")

@@ -86,5 +86,6 @@ def test_metrics_answer_kafka_streams_metric_names() -> None:
         "estimate-num-keys": 10,
         "duplicates-dropped-total": 3,
         "expired-puts-total": 0,
+        "late-records-dropped-total": 0,
         "dead-letter-records-total": 1,
     }

@@ -368,6 +368,54 @@ class _Compiler:
         )
         return self._start(stage, node)
 
+    def visit_StreamStreamJoin(self, node: n.StreamStreamJoin) -> _Pending:
+        # kspark's own operator (kspark_server.windowjoin), not Spark's stream-stream join:
+        # Spark's closes windows by one query-wide watermark, which moves only between
+        # micro-batches, where Kafka Streams closes them by each task's stream time
+        left = self.flush(self.visit(node.left), node.name)
+        right = self.flush(self.visit(node.right), node.name)
+        if isinstance(left.key_type, Dynamic) and not isinstance(right.key_type, Dynamic):
+            left = self.convert_key(left, right.key_type, node)
+        elif isinstance(right.key_type, Dynamic) and not isinstance(left.key_type, Dynamic):
+            right = self.convert_key(right, left.key_type, node)
+        if left.key_type != right.key_type:
+            raise InvalidTopologyError(
+                f"{node.name}: the streams' key types differ ({left.key_type.display()} and "
+                f"{right.key_type.display()}); select_key one of them first",
+                processor=node.name,
+            )
+        out_value = _known(node.value_type)
+        spec = sp.WindowJoinSpec(
+            processor=node.name,
+            store=node.store_name,
+            mode=node.mode,
+            before_ms=node.before_ms,
+            after_ms=node.after_ms,
+            grace_ms=node.grace_ms,
+            joiner=node.joiner,
+            joiner_with_key=node.joiner_with_key,
+            left=_kv(left.key_type, left.value_type),
+            right=_kv(right.key_type, right.value_type),
+            output=_kv(left.key_type, out_value),
+            output_schema=_envelope_json(left.key_type, out_value),
+            packed=sp.Packed(
+                value=json_packable(left.value_type),
+                tvalue=json_packable(right.value_type),
+                out=json_packable(out_value),
+            ),
+            handling=self.handling(self.subtopology_of.get(node.name, 0)),
+        )
+        # the right stream is the operator's second input, as a stream-table join's table
+        stage = st.Stateful(
+            stream=left,
+            table=right,
+            spec=spec,
+            num_partitions=self.config.num_partitions,
+            key_type=left.key_type,
+            value_type=out_value,
+        )
+        return self._start(stage, node)
+
     def visit_Deduplicate(self, node: n.Deduplicate) -> _Pending:
         stream = self.flush(self.visit(node.parent), node.name)
         sub = self.subtopology_of.get(node.name, 0)

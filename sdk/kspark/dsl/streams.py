@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
-from kspark.dsl import _infer
+from kspark.dsl import _infer, streamjoin
+from kspark.dsl.joinwindows import JoinWindows, StreamJoined
 from kspark.dsl.options import (
     Branched,
     Deduplicated,
@@ -53,6 +54,7 @@ V = TypeVar("V")
 KR = TypeVar("KR")
 VR = TypeVar("VR")
 VT = TypeVar("VT")
+VO = TypeVar("VO")
 ID = TypeVar("ID")
 
 
@@ -1018,15 +1020,41 @@ class KStream(Generic[K, V]):
         value_type: type[VR] | None = None,
     ) -> KStream[K, VR]: ...
 
+    @overload
     def join(
         self,
-        table: KTable[Any, Any],
+        other: KStream[K, VO],
+        joiner: Callable[[V, VO], VR],
+        windows: JoinWindows,
+        /,
+        stream_joined: StreamJoined | Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def join(
+        self,
+        other: KStream[K, VO],
+        joiner: Callable[[K, V, VO], VR],
+        windows: JoinWindows,
+        /,
+        stream_joined: StreamJoined | Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    def join(
+        self,
+        table: KTable[Any, Any] | KStream[Any, Any],
         joiner: Callable[..., Any],
-        joined: Joined | None = None,
+        joined: Joined | JoinWindows | None = None,
+        stream_joined: StreamJoined | Named | None = None,
         *,
         value_type: type[Any] | None = None,
     ) -> KStream[Any, Any]:
-        """Inner-joins each stream record with the table's value for its key.
+        """Inner-joins each stream record with the table's value for its key, or with the
+        other stream's records of its key within the join windows.
 
         Against a latest-value table this uses the table's current value. Against a
         versioned table it uses the value as of the stream record's timestamp.
@@ -1040,6 +1068,9 @@ class KStream(Generic[K, V]):
             new value; a stream record whose key has no table value is dropped.
         joined
             A processor name and a grace period (a grace period needs a versioned table).
+        stream_joined
+            Against another stream: a :class:`~kspark.StreamJoined` or
+            :class:`~kspark.Named` that names the join's processor and its store.
         value_type
             The joined value's type, when ``joiner``'s annotations do not say it.
 
@@ -1048,6 +1079,13 @@ class KStream(Generic[K, V]):
         KStream
             One record per stream record that found a table value, with the joiner's
             value.
+
+        Against another stream (``joined`` is then a :class:`~kspark.JoinWindows`), a record
+        at ``t1`` joins each record of the other stream with its key at ``t2`` where
+        ``t1 - before <= t2 <= t1 + after``, whichever arrives first; the result's
+        timestamp is ``max(t1, t2)`` and ``joiner(value, other_value)`` gives its value.
+        Both streams' records wait in the join's store until their windows close (see
+        docs/joins.md); ``stream_joined`` names the processor and the store.
 
         Examples
         --------
@@ -1078,7 +1116,30 @@ class KStream(Generic[K, V]):
               <-- KSTREAM-SOURCE-0000000001, KTABLE-SOURCE-0000000000
             Sink: KSTREAM-SINK-0000000003 (topic: converted)
               <-- convert
+
+        Two streams, joined within five minutes of each other:
+
+        >>> from kspark import JoinWindows
+        >>> views = b.stream(Topic.jsonl("views", "/tmp/views"), key_type=str, value_type=str)
+        >>> clicks = b.stream(Topic.jsonl("clicks", "/tmp/clicks"), key_type=str, value_type=str)
+        >>> clicks.join(
+        ...     views, lambda click, view: f"{click}/{view}",
+        ...     JoinWindows.of_time_difference_with_no_grace(timedelta(minutes=5)), value_type=str,
+        ... ).name
+        'KSTREAM-JOIN-0000000006'
         """
+        if isinstance(table, KStream):
+            return self._wrap(
+                streamjoin.stream_join(
+                    self, table, joiner, joined, stream_joined, value_type, "inner"
+                )
+            )
+        if stream_joined is not None or isinstance(joined, JoinWindows):
+            raise InvalidArgumentError(
+                "JoinWindows and StreamJoined go with a stream-stream join; a stream-table "
+                "join takes Joined",
+                parameter="joined",
+            )
         return self._join(table, joiner, joined, value_type, left=False)
 
     @overload
@@ -1101,15 +1162,45 @@ class KStream(Generic[K, V]):
         value_type: type[VR] | None = None,
     ) -> KStream[K, VR]: ...
 
+    @overload
     def left_join(
         self,
-        table: KTable[Any, Any],
+        other: KStream[K, VO],
+        joiner: Callable[[V, VO | None], VR],
+        windows: JoinWindows,
+        /,
+        stream_joined: StreamJoined | Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
+        other: KStream[K, VO],
+        joiner: Callable[[K, V, VO | None], VR],
+        windows: JoinWindows,
+        /,
+        stream_joined: StreamJoined | Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    def left_join(
+        self,
+        table: KTable[Any, Any] | KStream[Any, Any],
         joiner: Callable[..., Any],
-        joined: Joined | None = None,
+        joined: Joined | JoinWindows | None = None,
+        stream_joined: StreamJoined | Named | None = None,
         *,
         value_type: type[Any] | None = None,
     ) -> KStream[Any, Any]:
         """Like :meth:`join`, but stream records with no table value join with None.
+
+        Against another stream (``joined`` is then a :class:`~kspark.JoinWindows`), a
+        record of this stream that joined nothing gives ``joiner(value, None)`` once its
+        window has closed (its timestamp plus ``after`` plus the grace period), never
+        before: no result is emitted that a later match would contradict.
 
         Parameters
         ----------
@@ -1120,6 +1211,9 @@ class KStream(Generic[K, V]):
             ``table_value`` is None when the table has no value for the key.
         joined
             A processor name and a grace period (a grace period needs a versioned table).
+        stream_joined
+            Against another stream: a :class:`~kspark.StreamJoined` or
+            :class:`~kspark.Named` that names the join's processor and its store.
         value_type
             The joined value's type, when ``joiner``'s annotations do not say it.
 
@@ -1137,7 +1231,99 @@ class KStream(Generic[K, V]):
         >>> s.left_join(t, lambda v, name: f"{name}:{v}", value_type=str).name
         'KSTREAM-LEFTJOIN-0000000003'
         """
+        if isinstance(table, KStream):
+            return self._wrap(
+                streamjoin.stream_join(
+                    self, table, joiner, joined, stream_joined, value_type, "left"
+                )
+            )
+        if stream_joined is not None or isinstance(joined, JoinWindows):
+            raise InvalidArgumentError(
+                "JoinWindows and StreamJoined go with a stream-stream join; a stream-table "
+                "join takes Joined",
+                parameter="joined",
+            )
         return self._join(table, joiner, joined, value_type, left=True)
+
+    @overload
+    def outer_join(
+        self,
+        other: KStream[K, VO],
+        joiner: Callable[[V | None, VO | None], VR],
+        windows: JoinWindows,
+        stream_joined: StreamJoined | Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def outer_join(
+        self,
+        other: KStream[K, VO],
+        joiner: Callable[[K, V | None, VO | None], VR],
+        windows: JoinWindows,
+        stream_joined: StreamJoined | Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    def outer_join(
+        self,
+        other: KStream[Any, Any],
+        joiner: Callable[..., Any],
+        windows: JoinWindows,
+        stream_joined: StreamJoined | Named | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KStream[Any, Any]:
+        """Joins this stream with ``other`` within ``windows``, keeping the records of both
+        that join nothing (Kafka Streams' ``KStream#outerJoin``).
+
+        Records join as in :meth:`join`. A record of either stream that joined nothing
+        gives ``joiner(value, None)`` (this stream's) or ``joiner(None, other_value)`` (the
+        other's) once its window has closed, never before, with its own timestamp.
+
+        Parameters
+        ----------
+        other
+            The other stream, from the same builder, with this stream's key type.
+        joiner
+            ``joiner(value, other_value)`` or ``joiner(key, value, other_value)``; one of
+            the two values is None for a record that joined nothing.
+        windows
+            Which timestamps join, and the grace period for out-of-order records.
+        stream_joined
+            The processor's and the store's names.
+        value_type
+            The joined value's type, when ``joiner``'s annotations do not say it.
+
+        Returns
+        -------
+        KStream
+            The joined records, keyed as both inputs.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import JoinWindows, StreamJoined, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> orders = b.stream("orders", key_type=str, value_type=int)
+        >>> payments = b.stream("payments", key_type=str, value_type=int)
+        >>> matched = orders.outer_join(
+        ...     payments, lambda order, paid: (order or 0) - (paid or 0),
+        ...     JoinWindows.of_time_difference_and_grace(timedelta(hours=1), timedelta(minutes=5)),
+        ...     StreamJoined.as_("unpaid-orders"), value_type=int,
+        ... )
+        >>> matched.name, matched.node.stores()
+        ('KSTREAM-OUTERJOIN-0000000002', ('unpaid-orders',))
+        """
+        if not isinstance(other, KStream):
+            raise InvalidArgumentError(
+                f"outer_join joins two streams, got {type(other).__name__}", parameter="other"
+            )
+        return self._wrap(
+            streamjoin.stream_join(self, other, joiner, windows, stream_joined, value_type, "outer")
+        )
 
     def _join(
         self,

@@ -35,6 +35,7 @@ __all__ = [
     "SelectKey",
     "Sink",
     "Source",
+    "StreamStreamJoin",
     "StreamTableJoin",
     "TableFilter",
     "TableMapValues",
@@ -600,6 +601,43 @@ class StreamTableJoin(Node):
     @property
     def parents(self) -> tuple[Node, ...]:
         return (self.stream, self.table)
+
+    def stores(self) -> tuple[str, ...]:
+        return (self.store_name,)
+
+
+@attrs.frozen(kw_only=True)
+class StreamStreamJoin(Node):
+    """A windowed stream-stream join (``join``, ``left_join``, ``outer_join``): records of
+    ``left`` at ``t1`` and ``right`` at ``t2`` with one key join when
+    ``t1 - before_ms <= t2 <= t1 + after_ms``. ``mode`` is ``inner``, ``left`` or ``outer``;
+    both streams' records wait in ``store_name`` until their windows close
+    (kspark_server.windowjoin)."""
+
+    left: Node
+    right: Node
+    joiner: Fn
+    joiner_with_key: bool
+    mode: str
+    before_ms: int
+    after_ms: int
+    grace_ms: int
+    store_name: str
+
+    def __attrs_post_init__(self) -> None:
+        if self.mode not in ("inner", "left", "outer"):
+            raise InvalidTopologyError(
+                f"{self.name}: unknown stream-stream join mode {self.mode!r}", processor=self.name
+            )
+        if self.before_ms + self.after_ms < 0 or self.grace_ms < 0:
+            raise InvalidTopologyError(
+                f"{self.name}: a join window needs before + after >= 0 and grace >= 0",
+                processor=self.name,
+            )
+
+    @property
+    def parents(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
 
     def stores(self) -> tuple[str, ...]:
         return (self.store_name,)

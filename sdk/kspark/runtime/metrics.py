@@ -417,6 +417,9 @@ class Metrics:
     store_entries: dict[tuple[str, str], int]
     expired_puts: dict[tuple[str, str], int]
     dead_letter_records: int
+    #: ``(processor, task_id)`` to records a windowed operator dropped as late (their
+    #: window had closed); they are in ``dropped_records_total`` too
+    late_records: dict[tuple[str, str], int] = attrs.field(factory=dict)
 
     @classmethod
     def of(cls, batches: Iterable[BatchFigures]) -> Metrics:
@@ -432,7 +435,9 @@ class Metrics:
                 else:
                     per_kind[kind][(proc, task)] += n
         dropped: dict[tuple[str, str], int] = defaultdict(int)
-        for kind in ("dropped", "dlq"):  # a record sent to the dead-letter queue was dropped
+        # a record sent to the dead-letter queue was dropped (late records are counted as
+        # dropped by their operator, under "dropped", and again under their own kind)
+        for kind in ("dropped", "dlq"):
             for key, n in per_kind[kind].items():
                 dropped[key] += n
         return cls(
@@ -444,6 +449,7 @@ class Metrics:
             store_entries=entries,
             expired_puts=dict(per_kind["expired_puts"]),
             dead_letter_records=totals.dead_letters,
+            late_records=dict(per_kind["late_records"]),
         )
 
     def dropped_by_processor(self) -> dict[str, int]:
@@ -477,6 +483,7 @@ class Metrics:
             # kspark's own, in the same style
             "duplicates-dropped-total": sum(self.duplicates_dropped.values()),
             "expired-puts-total": sum(self.expired_puts.values()),
+            "late-records-dropped-total": sum(self.late_records.values()),
             "dead-letter-records-total": self.dead_letter_records,
         }
 
