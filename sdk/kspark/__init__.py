@@ -18,27 +18,37 @@ from kspark.config import StreamsConfig
 from kspark.dsl import (
     Branched,
     BranchedKStream,
+    BufferConfig,
     Deduplicated,
+    Grouped,
     Joined,
+    KGroupedStream,
     KStream,
     KTable,
     Materialized,
     Named,
     Repartitioned,
     StreamsBuilder,
+    Suppressed,
+    TimeWindowedKStream,
+    TimeWindows,
 )
 from kspark.plan.nodes import Topic
 from kspark.plan.topology import Topology
 from kspark.runtime.app import State, StreamsApp
 from kspark.runtime.server import connect
+from kspark_server.windows import Window, Windowed
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Branched",
     "BranchedKStream",
+    "BufferConfig",
     "Deduplicated",
+    "Grouped",
     "Joined",
+    "KGroupedStream",
     "KStream",
     "KTable",
     "Materialized",
@@ -48,7 +58,12 @@ __all__ = [
     "StreamsApp",
     "StreamsBuilder",
     "StreamsConfig",
+    "Suppressed",
+    "TimeWindowedKStream",
+    "TimeWindows",
     "Topic",
     "Topology",
+    "Window",
+    "Windowed",
     "connect",
 ]

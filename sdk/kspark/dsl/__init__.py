@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+from kspark.dsl.grouped import (
+    BufferConfig,
+    Grouped,
+    KGroupedStream,
+    Suppressed,
+    TimeWindowedKStream,
+    TimeWindows,
+)
 from kspark.dsl.options import Branched, Deduplicated, Joined, Materialized, Named, Repartitioned
 from kspark.dsl.streams import BranchedKStream, KStream, KTable, StreamsBuilder
 
 __all__ = [
     "Branched",
     "BranchedKStream",
+    "BufferConfig",
     "Deduplicated",
+    "Grouped",
     "Joined",
+    "KGroupedStream",
     "KStream",
     "KTable",
     "Materialized",
     "Named",
     "Repartitioned",
     "StreamsBuilder",
+    "Suppressed",
+    "TimeWindowedKStream",
+    "TimeWindows",
 ]

@@ -14,7 +14,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from kspark.compiler import stages as st
 from kspark.errors import StoreError
-from kspark_server.spec import JoinSpec
+from kspark_server.spec import AggregateSpec, JoinSpec
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -332,6 +332,10 @@ def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any
     ``checkpoint``."""
     stage = _find_stage(output, name)
     spec = stage.spec
+    if isinstance(spec, AggregateSpec):
+        from kspark.runtime.agg_stores import open_aggregate_store
+
+        return open_aggregate_store(name, _CheckpointSource(spark, checkpoint, name), spec)
     if not isinstance(spec, JoinSpec):
         raise StoreError(
             f"store {name!r} belongs to {spec.processor} ({spec.kind}); only table "
