@@ -281,3 +281,57 @@ def test_store_answers_get_and_fetch_and_the_app_restarts_from_its_checkpoint(
         assert sums.fetch("b", 0, 20_000) == []
         assert sums.fetch("c", 10_000, 10_000) == [(10_000, 1)]
         assert sums.fetch("c", 0, 9_999) == []
+
+
+@pytest.mark.cluster
+def test_rescale_carries_counts_and_windows_over(spark: Any, app_id: str) -> None:
+    """2 -> 3 partitions between micro-batches: the same output as without a rescale."""
+    w = TimeWindows.of_size_and_grace(timedelta(milliseconds=10), timedelta(milliseconds=100))
+    batches: list[list[Rec]] = [
+        [(k, 1, ts) for ts, k in enumerate("abcdefab")],
+        [(k, 1, 8 + ts) for ts, k in enumerate("aabbcgh")],
+    ]
+
+    def outputs(rescale: bool) -> list[Any]:
+        b = StreamsBuilder()
+        s = b.stream("in", key_type=str, value_type=int)
+        s.group_by_key().count().to_stream().to("out")
+        s.group_by_key().windowed_by(w).count().to_stream().to("wout")
+        cfg = StreamsConfig(application_id=f"{app_id}-{rescale}", num_partitions=2)
+        got = []
+        with TopologyTestDriver(b.build(), cfg, session=spark) as d:
+            src = d.create_input_topic("in", key_type=str, value_type=int)
+            out, wout = d.create_output_topic("out"), d.create_output_topic("wout")
+            for i, batch in enumerate(batches):
+                if rescale and i == 1:
+                    d.rescale(3)
+                for k, v, ts in batch:
+                    src.pipe_input(k, v, timestamp=ts)
+                d.process()
+                got.append(sorted(out.read_key_values(), key=repr))
+                got.append(sorted(wout.read_key_values(), key=repr))
+        return got
+
+    assert outputs(True) == outputs(False)
+
+
+def test_a_failing_aggregator_goes_to_the_processing_handler(spark: Any, app_id: str) -> None:
+    from kspark.errors import LogAndContinueProcessingExceptionHandler
+
+    b = StreamsBuilder()
+    b.stream("in", key_type=str, value_type=int).group_by_key().aggregate(
+        lambda: 0, lambda k, v, total: total + 10 // v, Named.as_("div"), value_type=int
+    ).to_stream().to("out")
+    cfg = StreamsConfig(
+        application_id=app_id,
+        num_partitions=1,
+        processing_exception_handler=LogAndContinueProcessingExceptionHandler,
+    )
+    with TopologyTestDriver(b.build(), cfg, session=spark) as d:
+        src = d.create_input_topic("in", key_type=str, value_type=int)
+        out = d.create_output_topic("out")
+        for v in (5, 0, 2):  # 10 // 0 raises: the record is skipped, the aggregate kept
+            src.pipe_input("a", v, timestamp=1)
+        d.process()
+        assert out.read_key_values() == [("a", 7)]
+        assert d.metrics().dropped_records_total == {("div", "0_0"): 1}
