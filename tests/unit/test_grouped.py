@@ -221,3 +221,17 @@ def test_suppress_node_checks_its_parent() -> None:
     s = b.stream("in", key_type=str, value_type=int)
     with pytest.raises(InvalidTopologyError):
         Suppress(name="x", parent=s.node, key_type=None, value_type=None)
+
+
+def test_aggregated_tables_take_filter_and_map_values_as_steps_after_the_operator() -> None:
+    b = StreamsBuilder()
+    counts = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int).group_by_key()
+    t = counts.count(materialized=Materialized.as_("n")).filter(lambda k, n: n > 1)
+    t = t.map_values(lambda n: f"{n}x", value_type=str)
+    assert t.store_name == "n"
+    t.to_stream().to(Topic.jsonl("out", "/tmp/out"))
+    out = compile_topology(b.build(), CFG)
+    chains = [s for s in out.stages() if isinstance(s, st.Chain)]
+    (chain,) = chains
+    assert isinstance(chain.input, st.Stateful)
+    assert [s.op for s in chain.spec.steps] == ["table_filter", "table_map_values"]
