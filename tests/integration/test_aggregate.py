@@ -281,6 +281,10 @@ def test_store_answers_get_and_fetch_and_the_app_restarts_from_its_checkpoint(
         assert sums.fetch("b", 0, 20_000) == []
         assert sums.fetch("c", 10_000, 10_000) == [(10_000, 1)]
         assert sums.fetch("c", 0, 9_999) == []
+        # a replica answers the same from memory
+        replica = app.replica("sums")
+        assert replica.fetch("a", 0, 20_000) == [(10_000, 8)]
+        assert app.replica("counts").get("a") == 3
 
 
 @pytest.mark.cluster

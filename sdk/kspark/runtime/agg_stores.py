@@ -57,8 +57,14 @@ class ReadOnlyAggregateStore(_AggregateView[K, V]):
     Obtained from :meth:`kspark.StreamsApp.store`.
     """
 
-    def get(self, key: K) -> V | None:
-        """The aggregate of ``key``; None if it has none."""
+    def get(self, key: K, as_of: int | None = None) -> V | None:
+        """The aggregate of ``key``; None if it has none. The store keeps no history, so
+        ``as_of`` must be None."""
+        if as_of is not None:
+            raise StoreError(
+                f"store {self.name} is an aggregation's latest-value store and keeps no "
+                "history; it answers get(key) only"
+            )
         hk = self._key(key)
         found = self._source.entries([hk]).get(hk)
         if found is None or found[1] is None:

@@ -373,14 +373,14 @@ class StoreReplica:
 
     def __init__(self, spark: Any, checkpoint: str, output: st.Output, name: str) -> None:
         stage = _find_stage(output, name)
-        if not isinstance(stage.spec, JoinSpec):
+        if not isinstance(stage.spec, JoinSpec | AggregateSpec):
             raise StoreError(
                 f"store {name!r} belongs to {stage.spec.processor}; only table stores have replicas"
             )
         self.name = name
         self._spark = spark
         self._checkpoint = checkpoint
-        self._spec: JoinSpec = stage.spec
+        self._spec: JoinSpec | AggregateSpec = stage.spec
         self._tasks: dict[int, Any] = {}
         # each task's state as stored: its base and its log of changes
         self._bases: dict[int, bytes] = {}
@@ -457,8 +457,15 @@ class StoreReplica:
                 self._tasks.pop(task, None)
         changed = len(dirty)
         self.as_of_batch = last
-        view_cls = ReadOnlyVersionedStore if self._spec.versioned else ReadOnlyKeyValueStore
-        self._view = view_cls(self.name, _MemorySource(self._tasks, versioned), self._spec)
+        source = _MemorySource(self._tasks, versioned)
+        if isinstance(self._spec, AggregateSpec):
+            from kspark.runtime.agg_stores import open_aggregate_store
+
+            # an aggregation's entries have a latest-value table's layout
+            self._view = open_aggregate_store(self.name, source, self._spec)
+        else:
+            view_cls = ReadOnlyVersionedStore if self._spec.versioned else ReadOnlyKeyValueStore
+            self._view = view_cls(self.name, source, self._spec)
         return changed
 
     def _feed(self, reader: Any, last: int) -> Any:
@@ -502,6 +509,10 @@ class StoreReplica:
 
     def versions(self, key: Any, from_ts: int | None = None, to_ts: int | None = None) -> Any:
         return self._store().versions(key, from_ts, to_ts)
+
+    def fetch(self, key: Any, time_from: int, time_to: int) -> Any:
+        """As :meth:`kspark.runtime.agg_stores.ReadOnlyWindowStore.fetch`, from the replica."""
+        return self._store().fetch(key, time_from, time_to)
 
     def approximate_num_entries(self) -> int:
         return int(self._store().approximate_num_entries())
