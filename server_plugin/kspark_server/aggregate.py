@@ -121,9 +121,12 @@ class AggregateProcessor(TaskProcessor):
         self.advance = s.window_advance_ms
         self.grace = s.grace_ms
         self.windowed = self.size > 0
+        self.gap = s.session_gap_ms
+        self.session = self.gap > 0
         self.suppress = s.suppress
-        # windows expire by their start through the local store's time index
-        self.time_indexed = self.windowed
+        # windows expire by their start, a key's sessions by their latest end, through the
+        # local store's time index
+        self.time_indexed = self.windowed or self.session
         self.int_values = _integral(s.input.value)
         self.int_keys = _integral(s.input.key)
         self.kdec = codec.decoder(s.input.key)
@@ -142,7 +145,7 @@ class AggregateProcessor(TaskProcessor):
 
     def emitter(self) -> Emitter:
         out = _AggEmitter()
-        out.replace_key = self.windowed
+        out.replace_key = self.windowed or self.session
         return out
 
     # -- which entries a batch reads --------------------------------------------------
@@ -159,7 +162,7 @@ class AggregateProcessor(TaskProcessor):
         keys = batch.keys
         if self.int_keys:
             keys = [k if k is None or type(k) is int else int(k) for k in keys]
-        if not self.windowed:
+        if not self.windowed:  # per key, or a key's sessions
             found = {self._hk(k) for k in keys if k is not None}
             return list(found)
         size, advance = self.size, self.advance
@@ -188,6 +191,9 @@ class AggregateProcessor(TaskProcessor):
 
     def expire_before(self, st: Any) -> int | None:
         t = st["stream_time"]
+        if self.session and t is not None:
+            # a session that ended a gap before stream time minus grace takes no record
+            return int(t) - self.grace - self.gap
         if not self.windowed or t is None:
             return None
         # a window [start, start + size) takes no record once stream time reaches its end
@@ -198,6 +204,9 @@ class AggregateProcessor(TaskProcessor):
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, _AggEmitter)
+        if self.session:
+            self._process_sessions(st, batch, task, out)
+            return
         table: dict[Any, Any] = st["table"]
         khash: dict[Any, int] = st["hash"]
         touched = self.touched
@@ -352,6 +361,118 @@ class AggregateProcessor(TaskProcessor):
             touched.add(sk)
             last[sk] = li
         return stream_time
+
+    def _process_sessions(self, st: Any, batch: Batch, task: int, out: _AggEmitter) -> None:
+        """Session windows, as Kafka Streams' ``KStreamSessionWindowAggregate``: a record
+        joins every session of its key within the gap, which merge into one.
+
+        A key's entry is ``[latest end, sessions, key]``, each session ``[start, end,
+        aggregate, timestamp]`` (start and end both included), sorted by start.
+        """
+        table: dict[Any, Any] = st["table"]
+        khash: dict[Any, int] = st["hash"]
+        task_id = f"{self.guard.subtopology}_{task}"
+        gap, grace = self.gap, self.grace
+        stream_time = st["stream_time"]
+        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
+        values = batch.col("value")
+        if self.int_values:
+            values = [v if v is None or type(v) is int else int(v) for v in values]
+        if self.int_keys:
+            keys = [k if k is None or type(k) is int else int(k) for k in keys]
+        before = {(hk, int(sess[0]), int(sess[1])) for hk, e in table.items() for sess in e[1]}
+        # (key, start, end) -> position of the record that last made or removed it
+        changed: dict[Any, int] = {}
+        expired: dict[Any, Any] = {}
+        for i in range(batch.n):
+            ts = tss[i]
+            if stream_time is None or ts > stream_time:
+                stream_time = ts
+            key = keys[i]
+            if key is None:
+                self.guard.drop(self.processor, task_id)
+                continue
+            hk = key if type(key) is str else codec.hashable(key)
+            entry = table.get(hk)
+            # a session that ended more than gap plus grace before stream time has expired
+            # (record by record, so whatever the micro-batches, as the batch's expiry does)
+            alive = stream_time - grace - gap
+            sessions: list[Any] = [] if entry is None else list(entry[1])
+            for x in [x for x in sessions if int(x[1]) < alive]:
+                # its last value stands: emitted below if this batch made it
+                expired[(hk, int(x[0]), int(x[1]))] = x
+                sessions.remove(x)
+            found = [x for x in sessions if int(x[1]) >= ts - gap and int(x[0]) <= ts + gap]
+            start = min([ts, *(int(x[0]) for x in found)])
+            end = max([ts, *(int(x[1]) for x in found)])
+            if end < stream_time - grace:
+                # the merged session would have closed: too late
+                self.guard.drop(self.processor, task_id)
+                continue
+            ok, res = self._session_value(found, key, values[i], batch.row(i))
+            if not ok:
+                continue
+            obj, cell = res
+            rest = [x for x in sessions if x not in found]
+            for x in found:
+                changed[(hk, int(x[0]), int(x[1]))] = i
+            if obj is not None:
+                newest = max([ts, *(int(x[3]) for x in found)])
+                rest.append([start, end, cell, newest])
+                changed[(hk, start, end)] = i
+            rest.sort(key=lambda x: int(x[0]))
+            kc = codec.plain(key) if self.keep_key else None
+            if rest:
+                table[hk] = [max(int(x[1]) for x in rest), rest, kc]
+            else:
+                table.pop(hk, None)
+            khash[hk] = hashes[i]
+            self.touched.add(hk)
+        st["stream_time"] = stream_time
+        now = {(hk, int(x[0]), int(x[1])): (x, e[2]) for hk, e in table.items() for x in e[1]}
+        for sk, i in sorted(changed.items(), key=lambda kv: kv[1]):
+            hk, start, end = sk
+            got = now.get(sk)
+            if got is None and sk in expired:
+                got = (expired[sk], table.get(hk, [None, None, None])[2])
+            if got is None and sk not in before:
+                continue  # made and merged away within the batch: never seen outside
+            kc = got[1] if got is not None else None
+            wkey = {"key": hk if kc is None else kc, "window": {"start": start, "end": end}}
+            if got is None:
+                out.row(i, wkey, None, tss[i])
+            else:
+                out.row(i, wkey, got[0][2], int(got[0][3]))
+
+    def _session_value(self, found: list[Any], key: Any, value: Any, row: Any) -> tuple[bool, Any]:
+        """The merged sessions' aggregate with the record applied, and its cell."""
+        adec, aenc = self.adec, self.aenc
+        if self.op == "count":
+            n = sum(int(x[2]) for x in found) + 1
+            return True, (n, n)
+        k = self.kdec(key)
+        v = None if value is None else self.vdec(self.unpack_value(value))
+        spec = self.spec
+
+        def run(kk: Any, vv: Any) -> tuple[Any, Any]:
+            if self.op == "reduce":
+                reducer = spec.reducer
+                assert reducer is not None
+                agg: Any = None
+                for x in found:
+                    a = adec(x[2])
+                    agg = a if agg is None else reducer(agg, a)
+                agg = vv if agg is None else reducer(agg, vv)
+            else:
+                initializer, aggregator, merger = spec.initializer, spec.aggregator, spec.merger
+                assert initializer is not None and aggregator is not None and merger is not None
+                agg = initializer()
+                for x in found:
+                    agg = merger(kk, agg, adec(x[2]))
+                agg = aggregator(kk, vv, agg)
+            return agg, aenc(agg)
+
+        return self.guard.call(self.processor, run, (k, v), row)
 
     def _update(
         self,

@@ -474,6 +474,10 @@ class AggregateSpec:
     window_size_ms: int = 0
     window_advance_ms: int = 0
     grace_ms: int = 0
+    #: session windows of this inactivity gap (0: none); ``merger`` joins two sessions'
+    #: aggregates (``aggregate``)
+    session_gap_ms: int = 0
+    merger: Fn | None = None
     suppress: bool = False
     output_schema: str
     packed: Packed
@@ -481,6 +485,15 @@ class AggregateSpec:
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
+        if self.session_gap_ms < 0 or (self.session_gap_ms > 0 and self.window_size_ms > 0):
+            raise SpecError(f"{self.processor}: time windows or session windows, not both")
+        if self.session_gap_ms > 0 and (
+            self.suppress or (self.op == "aggregate") != (self.merger is not None)
+        ):
+            raise SpecError(
+                f"{self.processor}: session windows take a merger with aggregate, and no "
+                "suppression"
+            )
         if self.op not in ("count", "reduce", "aggregate"):
             raise SpecError(f"{self.processor}: unknown aggregation {self.op!r}")
         if (self.op == "reduce") != (self.reducer is not None):

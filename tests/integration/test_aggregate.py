@@ -339,3 +339,30 @@ def test_a_failing_aggregator_goes_to_the_processing_handler(spark: Any, app_id:
         d.process()
         assert out.read_key_values() == [("a", 7)]
         assert d.metrics().dropped_records_total == {("div", "0_0"): 1}
+
+
+def test_session_windows_merge_and_retract_and_the_store_fetches_sessions(
+    spark: Any, app_id: str
+) -> None:
+    from kspark import SessionWindows
+
+    b = StreamsBuilder()
+    w = SessionWindows.of_inactivity_gap_and_grace(
+        timedelta(milliseconds=10), timedelta(milliseconds=20)
+    )
+    b.stream("in", key_type=str, value_type=int).group_by_key().windowed_by(w).count(
+        materialized=Materialized.as_("sessions")
+    ).to_stream().to("out")
+    cfg = StreamsConfig(application_id=app_id, num_partitions=1)
+    win = lambda s, e: Windowed("a", Window(s, e))  # noqa: E731
+    with TopologyTestDriver(b.build(), cfg, session=spark) as d:
+        src = d.create_input_topic("in", key_type=str, value_type=int)
+        out = d.create_output_topic("out")
+        src.pipe_input("a", 1, timestamp=0)
+        src.pipe_input("a", 1, timestamp=20)
+        d.process()
+        assert out.read_key_values() == [(win(0, 0), 1), (win(20, 20), 1)]
+        src.pipe_input("a", 1, timestamp=10)  # within the gap of both: they merge
+        d.process()
+        assert out.read_key_values() == [(win(0, 0), None), (win(20, 20), None), (win(0, 20), 3)]
+        assert d.store("sessions").fetch("a") == [(0, 20, 3)]

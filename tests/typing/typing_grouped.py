@@ -14,6 +14,8 @@ from kspark import (
     KTable,
     Materialized,
     Named,
+    SessionWindowedKStream,
+    SessionWindows,
     StreamsBuilder,
     Suppressed,
     TimeWindowedKStream,
@@ -59,6 +61,14 @@ assert_type(windowed.count(), KTable[Windowed[str], int])
 # misuse: each of these must stay a type error
 grouped.reduce(lambda a, p: a.amount)  # type: ignore[arg-type, return-value]
 by_currency.aggregate(lambda: 0.0, lambda p, total: total)  # type: ignore[arg-type, misc]
-grouped.windowed_by(timedelta(minutes=1))  # type: ignore[arg-type]
+grouped.windowed_by(timedelta(minutes=1))  # type: ignore[call-overload]
 counts.suppress("until-window-closes")  # type: ignore[arg-type]
 payments.group_by_key(Named.as_("g"))  # type: ignore[arg-type]
+
+sessions = grouped.windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5)))
+assert_type(sessions, SessionWindowedKStream[str, Payment])
+per_session = sessions.aggregate(
+    lambda: 0.0, lambda k, p, total: total + p.amount, lambda k, a1, a2: a1 + a2, value_type=float
+)
+assert_type(per_session, KTable[Windowed[str], float])
+sessions.aggregate(lambda: 0.0, lambda k, p, total: total + p.amount)  # type: ignore[call-arg]

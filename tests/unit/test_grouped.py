@@ -235,3 +235,22 @@ def test_aggregated_tables_take_filter_and_map_values_as_steps_after_the_operato
     (chain,) = chains
     assert isinstance(chain.input, st.Stateful)
     assert [s.op for s in chain.spec.steps] == ["table_filter", "table_map_values"]
+
+
+def test_session_windows_compile_with_their_gap_and_merger() -> None:
+    from kspark import SessionWindows
+
+    b = StreamsBuilder()
+    w = SessionWindows.of_inactivity_gap_and_grace(timedelta(minutes=5), timedelta(seconds=30))
+    g = b.stream(Topic.jsonl("in", "/tmp/in"), key_type=str, value_type=int).group_by_key()
+    t = g.windowed_by(w).aggregate(lambda: 0, lambda k, v, a: a + v, lambda k, a, c: a + c)
+    t.to_stream().to(Topic.jsonl("out", "/tmp/out"))
+    (stage,) = _aggregates(b.build())
+    spec = stage.spec
+    assert isinstance(spec, AggregateSpec)
+    assert (spec.session_gap_ms, spec.grace_ms, spec.window_size_ms) == (300_000, 30_000, 0)
+    assert spec.merger is not None and stage.key_type.display() == "Windowed"
+    with pytest.raises(InvalidTopologyError, match="TimeWindows"):
+        g.windowed_by(w).count().suppress(Suppressed.until_window_closes())
+    with pytest.raises(InvalidArgumentError, match="positive"):
+        SessionWindows.of_inactivity_gap_with_no_grace(timedelta(0))

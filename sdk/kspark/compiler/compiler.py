@@ -19,7 +19,13 @@ from kspark.compiler import stages as st
 from kspark.config import StreamsConfig
 from kspark.errors import CompilationError, InvalidTopologyError
 from kspark.plan import nodes as n
-from kspark.plan.grouped import Aggregate, Suppress, windowed_type
+from kspark.plan.grouped import (
+    Aggregate,
+    SessionWindowsDef,
+    Suppress,
+    TimeWindowsDef,
+    windowed_type,
+)
 from kspark.plan.topology import Topology
 from kspark.plan.types import DYNAMIC, Dynamic, Primitive, Record, TypeDesc, json_packable
 from kspark_server import envelope as env
@@ -440,8 +446,10 @@ class _Compiler:
             out_value = stream.value_type
         else:
             out_value = _known(node.value_type)
-        w = node.windows
-        out_key = windowed_type(key_type) if w is not None else key_type
+        windows = node.windows
+        w = windows if isinstance(windows, TimeWindowsDef) else None
+        sw = windows if isinstance(windows, SessionWindowsDef) else None
+        out_key = windowed_type(key_type) if windows is not None else key_type
         spec = sp.AggregateSpec(
             processor=node.name,
             store=node.store_name,
@@ -453,7 +461,9 @@ class _Compiler:
             output=_kv(out_key, out_value),
             window_size_ms=w.size_ms if w is not None else 0,
             window_advance_ms=w.advance_ms if w is not None else 0,
-            grace_ms=w.grace_ms if w is not None else 0,
+            grace_ms=w.grace_ms if w is not None else sw.grace_ms if sw is not None else 0,
+            session_gap_ms=sw.gap_ms if sw is not None else 0,
+            merger=node.merger,
             suppress=suppress,
             output_schema=_envelope_json(out_key, out_value),
             packed=sp.Packed(value=json_packable(stream.value_type), out=json_packable(out_value)),

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
 
@@ -38,7 +38,7 @@ from kspark.dsl import _infer
 from kspark.dsl.options import Materialized, Named, factory, to_ms
 from kspark.errors import InvalidArgumentError
 from kspark.plan import nodes as n
-from kspark.plan.grouped import Aggregate, TimeWindowsDef, windowed_type
+from kspark.plan.grouped import Aggregate, SessionWindowsDef, TimeWindowsDef, windowed_type
 from kspark.plan.types import DYNAMIC, describe_type
 from kspark_server.windows import Windowed
 
@@ -49,6 +49,8 @@ __all__ = [
     "BufferConfig",
     "Grouped",
     "KGroupedStream",
+    "SessionWindowedKStream",
+    "SessionWindows",
     "Suppressed",
     "TimeWindowedKStream",
     "TimeWindows",
@@ -183,6 +185,61 @@ class TimeWindows:
         )
 
 
+@attrs.frozen(kw_only=True)
+class SessionWindows:
+    """Session windows: a key's records less than the inactivity gap apart share one
+    session, which grows (and merges with its neighbours) as records come.
+
+    A session's window runs from its first to its last record's timestamp, both included
+    (``Windowed.window.end`` is the last record's time, as in Kafka Streams). A record whose
+    session would end before stream time minus the grace period is late: dropped and
+    counted.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> w = SessionWindows.of_inactivity_gap_and_grace(timedelta(minutes=5), timedelta(seconds=30))
+    >>> w.gap_ms, w.grace_ms
+    (300000, 30000)
+    """
+
+    gap: timedelta
+    grace: timedelta
+
+    def __attrs_post_init__(self) -> None:
+        self.spec()
+
+    @classmethod
+    def of_inactivity_gap_with_no_grace(cls, gap: timedelta) -> SessionWindows:
+        """Sessions that end after ``gap`` without a record; no late records.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5)).grace_ms
+        0
+        """
+        return cls(gap=gap, grace=timedelta(0))
+
+    @classmethod
+    def of_inactivity_gap_and_grace(cls, gap: timedelta, grace: timedelta) -> SessionWindows:
+        """Sessions that end after ``gap`` without a record, taking late records for
+        ``grace``."""
+        return cls(gap=gap, grace=grace)
+
+    @property
+    def gap_ms(self) -> int:
+        return to_ms(self.gap, "gap", allow_zero=False)
+
+    @property
+    def grace_ms(self) -> int:
+        return to_ms(self.grace, "grace")
+
+    def spec(self) -> SessionWindowsDef:
+        """The windows as the plan holds them."""
+        return SessionWindowsDef(gap_ms=self.gap_ms, grace_ms=self.grace_ms)
+
+
 @attrs.frozen
 class BufferConfig:
     """How much a suppression may hold back; kspark holds the open windows themselves,
@@ -263,7 +320,7 @@ class _Aggregating(Generic[K, V]):
         *,
         repartition: bool,
         grouped_name: str | None,
-        windows: TimeWindowsDef | None = None,
+        windows: TimeWindowsDef | SessionWindowsDef | None = None,
     ) -> None:
         self._builder = builder
         self._node = node
@@ -329,6 +386,7 @@ class _Aggregating(Generic[K, V]):
         named: Named | None,
         materialized: Materialized | None,
         value_type: Any,
+        **merger: Any,
     ) -> KTable[Any, Any]:
         hint = _infer.return_hint(aggregator) or _infer.return_hint(initializer)
         prefix = "KSTREAM-AGGREGATE"
@@ -340,6 +398,7 @@ class _Aggregating(Generic[K, V]):
             value_type=_infer.resolve(value_type, hint, prefix, "value_type"),
             initializer=initializer,
             aggregator=aggregator,
+            **merger,
         )
 
 
@@ -454,8 +513,14 @@ class KGroupedStream(_Aggregating[K, V]):
         """
         return self._aggregate(initializer, aggregator, named, materialized, value_type)
 
-    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream[K, V]:
-        """Aggregate per time window instead of per key only.
+    @overload
+    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream[K, V]: ...
+    @overload
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream[K, V]: ...
+    def windowed_by(
+        self, windows: TimeWindows | SessionWindows
+    ) -> TimeWindowedKStream[K, V] | SessionWindowedKStream[K, V]:
+        """Aggregate per time window (or per session) instead of per key only.
 
         Examples
         --------
@@ -468,9 +533,18 @@ class KGroupedStream(_Aggregating[K, V]):
         >>> t.node.windows
         TimeWindowsDef(size_ms=600000, advance_ms=300000, grace_ms=60000)
         """
+        if isinstance(windows, SessionWindows):
+            return SessionWindowedKStream(
+                self._builder,
+                self._node,
+                repartition=self._repartition,
+                grouped_name=self._grouped_name,
+                windows=windows.spec(),
+            )
         if not isinstance(windows, TimeWindows):
             raise InvalidArgumentError(
-                f"windowed_by takes TimeWindows, got {windows!r}", parameter="windows"
+                f"windowed_by takes TimeWindows or SessionWindows, got {windows!r}",
+                parameter="windows",
             )
         return TimeWindowedKStream(
             self._builder,
@@ -527,6 +601,60 @@ class TimeWindowedKStream(_Aggregating[K, V]):
         """Folds each key's values per window, from ``initializer()`` with
         ``aggregator(key, value, aggregate)``."""
         return self._aggregate(initializer, aggregator, named, materialized, value_type)
+
+
+class SessionWindowedKStream(_Aggregating[K, V]):
+    """A grouped stream aggregated per session (Kafka Streams' ``SessionWindowedKStream``).
+
+    Its tables are keyed by ``Windowed[K]`` whose window is the session's first and last
+    record time (both included). When a record joins two sessions, the table emits a
+    tombstone (value None) for each session merged away and the merged session's value.
+    """
+
+    def count(
+        self, named: Named | None = None, materialized: Materialized | None = None
+    ) -> KTable[Windowed[K], int]:
+        """The number of records per key and session.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import SessionWindows, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> s = b.stream("clicks", key_type=str, value_type=str)
+        >>> w = SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))
+        >>> s.group_by_key().windowed_by(w).count().node.windows
+        SessionWindowsDef(gap_ms=300000, grace_ms=0)
+        """
+        return self._count(named, materialized)
+
+    def reduce(
+        self,
+        reducer: Callable[[V, V], V],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+    ) -> KTable[Windowed[K], V]:
+        """Combines each session's values with ``reducer(aggregate, value)``; merging two
+        sessions reduces their aggregates the same way."""
+        return self._reduce(reducer, named, materialized)
+
+    def aggregate(
+        self,
+        initializer: Callable[[], VA],
+        aggregator: Callable[[K, V, VA], VA],
+        merger: Callable[[K, VA, VA], VA],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VA] | None = None,
+    ) -> KTable[Windowed[K], VA]:
+        """Folds each session's values, from ``initializer()`` with
+        ``aggregator(key, value, aggregate)``; ``merger(key, aggregate1, aggregate2)``
+        joins the aggregates of two sessions that a record brings together."""
+        _infer.check_callable(merger, "merger", "KSTREAM-AGGREGATE")
+        return self._aggregate(
+            initializer, aggregator, named, materialized, value_type, merger=merger
+        )
 
 
 def group(

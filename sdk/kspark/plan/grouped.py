@@ -26,7 +26,7 @@ from kspark.plan.nodes import _Unary
 from kspark.plan.types import Field, Primitive, Record, TypeDesc
 from kspark_server.windows import Window, Windowed
 
-__all__ = ["Aggregate", "Suppress", "TimeWindowsDef", "windowed_type"]
+__all__ = ["Aggregate", "SessionWindowsDef", "Suppress", "TimeWindowsDef", "windowed_type"]
 
 Fn = Callable[..., Any]
 
@@ -65,6 +65,24 @@ class TimeWindowsDef:
         return self.size_ms + self.grace_ms
 
 
+@attrs.frozen(kw_only=True)
+class SessionWindowsDef:
+    """Session windows: a key's records less than ``gap_ms`` apart share a session."""
+
+    gap_ms: int
+    grace_ms: int
+
+    def __attrs_post_init__(self) -> None:
+        if self.gap_ms <= 0:
+            raise InvalidArgumentError(
+                f"an inactivity gap must be positive, got {self.gap_ms} ms", parameter="gap"
+            )
+        if self.grace_ms < 0:
+            raise InvalidArgumentError(
+                f"a grace period must not be negative, got {self.grace_ms} ms", parameter="grace"
+            )
+
+
 _LONG = Primitive(py=int, spark="long")
 _WINDOW = Record(
     cls=Window, fields=(Field(name="start", type=_LONG), Field(name="end", type=_LONG))
@@ -91,8 +109,10 @@ class Aggregate(_Unary):
     reducer: Fn | None = None
     initializer: Fn | None = None
     aggregator: Fn | None = None
+    #: joins two sessions' aggregates (``aggregate`` over session windows)
+    merger: Fn | None = None
     store_name: str
-    windows: TimeWindowsDef | None = None
+    windows: TimeWindowsDef | SessionWindowsDef | None = None
     #: whether Kafka Streams would read the grouped records from a repartition topic
     #: (``group_by``, or a key changed upstream): a new sub-topology starts here
     repartition: bool = False
@@ -111,6 +131,13 @@ class Aggregate(_Unary):
             raise InvalidTopologyError(
                 f"{self.name}: reduce takes a reducer, aggregate an initializer and an "
                 "aggregator, count neither",
+                processor=self.name,
+            )
+        if (isinstance(self.windows, SessionWindowsDef) and self.op == "aggregate") != (
+            self.merger is not None
+        ):
+            raise InvalidTopologyError(
+                f"{self.name}: a session-windowed aggregate takes a merger, nothing else does",
                 processor=self.name,
             )
 
@@ -141,10 +168,11 @@ class Suppress(_Unary):
 
     def __attrs_post_init__(self) -> None:
         parent = self.parent
-        if not isinstance(parent, Aggregate) or parent.windows is None:
+        if not isinstance(parent, Aggregate) or not isinstance(parent.windows, TimeWindowsDef):
             raise InvalidTopologyError(
                 f"{self.name}: Suppressed.until_window_closes needs the table of a windowed "
-                "aggregation (group_by_key().windowed_by(...).count() and the like)",
+                "aggregation over TimeWindows (group_by_key().windowed_by(...).count() and "
+                "the like)",
                 processor=self.name,
             )
 

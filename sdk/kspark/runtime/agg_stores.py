@@ -3,7 +3,8 @@
 
 A table of an aggregation answers ``get(key)``; a windowed one answers
 ``fetch(key, time_from, time_to)``, the windows of a key that start in that range, as
-Kafka Streams' ``ReadOnlyWindowStore.fetch`` does. Both read the checkpoint on the server
+Kafka Streams' ``ReadOnlyWindowStore.fetch`` does; a session-windowed one ``fetch(key)``,
+the key's sessions. Both read the checkpoint on the server
 and bring back only the entries asked for (:mod:`kspark_server.queries`).
 """
 
@@ -19,7 +20,12 @@ from kspark_server.spec import AggregateSpec
 if TYPE_CHECKING:
     from kspark.runtime.stores import _Source
 
-__all__ = ["ReadOnlyAggregateStore", "ReadOnlyWindowStore", "open_aggregate_store"]
+__all__ = [
+    "ReadOnlyAggregateStore",
+    "ReadOnlySessionStore",
+    "ReadOnlyWindowStore",
+    "open_aggregate_store",
+]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -101,8 +107,24 @@ class ReadOnlyWindowStore(_AggregateView[K, V]):
         return out
 
 
+class ReadOnlySessionStore(_AggregateView[K, V]):
+    """The table of a session-windowed aggregation, as of the app's last committed
+    micro-batch: each key's sessions that can still take records."""
+
+    def fetch(self, key: K) -> list[tuple[int, int, V]]:
+        """``(start, end, aggregate)`` of each session of ``key`` (start and end both
+        included), oldest first."""
+        hk = self._key(key)
+        got = self._source.entries([hk]).get(hk)
+        if got is None or got[1] is None:
+            return []
+        return [(int(x[0]), int(x[1]), self._vdec(x[2])) for x in got[1][1]]
+
+
 def open_aggregate_store(name: str, source: _Source, spec: AggregateSpec) -> Any:
     """The read-only view of an aggregation's store."""
+    if spec.session_gap_ms > 0:
+        return ReadOnlySessionStore(name, source, spec)
     if spec.window_size_ms > 0:
         return ReadOnlyWindowStore(name, source, spec)
     return ReadOnlyAggregateStore(name, source, spec)

@@ -510,9 +510,10 @@ class StoreReplica:
     def versions(self, key: Any, from_ts: int | None = None, to_ts: int | None = None) -> Any:
         return self._store().versions(key, from_ts, to_ts)
 
-    def fetch(self, key: Any, time_from: int, time_to: int) -> Any:
-        """As :meth:`kspark.runtime.agg_stores.ReadOnlyWindowStore.fetch`, from the replica."""
-        return self._store().fetch(key, time_from, time_to)
+    def fetch(self, key: Any, *time_range: int) -> Any:
+        """As ``fetch`` of :class:`~kspark.runtime.agg_stores.ReadOnlyWindowStore` (``key,
+        time_from, time_to``) or of a session store (``key``), from the replica."""
+        return self._store().fetch(key, *time_range)
 
     def approximate_num_entries(self) -> int:
         return int(self._store().approximate_num_entries())
