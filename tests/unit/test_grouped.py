@@ -73,6 +73,13 @@ def test_group_by_repartitions_and_group_by_key_only_after_a_key_change() -> Non
     assert isinstance(by.node, Aggregate) and by.node.grouped_name == "by-currency"
     after_repartition = s.select_key(lambda k, p: p.currency, key_type=str).repartition()
     assert not after_repartition.group_by_key().count().node.repartitions
+    # a keyed stateful operator after the key change has grouped by the new key already
+    deduped = s.select_key(lambda k, p: p.currency, key_type=str).deduplicate_by_key(
+        timedelta(seconds=1)
+    )
+    assert not deduped.group_by_key().count().node.repartitions
+    by_id = s.deduplicate(lambda k, p: p.currency, timedelta(seconds=1))
+    assert by_id.group_by_key().count().node.repartitions
 
 
 def test_describe_splits_sub_topologies_and_names_the_operator() -> None:

@@ -674,8 +674,9 @@ def group(
 
 
 def _key_changed(node: n.Node) -> bool:
-    """Whether a key-changing step comes after the last repartition or source upstream:
-    Kafka Streams then groups through a repartition topic, so a new sub-topology starts."""
+    """Whether a key-changing step comes after the last repartition, keyed stateful
+    operator or source upstream: Kafka Streams then groups through a repartition topic, so
+    a new sub-topology starts."""
     seen: set[int] = set()
     todo = [node]
     while todo:
@@ -685,7 +686,10 @@ def _key_changed(node: n.Node) -> bool:
         seen.add(id(cur))
         if cur.changes_key:
             return True
-        if cur.repartitions or isinstance(cur, n.Source | n.TableSource):
+        if isinstance(cur, n.Deduplicate) and cur.repartitions:
+            return True  # its records are partitioned by id, not by key
+        # a join or a deduplication by key has its input grouped by the key already
+        if cur.repartitions or cur.stateful or isinstance(cur, n.Source | n.TableSource):
             continue
         todo.extend(cur.parents)
     return False
