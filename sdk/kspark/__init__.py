@@ -18,41 +18,60 @@ from kspark.config import StreamsConfig
 from kspark.dsl import (
     Branched,
     BranchedKStream,
+    BufferConfig,
     Deduplicated,
+    Grouped,
     Joined,
     JoinWindows,
+    KGroupedStream,
     KStream,
     KTable,
     Materialized,
     Named,
     Repartitioned,
     StreamJoined,
+    SessionWindowedKStream,
+    SessionWindows,
     StreamsBuilder,
+    Suppressed,
+    TimeWindowedKStream,
+    TimeWindows,
 )
 from kspark.plan.nodes import Topic
 from kspark.plan.topology import Topology
 from kspark.runtime.app import State, StreamsApp
 from kspark.runtime.server import connect
+from kspark_server.windows import Window, Windowed
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Branched",
     "BranchedKStream",
+    "BufferConfig",
     "Deduplicated",
     "JoinWindows",
+    "Grouped",
     "Joined",
+    "KGroupedStream",
     "KStream",
     "KTable",
     "Materialized",
     "Named",
     "Repartitioned",
+    "SessionWindowedKStream",
+    "SessionWindows",
     "State",
     "StreamJoined",
     "StreamsApp",
     "StreamsBuilder",
     "StreamsConfig",
+    "Suppressed",
+    "TimeWindowedKStream",
+    "TimeWindows",
     "Topic",
     "Topology",
+    "Window",
+    "Windowed",
     "connect",
 ]

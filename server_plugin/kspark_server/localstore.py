@@ -162,6 +162,21 @@ class TaskStore:
         with self.env.begin() as txn:
             return int(txn.stat(self.entries)["entries"])
 
+    def keys_before(self, ts: int) -> list[bytes]:
+        """The keys whose time-index time is older than ``ts``, oldest first (the windows
+        a suppressed windowed aggregation closes, so it can emit them before they expire).
+        """
+        bound = (int(ts) + _OFFSET).to_bytes(8, "big")
+        out: list[bytes] = []
+        with self.env.begin(db=self.index) as txn:
+            cur = txn.cursor()
+            if cur.first():
+                for k in cur.iternext(keys=True, values=False):
+                    if k[:8] >= bound:
+                        break
+                    out.append(k[8:])
+        return out
+
     def pairs(self) -> Iterator[tuple[bytes, bytes]]:
         """Every (key, entry), in key order."""
         with self.env.begin(db=self.entries) as txn:

@@ -37,6 +37,7 @@ from kspark_server.paths import normalize_path
 
 __all__ = [
     "SPEC_VERSION",
+    "AggregateSpec",
     "ArrowValues",
     "BranchStep",
     "ChainSpec",
@@ -477,8 +478,70 @@ class SinksSpec:
     batch_offset: int = 0
 
 
-StatefulSpec = DedupSpec | JoinSpec | WindowJoinSpec
-OperatorSpec = ChainSpec | DedupIdSpec | DedupSpec | JoinSpec | WindowJoinSpec | SinksSpec
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AggregateSpec:
+    """``count``, ``reduce`` or ``aggregate`` of a grouped stream, per task, optionally
+    over time windows (``window_size_ms > 0``) and with only final results per window
+    (``suppress``); see :mod:`kspark_server.aggregate`."""
+
+    kind: ClassVar[str] = "aggregate"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    #: ``count``, ``reduce`` or ``aggregate``
+    op: str
+    reducer: Fn | None = None
+    initializer: Fn | None = None
+    aggregator: Fn | None = None
+    input: KeyValue
+    output: KeyValue
+    #: 0: not windowed
+    window_size_ms: int = 0
+    window_advance_ms: int = 0
+    grace_ms: int = 0
+    #: session windows of this inactivity gap (0: none); ``merger`` joins two sessions'
+    #: aggregates (``aggregate``)
+    session_gap_ms: int = 0
+    merger: Fn | None = None
+    suppress: bool = False
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+    versioned: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.session_gap_ms < 0 or (self.session_gap_ms > 0 and self.window_size_ms > 0):
+            raise SpecError(f"{self.processor}: time windows or session windows, not both")
+        if self.session_gap_ms > 0 and (
+            self.suppress or (self.op == "aggregate") != (self.merger is not None)
+        ):
+            raise SpecError(
+                f"{self.processor}: session windows take a merger with aggregate, and no "
+                "suppression"
+            )
+        if self.op not in ("count", "reduce", "aggregate"):
+            raise SpecError(f"{self.processor}: unknown aggregation {self.op!r}")
+        if (self.op == "reduce") != (self.reducer is not None):
+            raise SpecError(f"{self.processor}: a reducer goes with reduce")
+        if (self.op == "aggregate") != (
+            self.initializer is not None and self.aggregator is not None
+        ):
+            raise SpecError(f"{self.processor}: an initializer and aggregator go with aggregate")
+        if self.window_size_ms < 0 or (
+            self.window_size_ms > 0 and not 0 < self.window_advance_ms <= self.window_size_ms
+        ):
+            raise SpecError(
+                f"{self.processor}: windows need 0 < advance <= size, got size "
+                f"{self.window_size_ms} and advance {self.window_advance_ms}"
+            )
+        if self.suppress and self.window_size_ms == 0:
+            raise SpecError(f"{self.processor}: suppression needs windows")
+
+
+StatefulSpec = DedupSpec | JoinSpec | WindowJoinSpec | AggregateSpec
+OperatorSpec = (
+    ChainSpec | DedupIdSpec | DedupSpec | JoinSpec | WindowJoinSpec | AggregateSpec | SinksSpec
+)
 _OPERATORS: tuple[type, ...] = get_args(OperatorSpec)
 
 

@@ -460,7 +460,7 @@ class TaskProcessor(StatefulProcessor):
         # the entries as loaded, before this batch: the restore report of a restarted run
         # counts them (kspark.runtime.restore)
         loaded = local.count() + len(st.get("buffer") or []) if has_state else None
-        out = Emitter()
+        out = self.emitter()
         if batch is not None:
             self.process(st, batch, task, out)
         self._save(st, local, inc, sizes, before, has_state)
@@ -490,6 +490,10 @@ class TaskProcessor(StatefulProcessor):
 
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         return []
+
+    def emitter(self) -> Emitter:
+        """Where :meth:`process` puts its output rows (an aggregation's has its own)."""
+        return Emitter()
 
     def close(self) -> None:
         pass

@@ -12,6 +12,7 @@ from kspark.compiler import compile_topology
 from kspark.compiler import compiler as compiler_module
 from kspark.errors import InvalidTopologyError
 from kspark.plan import graph
+from kspark.plan import grouped as grouped_nodes
 from kspark.plan import nodes as n
 
 CFG = StreamsConfig(application_id="graph-test", num_partitions=2)
@@ -96,9 +97,15 @@ def test_every_plan_node_class_has_a_compiler_rule(cls: type[n.Node]) -> None:
 
 
 def test_the_node_class_list_covers_the_plan_module() -> None:
-    public = {name for name in n.__all__ if isinstance(getattr(n, name), type)}
+    modules = (n, grouped_nodes)  # nodes of aggregations live in kspark.plan.grouped
+    public = {
+        getattr(m, name)
+        for m in modules
+        for name in m.__all__
+        if isinstance(getattr(m, name), type)
+    }
     found = {cls.__name__ for cls in _node_classes()}
-    assert {name for name in public if issubclass(getattr(n, name), n.Node)} - {"Node"} == found
+    assert {c.__name__ for c in public if issubclass(c, n.Node)} - {"Node"} == found
 
 
 def _versioned_join(retention: timedelta, grace: timedelta) -> None:

@@ -19,6 +19,13 @@ from kspark.compiler import stages as st
 from kspark.config import StreamsConfig
 from kspark.errors import CompilationError, InvalidTopologyError
 from kspark.plan import nodes as n
+from kspark.plan.grouped import (
+    Aggregate,
+    SessionWindowsDef,
+    Suppress,
+    TimeWindowsDef,
+    windowed_type,
+)
 from kspark.plan.topology import Topology
 from kspark.plan.types import DYNAMIC, Dynamic, Primitive, Record, TypeDesc, json_packable
 from kspark_server import envelope as env
@@ -457,6 +464,66 @@ class _Compiler:
             task_column=task_column,
             key_type=stream.key_type,
             value_type=stream.value_type,
+        )
+        return self._start(stage, node)
+
+    # -- aggregations (kspark.plan.grouped) ----------------------------------------------
+    def visit_Aggregate(self, node: Aggregate) -> _Pending:
+        return self._aggregate(node, suppress=False)
+
+    def visit_Suppress(self, node: Suppress) -> _Pending:
+        # the aggregation's own operator holds its windows back (no second store), so the
+        # suppression must be the aggregated table's only reader
+        agg = node.parent
+        assert isinstance(agg, Aggregate)  # Suppress checks it
+        readers = self.topology.children()[agg.name]
+        if readers != [node.name]:
+            raise InvalidTopologyError(
+                f"{node.name}: the suppressed table of {agg.name} is also read by "
+                f"{sorted(set(readers) - {node.name})}; read it only through the suppression",
+                processor=node.name,
+            )
+        return self._aggregate(agg, suppress=True)
+
+    def _aggregate(self, node: Aggregate, *, suppress: bool) -> _Pending:
+        stream = self.flush(self.visit(node.parent), node.name)
+        key_type = stream.key_type
+        if node.op == "count":
+            out_value: TypeDesc = _known(node.value_type)
+        elif node.op == "reduce":
+            out_value = stream.value_type
+        else:
+            out_value = _known(node.value_type)
+        windows = node.windows
+        w = windows if isinstance(windows, TimeWindowsDef) else None
+        sw = windows if isinstance(windows, SessionWindowsDef) else None
+        out_key = windowed_type(key_type) if windows is not None else key_type
+        spec = sp.AggregateSpec(
+            processor=node.name,
+            store=node.store_name,
+            op=node.op,
+            reducer=node.reducer,
+            initializer=node.initializer,
+            aggregator=node.aggregator,
+            input=_kv(key_type, stream.value_type),
+            output=_kv(out_key, out_value),
+            window_size_ms=w.size_ms if w is not None else 0,
+            window_advance_ms=w.advance_ms if w is not None else 0,
+            grace_ms=w.grace_ms if w is not None else sw.grace_ms if sw is not None else 0,
+            session_gap_ms=sw.gap_ms if sw is not None else 0,
+            merger=node.merger,
+            suppress=suppress,
+            output_schema=_envelope_json(out_key, out_value),
+            packed=sp.Packed(value=json_packable(stream.value_type), out=json_packable(out_value)),
+            handling=self.handling(self.subtopology_of.get(node.name, 0)),
+        )
+        stage = st.Stateful(
+            stream=stream,
+            table=None,
+            spec=spec,
+            num_partitions=self.config.num_partitions,
+            key_type=out_key,
+            value_type=out_value,
         )
         return self._start(stage, node)
 

@@ -41,11 +41,14 @@ from kspark.dsl.options import (
 )
 from kspark.errors import InvalidArgumentError, InvalidTopologyError, TypeMappingError
 from kspark.plan import nodes as n
+from kspark.plan.grouped import Aggregate, Suppress
 from kspark.plan.topology import Topology
 from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, describe_type
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from kspark.dsl.grouped import Grouped, KGroupedStream, Suppressed
 
 __all__ = ["BranchedKStream", "KStream", "KTable", "StreamsBuilder"]
 
@@ -1382,6 +1385,82 @@ class KStream(Generic[K, V]):
             )
         )
 
+    # -- grouping (kspark.dsl.grouped) -------------------------------------------------
+    def group_by_key(self, grouped: Grouped | None = None) -> KGroupedStream[K, V]:
+        """Groups the records by their key, for ``count``, ``reduce``, ``aggregate`` or
+        ``windowed_by`` (see :class:`~kspark.KGroupedStream`).
+
+        Parameters
+        ----------
+        grouped
+            The grouping's name (``Grouped.as_(name)``).
+
+        Returns
+        -------
+        KGroupedStream
+            The grouped stream.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> counts = b.stream("clicks", key_type=str, value_type=str).group_by_key().count()
+        >>> counts.name, counts.node.stateful
+        ('KSTREAM-AGGREGATE-0000000002', True)
+        """
+        from kspark.dsl import grouped as g
+
+        return g.group(self, grouped, selected=False)
+
+    def group_by(
+        self,
+        selector: Callable[[K, V], KR],
+        grouped: Grouped | None = None,
+        *,
+        key_type: type[KR] | None = None,
+    ) -> KGroupedStream[KR, V]:
+        """Re-keys each record with ``selector(key, value)``, then groups by the new key.
+
+        Parameters
+        ----------
+        selector
+            The new key of a record.
+        grouped
+            The grouping's name (``Grouped.as_(name)``).
+        key_type
+            The new key's type, when ``selector``'s annotations do not say it.
+
+        Returns
+        -------
+        KGroupedStream
+            The grouped stream; its aggregation starts a new sub-topology, as Kafka
+            Streams' repartition topic does.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> s = b.stream("payments", key_type=str, value_type=float)
+        >>> t = s.group_by(lambda k, v: "big" if v > 100 else "small", key_type=str).count()
+        >>> t.node.parent.name, t.node.repartitions
+        ('KSTREAM-KEY-SELECT-0000000001', True)
+        """
+        from kspark.dsl import grouped as g
+
+        name, seq = self._builder._next("KSTREAM-KEY-SELECT", None)
+        _infer.check_callable(selector, "selector", name)
+        keyed = self._wrap(
+            n.SelectKey(
+                name=name,
+                seq=seq,
+                parent=self._node,
+                fn=selector,
+                key_type=_infer.resolve(key_type, _infer.return_hint(selector), name, "key_type"),
+                value_type=self._node.value_type,
+            )
+        )
+        return g.group(keyed, grouped, selected=True)
+
     # -- tables ------------------------------------------------------------------------
     def to_table(
         self,
@@ -1752,12 +1831,57 @@ class KTable(Generic[K, V]):
         """The name of the store a join against this table uses."""
         return self._source().store_name
 
-    def _source(self) -> n.TableSource | n.ToTable:
+    def _source(self) -> n.TableSource | n.ToTable | Aggregate:
         node = self._node
-        while not isinstance(node, n.TableSource | n.ToTable):
-            assert isinstance(node, n.TableFilter | n.TableMapValues), node
+        while not isinstance(node, n.TableSource | n.ToTable | Aggregate):
+            assert isinstance(node, n.TableFilter | n.TableMapValues | Suppress), node
             node = node.parent
         return node
+
+    def suppress(self, suppressed: Suppressed) -> KTable[K, V]:
+        """Holds back a windowed aggregation's updates: with
+        ``Suppressed.until_window_closes()``, each window's final result is emitted once,
+        when stream time passes the window's end plus its grace period.
+
+        Parameters
+        ----------
+        suppressed
+            ``Suppressed.until_window_closes(...)``, optionally ``.with_name(name)``.
+
+        Returns
+        -------
+        KTable
+            The table of final results.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import StreamsBuilder, Suppressed, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> w = TimeWindows.of_size_and_grace(timedelta(minutes=1), timedelta(seconds=10))
+        >>> counts = b.stream("clicks", key_type=str, value_type=str).group_by_key().windowed_by(w).count()
+        >>> final = counts.suppress(Suppressed.until_window_closes())
+        >>> final.name
+        'KTABLE-SUPPRESS-0000000003'
+        """
+        from kspark.dsl.grouped import Suppressed as _Suppressed
+
+        if not isinstance(suppressed, _Suppressed):
+            raise InvalidArgumentError(
+                f"suppress takes a Suppressed, got {suppressed!r}", parameter="suppressed"
+            )
+        name, seq = self._builder._next("KTABLE-SUPPRESS", suppressed.name)
+        return KTable(
+            self._builder,
+            Suppress(
+                name=name,
+                seq=seq,
+                parent=self._node,
+                suppress_name=suppressed.name,
+                key_type=self._node.key_type,
+                value_type=self._node.value_type,
+            ),
+        )
 
     def filter(self, predicate: Callable[[K, V], bool], named: Named | None = None) -> KTable[K, V]:
         """Keeps the rows for which ``predicate(key, value)`` is true; others are deleted.
@@ -1903,13 +2027,37 @@ class KTable(Generic[K, V]):
             ),
         )
 
-    def to_stream(self, named: Named | None = None) -> KStream[K, V]:
+    @overload
+    def to_stream(self, named: Named | None = None, /) -> KStream[K, V]: ...
+    @overload
+    def to_stream(self, *, named: Named | None = None) -> KStream[K, V]: ...
+    @overload
+    def to_stream(
+        self,
+        mapper: Callable[[K, V], KR],
+        named: Named | None = None,
+        *,
+        key_type: type[KR] | None = None,
+    ) -> KStream[KR, V]: ...
+    def to_stream(
+        self,
+        mapper: Callable[..., Any] | Named | None = None,
+        named: Named | None = None,
+        *,
+        key_type: type[Any] | None = None,
+    ) -> KStream[Any, Any]:
         """The table's changelog as a stream; deletes appear with value None.
 
         Parameters
         ----------
+        mapper
+            ``mapper(key, value)`` gives each record's new key (Kafka Streams'
+            ``toStream(KeyValueMapper)``), for example the plain key of a windowed
+            table's ``Windowed`` key. A ``Named`` here names the processor.
         named
             A processor name instead of the generated one.
+        key_type
+            The new key's type, when ``mapper``'s annotations do not say it.
 
         Returns
         -------
@@ -1924,8 +2072,10 @@ class KTable(Generic[K, V]):
         >>> t.to_stream().name
         'KTABLE-TOSTREAM-0000000002'
         """
+        if isinstance(mapper, Named):
+            mapper, named = None, mapper
         name, seq = self._builder._next("KTABLE-TOSTREAM", named)
-        return KStream(
+        stream: KStream[Any, Any] = KStream(
             self._builder,
             n.ToStream(
                 name=name,
@@ -1935,3 +2085,6 @@ class KTable(Generic[K, V]):
                 value_type=self._node.value_type,
             ),
         )
+        if mapper is None:
+            return stream
+        return stream.select_key(mapper, key_type=key_type)

@@ -50,7 +50,10 @@ def _describe_line(node: Node) -> str:
         return f"Source: {node.name} (topics: [{node.topic_name}])"
     if isinstance(node, Sink):
         return f"Sink: {node.name} (topic: {node.topic_name})"
-    return f"Processor: {node.name} (stores: [{', '.join(node.stores())}])"
+    line = f"Processor: {node.name} (stores: [{', '.join(node.stores())}])"
+    # what a node compiles to, where that is worth saying (aggregations)
+    operator = getattr(node, "operator", None)
+    return f"{line} [operator: {operator}]" if operator else line
 
 
 def describe(topology: Topology) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from kspark.compiler import stages as st
 from kspark.errors import StoreError
-from kspark_server.spec import JoinSpec
+from kspark_server.spec import AggregateSpec, JoinSpec
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -323,6 +323,10 @@ def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any
     ``checkpoint``."""
     stage = _find_stage(output, name)
     spec = stage.spec
+    if isinstance(spec, AggregateSpec):
+        from kspark.runtime.agg_stores import open_aggregate_store
+
+        return open_aggregate_store(name, _CheckpointSource(spark, checkpoint, name), spec)
     if not isinstance(spec, JoinSpec):
         raise StoreError(
             f"store {name!r} belongs to {spec.processor} ({spec.kind}); only table "
@@ -360,14 +364,14 @@ class StoreReplica:
 
     def __init__(self, spark: Any, checkpoint: str, output: st.Output, name: str) -> None:
         stage = _find_stage(output, name)
-        if not isinstance(stage.spec, JoinSpec):
+        if not isinstance(stage.spec, JoinSpec | AggregateSpec):
             raise StoreError(
                 f"store {name!r} belongs to {stage.spec.processor}; only table stores have replicas"
             )
         self.name = name
         self._spark = spark
         self._checkpoint = checkpoint
-        self._spec: JoinSpec = stage.spec
+        self._spec: JoinSpec | AggregateSpec = stage.spec
         self._tasks: dict[int, Any] = {}
         # each task's state as stored: its base and its log of changes
         self._bases: dict[int, bytes] = {}
@@ -440,8 +444,15 @@ class StoreReplica:
                 self._tasks.pop(task, None)
         changed = len(dirty)
         self.as_of_batch = last
-        view_cls = ReadOnlyVersionedStore if self._spec.versioned else ReadOnlyKeyValueStore
-        self._view = view_cls(self.name, _MemorySource(self._tasks, versioned), self._spec)
+        source = _MemorySource(self._tasks, versioned)
+        if isinstance(self._spec, AggregateSpec):
+            from kspark.runtime.agg_stores import open_aggregate_store
+
+            # an aggregation's entries have a latest-value table's layout
+            self._view = open_aggregate_store(self.name, source, self._spec)
+        else:
+            view_cls = ReadOnlyVersionedStore if self._spec.versioned else ReadOnlyKeyValueStore
+            self._view = view_cls(self.name, source, self._spec)
         return changed
 
     def _feed(self, reader: Any, last: int) -> Any:
@@ -481,6 +492,11 @@ class StoreReplica:
 
     def versions(self, key: Any, from_ts: int | None = None, to_ts: int | None = None) -> Any:
         return self._store().versions(key, from_ts, to_ts)
+
+    def fetch(self, key: Any, *time_range: int) -> Any:
+        """As ``fetch`` of :class:`~kspark.runtime.agg_stores.ReadOnlyWindowStore` (``key,
+        time_from, time_to``) or of a session store (``key``), from the replica."""
+        return self._store().fetch(key, *time_range)
 
     def approximate_num_entries(self) -> int:
         return int(self._store().approximate_num_entries())

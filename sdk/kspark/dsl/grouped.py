@@ -1,0 +1,695 @@
+"""Grouping, aggregation and windows: ``KGroupedStream``, ``TimeWindowedKStream``,
+``Grouped``, ``TimeWindows``, ``Suppressed``.
+
+``KStream.group_by_key()`` and ``KStream.group_by(selector)`` group a stream;
+``count()``, ``reduce()`` and ``aggregate()`` turn it into a table whose value per key is
+the aggregate so far. ``windowed_by(TimeWindows...)`` aggregates per time window
+instead, into a table keyed by ``Windowed[K]``.
+
+Each aggregation compiles to kspark's own per-task operator
+(:mod:`kspark_server.aggregate`), which emits, per micro-batch, the latest value of each
+key it changed: Kafka Streams with a record cache and a commit interval of one
+micro-batch (see docs/aggregations.md).
+
+Examples
+--------
+>>> from datetime import timedelta
+>>> from kspark import StreamsBuilder, TimeWindows
+>>> b = StreamsBuilder()
+>>> clicks = b.stream("clicks", key_type=str, value_type=str)
+>>> per_user = clicks.group_by_key().count()
+>>> per_user.to_stream().to("counts")
+>>> per_minute = clicks.group_by_key().windowed_by(
+...     TimeWindows.of_size_with_no_grace(timedelta(minutes=1))
+... ).count()
+>>> per_minute.node.key_type.display()
+'Windowed'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+import attrs
+
+from kspark.dsl import _infer
+from kspark.dsl.options import Materialized, Named, factory, to_ms
+from kspark.errors import InvalidArgumentError
+from kspark.plan import nodes as n
+from kspark.plan.grouped import Aggregate, SessionWindowsDef, TimeWindowsDef, windowed_type
+from kspark.plan.types import DYNAMIC, describe_type
+from kspark_server.windows import Windowed
+
+if TYPE_CHECKING:
+    from kspark.dsl.streams import KStream, KTable, StreamsBuilder
+
+__all__ = [
+    "BufferConfig",
+    "Grouped",
+    "KGroupedStream",
+    "SessionWindowedKStream",
+    "SessionWindows",
+    "Suppressed",
+    "TimeWindowedKStream",
+    "TimeWindows",
+]
+
+K = TypeVar("K")
+V = TypeVar("V")
+VA = TypeVar("VA")
+
+_INT = describe_type(int)
+
+
+def _valid_name(value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise InvalidArgumentError(f"a name must be a non-empty string, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class Grouped:
+    """Options of ``group_by_key`` and ``group_by``: the grouping's name (in Kafka
+    Streams, its repartition topic's).
+
+    Examples
+    --------
+    >>> Grouped.as_("by-user")
+    Grouped(name='by-user')
+    """
+
+    name: str | None = attrs.field(default=None, validator=lambda _i, _a, v: _valid_name(v))
+
+    @factory
+    def as_(self, name: str) -> Grouped:
+        """A ``Grouped`` named ``name``.
+
+        Examples
+        --------
+        >>> Grouped.as_("by-user").name
+        'by-user'
+        """
+        return attrs.evolve(self, name=name)
+
+    @factory
+    def with_name(self, name: str) -> Grouped:
+        """A copy named ``name``.
+
+        Examples
+        --------
+        >>> Grouped().with_name("g").name
+        'g'
+        """
+        return attrs.evolve(self, name=name)
+
+
+@attrs.frozen(kw_only=True)
+class TimeWindows:
+    """Fixed-size time windows: tumbling, or hopping with :meth:`advance_by`.
+
+    A window covers ``[start, start + size)`` (epoch ms); starts are multiples of the
+    advance. A record is added to every window that contains its timestamp, unless stream
+    time has passed that window's end plus the grace period: then it is late for it,
+    dropped and counted (``dropped-records``).
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> w = TimeWindows.of_size_and_grace(timedelta(minutes=5), timedelta(seconds=30))
+    >>> w.size_ms, w.advance_ms, w.grace_ms
+    (300000, 300000, 30000)
+    >>> w.advance_by(timedelta(minutes=1)).advance_ms
+    60000
+    """
+
+    size: timedelta
+    advance: timedelta
+    grace: timedelta
+
+    def __attrs_post_init__(self) -> None:
+        self.spec()
+
+    @classmethod
+    def of_size_with_no_grace(cls, size: timedelta) -> TimeWindows:
+        """Tumbling windows of ``size``; a record later than its window's end is dropped.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> TimeWindows.of_size_with_no_grace(timedelta(minutes=1)).grace_ms
+        0
+        """
+        return cls(size=size, advance=size, grace=timedelta(0))
+
+    @classmethod
+    def of_size_and_grace(cls, size: timedelta, grace: timedelta) -> TimeWindows:
+        """Tumbling windows of ``size`` that take records up to ``grace`` after their end.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> TimeWindows.of_size_and_grace(timedelta(minutes=1), timedelta(seconds=10)).grace_ms
+        10000
+        """
+        return cls(size=size, advance=size, grace=grace)
+
+    def advance_by(self, advance: timedelta) -> TimeWindows:
+        """Hopping windows: a new window every ``advance`` (at most the size).
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> w = TimeWindows.of_size_with_no_grace(timedelta(minutes=10)).advance_by(timedelta(minutes=5))
+        >>> w.size_ms, w.advance_ms
+        (600000, 300000)
+        """
+        return attrs.evolve(self, advance=advance)
+
+    @property
+    def size_ms(self) -> int:
+        return to_ms(self.size, "size", allow_zero=False)
+
+    @property
+    def advance_ms(self) -> int:
+        return to_ms(self.advance, "advance", allow_zero=False)
+
+    @property
+    def grace_ms(self) -> int:
+        return to_ms(self.grace, "grace")
+
+    def spec(self) -> TimeWindowsDef:
+        """The windows as the plan holds them."""
+        return TimeWindowsDef(
+            size_ms=self.size_ms, advance_ms=self.advance_ms, grace_ms=self.grace_ms
+        )
+
+
+@attrs.frozen(kw_only=True)
+class SessionWindows:
+    """Session windows: a key's records less than the inactivity gap apart share one
+    session, which grows (and merges with its neighbours) as records come.
+
+    A session's window runs from its first to its last record's timestamp, both included
+    (``Windowed.window.end`` is the last record's time, as in Kafka Streams). A record whose
+    session would end before stream time minus the grace period is late: dropped and
+    counted.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> w = SessionWindows.of_inactivity_gap_and_grace(timedelta(minutes=5), timedelta(seconds=30))
+    >>> w.gap_ms, w.grace_ms
+    (300000, 30000)
+    """
+
+    gap: timedelta
+    grace: timedelta
+
+    def __attrs_post_init__(self) -> None:
+        self.spec()
+
+    @classmethod
+    def of_inactivity_gap_with_no_grace(cls, gap: timedelta) -> SessionWindows:
+        """Sessions that end after ``gap`` without a record; no late records.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5)).grace_ms
+        0
+        """
+        return cls(gap=gap, grace=timedelta(0))
+
+    @classmethod
+    def of_inactivity_gap_and_grace(cls, gap: timedelta, grace: timedelta) -> SessionWindows:
+        """Sessions that end after ``gap`` without a record, taking late records for
+        ``grace``."""
+        return cls(gap=gap, grace=grace)
+
+    @property
+    def gap_ms(self) -> int:
+        return to_ms(self.gap, "gap", allow_zero=False)
+
+    @property
+    def grace_ms(self) -> int:
+        return to_ms(self.grace, "grace")
+
+    def spec(self) -> SessionWindowsDef:
+        """The windows as the plan holds them."""
+        return SessionWindowsDef(gap_ms=self.gap_ms, grace_ms=self.grace_ms)
+
+
+@attrs.frozen
+class BufferConfig:
+    """How much a suppression may hold back; kspark holds the open windows themselves,
+    in the aggregation's store, so only ``unbounded()`` exists.
+
+    Examples
+    --------
+    >>> BufferConfig.unbounded()
+    BufferConfig()
+    """
+
+    @classmethod
+    def unbounded(cls) -> BufferConfig:
+        return cls()
+
+
+@attrs.frozen(kw_only=True)
+class Suppressed:
+    """What ``KTable.suppress`` holds back: ``until_window_closes`` emits each window's
+    final result once, when stream time passes its end plus grace.
+
+    Examples
+    --------
+    >>> Suppressed.until_window_closes(BufferConfig.unbounded()).with_name("final").name
+    'final'
+    """
+
+    name: str | None = attrs.field(default=None, validator=lambda _i, _a, v: _valid_name(v))
+
+    @classmethod
+    def until_window_closes(cls, buffer_config: BufferConfig | None = None) -> Suppressed:
+        """Only the final result of each window of a windowed aggregation.
+
+        Examples
+        --------
+        >>> Suppressed.until_window_closes().name is None
+        True
+        """
+        if buffer_config is not None and not isinstance(buffer_config, BufferConfig):
+            raise InvalidArgumentError(
+                f"buffer_config must be a BufferConfig, got {buffer_config!r}",
+                parameter="buffer_config",
+            )
+        return cls()
+
+    def with_name(self, name: str) -> Suppressed:
+        """A copy whose suppression processor is named ``name``."""
+        return attrs.evolve(self, name=name)
+
+
+def _store(
+    builder: StreamsBuilder, materialized: Materialized | None, prefix: str, processor: str
+) -> str:
+    if materialized is not None and not isinstance(materialized, Materialized):
+        raise InvalidArgumentError(
+            f"materialized must be a Materialized, got {materialized!r}", parameter="materialized"
+        )
+    if materialized is not None and materialized.versioned:
+        raise InvalidArgumentError(
+            f"{processor}: an aggregation's table keeps its latest value per key; "
+            "Materialized.as_versioned is not supported here, use Materialized.as_(name)",
+            parameter="materialized",
+        )
+    if materialized is not None and materialized.store_name:
+        return materialized.store_name
+    return builder._store_name(prefix)
+
+
+class _Aggregating(Generic[K, V]):
+    """What ``KGroupedStream`` and ``TimeWindowedKStream`` share: the grouped stream."""
+
+    __slots__ = ("_builder", "_grouped_name", "_node", "_repartition", "_windows")
+
+    def __init__(
+        self,
+        builder: StreamsBuilder,
+        node: n.Node,
+        *,
+        repartition: bool,
+        grouped_name: str | None,
+        windows: TimeWindowsDef | SessionWindowsDef | None = None,
+    ) -> None:
+        self._builder = builder
+        self._node = node
+        self._repartition = repartition
+        self._grouped_name = grouped_name
+        self._windows = windows
+
+    def _table(
+        self,
+        op: str,
+        prefix: str,
+        named: Named | None,
+        materialized: Materialized | None,
+        *,
+        value_type: Any,
+        **fns: Any,
+    ) -> KTable[Any, Any]:
+        from kspark.dsl.streams import KTable
+
+        # Kafka Streams names the store before the processor
+        store = _store(self._builder, materialized, prefix, prefix)
+        name, seq = self._builder._next(prefix, named)
+        for what, fn in fns.items():
+            _infer.check_callable(fn, what, name)
+        key = self._node.key_type or DYNAMIC
+        node = Aggregate(
+            name=name,
+            seq=seq,
+            parent=self._node,
+            op=op,
+            store_name=store,
+            windows=self._windows,
+            repartition=self._repartition,
+            grouped_name=self._grouped_name,
+            key_type=windowed_type(key) if self._windows is not None else key,
+            value_type=value_type,
+            **fns,
+        )
+        return KTable(self._builder, node)
+
+    def _count(self, named: Named | None, materialized: Materialized | None) -> KTable[Any, Any]:
+        return self._table("count", "KSTREAM-AGGREGATE", named, materialized, value_type=_INT)
+
+    def _reduce(
+        self,
+        reducer: Callable[[V, V], V],
+        named: Named | None,
+        materialized: Materialized | None,
+    ) -> KTable[Any, Any]:
+        return self._table(
+            "reduce",
+            "KSTREAM-REDUCE",
+            named,
+            materialized,
+            value_type=self._node.value_type,
+            reducer=reducer,
+        )
+
+    def _aggregate(
+        self,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        named: Named | None,
+        materialized: Materialized | None,
+        value_type: Any,
+        **merger: Any,
+    ) -> KTable[Any, Any]:
+        hint = _infer.return_hint(aggregator) or _infer.return_hint(initializer)
+        prefix = "KSTREAM-AGGREGATE"
+        return self._table(
+            "aggregate",
+            prefix,
+            named,
+            materialized,
+            value_type=_infer.resolve(value_type, hint, prefix, "value_type"),
+            initializer=initializer,
+            aggregator=aggregator,
+            **merger,
+        )
+
+
+class KGroupedStream(_Aggregating[K, V]):
+    """A stream grouped by key, ready to aggregate (Kafka Streams' ``KGroupedStream``).
+
+    Made by :meth:`KStream.group_by_key` or :meth:`KStream.group_by`.
+    """
+
+    def count(
+        self, named: Named | None = None, materialized: Materialized | None = None
+    ) -> KTable[K, int]:
+        """The number of records per key, as a table.
+
+        Records with a null key or a null value are dropped and counted
+        (``dropped-records``), as in Kafka Streams.
+
+        Parameters
+        ----------
+        named
+            The processor's name instead of ``KSTREAM-AGGREGATE-<n>``.
+        materialized
+            The store's name (``Materialized.as_(name)``), which ``app.store(name)``
+            reads.
+
+        Returns
+        -------
+        KTable
+            Each key's count; per micro-batch, the latest count of every key that changed.
+
+        Examples
+        --------
+        >>> from kspark import Materialized, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> counts = b.stream("clicks", key_type=str, value_type=str).group_by_key().count(
+        ...     materialized=Materialized.as_("clicks-per-user")
+        ... )
+        >>> counts.to_stream().to("counts")
+        >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
+        Topologies:
+           Sub-topology: 0
+            Source: KSTREAM-SOURCE-0000000000 (topics: [clicks])
+              --> KSTREAM-AGGREGATE-0000000001
+            Processor: KSTREAM-AGGREGATE-0000000001 (stores: [clicks-per-user]) [operator: kspark task operator (transformWithStateInPandas, per-task state)]
+              --> KTABLE-TOSTREAM-0000000002
+              <-- KSTREAM-SOURCE-0000000000
+            Processor: KTABLE-TOSTREAM-0000000002 (stores: [])
+              --> KSTREAM-SINK-0000000003
+              <-- KSTREAM-AGGREGATE-0000000001
+            Sink: KSTREAM-SINK-0000000003 (topic: counts)
+              <-- KTABLE-TOSTREAM-0000000002
+        """
+        return self._count(named, materialized)
+
+    def reduce(
+        self,
+        reducer: Callable[[V, V], V],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+    ) -> KTable[K, V]:
+        """Combines each key's values with ``reducer(aggregate, value)``; the first value
+        is the aggregate as it comes.
+
+        ``reducer`` runs per record on the server, guarded by the processing exception
+        handler.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> totals = b.stream("amounts", key_type=str, value_type=float).group_by_key().reduce(
+        ...     lambda total, amount: total + amount
+        ... )
+        >>> totals.name, totals.store_name
+        ('KSTREAM-REDUCE-0000000002', 'KSTREAM-REDUCE-STATE-STORE-0000000001')
+        """
+        return self._reduce(reducer, named, materialized)
+
+    def aggregate(
+        self,
+        initializer: Callable[[], VA],
+        aggregator: Callable[[K, V, VA], VA],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VA] | None = None,
+    ) -> KTable[K, VA]:
+        """Folds each key's values: ``initializer()`` starts a key's aggregate, and
+        ``aggregator(key, value, aggregate)`` gives the next.
+
+        Parameters
+        ----------
+        initializer
+            The aggregate of a key before its first record.
+        aggregator
+            The new aggregate from the key, the record's value and the aggregate so far.
+        named, materialized
+            The processor's and the store's names.
+        value_type
+            The aggregate's type, when the functions' annotations do not say it.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> words = b.stream("words", key_type=str, value_type=str)
+        >>> lengths = words.group_by_key().aggregate(
+        ...     lambda: 0, lambda k, w, total: total + len(w), value_type=int
+        ... )
+        >>> lengths.node.value_type.display()
+        'int'
+        """
+        return self._aggregate(initializer, aggregator, named, materialized, value_type)
+
+    @overload
+    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream[K, V]: ...
+    @overload
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream[K, V]: ...
+    def windowed_by(
+        self, windows: TimeWindows | SessionWindows
+    ) -> TimeWindowedKStream[K, V] | SessionWindowedKStream[K, V]:
+        """Aggregate per time window (or per session) instead of per key only.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> s = b.stream("clicks", key_type=str, value_type=str)
+        >>> hopping = TimeWindows.of_size_and_grace(timedelta(minutes=10), timedelta(minutes=1))
+        >>> t = s.group_by_key().windowed_by(hopping.advance_by(timedelta(minutes=5))).count()
+        >>> t.node.windows
+        TimeWindowsDef(size_ms=600000, advance_ms=300000, grace_ms=60000)
+        """
+        if isinstance(windows, SessionWindows):
+            return SessionWindowedKStream(
+                self._builder,
+                self._node,
+                repartition=self._repartition,
+                grouped_name=self._grouped_name,
+                windows=windows.spec(),
+            )
+        if not isinstance(windows, TimeWindows):
+            raise InvalidArgumentError(
+                f"windowed_by takes TimeWindows or SessionWindows, got {windows!r}",
+                parameter="windows",
+            )
+        return TimeWindowedKStream(
+            self._builder,
+            self._node,
+            repartition=self._repartition,
+            grouped_name=self._grouped_name,
+            windows=windows.spec(),
+        )
+
+
+class TimeWindowedKStream(_Aggregating[K, V]):
+    """A grouped stream aggregated per time window (Kafka Streams' ``TimeWindowedKStream``).
+
+    Its tables are keyed by ``Windowed[K]``: the key and the window (``.window.start``,
+    ``.window.end``, epoch ms, end exclusive). A record later than a window's end plus
+    grace, by its task's stream time, is dropped from that window and counted.
+    """
+
+    def count(
+        self, named: Named | None = None, materialized: Materialized | None = None
+    ) -> KTable[Windowed[K], int]:
+        """The number of records per key and window.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> s = b.stream("clicks", key_type=str, value_type=str)
+        >>> t = s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1))).count()
+        >>> t.name
+        'KSTREAM-AGGREGATE-0000000002'
+        """
+        return self._count(named, materialized)
+
+    def reduce(
+        self,
+        reducer: Callable[[V, V], V],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+    ) -> KTable[Windowed[K], V]:
+        """Combines each key's values per window with ``reducer(aggregate, value)``."""
+        return self._reduce(reducer, named, materialized)
+
+    def aggregate(
+        self,
+        initializer: Callable[[], VA],
+        aggregator: Callable[[K, V, VA], VA],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VA] | None = None,
+    ) -> KTable[Windowed[K], VA]:
+        """Folds each key's values per window, from ``initializer()`` with
+        ``aggregator(key, value, aggregate)``."""
+        return self._aggregate(initializer, aggregator, named, materialized, value_type)
+
+
+class SessionWindowedKStream(_Aggregating[K, V]):
+    """A grouped stream aggregated per session (Kafka Streams' ``SessionWindowedKStream``).
+
+    Its tables are keyed by ``Windowed[K]`` whose window is the session's first and last
+    record time (both included). When a record joins two sessions, the table emits a
+    tombstone (value None) for each session merged away and the merged session's value.
+    """
+
+    def count(
+        self, named: Named | None = None, materialized: Materialized | None = None
+    ) -> KTable[Windowed[K], int]:
+        """The number of records per key and session.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import SessionWindows, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> s = b.stream("clicks", key_type=str, value_type=str)
+        >>> w = SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))
+        >>> s.group_by_key().windowed_by(w).count().node.windows
+        SessionWindowsDef(gap_ms=300000, grace_ms=0)
+        """
+        return self._count(named, materialized)
+
+    def reduce(
+        self,
+        reducer: Callable[[V, V], V],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+    ) -> KTable[Windowed[K], V]:
+        """Combines each session's values with ``reducer(aggregate, value)``; merging two
+        sessions reduces their aggregates the same way."""
+        return self._reduce(reducer, named, materialized)
+
+    def aggregate(
+        self,
+        initializer: Callable[[], VA],
+        aggregator: Callable[[K, V, VA], VA],
+        merger: Callable[[K, VA, VA], VA],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VA] | None = None,
+    ) -> KTable[Windowed[K], VA]:
+        """Folds each session's values, from ``initializer()`` with
+        ``aggregator(key, value, aggregate)``; ``merger(key, aggregate1, aggregate2)``
+        joins the aggregates of two sessions that a record brings together."""
+        _infer.check_callable(merger, "merger", "KSTREAM-AGGREGATE")
+        return self._aggregate(
+            initializer, aggregator, named, materialized, value_type, merger=merger
+        )
+
+
+def group(
+    stream: KStream[Any, Any], grouped: Grouped | None, *, selected: bool
+) -> KGroupedStream[Any, Any]:
+    """The grouped stream of ``stream`` (already re-keyed when ``selected``)."""
+    if grouped is not None and not isinstance(grouped, Grouped):
+        raise InvalidArgumentError(
+            f"grouped must be a Grouped, got {grouped!r}", parameter="grouped"
+        )
+    return KGroupedStream(
+        stream._builder,
+        stream.node,
+        repartition=selected or _key_changed(stream.node),
+        grouped_name=grouped.name if grouped is not None else None,
+    )
+
+
+def _key_changed(node: n.Node) -> bool:
+    """Whether a key-changing step comes after the last repartition, keyed stateful
+    operator or source upstream: Kafka Streams then groups through a repartition topic, so
+    a new sub-topology starts."""
+    seen: set[int] = set()
+    todo = [node]
+    while todo:
+        cur = todo.pop()
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if cur.changes_key:
+            return True
+        if isinstance(cur, n.Deduplicate) and cur.repartitions:
+            return True  # its records are partitioned by id, not by key
+        # a join or a deduplication by key has its input grouped by the key already
+        if cur.repartitions or cur.stateful or isinstance(cur, n.Source | n.TableSource):
+            continue
+        todo.extend(cur.parents)
+    return False

@@ -1,0 +1,181 @@
+"""Plan nodes of grouping and aggregation: :class:`Aggregate` (``count``, ``reduce``,
+``aggregate``, windowed or not) and :class:`Suppress` (final results of windows).
+
+A grouped stream is no node of its own: ``group_by_key()`` and ``group_by()`` only say
+how the next aggregation groups (``group_by`` adds a key-selecting step before it), as in
+Kafka Streams, where ``KGroupedStream`` adds no processor either.
+
+Examples
+--------
+>>> from kspark.plan.types import describe_type
+>>> windowed_type(describe_type(str)).display()
+'Windowed'
+>>> TimeWindowsDef(size_ms=60_000, advance_ms=60_000, grace_ms=0).retention_ms
+60000
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import attrs
+
+from kspark.errors import InvalidArgumentError, InvalidTopologyError
+from kspark.plan.nodes import _Unary
+from kspark.plan.types import Field, Primitive, Record, TypeDesc
+from kspark_server.windows import Window, Windowed
+
+__all__ = ["Aggregate", "SessionWindowsDef", "Suppress", "TimeWindowsDef", "windowed_type"]
+
+Fn = Callable[..., Any]
+
+#: What each aggregation compiles to (``describe()`` shows it).
+OPERATOR = "kspark task operator (transformWithStateInPandas, per-task state)"
+
+
+@attrs.frozen(kw_only=True)
+class TimeWindowsDef:
+    """Tumbling (``advance_ms == size_ms``) or hopping time windows, with a grace period
+    for out-of-order records."""
+
+    size_ms: int
+    advance_ms: int
+    grace_ms: int
+
+    def __attrs_post_init__(self) -> None:
+        if self.size_ms <= 0:
+            raise InvalidArgumentError(
+                f"a window size must be positive, got {self.size_ms} ms", parameter="size"
+            )
+        if not 0 < self.advance_ms <= self.size_ms:
+            raise InvalidArgumentError(
+                f"a window advance must be positive and at most the size ({self.size_ms} ms), "
+                f"got {self.advance_ms} ms",
+                parameter="advance",
+            )
+        if self.grace_ms < 0:
+            raise InvalidArgumentError(
+                f"a grace period must not be negative, got {self.grace_ms} ms", parameter="grace"
+            )
+
+    @property
+    def retention_ms(self) -> int:
+        """How long a window stays in the store after it starts: size plus grace."""
+        return self.size_ms + self.grace_ms
+
+
+@attrs.frozen(kw_only=True)
+class SessionWindowsDef:
+    """Session windows: a key's records less than ``gap_ms`` apart share a session."""
+
+    gap_ms: int
+    grace_ms: int
+
+    def __attrs_post_init__(self) -> None:
+        if self.gap_ms <= 0:
+            raise InvalidArgumentError(
+                f"an inactivity gap must be positive, got {self.gap_ms} ms", parameter="gap"
+            )
+        if self.grace_ms < 0:
+            raise InvalidArgumentError(
+                f"a grace period must not be negative, got {self.grace_ms} ms", parameter="grace"
+            )
+
+
+_LONG = Primitive(py=int, spark="long")
+_WINDOW = Record(
+    cls=Window, fields=(Field(name="start", type=_LONG), Field(name="end", type=_LONG))
+)
+
+
+def windowed_type(key: TypeDesc) -> Record:
+    """The type of a windowed table's key: ``Windowed`` of ``key``, a struct
+    ``key, window: {start, end}``."""
+    return Record(
+        cls=Windowed, fields=(Field(name="key", type=key), Field(name="window", type=_WINDOW))
+    )
+
+
+@attrs.frozen(kw_only=True)
+class Aggregate(_Unary):
+    """``count``, ``reduce(reducer)`` or ``aggregate(initializer, aggregator)`` of the
+    records grouped by key, into a table; per time window when ``windows`` is set (the
+    table's key is then ``Windowed``)."""
+
+    changes_value: ClassVar[bool] = True
+
+    op: str
+    reducer: Fn | None = None
+    initializer: Fn | None = None
+    aggregator: Fn | None = None
+    #: joins two sessions' aggregates (``aggregate`` over session windows)
+    merger: Fn | None = None
+    store_name: str
+    windows: TimeWindowsDef | SessionWindowsDef | None = None
+    #: whether Kafka Streams would read the grouped records from a repartition topic
+    #: (``group_by``, or a key changed upstream): a new sub-topology starts here
+    repartition: bool = False
+    #: the name ``Grouped.as_`` gave the grouping (Kafka's repartition topic name)
+    grouped_name: str | None = None
+    #: a table made by an aggregation keeps the latest value per key
+    versioned: ClassVar[bool] = False
+    history_retention_ms: ClassVar[int] = 0
+
+    def __attrs_post_init__(self) -> None:
+        if self.op not in ("count", "reduce", "aggregate"):
+            raise InvalidTopologyError(f"{self.name}: unknown aggregation {self.op!r}")
+        if (self.op == "reduce") != (self.reducer is not None) or (self.op == "aggregate") != (
+            self.initializer is not None and self.aggregator is not None
+        ):
+            raise InvalidTopologyError(
+                f"{self.name}: reduce takes a reducer, aggregate an initializer and an "
+                "aggregator, count neither",
+                processor=self.name,
+            )
+        if (isinstance(self.windows, SessionWindowsDef) and self.op == "aggregate") != (
+            self.merger is not None
+        ):
+            raise InvalidTopologyError(
+                f"{self.name}: a session-windowed aggregate takes a merger, nothing else does",
+                processor=self.name,
+            )
+
+    def stores(self) -> tuple[str, ...]:
+        return (self.store_name,)
+
+    @property
+    def repartitions(self) -> bool:
+        return self.repartition
+
+    @property
+    def operator(self) -> str:
+        """What the aggregation compiles to."""
+        return OPERATOR
+
+
+@attrs.frozen(kw_only=True)
+class Suppress(_Unary):
+    """``suppress(Suppressed.until_window_closes(...))``: a windowed aggregation's final
+    result per window only, once stream time passes the window's end plus its grace.
+
+    It runs inside the aggregation's own operator (no second store): the windows it
+    holds back are the aggregation's entries, which stay until they close anyway.
+    """
+
+    #: the name ``Suppressed.with_name`` gave (Kafka's buffer name)
+    suppress_name: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        parent = self.parent
+        if not isinstance(parent, Aggregate) or not isinstance(parent.windows, TimeWindowsDef):
+            raise InvalidTopologyError(
+                f"{self.name}: Suppressed.until_window_closes needs the table of a windowed "
+                "aggregation over TimeWindows (group_by_key().windowed_by(...).count() and "
+                "the like)",
+                processor=self.name,
+            )
+
+    @property
+    def operator(self) -> str:
+        return "fused into " + self.parent.name

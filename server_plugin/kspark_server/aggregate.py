@@ -1,0 +1,597 @@
+"""Aggregations of a grouped stream (``count``, ``reduce``, ``aggregate``), per task,
+optionally over time windows, and with only each window's final result (``suppress``).
+
+The operator is a :class:`~kspark_server.tasks.TaskProcessor`, so its state follows the
+per-task design of deduplication and joins: per-key entries in the executor-local store,
+a batch loading only the entries of the keys its records touch, the durable base and log
+of :mod:`kspark_server.taskstate` (state format 5), the task chosen by the key's hash.
+The state has the layout of a latest-value table (``table``, ``hash``, ``stream_time``),
+so interactive queries, replicas and rescale read it as they read a table's.
+
+Entries (the ``table`` map):
+
+- not windowed: key -> ``[aggregate, timestamp]``;
+- windowed: ``(key, window start)`` -> ``[start, aggregate, timestamp, key, context]``:
+  the key as its column has it when that differs from the state's key (a record), and,
+  when suppressed, the record context of the window's last update (``[topic,
+  partition, offset, position, sub-position]``), which its final result carries.
+
+The aggregate is kept as it travels in its column (JSON text for a JSON-packed value
+type), the timestamp is the largest of the records aggregated (Kafka Streams' result
+timestamp).
+
+Emission follows Kafka Streams with a record cache and a commit interval of one
+micro-batch: a batch emits, for each key (or window) it changed, the latest value once,
+in the order of each key's last update. With ``suppress``, a window emits nothing until
+it closes (stream time reaches its end plus grace), then its final value once.
+
+Records follow Kafka Streams' rules: a record with a null key is dropped and counted in
+the dropped records (not windowed: a null value too); a record older than its window's
+end plus grace, by the task's stream time, is dropped from that window and counted once
+per window it missed. ``reduce`` and ``aggregate`` call the user's function per record,
+guarded by the processing exception handler.
+
+Examples
+--------
+>>> _window_key(("EUR", 60_000), [60_000, 3, 61_000, None, None], 60_000)
+{'key': 'EUR', 'window': {'start': 60000, 'end': 120000}}
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kspark_server import codec, stateenc
+from kspark_server.envelope import SideKind
+from kspark_server.spec import AggregateSpec, JsonSpec, PrimSpec
+from kspark_server.tasks import Batch, Emitter, TaskProcessor, _with_columns
+from kspark_server.windows import windows_for
+
+__all__ = ["AggregateProcessor"]
+
+_MISSING = object()
+
+
+def _window_key(sk: Any, entry: list[Any], size: int) -> dict[str, Any]:
+    """The output key cell of a windowed entry: ``Windowed`` as its struct."""
+    key, start = sk
+    if len(entry) > 3 and entry[3] is not None:
+        key = entry[3]
+    return {"key": key, "window": {"start": int(start), "end": int(start) + size}}
+
+
+class _AggEmitter(Emitter):
+    """Output rows of an aggregation: rows of the batch with a new key, value and
+    timestamp, and final results of windows whose last update came in an earlier batch
+    (suppress), built from the record context kept in their entries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[Any] = []
+        self.ts: list[int] = []
+        self.replace_key = False
+        #: (position among all rows, row of the envelope's columns)
+        self.stored: list[tuple[int, dict[str, Any]]] = []
+
+    def row(self, i: int, key: Any, value: Any, ts: int) -> None:
+        self.take(i, value)
+        self.keys.append(key)
+        self.ts.append(ts)
+
+    def kept(self, row: dict[str, Any]) -> None:
+        self.stored.append((len(self.idx) + len(self.stored), row))
+
+    def frame(
+        self, batch: Batch | None, columns: list[str], new_value: bool
+    ) -> pd.DataFrame | None:
+        parts: list[pd.DataFrame] = []
+        if self.idx and batch is not None:
+            out = _with_columns(batch.take(self.idx), columns).reset_index(drop=True)
+            out["value"] = pd.Series(self.values, dtype=object)
+            out["timestamp"] = pd.Series(self.ts, dtype="int64")
+            if self.replace_key:
+                out["key"] = pd.Series(self.keys, dtype=object)
+            parts.append(out)
+        if self.stored:
+            parts.append(pd.DataFrame([r for _, r in self.stored], columns=columns))
+        # an aggregation emits either batch rows or (suppressed) kept rows, never both
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
+class AggregateProcessor(TaskProcessor):
+    """``count``, ``reduce`` and ``aggregate``, windowed or not (see the module)."""
+
+    new_value = True
+    #: whether ``count`` (not windowed, or tumbling) runs batch-wise in numpy; tests turn
+    #: it off to check it against the record-by-record path
+    vectorized = True
+    spec: AggregateSpec
+
+    def setup(self) -> None:
+        s = self.spec
+        self.processor = s.processor
+        self.op = s.op
+        self.size = s.window_size_ms
+        self.advance = s.window_advance_ms
+        self.grace = s.grace_ms
+        self.windowed = self.size > 0
+        self.gap = s.session_gap_ms
+        self.session = self.gap > 0
+        self.suppress = s.suppress
+        # windows expire by their start, a key's sessions by their latest end, through the
+        # local store's time index
+        self.time_indexed = self.windowed or self.session
+        self.int_values = _integral(s.input.value)
+        self.int_keys = _integral(s.input.key)
+        self.kdec = codec.decoder(s.input.key)
+        # a record key's state key (a tuple) is not its column value: windows keep both
+        self.keep_key = not isinstance(s.input.key, PrimSpec | JsonSpec)
+        self.vdec = codec.decoder(s.input.value)
+        adec = codec.decoder(s.output.value)
+        aenc = codec.encoder(s.output.value, "aggregate")
+        if s.packed.out:
+            self.adec: Any = lambda x: adec(json.loads(x))
+            self.aenc: Any = lambda x: None if x is None else json.dumps(aenc(x))
+        else:
+            self.adec, self.aenc = adec, aenc
+        self._loaded_closing: list[Any] = []
+        self._local: Any = None
+
+    def emitter(self) -> Emitter:
+        out = _AggEmitter()
+        out.replace_key = self.windowed or self.session
+        return out
+
+    # -- which entries a batch reads --------------------------------------------------
+
+    def _partial(self, local: Any, batch: Batch | None) -> Any:
+        self._local = local
+        return super()._partial(local, batch)
+
+    def _hk(self, key: Any) -> Any:
+        return key if type(key) is str else codec.hashable(key)
+
+    def keys(self, st: Any, batch: Batch) -> list[Any]:
+        found: set[Any] = set()
+        keys = batch.keys
+        if self.int_keys:
+            keys = [k if k is None or type(k) is int else int(k) for k in keys]
+        if not self.windowed:  # per key, or a key's sessions
+            found = {self._hk(k) for k in keys if k is not None}
+            return list(found)
+        size, advance = self.size, self.advance
+        for k, ts in zip(keys, batch.ts, strict=True):
+            if k is None:
+                continue
+            hk = self._hk(k)
+            for start in windows_for(ts, size, advance):
+                found.add((hk, start))
+        self._loaded_closing = []
+        if self.suppress and self._local is not None and batch.n:
+            # the windows that close in this batch, wherever their last record came from:
+            # each emits its final result now
+            t = st["stream_time"]
+            last = max(batch.ts) if t is None else max(t, max(batch.ts))
+            closing = [
+                stateenc.unpack(k)
+                for k in self._local.keys_before(last - self.grace - self.size + 1)
+            ]
+            self._loaded_closing = closing
+            found.update(closing)
+        return list(found)
+
+    def time_of(self, entry: Any) -> int:
+        return int(entry[0][0])
+
+    def expire_before(self, st: Any) -> int | None:
+        t = st["stream_time"]
+        if self.session and t is not None:
+            # a session that ended a gap before stream time minus grace takes no record
+            return int(t) - self.grace - self.gap
+        if not self.windowed or t is None:
+            return None
+        # a window [start, start + size) takes no record once stream time reaches its end
+        # plus grace: then it is gone (retention = size + grace)
+        return int(t) - self.grace - self.size + 1
+
+    # -- the batch ----------------------------------------------------------------------
+
+    def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
+        assert isinstance(out, _AggEmitter)
+        if self.session:
+            self._process_sessions(st, batch, task, out)
+            return
+        table: dict[Any, Any] = st["table"]
+        khash: dict[Any, int] = st["hash"]
+        touched = self.touched
+        task_id = f"{self.guard.subtopology}_{task}"
+        drop = self.guard.drop
+        processor = self.processor
+        stream_time = st["stream_time"]
+        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
+        values = batch.col("value")
+        if self.int_values:
+            # pandas holds an integer column with nulls as floats: read them back as ints
+            values = [v if v is None or type(v) is int else int(v) for v in values]
+        if self.int_keys:
+            keys = [k if k is None or type(k) is int else int(k) for k in keys]
+        # per changed key (or window): the position of its last update in this batch
+        last: dict[Any, int] = {}
+        objs: dict[Any, Any] = {}
+        windowed, size, advance, grace = self.windowed, self.size, self.advance, self.grace
+        ctx_cols = (
+            [batch.col(c) for c in ("topic", "partition", "offset", "ks_seq", "ks_sub")]
+            if self.suppress
+            else None
+        )
+        fast = (
+            self.vectorized
+            and self.op == "count"
+            and not self.suppress
+            and (not windowed or advance == size)
+            and (batch.n == 0 or min(tss) >= 0)
+        )
+        if fast:
+            stream_time = self._count_batch(st, batch, keys, values, last, task_id)
+        for i in range(0 if fast else batch.n):
+            ts = tss[i]
+            if stream_time is None or ts > stream_time:
+                stream_time = ts
+            key = keys[i]
+            value = values[i]
+            if key is None or (value is None and not windowed):
+                # Kafka Streams skips (and counts) a record with a null key; a record with
+                # a null value too, except in a windowed aggregation
+                drop(processor, task_id)
+                continue
+            hk = key if type(key) is str else codec.hashable(key)
+            if not windowed:
+                if self._update(hk, i, key, value, ts, None, table, objs, batch):
+                    khash[hk] = hashes[i]
+                    touched.add(hk)
+                    last[hk] = i
+                continue
+            close = stream_time - grace
+            for start in windows_for(ts, size, advance):
+                if start + size <= close:
+                    # the window has closed: too late for it
+                    drop(processor, task_id)
+                    continue
+                sk = (hk, start)
+                ctx = None if ctx_cols is None else [c[i] for c in ctx_cols]
+                kc = codec.plain(key) if self.keep_key else None
+                if self._update(sk, i, key, value, ts, (start, kc, ctx), table, objs, batch):
+                    khash[sk] = hashes[i]
+                    touched.add(sk)
+                    last[sk] = i
+        st["stream_time"] = stream_time
+        if self.suppress:
+            self._emit_closed(st, out)
+            return
+        pos = 1 if windowed else 0
+        for sk, i in sorted(last.items(), key=lambda kv: kv[1]):
+            entry = table.get(sk)
+            if entry is None:  # the aggregate became None: a tombstone
+                out.row(i, _window_key(sk, [], size) if windowed else None, None, tss[i])
+            else:
+                out.row(
+                    i,
+                    _window_key(sk, entry, size) if windowed else None,
+                    entry[pos],
+                    int(entry[pos + 1]),
+                )
+
+    def _count_batch(
+        self,
+        st: Any,
+        batch: Batch,
+        keys: list[Any],
+        values: list[Any],
+        last: dict[Any, int],
+        task_id: str,
+    ) -> Any:
+        """``count``, not windowed or over tumbling windows, for a whole batch at once: the
+        same result as record by record (no user function runs), with the per-record work
+        in numpy. Returns the new stream time."""
+        n = batch.n
+        ts = np.asarray(batch.ts, dtype="int64")
+        prior = st["stream_time"]
+        run = np.maximum.accumulate(ts) if n else ts
+        if prior is not None and n:
+            run = np.maximum(run, prior)
+        stream_time = int(run[-1]) if n else prior
+        ok = np.fromiter((k is not None for k in keys), dtype=bool, count=n)
+        if not self.windowed:
+            ok &= np.fromiter((v is not None for v in values), dtype=bool, count=n)
+        idx = np.flatnonzero(ok)
+        dropped = n - len(idx)
+        hashable = codec.hashable
+        picked = [keys[i] for i in idx.tolist()]
+        hks = [k if type(k) is str else hashable(k) for k in picked]
+        starts: list[int] = []
+        if self.windowed:
+            size = self.size
+            all_starts = (ts[idx] // size) * size
+            # by the stream time as it was at each record: too late for its window?
+            late = all_starts + size <= run[idx] - self.grace
+            if late.any():
+                dropped += int(late.sum())
+                keep = np.flatnonzero(~late)
+                idx, all_starts = idx[keep], all_starts[keep]
+                hks = [hks[j] for j in keep.tolist()]
+            starts = all_starts.tolist()
+            sks: list[Any] = list(zip(hks, starts, strict=True))
+        else:
+            sks = hks
+        if dropped:
+            key = (self.processor, task_id)
+            self.guard.dropped[key] = self.guard.dropped.get(key, 0) + dropped
+        if not sks:
+            return stream_time
+        pos: dict[Any, int] = {}
+        codes = np.fromiter(
+            (pos.setdefault(k, len(pos)) for k in sks), dtype="int64", count=len(sks)
+        )
+        m = len(pos)
+        counts = np.bincount(codes, minlength=m).tolist()
+        last_i = np.full(m, -1, dtype="int64")
+        np.maximum.at(last_i, codes, idx)
+        newest = np.full(m, np.iinfo("int64").min, dtype="int64")
+        np.maximum.at(newest, codes, ts[idx])
+        table, khash, touched, hashes = st["table"], st["hash"], self.touched, batch.hashes
+        for sk, c, li, t in zip(pos, counts, last_i.tolist(), newest.tolist(), strict=True):
+            entry = table.get(sk)
+            if self.windowed:
+                kc = codec.plain(keys[li]) if self.keep_key else None
+                if entry is None:
+                    table[sk] = [sk[1], c, t, kc, None]
+                else:
+                    table[sk] = [sk[1], int(entry[1]) + c, max(t, int(entry[2])), kc, None]
+            elif entry is None:
+                table[sk] = [c, t]
+            else:
+                table[sk] = [int(entry[0]) + c, max(t, int(entry[1]))]
+            khash[sk] = hashes[li]
+            touched.add(sk)
+            last[sk] = li
+        return stream_time
+
+    def _process_sessions(self, st: Any, batch: Batch, task: int, out: _AggEmitter) -> None:
+        """Session windows, as Kafka Streams' ``KStreamSessionWindowAggregate``: a record
+        joins every session of its key within the gap, which merge into one.
+
+        A key's entry is ``[latest end, sessions, key]``, each session ``[start, end,
+        aggregate, timestamp]`` (start and end both included), sorted by start.
+        """
+        table: dict[Any, Any] = st["table"]
+        khash: dict[Any, int] = st["hash"]
+        task_id = f"{self.guard.subtopology}_{task}"
+        gap, grace = self.gap, self.grace
+        stream_time = st["stream_time"]
+        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
+        values = batch.col("value")
+        if self.int_values:
+            values = [v if v is None or type(v) is int else int(v) for v in values]
+        if self.int_keys:
+            keys = [k if k is None or type(k) is int else int(k) for k in keys]
+        before = {(hk, int(sess[0]), int(sess[1])) for hk, e in table.items() for sess in e[1]}
+        # (key, start, end) -> position of the record that last made or removed it
+        changed: dict[Any, int] = {}
+        expired: dict[Any, Any] = {}
+        for i in range(batch.n):
+            ts = tss[i]
+            if stream_time is None or ts > stream_time:
+                stream_time = ts
+            key = keys[i]
+            if key is None:
+                self.guard.drop(self.processor, task_id)
+                continue
+            hk = key if type(key) is str else codec.hashable(key)
+            entry = table.get(hk)
+            # a session that ended more than gap plus grace before stream time has expired
+            # (record by record, so whatever the micro-batches, as the batch's expiry does)
+            alive = stream_time - grace - gap
+            sessions: list[Any] = [] if entry is None else list(entry[1])
+            for x in [x for x in sessions if int(x[1]) < alive]:
+                # its last value stands: emitted below if this batch made it
+                expired[(hk, int(x[0]), int(x[1]))] = x
+                sessions.remove(x)
+            found = [x for x in sessions if int(x[1]) >= ts - gap and int(x[0]) <= ts + gap]
+            start = min([ts, *(int(x[0]) for x in found)])
+            end = max([ts, *(int(x[1]) for x in found)])
+            if end < stream_time - grace:
+                # the merged session would have closed: too late
+                self.guard.drop(self.processor, task_id)
+                continue
+            ok, res = self._session_value(found, key, values[i], batch.row(i))
+            if not ok:
+                continue
+            obj, cell = res
+            rest = [x for x in sessions if x not in found]
+            for x in found:
+                changed[(hk, int(x[0]), int(x[1]))] = i
+            if obj is not None:
+                newest = max([ts, *(int(x[3]) for x in found)])
+                rest.append([start, end, cell, newest])
+                changed[(hk, start, end)] = i
+            rest.sort(key=lambda x: int(x[0]))
+            kc = codec.plain(key) if self.keep_key else None
+            if rest:
+                table[hk] = [max(int(x[1]) for x in rest), rest, kc]
+            else:
+                table.pop(hk, None)
+            khash[hk] = hashes[i]
+            self.touched.add(hk)
+        st["stream_time"] = stream_time
+        now = {(hk, int(x[0]), int(x[1])): (x, e[2]) for hk, e in table.items() for x in e[1]}
+        for sk, i in sorted(changed.items(), key=lambda kv: kv[1]):
+            hk, start, end = sk
+            got = now.get(sk)
+            if got is None and sk in expired:
+                got = (expired[sk], table.get(hk, [None, None, None])[2])
+            if got is None and sk not in before:
+                continue  # made and merged away within the batch: never seen outside
+            kc = got[1] if got is not None else None
+            wkey = {"key": hk if kc is None else kc, "window": {"start": start, "end": end}}
+            if got is None:
+                out.row(i, wkey, None, tss[i])
+            else:
+                out.row(i, wkey, got[0][2], int(got[0][3]))
+
+    def _session_value(self, found: list[Any], key: Any, value: Any, row: Any) -> tuple[bool, Any]:
+        """The merged sessions' aggregate with the record applied, and its cell."""
+        adec, aenc = self.adec, self.aenc
+        if self.op == "count":
+            n = sum(int(x[2]) for x in found) + 1
+            return True, (n, n)
+        k = self.kdec(key)
+        v = None if value is None else self.vdec(self.unpack_value(value))
+        spec = self.spec
+
+        def run(kk: Any, vv: Any) -> tuple[Any, Any]:
+            if self.op == "reduce":
+                reducer = spec.reducer
+                assert reducer is not None
+                agg: Any = None
+                for x in found:
+                    a = adec(x[2])
+                    agg = a if agg is None else reducer(agg, a)
+                agg = vv if agg is None else reducer(agg, vv)
+            else:
+                initializer, aggregator, merger = spec.initializer, spec.aggregator, spec.merger
+                assert initializer is not None and aggregator is not None and merger is not None
+                agg = initializer()
+                for x in found:
+                    agg = merger(kk, agg, adec(x[2]))
+                agg = aggregator(kk, vv, agg)
+            return agg, aenc(agg)
+
+        return self.guard.call(self.processor, run, (k, v), row)
+
+    def _update(
+        self,
+        sk: Any,
+        i: int,
+        key: Any,
+        value: Any,
+        ts: int,
+        window: tuple[int, Any, Any] | None,
+        table: dict[Any, Any],
+        objs: dict[Any, Any],
+        batch: Batch,
+    ) -> bool:
+        """Apply record ``i`` to the entry ``sk``; False if the user's function failed
+        (the handler has had the record)."""
+        entry = table.get(sk)
+        pos = 0 if window is None else 1
+        if self.op == "count":
+            if entry is None:
+                n = 1
+            else:
+                n = int(entry[pos]) + 1
+            cell: Any = n
+            obj: Any = n
+        else:
+            obj = objs.get(sk, _MISSING)
+            if obj is _MISSING:
+                obj = None if entry is None else self.adec(entry[pos])
+            k = self.kdec(key)
+            v = None if value is None else self.vdec(self.unpack_value(value))
+            aenc = self.aenc
+            if self.op == "reduce":
+                if obj is None:
+                    ok, res = self.guard.call(
+                        self.processor, lambda x: (x, aenc(x)), (v,), batch.row(i), record=(k, v)
+                    )
+                else:
+                    reducer = self.spec.reducer
+                    assert reducer is not None
+                    ok, res = self.guard.call(
+                        self.processor,
+                        lambda a, x: _with_cell(reducer(a, x), aenc),
+                        (obj, v),
+                        batch.row(i),
+                        record=(k, v),
+                    )
+            else:
+                initializer, aggregator = self.spec.initializer, self.spec.aggregator
+                assert initializer is not None and aggregator is not None
+                start = obj
+
+                def run(kk: Any, vv: Any) -> tuple[Any, Any]:
+                    base = initializer() if start is None else start
+                    return _with_cell(aggregator(kk, vv, base), aenc)
+
+                ok, res = self.guard.call(self.processor, run, (k, v), batch.row(i))
+            if not ok:
+                return False
+            obj, cell = res
+            objs[sk] = obj
+        if obj is None:
+            # Kafka Streams stores a null aggregate as a delete
+            table.pop(sk, None)
+            return True
+        newest = ts if entry is None else max(ts, int(entry[pos + 1]))
+        if window is None:
+            table[sk] = [cell, newest]
+        else:
+            start, kc, ctx = window
+            table[sk] = [start, cell, newest, kc, ctx]
+        return True
+
+    def _emit_closed(self, st: Any, out: _AggEmitter) -> None:
+        """Suppress: the final result of every window that stream time has closed, in
+        the order of their ends, each then removed from the state."""
+        table: dict[Any, Any] = st["table"]
+        close = st["stream_time"] - self.grace
+        size = self.size
+        done = sorted(
+            (
+                (int(e[0]) + size, int(e[4][3] or 0), int(e[4][4] or 0), sk)
+                for sk, e in table.items()
+                if int(e[0]) + size <= close
+            ),
+            key=lambda t: t[:3],
+        )
+        for _, _, _, sk in done:
+            e = table.pop(sk)
+            self.touched.add(sk)
+            topic, partition, offset, seq, sub = e[4]
+            out.kept(
+                {
+                    "key": _window_key(sk, e, size),
+                    "value": e[1],
+                    "timestamp": int(e[2]),
+                    "headers": None,
+                    "topic": topic,
+                    "partition": partition,
+                    "offset": offset,
+                    "ks_seq": seq,
+                    "ks_sub": sub,
+                    "ks_side": None,
+                }
+            )
+
+    def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "kind": SideKind.STORE_ENTRIES,
+                "processor": self.spec.store,
+                "task": f"{self.guard.subtopology}_{task}",
+                "count": entries,
+            }
+        ]
+
+
+def _with_cell(obj: Any, enc: Any) -> tuple[Any, Any]:
+    return obj, enc(obj)
+
+
+def _integral(t: Any) -> bool:
+    return isinstance(t, PrimSpec) and t.spark in ("long", "integer", "short", "byte")
