@@ -156,8 +156,11 @@ def make_step(step: Step, guard: handling.Guard) -> StepFn:
                     return i
             return len(preds)
 
+        # the predicates are the split's: a failure is the split's, the same on every branch
+        split = step.split or name
+
         def branch_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, i = call(name, first_true, (k, v), row)
+            ok, i = call(split, first_true, (k, v), row)
             return [(k, v)] if ok and i == index else []
 
         return branch_step
@@ -328,7 +331,7 @@ def make_record_chain(
             yield _assemble(batch, schema, idx, replaced)
             if guard.side or guard.dropped:
                 first = batch.slice(0, 1).to_pylist()[0]
-                chunk = f"{last_processor}:{first['ks_seq']}:{first['ks_sub']}"
+                chunk = f"{first['ks_seq']}:{first['ks_sub']}"
                 yield from guard.drain_batches(schema, chunk)
 
     return run
@@ -359,7 +362,8 @@ def make_id_stage(
                 out.append(row)
             yield pa.RecordBatch.from_pylist(out, schema=schema)
             if guard.side or guard.dropped:
-                yield from guard.drain_batches(schema, f"{name}:{out[0]['ks_seq'] if out else ''}")
+                first = batch.slice(0, 1).to_pylist()[0]
+                yield from guard.drain_batches(schema, f"{first['ks_seq']}:{first['ks_sub']}")
 
     return run
 
@@ -660,8 +664,10 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
                     return i
             return len(preds)
 
+        split = step.split or name  # as in the per-record step
+
         def branch_step(live: Live) -> None:
-            res = _call_each(live, name, first_true, live.keys(kdec), live.values())
+            res = _call_each(live, split, first_true, live.keys(kdec), live.values())
             keep = [r == index and r is not _FAILED for r in res]
             if not all(keep):
                 live.keep(keep)
@@ -755,7 +761,7 @@ def make_columnar_chain(
             out.append(_assemble_columns(sides, schema, range(n), nulls))
         if guard.side or guard.dropped:
             first = batch.slice(0, 1).to_pylist()[0]
-            chunk = f"{last_processor}:{first['ks_seq']}:{first['ks_sub']}"
+            chunk = f"{first['ks_seq']}:{first['ks_sub']}"
             out.extend(guard.drain_batches(schema, chunk))
         return out
 

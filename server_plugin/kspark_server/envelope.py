@@ -123,6 +123,13 @@ SIDE: dict[str, Any] = {
 }
 
 
+#: The fields that identify a side row. Copies of one side row (a stage that Spark ran
+#: twice, or steps before a fork that each path runs) agree on these, though a dead
+#: letter's stack trace may differ with the path; the writer keeps one dead letter per
+#: identity.
+SIDE_IDENTITY: tuple[str, ...] = ("kind", "processor", "task", "chunk")
+
+
 def envelope_fields(key: Any, value: Any) -> list[dict[str, Any]]:
     """The envelope's fields for key and value of the given Spark (JSON) types."""
     types = {"key": key, "value": value}

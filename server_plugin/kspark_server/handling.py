@@ -94,6 +94,8 @@ class Guard:
         self.num_partitions = handling.num_partitions
         self.side: list[dict[str, Any]] = []
         self.dropped: dict[tuple[str, str], int] = {}
+        # dead letters so far per (processor, position), to tell apart two from one record
+        self._letters: dict[tuple[str, Any, Any], int] = {}
 
     def task_id(self, row: dict[str, Any]) -> str:
         part = row.get("ks_task")
@@ -206,6 +208,9 @@ class Guard:
     ) -> dict[str, Any]:
         key = row.get("key") if dl.key is None else dl.key
         value = row.get("value") if dl.value is None else dl.value
+        pos = (ctx["processor_node_id"], row.get("ks_seq"), row.get("ks_sub"))
+        n = self._letters.get(pos, 0)
+        self._letters[pos] = n + 1
         return {
             "kind": SideKind.DLQ,
             "processor": ctx["processor_node_id"],
@@ -221,13 +226,19 @@ class Guard:
             "src_partition": ctx["partition"],
             "src_offset": ctx["offset"],
             "src_timestamp": ctx["timestamp"],
+            # the dead letter's identity: the same on every path that runs this processor
+            "_at": f"{pos[1]}:{pos[2]}:{n}",
         }
 
     def side_rows(self, chunk: str) -> list[dict[str, Any]]:
         """Dead-letter and metric rows gathered since the last call, then cleared.
 
-        ``chunk`` identifies the input chunk: Spark may run a stage twice when a stream
-        forks, and the sink keeps one copy of identical side rows.
+        ``chunk`` identifies the input chunk (its first record's position). A stream that
+        forks runs the steps before the fork once per path (each path's chain has them),
+        and Spark may compute a shared stage once per consumer; so a side row's ``chunk``
+        depends only on the processor, the input chunk and, for a dead letter, the
+        record's position, never on the path: the copies are identical, and the sink and
+        the observed metrics keep one of each (:data:`kspark_server.envelope.SIDE_IDENTITY`).
         """
         rows = list(self.side)
         for (processor, task), n in sorted(self.dropped.items()):
@@ -235,11 +246,11 @@ class Guard:
                 {"kind": SideKind.DROPPED, "processor": processor, "task": task, "count": n}
             )
         for r in rows:
-            # dead letters of one chunk differ by their record
-            dlq = r["kind"] is SideKind.DLQ
-            r["chunk"] = f"{chunk}:{r['src_offset']}:{id(r)}" if dlq else chunk
+            at = r.pop("_at", None)
+            r["chunk"] = f"{r['processor']}:{chunk}" + ("" if at is None else f":{at}")
         self.side.clear()
         self.dropped.clear()
+        self._letters.clear()
         return rows
 
     def drain_batches(self, schema: pa.Schema, chunk: str) -> Iterator[pa.RecordBatch]:

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from kspark_server.envelope import HEADERS, SIDE, SideKind
+from kspark_server.envelope import HEADERS, SIDE, SIDE_IDENTITY, SideKind
 from kspark_server.spec import SinkSpec, SinksSpec, TopicRef, check_spec
 
 _FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
@@ -56,7 +56,7 @@ def make_batch_writer(spec: SinksSpec) -> Any:
                     .select(F.from_json("ks_side", side_schema).alias("s"))
                     .filter(F.col("s.kind") == SideKind.DLQ.value)
                     .select("s.*")
-                    .dropDuplicates()
+                    .dropDuplicates(list(SIDE_IDENTITY))
                     .select(
                         F.col("dlq_key").alias("key"),
                         F.col("dlq_value").alias("value"),

@@ -250,6 +250,9 @@ class BranchStep:
     processor: str
     predicates: tuple[Fn, ...]
     index: int
+    #: the split's processor (``KSTREAM-BRANCH-...``), which a failing predicate names:
+    #: every branch evaluates the same predicates, and the failure is handled once
+    split: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -277,7 +277,10 @@ class _Compiler:
 
     def visit_Branch(self, node: n.Branch) -> _Pending:
         step = sp.BranchStep(
-            processor=node.name, predicates=tuple(node.predicates), index=node.index
+            processor=node.name,
+            predicates=tuple(node.predicates),
+            index=node.index,
+            split=node.split,
         )
         return self._step(node, node.parent, step)
 
