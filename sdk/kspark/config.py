@@ -298,6 +298,14 @@ class StreamsConfig:
     #: config file, a table of the topic's fields:
     #: ``{name = "dlq", format = "jsonl", path = "/data/dlq"}``.
     dead_letter_queue_topic: TopicSpec | None = attrs.field(default=None, converter=_topic)
+    #: Also write the records that operators drop by their rules (a null key in a join, a
+    #: stream record older than a versioned table's history retention, an expired versioned
+    #: put...) to the dead-letter queue, with the reason as the message (proposed for
+    #: Kafka Streams as KIP-1328). Either way they are counted in ``dropped-records-total``
+    #: with their reason (docs/errors.md). Needs ``dead_letter_queue_topic``.
+    dead_letter_dropped_records: bool = attrs.field(
+        default=False, validator=_bool("dead_letter_dropped_records")
+    )
     #: How Kafka topics are read and written: ``"auto"`` (the JVM connector if the server
     #: has it, else kspark's Python Kafka source and sink), ``"jvm"`` or ``"python"``.
     kafka_client: KafkaClient = attrs.field(default="auto", validator=_check_kafka_client)
@@ -386,6 +394,12 @@ class StreamsConfig:
             raise ConfigError(
                 "dead_letter_queue_topic must be a Topic, such as Topic.jsonl(name, path)",
                 option="dead_letter_queue_topic",
+            )
+        if self.dead_letter_dropped_records and self.dead_letter_queue_topic is None:
+            raise ConfigError(
+                "dead_letter_dropped_records=True writes dropped records to the dead-letter "
+                "queue; set StreamsConfig(dead_letter_queue_topic=Topic...) too",
+                option="dead_letter_dropped_records",
             )
 
     @property

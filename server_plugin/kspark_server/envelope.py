@@ -119,6 +119,8 @@ SIDE: dict[str, Any] = {
         field("src_partition", "integer"),
         field("src_offset", "long"),
         field("src_timestamp", "long"),
+        # why the record was dropped: a code of kspark_server.handling.DROP_REASONS
+        field("reason", "string"),
     ],
 }
 

@@ -44,6 +44,27 @@ class HandlerFailed(RuntimeError):
     """The exception handler itself raised or returned something invalid."""
 
 
+class DroppedRecord(Exception):
+    """Not raised: the "exception" of a dead letter for a record that an operator dropped
+    by its rules (``StreamsConfig.dead_letter_dropped_records``); its message gives the
+    processor and the reason."""
+
+
+#: Why a record was dropped (the ``reason`` of a drop count or a dead letter): codes, and
+#: what each means.
+DROP_REASONS: dict[str, str] = {
+    "processing-error": "a user function raised and the processing handler dropped it",
+    "production-error": "it did not fit its declared type and the production handler dropped it",
+    "deserialization-error": "it could not be read and the deserialization handler dropped it",
+    "null-key": "a record with a null key cannot join (an inner join's stream record, or a "
+    "table update)",
+    "null-value": "a stream record with a null value does not join",
+    "expired-stream-record": "the stream record is older than the versioned table's history "
+    "retention, so the inner join cannot look it up",
+    "expired-put": "the table update is older than the versioned table's history retention",
+}
+
+
 def record_context(row: dict[str, Any], processor: str, task_id: str) -> dict[str, Any]:
     return {
         "topic": row.get("topic"),
@@ -92,8 +113,9 @@ class Guard:
         self.production: Handler | None = handling.production
         self.subtopology = handling.subtopology
         self.num_partitions = handling.num_partitions
+        self.dead_letter_dropped = handling.dead_letter_dropped
         self.side: list[dict[str, Any]] = []
-        self.dropped: dict[tuple[str, str], int] = {}
+        self.dropped: dict[tuple[str, str, str], int] = {}
         # dead letters so far per (processor, position), to tell apart two from one record
         self._letters: dict[tuple[str, Any, Any], int] = {}
 
@@ -175,12 +197,15 @@ class Guard:
                 f"{response!r}, not a Response (use Response.continue_(), Response.fail() "
                 "or Response.resume([...]))"
             )
-        if response.action is Action.CONTINUE:
-            self._count(processor, task)
+        reason = f"{kind}-error"
+        if response.action is Action.CONTINUE or (
+            response.action is Action.RESUME and not response.dead_letter_records
+        ):
+            self._count(processor, task, reason)
         elif response.action is Action.RESUME:
             # counted as dropped through its dead-letter rows
             for dl in response.dead_letter_records:
-                self.side.append(self._dlq_row(dl, ctx, row, exc))
+                self.side.append(self._dlq_row(dl, ctx, row, exc, reason))
         else:
             raise ProcessingFailed(
                 f"processor {processor} failed on record ({_describe(ctx)}): "
@@ -195,16 +220,37 @@ class Guard:
             **ctx, source_raw_key=row.get("key"), source_raw_value=row.get("value"), origin=origin
         )
 
-    def drop(self, processor: str, task: str) -> None:
+    def drop(
+        self,
+        processor: str,
+        task: str,
+        reason: str,
+        row: Any = None,
+        record: tuple[Any, Any] | None = None,
+    ) -> None:
         """Count a record that an operator drops by its rules (a stream record with a null
-        value in a join, ...): it shows in ``dropped-records-total``."""
-        self._count(processor, task)
+        value in a join, ...) under ``reason`` (one of :data:`DROP_REASONS`): it shows in
+        ``dropped-records-total``. With ``dead_letter_dropped``, the record (``row``, or
+        ``record``'s key and value in its envelope) also goes to the dead-letter queue."""
+        if not self.dead_letter_dropped or row is None:
+            self._count(processor, task, reason)
+            return
+        ctx = record_context(row, processor, task)
+        exc = DroppedRecord(f"{processor} dropped the record: {DROP_REASONS[reason]}")
+        key, value = record if record is not None else (None, None)
+        self.side.append(self._dlq_row(DeadLetterRecord(key, value), ctx, row, exc, reason))
 
-    def _count(self, processor: str, task: str) -> None:
-        self.dropped[(processor, task)] = self.dropped.get((processor, task), 0) + 1
+    def _count(self, processor: str, task: str, reason: str) -> None:
+        at = (processor, task, reason)
+        self.dropped[at] = self.dropped.get(at, 0) + 1
 
     def _dlq_row(
-        self, dl: DeadLetterRecord, ctx: dict[str, Any], row: dict[str, Any], exc: Exception
+        self,
+        dl: DeadLetterRecord,
+        ctx: dict[str, Any],
+        row: dict[str, Any],
+        exc: Exception,
+        reason: str,
     ) -> dict[str, Any]:
         key = row.get("key") if dl.key is None else dl.key
         value = row.get("value") if dl.value is None else dl.value
@@ -226,6 +272,7 @@ class Guard:
             "src_partition": ctx["partition"],
             "src_offset": ctx["offset"],
             "src_timestamp": ctx["timestamp"],
+            "reason": reason,
             # the dead letter's identity: the same on every path that runs this processor
             "_at": f"{pos[1]}:{pos[2]}:{n}",
         }
@@ -241,13 +288,21 @@ class Guard:
         the observed metrics keep one of each (:data:`kspark_server.envelope.SIDE_IDENTITY`).
         """
         rows = list(self.side)
-        for (processor, task), n in sorted(self.dropped.items()):
+        for (processor, task, reason), n in sorted(self.dropped.items()):
             rows.append(
-                {"kind": SideKind.DROPPED, "processor": processor, "task": task, "count": n}
+                {
+                    "kind": SideKind.DROPPED,
+                    "processor": processor,
+                    "task": task,
+                    "count": n,
+                    "reason": reason,
+                }
             )
         for r in rows:
             at = r.pop("_at", None)
-            r["chunk"] = f"{r['processor']}:{chunk}" + ("" if at is None else f":{at}")
+            r["chunk"] = f"{r['processor']}:{chunk}:{r.get('reason')}" + (
+                "" if at is None else f":{at}"
+            )
         self.side.clear()
         self.dropped.clear()
         self._letters.clear()

@@ -309,6 +309,9 @@ class Handling:
     production: Handler | None = None
     subtopology: int = 0
     num_partitions: int = 1
+    #: records an operator drops by its rules (a null key, an expired put...) also go to
+    #: the dead-letter queue (``StreamsConfig.dead_letter_dropped_records``)
+    dead_letter_dropped: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

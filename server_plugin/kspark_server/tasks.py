@@ -697,6 +697,8 @@ class JoinProcessor(TaskProcessor):
             key = keys[i]
             if jside[i] == 1:
                 if key is None:
+                    # as Kafka Streams' table source: a table update without a key is dropped
+                    self._drop(task, "null-key", batch, i, table=True)
                     continue
                 hk = key if type(key) is str else hashable(key)
                 tv = tvalues[i]
@@ -710,11 +712,13 @@ class JoinProcessor(TaskProcessor):
                         table[hk] = tv
                 elif not store.put(hk, tv, ts):
                     self.expired_puts += 1
+                    self._drop(task, "expired-put", batch, i, table=True)
             elif values[i] is None or (key is None and not left):
                 # Kafka Streams' stream-table join drops a stream record with a null value,
                 # and an inner join one with a null key, and counts it (since KIP-962 a left
                 # join calls the joiner for a null key, with a null table value)
-                self.guard.drop(self.processor, f"{self.guard.subtopology}_{task}")
+                reason = "null-value" if values[i] is None else "null-key"
+                self._drop(task, reason, batch, i)
             elif grace > 0 and ts + grace > stream_time:
                 st["buffer"].append(batch.row(i).to_dict([*batch.columns, "ks_hash", "ks_task"]))
             else:
@@ -726,6 +730,9 @@ class JoinProcessor(TaskProcessor):
                 else:
                     tv = table.get(key if type(key) is str else hashable(key))
                 if tv is None and not left:
+                    if store is not None and not store.in_retention(ts):
+                        # too old to look up: the inner join drops it, and says so
+                        self._drop(task, "expired-stream-record", batch, i)
                     continue
                 k = skdec(key)
                 v = svdec(unpack_value(values[i]))
@@ -738,7 +745,7 @@ class JoinProcessor(TaskProcessor):
                 out.take(i, res)
             if grace > 0 and st["buffer"]:
                 st["stream_time"] = stream_time
-                self._flush(st, store, out)
+                self._flush(st, store, out, task)
         st["stream_time"] = stream_time
         if store is not None:
             store.expire(touched)
@@ -750,7 +757,7 @@ class JoinProcessor(TaskProcessor):
             for hk in [hk for hk in khash if hk not in table]:
                 del khash[hk]
 
-    def _flush(self, st: Any, store: VersionedStore | None, out: Emitter) -> None:
+    def _flush(self, st: Any, store: VersionedStore | None, out: Emitter, task: int) -> None:
         limit = st["stream_time"] - self.grace
         ready = [r for r in st["buffer"] if int(r["timestamp"]) <= limit]
         if not ready:
@@ -758,11 +765,30 @@ class JoinProcessor(TaskProcessor):
         st["buffer"] = [r for r in st["buffer"] if int(r["timestamp"]) > limit]
         ready.sort(key=lambda r: (int(r["timestamp"]), r["ks_seq"], r["ks_sub"]))
         for r in ready:
-            go, tv = self._lookup(st, store, r["key"], int(r["timestamp"]))
+            ts = int(r["timestamp"])
+            go, tv = self._lookup(st, store, r["key"], ts)
+            if not go and store is not None and not store.in_retention(ts):
+                row = DictRow(r, self.decoders)
+                self.guard.drop(
+                    self.processor,
+                    f"{self.guard.subtopology}_{task}",
+                    "expired-stream-record",
+                    row,
+                    (row.get("key"), r["value"]),
+                )
             if go:
                 ok, res = self._joined(r["key"], r["value"], tv, DictRow(r, self.decoders))
                 if ok:
                     out.carry(r, res)
+
+    def _drop(self, task: int, reason: str, batch: Batch, i: int, table: bool = False) -> None:
+        """Count record ``i``, dropped for ``reason`` (and dead-letter it, if configured);
+        a table update's value is its ``ks_tvalue``."""
+        row = batch.row(i) if self.guard.dead_letter_dropped else None
+        record = None
+        if row is not None:
+            record = (row.get("key"), row.get("ks_tvalue" if table else "value"))
+        self.guard.drop(self.processor, f"{self.guard.subtopology}_{task}", reason, row, record)
 
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         n, self.expired_puts = self.expired_puts, 0

@@ -148,6 +148,7 @@ class _Compiler:
             production=self.production_handler,
             subtopology=subtopology,
             num_partitions=self.config.num_partitions,
+            dead_letter_dropped=self.config.dead_letter_dropped_records,
         )
 
     def flush(self, p: _Pending, boundary: str) -> st.Stage:

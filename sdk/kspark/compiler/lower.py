@@ -405,6 +405,7 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
         "processor": F.lit(stage.processor),
         "task": F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")),
         "count": F.lit(1).cast("long"),
+        "reason": F.lit("deserialization-error"),
         "chunk": F.concat(
             F.lit(stage.processor + ":"),
             F.col("offset").cast("string"),
@@ -597,6 +598,7 @@ def build_dataframe(
                     side["task"].alias("task"),
                     side["count"].alias("count"),
                     side["chunk"].alias("chunk"),
+                    side["reason"].alias("reason"),
                 ),
             )
         ).alias("side"),
