@@ -14,7 +14,7 @@ import attrs
 
 from kspark import errors
 from kspark._paths import resolve_path
-from kspark._typing import KafkaClient
+from kspark._typing import KafkaClient, TimestampPolicy
 from kspark.errors import ConfigError, KSparkError
 from kspark.plan.nodes import TopicSpec
 
@@ -49,6 +49,14 @@ def check_application_id(value: object) -> str:
 
 def _check_app_id(_inst: object, _attr: object, value: Any) -> None:
     check_application_id(value)
+
+
+def _check_timestamp_policy(_inst: object, _attr: object, value: Any) -> None:
+    if value not in get_args(TimestampPolicy):
+        raise ConfigError(
+            f"timestamp_policy must be one of {list(get_args(TimestampPolicy))}, got {value!r}",
+            option="timestamp_policy",
+        )
 
 
 def _check_kafka_client(_inst: object, _attr: object, value: Any) -> None:
@@ -305,6 +313,15 @@ class StreamsConfig:
     #: with their reason (docs/errors.md). Needs ``dead_letter_queue_topic``.
     dead_letter_dropped_records: bool = attrs.field(
         default=False, validator=_bool("dead_letter_dropped_records")
+    )
+    #: What happens to a record whose timestamp is null or negative, as Kafka Streams'
+    #: timestamp extractors decide: ``"fail"`` stops the app with an error naming the
+    #: source processor and the record; ``"skip"`` drops it, counted in
+    #: ``dropped-records-total`` with reason ``invalid-timestamp`` (and dead-lettered with
+    #: ``dead_letter_dropped_records``); ``"use-partition-time"`` gives it the largest
+    #: timestamp seen before it in its partition (docs/errors.md, "Invalid timestamps").
+    timestamp_policy: TimestampPolicy = attrs.field(
+        default="fail", validator=_check_timestamp_policy
     )
     #: How Kafka topics are read and written: ``"auto"`` (the JVM connector if the server
     #: has it, else kspark's Python Kafka source and sink), ``"jvm"`` or ``"python"``.
