@@ -44,6 +44,11 @@ class HandlerFailed(RuntimeError):
     """The exception handler itself raised or returned something invalid."""
 
 
+class DeserializationFailed(RuntimeError):
+    """A record's key or value could not be decoded to its declared class (its constructor
+    or a validator raised), and the deserialization handler says FAIL."""
+
+
 class DroppedRecord(Exception):
     """Not raised: the "exception" of a dead letter for a record that an operator dropped
     by its rules (``StreamsConfig.dead_letter_dropped_records``); its message gives the
@@ -62,6 +67,7 @@ DROP_REASONS: dict[str, str] = {
     "expired-stream-record": "the stream record is older than the versioned table's history "
     "retention, so the inner join cannot look it up",
     "expired-put": "the table update is older than the versioned table's history retention",
+    "invalid-timestamp": "its timestamp is null or negative (StreamsConfig.timestamp_policy)",
 }
 
 
@@ -114,6 +120,7 @@ class Guard:
         self.subtopology = handling.subtopology
         self.num_partitions = handling.num_partitions
         self.dead_letter_dropped = handling.dead_letter_dropped
+        self.deserialization = handling.deserialization
         self.side: list[dict[str, Any]] = []
         self.dropped: dict[tuple[str, str, str], int] = {}
         # dead letters so far per (processor, position), to tell apart two from one record
@@ -219,6 +226,26 @@ class Guard:
         return ErrorHandlerContext(
             **ctx, source_raw_key=row.get("key"), source_raw_value=row.get("value"), origin=origin
         )
+
+    def decode_failed(self, processor: str, row: Any, exc: Exception, origin: str) -> None:
+        """A record whose key or value (``origin``) its class refused when it was decoded
+        for ``processor``: the built-in deserialization handler's answer (fail, drop and
+        count, or dead-letter the stored record)."""
+        task = self.task_id(row)
+        ctx = record_context(row, processor, task)
+        if self.deserialization == "fail":
+            raise DeserializationFailed(
+                f"[KSPARK_DESERIALIZATION_FAILED] {processor}: a record ({_describe(ctx)}) "
+                f"could not be read as its declared {origin.lower()} type: "
+                f"{type(exc).__name__}: {exc}. Set StreamsConfig("
+                "deserialization_exception_handler=...) to skip such records or send them "
+                "to a dead-letter queue."
+            ) from exc
+        if self.deserialization == "dlq":
+            dl = DeadLetterRecord(None, None)  # the record as it is stored
+            self.side.append(self._dlq_row(dl, ctx, row, exc, "deserialization-error"))
+        else:
+            self._count(processor, task, "deserialization-error")
 
     def drop(
         self,

@@ -312,6 +312,9 @@ class Handling:
     #: records an operator drops by its rules (a null key, an expired put...) also go to
     #: the dead-letter queue (``StreamsConfig.dead_letter_dropped_records``)
     dead_letter_dropped: bool = False
+    #: the built-in deserialization handler's mode, for values whose class refuses them
+    #: when they are decoded in a worker: ``fail``, ``continue`` or ``dlq``
+    deserialization: str = "fail"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

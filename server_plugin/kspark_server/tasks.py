@@ -38,7 +38,7 @@ import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from kspark_server import codec, handling, localstore, placement, stateenc, taskstate
+from kspark_server import codec, handling, localstore, placement, stateenc, taskstate, timestamps
 from kspark_server.envelope import SideKind
 from kspark_server.spec import DedupSpec, JoinSpec, StatefulSpec, check_spec
 from kspark_server.versioned import VersionedStore
@@ -452,6 +452,10 @@ class TaskProcessor(StatefulProcessor):
         task = placement.task_of(int(key[0]))
         self.touched = set()
         local, inc, sizes, has_state = self._open(task)
+        if len(main) and main["timestamp"].isna().any():
+            # timestamp_policy="use-partition-time": the source left invalid ones null
+            stream_time = local.scalars().get("stream_time")
+            main = timestamps.fill_partition_time(main, stream_time, self.spec.processor)
         batch = Batch(main, self.columns, self.decoders) if len(main) else None
         st = self._partial(local, batch)
         before = dict(taskstate.maps(self.kind, self.versioned, st)[0]) if self.time_indexed else {}

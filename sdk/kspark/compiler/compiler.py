@@ -149,6 +149,7 @@ class _Compiler:
             subtopology=subtopology,
             num_partitions=self.config.num_partitions,
             dead_letter_dropped=self.config.dead_letter_dropped_records,
+            deserialization=self.deserialization,
         )
 
     def flush(self, p: _Pending, boundary: str) -> st.Stage:
@@ -212,6 +213,8 @@ class _Compiler:
             deserialization=self.deserialization,
             subtopology=self.subtopology_of.get(node.name, 0),
             kafka_client=self.config.kafka_client,
+            timestamp_policy=self.config.timestamp_policy,
+            dead_letter_dropped=self.config.dead_letter_dropped_records,
             key_type=key_type,
             value_type=value_type,
         )

@@ -97,13 +97,16 @@ def _kafka_decode(c: Column, desc: TypeDesc) -> tuple[Column, Column]:
     """Kafka bytes to the declared type (primitives as text, records as JSON), and whether
     they failed to parse (a null stays null: a tombstone is not a bad record)."""
     text = c.cast("string")
+    # the cast keeps the bytes as they are: invalid UTF-8 would reach the app as a changed
+    # value (or fail a Python worker), so it goes to the deserialization handler
+    bad_text = c.isNotNull() & ~F.is_valid_utf8(text)
     if isinstance(desc, Dynamic):
-        return text, F.lit(False)  # JSON text, parsed in the operators
+        return text, bad_text  # JSON text, parsed in the operators
     if isinstance(desc, Primitive):
         if desc.spark == "binary":
             return c, F.lit(False)
         if desc.spark == "string":
-            return text, F.lit(False)
+            return text, bad_text
         decoded = text.try_cast(_simple(desc.spark))
         return decoded, c.isNotNull() & decoded.isNull()
     schema = _dtype(desc.spark_json())
@@ -111,7 +114,7 @@ def _kafka_decode(c: Column, desc: TypeDesc) -> tuple[Column, Column]:
     names = [f.name for f in schema.fields]
     with_corrupt = StructType([*schema.fields]).add("_corrupt_record", "string")
     parsed = F.from_json(text, with_corrupt, {"columnNameOfCorruptRecord": "_corrupt_record"})
-    bad = c.isNotNull() & (parsed.isNull() | parsed["_corrupt_record"].isNotNull())
+    bad = bad_text | (c.isNotNull() & (parsed.isNull() | parsed["_corrupt_record"].isNotNull()))
     value = F.when(c.isNull() | bad, F.lit(None)).otherwise(
         F.struct(*[parsed[n].alias(n) for n in names])
     )
@@ -178,13 +181,13 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
                 bad_key | bad_value,
                 F.concat(
                     F.lit("key="),
-                    F.coalesce(F.col("key").cast("string"), F.lit("null")),
+                    F.coalesce(F.make_valid_utf8(F.col("key").cast("string")), F.lit("null")),
                     F.lit(" value="),
-                    F.coalesce(F.col("value").cast("string"), F.lit("null")),
+                    F.coalesce(F.make_valid_utf8(F.col("value").cast("string")), F.lit("null")),
                 ),
             ).alias("_corrupt_record"),
         )
-        return _corrupt_records(_count_input(out, stage), stage)
+        return _invalid_timestamps(_corrupt_records(_count_input(out, stage), stage), stage)
     if t.format == "table":
         raw = spark.readStream.table(t.path or t.name)
     elif t.format in _LINE_FORMATS:
@@ -252,7 +255,84 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
     out = _count_input(out, stage)
     if "_corrupt_record" in out.columns:
         out = _corrupt_records(out, stage)
-    return out
+    return _invalid_timestamps(out, stage)
+
+
+def _json_text(c: Column) -> Column:
+    """``c`` as JSON text (null stays null), as dead letters hold keys and values."""
+    text = F.to_json(F.array(c))  # to_json takes no primitive: write ``[x]``, strip ``[]``
+    return F.when(c.isNotNull(), text.substr(F.lit(2), F.length(text) - 2))
+
+
+def _invalid_timestamps(df: DataFrame, stage: st.Read) -> DataFrame:
+    """Records whose timestamp is null or negative, by ``StreamsConfig.timestamp_policy``:
+    fail naming the record, drop and count them, or leave the timestamp null for the next
+    stateful operator to fill in with its partition's time (``kspark_server.timestamps``).
+    Rows that are already side rows (a record that did not parse) are left alone."""
+    ts = F.col("timestamp")
+    invalid = F.col("ks_side").isNull() & (ts.isNull() | (ts < 0))
+    policy = stage.timestamp_policy
+    if policy == "use-partition-time":
+        return df.withColumn("timestamp", F.when(invalid, F.lit(None)).otherwise(ts))
+    if policy == "fail":
+        msg = F.concat(
+            F.lit(
+                f"[KSPARK_INVALID_TIMESTAMP] {stage.processor}: a record of topic "
+                f"{stage.topic.name!r} has an invalid timestamp ("
+            ),
+            F.coalesce(ts.cast("string"), F.lit("null")),
+            F.lit(") at partition "),
+            F.coalesce(F.col("partition").cast("string"), F.lit("null")),
+            F.lit(" offset "),
+            F.coalesce(F.col("offset").cast("string"), F.lit("null")),
+            F.lit(
+                ". Set StreamsConfig(timestamp_policy='skip') to drop such records, or "
+                "'use-partition-time' to give them their partition's time."
+            ),
+        )
+        return df.withColumn(
+            "ks_side",
+            F.when(invalid, F.raise_error(msg).cast("string")).otherwise(F.col("ks_side")),
+        )
+    common = {
+        "processor": F.lit(stage.processor),
+        "task": F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")),
+        "count": F.lit(1).cast("long"),
+        "reason": F.lit("invalid-timestamp"),
+        "chunk": F.concat(
+            F.lit(stage.processor + ":ts:"),
+            F.col("partition").cast("string"),
+            F.lit(":"),
+            F.col("offset").cast("string"),
+            F.lit(":"),
+            F.col("ks_sub").cast("string"),
+        ),
+    }
+    if not stage.dead_letter_dropped:
+        side = _side_struct(kind=F.lit(SideKind.DROPPED.value), **common)
+    else:
+        side = _side_struct(
+            kind=F.lit(SideKind.DLQ.value),
+            **common,
+            dlq_key=_json_text(F.col("key")),
+            dlq_value=_json_text(F.col("value")),
+            exception_class=F.lit("kspark_server.handling.DroppedRecord"),
+            exception_message=F.lit(
+                f"{stage.processor} dropped the record: its timestamp is null or negative "
+                "(StreamsConfig.timestamp_policy='skip')"
+            ),
+            stack_trace=F.lit(""),
+            dlq_headers=F.col("headers"),
+            src_topic=F.col("topic"),
+            src_partition=F.col("partition"),
+            src_offset=F.col("offset"),
+            src_timestamp=ts,
+        )
+    return (
+        df.withColumn("ks_side", F.when(invalid, side).otherwise(F.col("ks_side")))
+        .withColumn("key", F.when(invalid, F.lit(None)).otherwise(F.col("key")))
+        .withColumn("value", F.when(invalid, F.lit(None)).otherwise(F.col("value")))
+    )
 
 
 def _count_input(df: DataFrame, stage: st.Read) -> DataFrame:

@@ -80,7 +80,9 @@ class RunReport:
 # logical plan too, and the plan holds that raise_error's literal ("raise_error(
 # USER_RAISED_EXCEPTION, map(errorMessage, concat([KSPARK_DESERIALIZATION_FAILED] ...");
 # a code that only appears there is not what failed.
-_RAISED_IN_WORKER = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?(ProcessingFailed|HandlerFailed): (.*)$")
+_RAISED_IN_WORKER = re.compile(
+    r"^\s*(?:[A-Za-z_][\w.]*\.)?(ProcessingFailed|HandlerFailed|DeserializationFailed): (.*)$"
+)
 _RAISED_BY_SQL = re.compile(r"(?:^\s*|\[USER_RAISED_EXCEPTION\]\s*)\[(KSPARK_[A-Z_]+)\]\s*(.*)$")
 _SQLSTATE = re.compile(r"(?:\s*SQLSTATE: \w+)+\s*$")
 
@@ -114,6 +116,8 @@ def translate_failure(exc: BaseException, app_id: str, *, log: bool = False) -> 
             kind, message = m.group(1), _SQLSTATE.sub("", m.group(2)).strip()
             if kind == "ProcessingFailed":
                 return ProcessingError(message + trace, application_id=app_id)
+            if kind == "DeserializationFailed":
+                return DeserializationError(message + trace, application_id=app_id)
             return HandlerError(message + trace, application_id=app_id)
         m = _RAISED_BY_SQL.search(line)
         if m is not None:
