@@ -459,6 +459,12 @@ class SinksSpec:
     kafka_client: str = "auto"
     kafka_format: str = "kafka"
     batch_offset: int = 0
+    #: the app's checkpoint directory, where the writer keeps the run's lease
+    #: (:mod:`kspark_server.lease`), the run's token, and the app's id; set when the
+    #: query starts (no lease without them)
+    lease_checkpoint_dir: str | None = None
+    lease_token: str = ""
+    application_id: str = ""
 
 
 StatefulSpec = DedupSpec | JoinSpec

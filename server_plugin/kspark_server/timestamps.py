@@ -26,9 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-
-class UnknownPartitionTime(RuntimeError):
-    """A record has no timestamp and its partition no time yet."""
+from kspark_server.handling import ProcessingFailed
 
 
 def fill_partition_time(frame: pd.DataFrame, stream_time: int | None, processor: str) -> Any:
@@ -58,7 +56,7 @@ def fill_partition_time(frame: pd.DataFrame, stream_time: int | None, processor:
             if np.isnan(v):
                 if time < 0:
                     offset = out["offset"].iat[r] if "offset" in out else None
-                    raise UnknownPartitionTime(
+                    raise ProcessingFailed(
                         f"{processor}: the record (topic={out['topic'].iat[r]} "
                         f"partition={out['partition'].iat[r]} offset={offset}) has no valid "
                         "timestamp, and timestamp_policy='use-partition-time' found no "

@@ -57,7 +57,7 @@ def _app(base: str, app_id: str, stateful: bool, lines: list[Any], **cfg: Any) -
 
 def _out(spark: Any, base: str) -> list[tuple[str, int]]:
     rows = spark.read.json(os.path.join(base, "out")).collect()
-    return sorted((json.loads(r.value)["id"], r.timestamp) for r in rows)
+    return sorted((r.value.id, r.timestamp) for r in rows)
 
 
 def test_the_default_fails_naming_the_source_and_the_record(spark: Any, app_id: str) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
 from kspark.compiler import stages as st
 from kspark.errors import CompilationError, InvalidTopologyError
@@ -213,12 +213,18 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             if "headers" in cols
             else F.array().cast(_dtype(env.HEADERS))
         )
+        dtypes = dict(raw.dtypes)
+        key, bad_key = _typed(F.col("key"), key_t, dtypes["key"])
+        value, bad_value = _typed(F.col("value"), value_t, dtypes["value"])
+        stamp, bad_stamp = (
+            _typed(F.col("timestamp"), LongType(), dtypes["timestamp"])
+            if "timestamp" in cols
+            else (F.lit(None).cast("long"), F.lit(False))
+        )
         out = raw.select(
-            F.col("key").cast(key_t).alias("key"),
-            F.col("value").cast(value_t).alias("value"),
-            F.coalesce(
-                F.col("timestamp").cast("long"), F.expr("unix_millis(current_timestamp())")
-            ).alias("timestamp"),
+            key.alias("key"),
+            value.alias("value"),
+            F.coalesce(stamp, F.expr("unix_millis(current_timestamp())")).alias("timestamp"),
             headers.alias("headers"),
             F.lit(t.name).alias("topic"),
             (F.coalesce(F.col("partition"), F.lit(0)) if "partition" in cols else F.lit(0))
@@ -226,36 +232,70 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             .alias("partition"),
             offset.cast("long").alias("offset"),
             *_tail(offset, seq),
-            *[F.col(c) for c in _CORRUPT_COLUMNS if c in cols],
+            *_uncast(raw, bad_key | bad_value | bad_stamp, ["key", "value", "timestamp"]),
         )
     else:
         value_fields = [f["name"] for f in stage.value_type.spark_json()["fields"]]
-        key = F.col(t.key_field).cast(key_t) if t.key_field else F.lit(None).cast(key_t)
+        dtypes = dict(raw.dtypes)
+        key, bad_key = (
+            _typed(F.col(t.key_field), key_t, dtypes.get(t.key_field, ""))
+            if t.key_field
+            else (F.lit(None).cast(key_t), F.lit(False))
+        )
         if t.timestamp_field:
-            ts_type = dict(raw.dtypes).get(t.timestamp_field, "bigint")
-            ts = (
-                F.expr(f"unix_millis(`{t.timestamp_field}`)")
-                if ts_type.startswith("timestamp")
-                else F.col(t.timestamp_field).cast("long")
+            ts, bad_ts = _typed(
+                F.col(t.timestamp_field), LongType(), dtypes.get(t.timestamp_field, "")
             )
         else:
-            ts = F.expr("unix_millis(current_timestamp())")
+            ts, bad_ts = F.expr("unix_millis(current_timestamp())"), F.lit(False)
+        value, bad_value = _typed(F.struct(*[F.col(c) for c in value_fields]), value_t, "struct")
         offset = position
         out = raw.select(
             key.alias("key"),
-            F.struct(*[F.col(c) for c in value_fields]).cast(value_t).alias("value"),
+            value.alias("value"),
             ts.alias("timestamp"),
             F.array().cast(_dtype(env.HEADERS)).alias("headers"),
             F.lit(t.name).alias("topic"),
             F.lit(0).cast("int").alias("partition"),
             offset.alias("offset"),
             *_tail(offset),
-            *[F.col(c) for c in _CORRUPT_COLUMNS if c in cols],
+            *_uncast(raw, bad_key | bad_ts | bad_value, value_fields),
         )
     out = _count_input(out, stage)
     if "_corrupt_record" in out.columns:
         out = _corrupt_records(out, stage)
     return _invalid_timestamps(out, stage)
+
+
+def _typed(c: Column, to: DataType, source: str) -> tuple[Column, Column]:
+    """``c`` as type ``to``, and whether a non-null ``c`` did not convert. A Spark
+    timestamp becomes epoch milliseconds (a cast to long would give seconds); anything
+    else is a ``try_cast``, so that a value of the wrong type goes to the deserialization
+    handler instead of failing the query through an ANSI cast error."""
+    if isinstance(to, LongType) and source.startswith("timestamp"):
+        return F.unix_millis(c), F.lit(False)
+    if source and _dtype_name(to) == source:
+        return c, F.lit(False)  # already of its type: nothing to convert, nothing to fail
+    typed = c.try_cast(to)
+    return typed, c.isNotNull() & typed.isNull()
+
+
+def _dtype_name(t: DataType) -> str:
+    return t.simpleString()
+
+
+def _uncast(raw: DataFrame, bad: Column, shown: list[str]) -> list[Column]:
+    """The ``_corrupt_record`` and ``_corrupt_where`` columns: those of a line that did
+    not parse, or, for a row whose columns did not convert to the declared types, the row
+    as JSON text (its ``shown`` columns), for the deserialization handler."""
+    cols = set(raw.columns)
+    text = F.when(bad, F.to_json(F.struct(*[F.col(c) for c in shown if c in cols])))
+    if "_corrupt_record" in cols:
+        text = F.coalesce(F.col("_corrupt_record"), text)
+    out = [text.alias("_corrupt_record")]
+    if "_corrupt_where" in cols:
+        out.append(F.col("_corrupt_where"))
+    return out
 
 
 def _json_text(c: Column) -> Column:
@@ -687,8 +727,13 @@ def build_dataframe(
 
 
 def writer_function(
-    output: st.Output, spark: SparkSession | None = None, batch_offset: int = 0
+    output: st.Output,
+    spark: SparkSession | None = None,
+    batch_offset: int = 0,
+    lease: tuple[str, str, str] | None = None,
 ) -> Any:
+    """The ``foreachBatch`` function; with ``lease`` (checkpoint dir, run token, app id) it
+    keeps the run's lease in the checkpoint (:mod:`kspark_server.lease`)."""
     from kspark_server.sinks import make_batch_writer
 
     if spark is not None:
@@ -696,6 +741,13 @@ def writer_function(
     spec = output.writer_spec
     # a rescaled app's new checkpoint numbers its batches from 0 again; its sinks go on
     spec = dataclasses.replace(spec, batch_offset=int(batch_offset))
+    if lease is not None:
+        spec = dataclasses.replace(
+            spec,
+            lease_checkpoint_dir=lease[0],
+            lease_token=lease[1],
+            application_id=lease[2],
+        )
     topics = [s.topic for s in spec.sinks] + ([spec.dlq] if spec.dlq is not None else [])
     if spark is not None and any(t.format == "kafka" for t in topics):
         spec = dataclasses.replace(spec, kafka_format=kafka_format(spark, spec.kafka_client))
