@@ -444,7 +444,12 @@ def make_id_stage(
             out = []
             for row in batch.to_pylist():
                 if row["ks_side"] is None:
-                    ok, ident = guard.call(name, fn, (kdec(row["key"]), vdec(row["value"])), row)
+                    try:  # a class's constructor or validator may refuse a stored value
+                        args = (kdec(row["key"]), vdec(row["value"]))
+                    except Exception as exc:
+                        guard.decode_failed(name, row, exc, "VALUE")
+                        continue
+                    ok, ident = guard.call(name, fn, args, row)
                     if not ok:
                         continue
                     row["ks_id"] = None if ident is None else repr(codec.hashable(ident))

@@ -547,12 +547,13 @@ class DedupProcessor(TaskProcessor):
         values = batch.col("value")
         out: list[tuple[bool, Any]] = []
         for i, key in enumerate(batch.keys):
-            ok, ident = self.guard.call(
-                self.processor,
-                self.id_selector,
-                (self.kdec(key), self.vdec(self.unpack_value(values[i]))),
-                batch.row(i),
-            )
+            try:  # a class's constructor or validator may refuse a stored value
+                args = (self.kdec(key), self.vdec(self.unpack_value(values[i])))
+            except Exception as exc:
+                self.guard.decode_failed(self.processor, batch.row(i), exc, "VALUE")
+                out.append((False, None))
+                continue
+            ok, ident = self.guard.call(self.processor, self.id_selector, args, batch.row(i))
             if not ok:
                 out.append((False, None))
             elif key is None or ident is None:
@@ -664,9 +665,15 @@ class JoinProcessor(TaskProcessor):
         return (tv is not None or self.left), tv
 
     def _joined(self, key: Any, value: Any, tv: Any, row: Any) -> tuple[bool, Any]:
-        k = self.skdec(key)
-        v = self.svdec(self.unpack_value(value))
-        t = None if tv is None else self.tvdec(self.unpack_table(tv))
+        origin = "KEY"
+        try:  # as in process: a refused stored value goes to the deserialization handler
+            k = self.skdec(key)
+            origin = "VALUE"
+            v = self.svdec(self.unpack_value(value))
+            t = None if tv is None else self.tvdec(self.unpack_table(tv))
+        except Exception as exc:
+            self.guard.decode_failed(self.processor, row, exc, origin)
+            return False, None
         args = (k, v, t) if self.with_key else (v, t)
         joiner, venc, pack = self.joiner, self.venc, self.pack_out
         return self.guard.call(
@@ -738,9 +745,15 @@ class JoinProcessor(TaskProcessor):
                         # too old to look up: the inner join drops it, and says so
                         self._drop(task, "expired-stream-record", batch, i)
                     continue
-                k = skdec(key)
-                v = svdec(unpack_value(values[i]))
-                t = None if tv is None else tvdec(unpack_table(tv))
+                origin = "KEY"
+                try:  # a class's constructor or validator may refuse a stored value
+                    k = skdec(key)
+                    origin = "VALUE"
+                    v = svdec(unpack_value(values[i]))
+                    t = None if tv is None else tvdec(unpack_table(tv))
+                except Exception as exc:
+                    self.guard.decode_failed(self.processor, batch.row(i), exc, origin)
+                    continue
                 try:
                     res = pack(venc(joiner(k, v, t) if with_key else joiner(v, t)))
                 except Exception as exc:

@@ -360,3 +360,46 @@ def test_a_negative_timestamp_fails_by_default(spark: Any, app_id: str, base: st
     with pytest.raises(StreamsAppError, match="KSPARK_INVALID_TIMESTAMP") as info:
         app(spark, base, app_id).run_until_caught_up()
     assert SOURCE in str(info.value) and "-5" in str(info.value)
+
+
+@dataclasses.dataclass
+class Positive:
+    n: int
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ValueError(f"n must be positive, got {self.n}")
+
+
+def test_a_value_its_class_refuses_in_a_stateful_operator(
+    spark: Any, app_id: str, base: str
+) -> None:
+    from datetime import timedelta
+
+    write(
+        base, "a.jsonl", line("a", {"n": 1}, 1) + line("b", {"n": -2}, 2) + line("c", {"n": 3}, 3)
+    )
+
+    def run(**cfg: Any) -> StreamsApp:
+        b = StreamsBuilder()
+        (
+            b.stream(Topic.jsonl("in", os.path.join(base, "in")), key_type=str, value_type=Positive)
+            .deduplicate_by_key_value(lambda k, v: v.n, timedelta(seconds=1))
+            .to(Topic.jsonl("out", os.path.join(base, "out")))
+        )
+        config = StreamsConfig(
+            application_id=app_id + str(len(cfg)),
+            checkpoint_dir=os.path.join(base, f"chk{len(cfg)}"),
+            num_partitions=2,
+            **cfg,
+        )
+        a = StreamsApp(b.build(), config)
+        a._session = spark
+        a.run_until_caught_up()
+        return a
+
+    with pytest.raises(DeserializationError, match="n must be positive"):
+        run()
+    a = run(deserialization_exception_handler=LogAndContinueDeserializationExceptionHandler)
+    assert [k for k, _ in output(spark, base)] == ["a", "c"]
+    assert dropped(a) == 1
