@@ -30,8 +30,10 @@ HEARTBEAT_SECONDS = 5.0
 #: A lease renewed less than this long ago belongs to a running app.
 FRESH_MS = 20_000
 
+# runs whose renewing thread has started in this process (no lock object here: this
+# module is pickled by value with the writer, and a lock does not pickle; setdefault is
+# atomic under the GIL)
 _started: dict[str, Lease] = {}
-_lock = threading.Lock()
 
 
 def lease_dir(checkpoint_dir: str) -> str:
@@ -82,10 +84,8 @@ class Lease:
     def keep(self) -> None:
         """Renew now, and keep renewing from a daemon thread (one per run and process)."""
         self.renew()
-        with _lock:
-            if self.token in _started:
-                return
-            _started[self.token] = self
+        if _started.setdefault(self.token, self) is not self:
+            return
         threading.Thread(target=self._beat, name=f"kspark-lease-{self.token}", daemon=True).start()
 
     def _beat(self) -> None:
