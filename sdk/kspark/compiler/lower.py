@@ -298,6 +298,20 @@ def _uncast(raw: DataFrame, bad: Column, shown: list[str]) -> list[Column]:
     return out
 
 
+def _record_position() -> Column:
+    """A record's position as text, for a side row's identity: its offset, or, where the
+    source has none (a Spark table), a hash of the record. (Spark refuses row ids such as
+    ``monotonically_increasing_id`` in a stream, so two byte-identical rows of a table
+    share an identity, and count once: a limit documented in docs/errors.md.)"""
+    return F.coalesce(
+        F.col("offset").cast("string"),
+        F.concat(
+            F.lit("h"),
+            F.xxhash64(F.col("key"), F.col("value"), F.col("timestamp")).cast("string"),
+        ),
+    )
+
+
 def _json_text(c: Column) -> Column:
     """``c`` as JSON text (null stays null), as dead letters hold keys and values."""
     text = F.to_json(F.array(c))  # to_json takes no primitive: write ``[x]``, strip ``[]``
@@ -341,11 +355,9 @@ def _invalid_timestamps(df: DataFrame, stage: st.Read) -> DataFrame:
         "reason": F.lit("invalid-timestamp"),
         "chunk": F.concat(
             F.lit(stage.processor + ":ts:"),
-            F.col("partition").cast("string"),
+            F.coalesce(F.col("partition").cast("string"), F.lit("")),
             F.lit(":"),
-            F.col("offset").cast("string"),
-            F.lit(":"),
-            F.col("ks_sub").cast("string"),
+            _record_position(),
         ),
     }
     if not stage.dead_letter_dropped:
@@ -509,7 +521,7 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
                 f"[KSPARK_DESERIALIZATION_FAILED] {stage.processor}: a record of topic "
                 f"{stage.topic.name!r} could not be read as its declared types (offset "
             ),
-            F.col("offset").cast("string"),
+            F.coalesce(F.col("offset").cast("string"), F.lit("null")),
             F.col("ks_where"),
             F.lit("): "),
             F.substring(F.col("_corrupt_record"), 1, 200),
@@ -528,7 +540,7 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
         "reason": F.lit("deserialization-error"),
         "chunk": F.concat(
             F.lit(stage.processor + ":"),
-            F.col("offset").cast("string"),
+            _record_position(),
             F.lit(":"),
             F.xxhash64(F.col("_corrupt_record")).cast("string"),
         ),
