@@ -248,7 +248,10 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             )
         else:
             ts, bad_ts = F.expr("unix_millis(current_timestamp())"), F.lit(False)
-        value, bad_value = _typed(F.struct(*[F.col(c) for c in value_fields]), value_t, "struct")
+        assert isinstance(value_t, StructType)  # layout="value" needs a record type
+        value, bad_value = _typed_fields(
+            {c: F.col(c) for c in value_fields}, value_t, {c: dtypes.get(c, "") for c in cols}
+        )
         offset = position
         out = raw.select(
             key.alias("key"),
@@ -278,6 +281,20 @@ def _typed(c: Column, to: DataType, source: str) -> tuple[Column, Column]:
         return c, F.lit(False)  # already of its type: nothing to convert, nothing to fail
     typed = c.try_cast(to)
     return typed, c.isNotNull() & typed.isNull()
+
+
+def _typed_fields(
+    columns: dict[str, Column], to: StructType, sources: dict[str, str]
+) -> tuple[Column, Column]:
+    """A struct of ``columns`` as ``to``, field by field (a ``try_cast`` of a whole struct
+    nulls a field that does not convert and says nothing), and whether any non-null
+    field did not convert."""
+    fields, bad = [], F.lit(False)
+    for f in to.fields:
+        value, failed = _typed(columns[f.name], f.dataType, sources.get(f.name, ""))
+        fields.append(value.alias(f.name))
+        bad = bad | failed
+    return F.struct(*fields), bad
 
 
 def _dtype_name(t: DataType) -> str:
