@@ -187,8 +187,10 @@ def write_fault_inputs(data: str) -> None:
     one payments file per micro-batch with duplicates and a poison payment each."""
     os.makedirs(f"{data}/rates")
     with open(f"{data}/rates/rates.json", "w") as f:
-        for k in range(4):
-            for v in range(3):
+        # in time order: a partition is read in offset order, so a later line with an
+        # older timestamp would wait behind the newer ones (Kafka's timestamp sync)
+        for v in range(3):
+            for k in range(4):
                 ts = v * 300
                 f.write(json.dumps({"key": f"c{k}", "value": f"r{k}.{v}", "timestamp": ts}) + "\n")
     os.makedirs(f"{data}/payments")
