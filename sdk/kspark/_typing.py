@@ -14,7 +14,15 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-__all__ = ["HandlerName", "KafkaClient", "ProgressMode", "TopicFormat", "TopicLayout", "TopicRole"]
+__all__ = [
+    "HandlerName",
+    "KafkaClient",
+    "ProgressMode",
+    "TimestampPolicy",
+    "TopicFormat",
+    "TopicLayout",
+    "TopicRole",
+]
 
 #: Where a topic lives (``Topic.format``): a directory of JSON-lines, Parquet or CSV files,
 #: a Spark table, or a Kafka topic.
@@ -38,3 +46,10 @@ HandlerName: TypeAlias = Literal["log-and-fail", "log-and-continue", "dead-lette
 
 #: How a running app shows its progress (``StreamsApp.start(progress=...)``).
 ProgressMode: TypeAlias = Literal["auto", "terminal", "notebook", "none"]
+
+#: What happens to a record whose timestamp is invalid, null or negative
+#: (``StreamsConfig.timestamp_policy``), after Kafka Streams' timestamp extractors:
+#: stop the app (``FailOnInvalidTimestamp``), drop and count it
+#: (``LogAndSkipOnInvalidTimestamp``), or give it its partition's time
+#: (``UsePartitionTimeOnInvalidTimestamp``).
+TimestampPolicy: TypeAlias = Literal["fail", "skip", "use-partition-time"]

@@ -14,7 +14,7 @@ import attrs
 
 from kspark import errors
 from kspark._paths import resolve_path
-from kspark._typing import HandlerName, KafkaClient
+from kspark._typing import HandlerName, KafkaClient, TimestampPolicy
 from kspark.errors import ConfigError, KSparkError
 from kspark.plan.nodes import TopicSpec
 
@@ -65,6 +65,14 @@ def check_application_id(value: object) -> str:
 
 def _check_app_id(_inst: object, _attr: object, value: Any) -> None:
     check_application_id(value)
+
+
+def _check_timestamp_policy(_inst: object, _attr: object, value: Any) -> None:
+    if value not in get_args(TimestampPolicy):
+        raise ConfigError(
+            f"timestamp_policy must be one of {list(get_args(TimestampPolicy))}, got {value!r}",
+            option="timestamp_policy",
+        )
 
 
 def _check_kafka_client(_inst: object, _attr: object, value: Any) -> None:
@@ -309,6 +317,21 @@ class StreamsConfig:
         Where dead-letter records go (KIP-1034), for handlers that resume with them. In a
         config file, a table of the topic's fields:
         ``{name = "dlq", format = "jsonl", path = "/data/dlq"}``.
+    dead_letter_dropped_records
+        Also write the records that operators drop by their rules (a null key in a join,
+        a stream record older than a versioned table's history retention, an expired
+        versioned put...) to the dead-letter queue, with the reason as the message
+        (proposed for Kafka Streams as KIP-1328). Either way they are counted in
+        ``dropped-records-total`` with their reason (docs/errors.md). Needs
+        ``dead_letter_queue_topic``.
+    timestamp_policy
+        What happens to a record whose timestamp is null or negative, as Kafka Streams'
+        timestamp extractors decide: ``"fail"`` stops the app with an error naming the
+        source processor and the record; ``"skip"`` drops it, counted in
+        ``dropped-records-total`` with reason ``invalid-timestamp`` (and dead-lettered
+        with ``dead_letter_dropped_records``); ``"use-partition-time"`` gives it the
+        largest timestamp seen before it in its partition (docs/errors.md, "Invalid
+        timestamps").
     kafka_client
         How Kafka topics are read and written: ``"auto"`` (the JVM connector if the
         server has it, else kspark's Python Kafka source and sink), ``"jvm"`` or
@@ -390,6 +413,12 @@ class StreamsConfig:
     )
     production_exception_handler: Any = attrs.field(default=None, converter=_production_handler)
     dead_letter_queue_topic: TopicSpec | None = attrs.field(default=None, converter=_topic)
+    dead_letter_dropped_records: bool = attrs.field(
+        default=False, validator=_bool("dead_letter_dropped_records")
+    )
+    timestamp_policy: TimestampPolicy = attrs.field(
+        default="fail", validator=_check_timestamp_policy
+    )
     kafka_client: KafkaClient = attrs.field(default="auto", validator=_check_kafka_client)
     state_snapshot_min_deltas: int = attrs.field(
         default=5, validator=_positive_int("state_snapshot_min_deltas")
@@ -447,6 +476,12 @@ class StreamsConfig:
             raise ConfigError(
                 "dead_letter_queue_topic must be a Topic, such as Topic.jsonl(name, path)",
                 option="dead_letter_queue_topic",
+            )
+        if self.dead_letter_dropped_records and self.dead_letter_queue_topic is None:
+            raise ConfigError(
+                "dead_letter_dropped_records=True writes dropped records to the dead-letter "
+                "queue; set StreamsConfig(dead_letter_queue_topic=Topic...) too",
+                option="dead_letter_dropped_records",
             )
 
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -226,7 +227,34 @@ def _run(
     if dead is not None and len(dead):
         w.write("\nDead-letter queue:\n")
         for _, r in dead.head(3).iterrows():
-            w.write(f"  offset {r['offset']}: {str(r['value'])[:60]!r} ({r['exception_class']})\n")
+            w.write(f"  {_where(r)}: {str(r['value'])[:60]!r} ({r['exception_class']})\n")
     w.write(f"\ndone in {time.perf_counter() - t0:.1f}s\n")
     w.flush()
     return summary
+
+
+#: A file record's offset is its file's modification time (ms) times 2**21 plus its line's
+#: index (docs/errors.md, "How JSON-lines and CSV files are read").
+_LINES_PER_FILE = 2**21
+_LINE_OF_FILE = re.compile(r"line \d+ of \S+")
+
+
+def _where(r: Any) -> str:
+    """Where a dead letter came from, as a person reads it: "line N of <file>" for a file
+    record (its message names the file, or its offset gives the line), the offset for a
+    Kafka record.
+
+    >>> _where({"exception_message": "bad, line 3 of /d/a.jsonl", "offset": 7, "topic": "p"})
+    'line 3 of /d/a.jsonl'
+    >>> _where({"exception_message": "boom", "offset": 5 * 2**21 + 4, "topic": "payments"})
+    'line 5 of a payments file'
+    >>> _where({"offset": "12"})
+    'offset 12'
+    """
+    found = _LINE_OF_FILE.search(str(r.get("exception_message") or ""))
+    if found:
+        return found.group(0)
+    offset = r.get("offset")
+    if "exception_message" in r and offset is not None and int(offset) >= _LINES_PER_FILE:
+        return f"line {int(offset) % _LINES_PER_FILE + 1} of a {r.get('topic')} file"
+    return f"offset {offset}"

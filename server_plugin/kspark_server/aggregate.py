@@ -248,7 +248,7 @@ class AggregateProcessor(TaskProcessor):
             if key is None or (value is None and not windowed):
                 # Kafka Streams skips (and counts) a record with a null key; a record with
                 # a null value too, except in a windowed aggregation
-                drop(processor, task_id)
+                drop(processor, task_id, "null-key" if key is None else "null-value", batch.row(i))
                 continue
             hk = key if type(key) is str else codec.hashable(key)
             if not windowed:
@@ -260,8 +260,8 @@ class AggregateProcessor(TaskProcessor):
             close = stream_time - grace
             for start in windows_for(ts, size, advance):
                 if start + size <= close:
-                    # the window has closed: too late for it
-                    drop(processor, task_id)
+                    # the window has closed: too late for it (counted once per window)
+                    drop(processor, task_id, "late-record")
                     continue
                 sk = (hk, start)
                 ctx = None if ctx_cols is None else [c[i] for c in ctx_cols]
@@ -306,11 +306,13 @@ class AggregateProcessor(TaskProcessor):
         if prior is not None and n:
             run = np.maximum(run, prior)
         stream_time = int(run[-1]) if n else prior
-        ok = np.fromiter((k is not None for k in keys), dtype=bool, count=n)
+        key_ok = np.fromiter((k is not None for k in keys), dtype=bool, count=n)
+        ok = key_ok.copy()
         if not self.windowed:
             ok &= np.fromiter((v is not None for v in values), dtype=bool, count=n)
         idx = np.flatnonzero(ok)
-        dropped = n - len(idx)
+        null_keys = int(n - key_ok.sum())
+        dropped = {"null-key": null_keys, "null-value": n - len(idx) - null_keys}
         hashable = codec.hashable
         picked = [keys[i] for i in idx.tolist()]
         hks = [k if type(k) is str else hashable(k) for k in picked]
@@ -321,7 +323,7 @@ class AggregateProcessor(TaskProcessor):
             # by the stream time as it was at each record: too late for its window?
             late = all_starts + size <= run[idx] - self.grace
             if late.any():
-                dropped += int(late.sum())
+                dropped["late-record"] = int(late.sum())
                 keep = np.flatnonzero(~late)
                 idx, all_starts = idx[keep], all_starts[keep]
                 hks = [hks[j] for j in keep.tolist()]
@@ -329,9 +331,10 @@ class AggregateProcessor(TaskProcessor):
             sks: list[Any] = list(zip(hks, starts, strict=True))
         else:
             sks = hks
-        if dropped:
-            key = (self.processor, task_id)
-            self.guard.dropped[key] = self.guard.dropped.get(key, 0) + dropped
+        for reason, count in dropped.items():
+            if count:
+                at = (self.processor, task_id, reason)
+                self.guard.dropped[at] = self.guard.dropped.get(at, 0) + count
         if not sks:
             return stream_time
         pos: dict[Any, int] = {}
@@ -390,7 +393,7 @@ class AggregateProcessor(TaskProcessor):
                 stream_time = ts
             key = keys[i]
             if key is None:
-                self.guard.drop(self.processor, task_id)
+                self.guard.drop(self.processor, task_id, "null-key", batch.row(i))
                 continue
             hk = key if type(key) is str else codec.hashable(key)
             entry = table.get(hk)
@@ -407,7 +410,7 @@ class AggregateProcessor(TaskProcessor):
             end = max([ts, *(int(x[1]) for x in found)])
             if end < stream_time - grace:
                 # the merged session would have closed: too late
-                self.guard.drop(self.processor, task_id)
+                self.guard.drop(self.processor, task_id, "late-record", batch.row(i))
                 continue
             ok, res = self._session_value(found, key, values[i], batch.row(i))
             if not ok:

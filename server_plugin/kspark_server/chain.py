@@ -8,6 +8,7 @@ goes to the processing exception handler (see :mod:`kspark_server.handling`).
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 from collections.abc import Callable, Iterable, Iterator
@@ -17,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from kspark_server import codec, columns, handling
+from kspark_server.handlers import Origin
 from kspark_server.spec import (
     ArrowValues,
     BranchStep,
@@ -156,8 +158,11 @@ def make_step(step: Step, guard: handling.Guard) -> StepFn:
                     return i
             return len(preds)
 
+        # the predicates are the split's: a failure is the split's, the same on every branch
+        split = step.split or name
+
         def branch_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, i = call(name, first_true, (k, v), row)
+            ok, i = call(split, first_true, (k, v), row)
             return [(k, v)] if ok and i == index else []
 
         return branch_step
@@ -218,14 +223,15 @@ def _assemble(
     batch: pa.RecordBatch,
     schema: pa.Schema,
     idx: list[int],
-    replaced: dict[str, list[Any]],
+    replaced: dict[str, list[Any] | pa.Array],
 ) -> pa.RecordBatch:
     """The output batch: rows ``idx`` of ``batch``, with the ``replaced`` columns new."""
     taken = batch.take(pa.array(idx, pa.int64())) if len(idx) != batch.num_rows else batch
     cols = []
     for f in schema:
         if f.name in replaced:
-            cols.append(pa.array(replaced[f.name], type=f.type))
+            new = replaced[f.name]
+            cols.append(new if isinstance(new, pa.Array) else pa.array(new, type=f.type))
             continue
         pos = taken.schema.get_field_index(f.name)
         if pos < 0:
@@ -234,6 +240,66 @@ def _assemble(
             col = taken.column(pos)
             cols.append(col if col.type == f.type else col.cast(f.type))
     return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def _lazy_row(batch: pa.RecordBatch, idx: list[int], j: int) -> LazyRow:
+    return LazyRow(batch, idx[j])
+
+
+def _unfit(values: list[Any], type_: pa.DataType, what: str) -> pa.Array | dict[int, Exception]:
+    """``values`` as an Arrow array of ``type_``, or, if Arrow refuses them (an ``int`` of
+    2**63 or more, a ``Decimal`` beyond (38, 18), a string with a lone surrogate), the
+    positions of the values it refuses, each with the error the production handler gets.
+    Only a failed batch pays for the search."""
+    try:
+        return pa.array(values, type=type_)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        pass
+    bad: dict[int, Exception] = {}
+    for j, v in enumerate(values):
+        try:
+            pa.array([v], type=type_)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+            bad[j] = codec.EncodeError(
+                f"{what} {_short(v)} does not fit its column type {type_}: "
+                f"{type(exc).__name__}: {exc}"
+            )
+    return bad
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _refuse_unfit(
+    guard: handling.Guard,
+    processor: str,
+    keys: list[Any],
+    values: list[Any],
+    schema: pa.Schema,
+    row: Callable[[int], Any],
+) -> list[bool] | dict[str, pa.Array]:
+    """The encoded ``keys`` and ``values`` as Arrow columns, or, if Arrow refuses some,
+    which records to keep: each refused one goes to the production exception handler,
+    with the part that failed."""
+    bad: dict[int, tuple[Exception, str]] = {}
+    arrays: dict[str, pa.Array] = {}
+    for name, cells in (("value", values), ("key", keys)):
+        unfit = _unfit(cells, schema.field(name).type, name)
+        if isinstance(unfit, pa.Array):
+            arrays[name] = unfit
+            continue
+        for j, exc in unfit.items():
+            bad[j] = (exc, name.upper())  # the key's failure is reported if both fail
+    if not bad:
+        return arrays
+    for j in sorted(bad):
+        exc, origin = bad[j]
+        guard.on_error(
+            processor, (keys[j], values[j]), row(j), exc, kind="production", origin=Origin(origin)
+        )
+    return [j not in bad for j in range(len(keys))]
 
 
 def output_encoder(inp: TypeSpec, out: TypeSpec, what: str) -> codec.Codec:
@@ -279,6 +345,7 @@ def make_record_chain(
     steps = [make_step(s, guard) for s in spec.steps]
     fans_out = any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps)
     last_processor = spec.steps[-1].processor if spec.steps else "source"
+    first_processor = spec.steps[0].processor if spec.steps else last_processor
     schema_json = spec.output_schema
     encode = guard.encode
 
@@ -302,7 +369,14 @@ def make_record_chain(
                         out_sub.append(subs[i])
                     continue
                 row: Any = LazyRow(batch, i)
-                pairs: list[Pair] = [(kdec(keys[i]), vdec(values[i]))]
+                origin = "KEY"
+                try:  # a class's constructor or validator may refuse a stored value
+                    k0 = kdec(keys[i])
+                    origin = "VALUE"
+                    pairs: list[Pair] = [(k0, vdec(values[i]))]
+                except Exception as exc:
+                    guard.decode_failed(first_processor, row, exc, origin)
+                    continue
                 for step in steps:
                     if len(pairs) == 1:
                         pairs = step(pairs[0][0], pairs[0][1], row)
@@ -322,13 +396,31 @@ def make_record_chain(
                     out_v.append(enc[1])
                     if fans_out:
                         out_sub.append(subs[i] * 4096 + j)
-            replaced: dict[str, list[Any]] = {"key": out_k, "value": out_v}
+            checked = _refuse_unfit(
+                guard,
+                last_processor,
+                out_k,
+                out_v,
+                schema,
+                functools.partial(_lazy_row, batch, idx),
+            )
+            replaced: dict[str, list[Any] | pa.Array]
+            if isinstance(checked, dict):
+                replaced = dict(checked)
+            else:  # some records refused: the others go on
+                idx, out_k, out_v = (
+                    [x for x, ok in zip(col, checked, strict=True) if ok]
+                    for col in (idx, out_k, out_v)
+                )
+                if fans_out:
+                    out_sub = [x for x, ok in zip(out_sub, checked, strict=True) if ok]
+                replaced = {"key": out_k, "value": out_v}
             if fans_out:
                 replaced["ks_sub"] = out_sub
             yield _assemble(batch, schema, idx, replaced)
             if guard.side or guard.dropped:
                 first = batch.slice(0, 1).to_pylist()[0]
-                chunk = f"{last_processor}:{first['ks_seq']}:{first['ks_sub']}"
+                chunk = f"{first['ks_seq']}:{first['ks_sub']}"
                 yield from guard.drain_batches(schema, chunk)
 
     return run
@@ -352,14 +444,20 @@ def make_id_stage(
             out = []
             for row in batch.to_pylist():
                 if row["ks_side"] is None:
-                    ok, ident = guard.call(name, fn, (kdec(row["key"]), vdec(row["value"])), row)
+                    try:  # a class's constructor or validator may refuse a stored value
+                        args = (kdec(row["key"]), vdec(row["value"]))
+                    except Exception as exc:
+                        guard.decode_failed(name, row, exc, "VALUE")
+                        continue
+                    ok, ident = guard.call(name, fn, args, row)
                     if not ok:
                         continue
                     row["ks_id"] = None if ident is None else repr(codec.hashable(ident))
                 out.append(row)
             yield pa.RecordBatch.from_pylist(out, schema=schema)
             if guard.side or guard.dropped:
-                yield from guard.drain_batches(schema, f"{name}:{out[0]['ks_seq'] if out else ''}")
+                first = batch.slice(0, 1).to_pylist()[0]
+                yield from guard.drain_batches(schema, f"{first['ks_seq']}:{first['ks_sub']}")
 
     return run
 
@@ -410,6 +508,26 @@ def _dumps(x: Any) -> str:
     return json.dumps(x)
 
 
+class Undecodable(Exception):
+    """Raised by :class:`Live` when some records could not be decoded (and went to the
+    deserialization handler): the step that asked runs again without them. ``keep`` says
+    which of the live records remain."""
+
+    def __init__(self, keep: list[bool]) -> None:
+        super().__init__("records that could not be decoded")
+        self.keep = keep
+
+
+def _retrying(fn: Callable[[Live], Any], live: Live) -> Any:
+    """``fn(live)``, run again without the records that could not be decoded. A step
+    decodes its input before it calls any user function, so running it again is safe."""
+    while True:
+        try:
+            return fn(live)
+        except Undecodable as u:
+            live.keep(u.keep)
+
+
 class Live:
     """The records of one batch that are still alive, column by column.
 
@@ -427,15 +545,22 @@ class Live:
         "failed",
         "guard",
         "keys_new",
+        "reader",
         "rows",
         "values_new",
         "vdec",
     )
 
     def __init__(
-        self, batch: pa.RecordBatch, guard: handling.Guard, vdec: columns.ColumnDecoder
+        self,
+        batch: pa.RecordBatch,
+        guard: handling.Guard,
+        vdec: columns.ColumnDecoder,
+        reader: str = "source",
     ) -> None:
         self.batch, self.guard, self.vdec = batch, guard, vdec
+        #: the processor that decodes the batch's records (the chain's first step)
+        self.reader = reader
         self.rows: list[int] | range = range(batch.num_rows)
         #: whether a record failed in the last :func:`_call_each`
         self.failed = False
@@ -463,15 +588,35 @@ class Live:
 
     def keys(self, kdec: columns.ColumnDecoder) -> list[Any]:
         if self._keys is None:
-            self._keys = kdec(self.column("key"))
+            self._keys = self._decode(kdec, self.column("key"), "KEY")
         return self._keys
 
     def values(self) -> list[Any]:
         if self._values is None:
-            self._values = self.vdec(self.column("value"))
+            self._values = self._decode(self.vdec, self.column("value"), "VALUE")
         elif isinstance(self._values, pa.Array):
             self._values = self.vdec(self._values)
         return self._values
+
+    def _decode(self, dec: columns.ColumnDecoder, col: pa.Array, origin: str) -> list[Any]:
+        """``col`` decoded; if a class's constructor or validator refuses a stored value,
+        each refused record goes to the deserialization handler and :class:`Undecodable`
+        asks the caller to run its step again on the others."""
+        try:
+            return dec(col)
+        except Exception:
+            pass
+        keep = []
+        for j in range(len(col)):
+            try:
+                dec(col.slice(j, 1))
+                keep.append(True)
+            except Exception as exc:
+                self.guard.decode_failed(self.reader, self.row(j), exc, origin)
+                keep.append(False)
+        if all(keep):  # fails as a whole only: a bug, not a record's
+            return dec(col)
+        raise Undecodable(keep)
 
     def set_keys(self, keys: list[Any]) -> None:
         self._keys, self.keys_new = keys, True
@@ -660,8 +805,10 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
                     return i
             return len(preds)
 
+        split = step.split or name  # as in the per-record step
+
         def branch_step(live: Live) -> None:
-            res = _call_each(live, name, first_true, live.keys(kdec), live.values())
+            res = _call_each(live, split, first_true, live.keys(kdec), live.values())
             keep = [r == index and r is not _FAILED for r in res]
             if not all(keep):
                 live.keep(keep)
@@ -699,6 +846,7 @@ def make_columnar_chain(
     venc = codec.encoder(spec.output.value, "value")
     steps = [_column_step(s, guard, kdec) for s in spec.steps]
     last_processor = spec.steps[-1].processor if spec.steps else "source"
+    first_processor = spec.steps[0].processor if spec.steps else last_processor
     same_key = spec.input.key == spec.output.key
     same_value = spec.input.value == spec.output.value
     schema_json = spec.output_schema
@@ -730,6 +878,13 @@ def make_columnar_chain(
                 vs.append(enc[1])
         if not all(ok_rows):
             live.keep(ok_rows)
+        # encoded, but Arrow may still refuse a value (see _unfit): find it, report it
+        checked = _refuse_unfit(guard, last_processor, ks, vs, schema, live.row)
+        if isinstance(checked, dict):
+            return checked
+        live.keep(checked)
+        ks = [x for x, ok in zip(ks, checked, strict=True) if ok]
+        vs = [x for x, ok in zip(vs, checked, strict=True) if ok]
         return {"key": pa.array(ks, type=ktype), "value": pa.array(vs, type=vtype)}
 
     def one_batch(batch: pa.RecordBatch, schema: pa.Schema) -> list[pa.RecordBatch]:
@@ -737,12 +892,12 @@ def make_columnar_chain(
         side = batch.column("ks_side")
         has_side = side.null_count < len(side)
         records = batch.filter(side.is_null()) if has_side else batch
-        live = Live(records, guard, vdec)
+        live = Live(records, guard, vdec, first_processor)
         for step in steps:
             if not live.rows:
                 break
-            step(live)
-        replaced = encode(live, schema) if live.rows else {}
+            _retrying(step, live)
+        replaced = _retrying(lambda lv: encode(lv, schema), live) if live.rows else {}
         out.append(_assemble_columns(records, schema, live.rows, replaced))
         if has_side:
             # dead-letter and metric rows pass through, without key and value
@@ -755,7 +910,7 @@ def make_columnar_chain(
             out.append(_assemble_columns(sides, schema, range(n), nulls))
         if guard.side or guard.dropped:
             first = batch.slice(0, 1).to_pylist()[0]
-            chunk = f"{last_processor}:{first['ks_seq']}:{first['ks_sub']}"
+            chunk = f"{first['ks_seq']}:{first['ks_sub']}"
             out.extend(guard.drain_batches(schema, chunk))
         return out
 

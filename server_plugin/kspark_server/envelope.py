@@ -121,8 +121,17 @@ SIDE: dict[str, Any] = {
         field("src_partition", "integer"),
         field("src_offset", "long"),
         field("src_timestamp", "long"),
+        # why the record was dropped: a code of kspark_server.handling.DROP_REASONS
+        field("reason", "string"),
     ],
 }
+
+
+#: The fields that identify a side row. Copies of one side row (a stage that Spark ran
+#: twice, or steps before a fork that each path runs) agree on these, though a dead
+#: letter's stack trace may differ with the path; the writer keeps one dead letter per
+#: identity.
+SIDE_IDENTITY: tuple[str, ...] = ("kind", "processor", "task", "chunk")
 
 
 def envelope_fields(key: Any, value: Any) -> list[dict[str, Any]]:

@@ -44,6 +44,35 @@ class HandlerFailed(RuntimeError):
     """The exception handler itself raised or returned something invalid."""
 
 
+class DeserializationFailed(RuntimeError):
+    """A record's key or value could not be decoded to its declared class (its constructor
+    or a validator raised), and the deserialization handler says FAIL."""
+
+
+class DroppedRecord(Exception):
+    """Not raised: the "exception" of a dead letter for a record that an operator dropped
+    by its rules (``StreamsConfig.dead_letter_dropped_records``); its message gives the
+    processor and the reason."""
+
+
+#: Why a record was dropped (the ``reason`` of a drop count or a dead letter): codes, and
+#: what each means.
+DROP_REASONS: dict[str, str] = {
+    "processing-error": "a user function raised and the processing handler dropped it",
+    "production-error": "it did not fit its declared type and the production handler dropped it",
+    "deserialization-error": "it could not be read and the deserialization handler dropped it",
+    "null-key": "a record with a null key cannot join (an inner join's stream record, or a "
+    "table update)",
+    "null-value": "a stream record with a null value does not join",
+    "expired-stream-record": "the stream record is older than the versioned table's history "
+    "retention, so the inner join cannot look it up",
+    "expired-put": "the table update is older than the versioned table's history retention",
+    "invalid-timestamp": "its timestamp is null or negative (StreamsConfig.timestamp_policy)",
+    "late-record": "its window had closed: the window's end plus grace is before the task's "
+    "stream time",
+}
+
+
 def record_context(row: dict[str, Any], processor: str, task_id: str) -> dict[str, Any]:
     return {
         "topic": row.get("topic"),
@@ -92,8 +121,12 @@ class Guard:
         self.production: Handler | None = handling.production
         self.subtopology = handling.subtopology
         self.num_partitions = handling.num_partitions
+        self.dead_letter_dropped = handling.dead_letter_dropped
+        self.deserialization = handling.deserialization
         self.side: list[dict[str, Any]] = []
-        self.dropped: dict[tuple[str, str], int] = {}
+        self.dropped: dict[tuple[str, str, str], int] = {}
+        # dead letters so far per (processor, position), to tell apart two from one record
+        self._letters: dict[tuple[str, Any, Any], int] = {}
 
     def task_id(self, row: dict[str, Any]) -> str:
         part = row.get("ks_task")
@@ -173,12 +206,15 @@ class Guard:
                 f"{response!r}, not a Response (use Response.continue_(), Response.fail() "
                 "or Response.resume([...]))"
             )
-        if response.action is Action.CONTINUE:
-            self._count(processor, task)
+        reason = f"{kind}-error"
+        if response.action is Action.CONTINUE or (
+            response.action is Action.RESUME and not response.dead_letter_records
+        ):
+            self._count(processor, task, reason)
         elif response.action is Action.RESUME:
             # counted as dropped through its dead-letter rows
             for dl in response.dead_letter_records:
-                self.side.append(self._dlq_row(dl, ctx, row, exc))
+                self.side.append(self._dlq_row(dl, ctx, row, exc, reason))
         else:
             raise ProcessingFailed(
                 f"processor {processor} failed on record ({_describe(ctx)}): "
@@ -193,19 +229,63 @@ class Guard:
             **ctx, source_raw_key=row.get("key"), source_raw_value=row.get("value"), origin=origin
         )
 
-    def drop(self, processor: str, task: str) -> None:
-        """Count a record that an operator drops by its rules (a stream record with a null
-        value in a join, ...): it shows in ``dropped-records-total``."""
-        self._count(processor, task)
+    def decode_failed(self, processor: str, row: Any, exc: Exception, origin: str) -> None:
+        """A record whose key or value (``origin``) its class refused when it was decoded
+        for ``processor``: the built-in deserialization handler's answer (fail, drop and
+        count, or dead-letter the stored record)."""
+        task = self.task_id(row)
+        ctx = record_context(row, processor, task)
+        if self.deserialization == "fail":
+            raise DeserializationFailed(
+                f"[KSPARK_DESERIALIZATION_FAILED] {processor}: a record ({_describe(ctx)}) "
+                f"could not be read as its declared {origin.lower()} type: "
+                f"{type(exc).__name__}: {exc}. Set StreamsConfig("
+                "deserialization_exception_handler=...) to skip such records or send them "
+                "to a dead-letter queue."
+            ) from exc
+        if self.deserialization == "dlq":
+            dl = DeadLetterRecord(None, None)  # the record as it is stored
+            self.side.append(self._dlq_row(dl, ctx, row, exc, "deserialization-error"))
+        else:
+            self._count(processor, task, "deserialization-error")
 
-    def _count(self, processor: str, task: str) -> None:
-        self.dropped[(processor, task)] = self.dropped.get((processor, task), 0) + 1
+    def drop(
+        self,
+        processor: str,
+        task: str,
+        reason: str,
+        row: Any = None,
+        record: tuple[Any, Any] | None = None,
+    ) -> None:
+        """Count a record that an operator drops by its rules (a stream record with a null
+        value in a join, ...) under ``reason`` (one of :data:`DROP_REASONS`): it shows in
+        ``dropped-records-total``. With ``dead_letter_dropped``, the record (``row``, or
+        ``record``'s key and value in its envelope) also goes to the dead-letter queue."""
+        if not self.dead_letter_dropped or row is None:
+            self._count(processor, task, reason)
+            return
+        ctx = record_context(row, processor, task)
+        exc = DroppedRecord(f"{processor} dropped the record: {DROP_REASONS[reason]}")
+        key, value = record if record is not None else (None, None)
+        self.side.append(self._dlq_row(DeadLetterRecord(key, value), ctx, row, exc, reason))
+
+    def _count(self, processor: str, task: str, reason: str) -> None:
+        at = (processor, task, reason)
+        self.dropped[at] = self.dropped.get(at, 0) + 1
 
     def _dlq_row(
-        self, dl: DeadLetterRecord, ctx: dict[str, Any], row: dict[str, Any], exc: Exception
+        self,
+        dl: DeadLetterRecord,
+        ctx: dict[str, Any],
+        row: dict[str, Any],
+        exc: Exception,
+        reason: str,
     ) -> dict[str, Any]:
         key = row.get("key") if dl.key is None else dl.key
         value = row.get("value") if dl.value is None else dl.value
+        pos = (ctx["processor_node_id"], row.get("ks_seq"), row.get("ks_sub"))
+        n = self._letters.get(pos, 0)
+        self._letters[pos] = n + 1
         return {
             "kind": SideKind.DLQ,
             "processor": ctx["processor_node_id"],
@@ -221,25 +301,40 @@ class Guard:
             "src_partition": ctx["partition"],
             "src_offset": ctx["offset"],
             "src_timestamp": ctx["timestamp"],
+            "reason": reason,
+            # the dead letter's identity: the same on every path that runs this processor
+            "_at": f"{pos[1]}:{pos[2]}:{n}",
         }
 
     def side_rows(self, chunk: str) -> list[dict[str, Any]]:
         """Dead-letter and metric rows gathered since the last call, then cleared.
 
-        ``chunk`` identifies the input chunk: Spark may run a stage twice when a stream
-        forks, and the sink keeps one copy of identical side rows.
+        ``chunk`` identifies the input chunk (its first record's position). A stream that
+        forks runs the steps before the fork once per path (each path's chain has them),
+        and Spark may compute a shared stage once per consumer; so a side row's ``chunk``
+        depends only on the processor, the input chunk and, for a dead letter, the
+        record's position, never on the path: the copies are identical, and the sink and
+        the observed metrics keep one of each (:data:`kspark_server.envelope.SIDE_IDENTITY`).
         """
         rows = list(self.side)
-        for (processor, task), n in sorted(self.dropped.items()):
+        for (processor, task, reason), n in sorted(self.dropped.items()):
             rows.append(
-                {"kind": SideKind.DROPPED, "processor": processor, "task": task, "count": n}
+                {
+                    "kind": SideKind.DROPPED,
+                    "processor": processor,
+                    "task": task,
+                    "count": n,
+                    "reason": reason,
+                }
             )
         for r in rows:
-            # dead letters of one chunk differ by their record
-            dlq = r["kind"] is SideKind.DLQ
-            r["chunk"] = f"{chunk}:{r['src_offset']}:{id(r)}" if dlq else chunk
+            at = r.pop("_at", None)
+            r["chunk"] = f"{r['processor']}:{chunk}:{r.get('reason')}" + (
+                "" if at is None else f":{at}"
+            )
         self.side.clear()
         self.dropped.clear()
+        self._letters.clear()
         return rows
 
     def drain_batches(self, schema: pa.Schema, chunk: str) -> Iterator[pa.RecordBatch]:

@@ -337,10 +337,21 @@ def _tp_text(tp: TopicPartitionKey) -> str:
 
 
 def _timestamp(ts_type: int, ts_ms: int) -> tuple[datetime | None, int]:
+    """A Kafka timestamp as Spark's source gives it. One that no ``datetime`` (nor Spark's
+    timestamp type) can hold, outside the years 1 to 9999, is read as null: an invalid
+    timestamp, which ``StreamsConfig.timestamp_policy`` decides about, naming the record,
+    instead of an ``OverflowError`` that would fail every read of its partition.
+
+    >>> _timestamp(1, 2**62)[0] is None, _timestamp(1, 0)[0].year
+    (True, 1970)
+    """
     kind = _TIMESTAMP_TYPES.get(ts_type)
     if kind is None:
         return None, -1
-    return _EPOCH + timedelta(milliseconds=ts_ms), kind
+    try:
+        return _EPOCH + timedelta(milliseconds=ts_ms), kind
+    except OverflowError:
+        return None, kind
 
 
 def _envelope(msg: Message) -> tuple[Any, ...]:

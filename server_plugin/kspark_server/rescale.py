@@ -18,18 +18,45 @@ was lost or duplicated before it switches the app over.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pandas as pd
 
-from kspark_server import placement, taskstate
+from kspark_server import placement, stateenc, taskstate
 
-#: Column layout of :func:`split_states`' output.
-PARTS_SCHEMA = "ks_task int, part binary, entries long, old_entries long"
+#: Column layout of :func:`split_states`' output: per part its new task, its base, its
+#: entries and checksum; per old task (``ks_task`` -1) its entries and checksum.
+PARTS_SCHEMA = (
+    "ks_task int, part binary, entries long, old_entries long, checksum long, old_checksum long"
+)
 #: Column layout of :func:`merge_states`' output (the new app's initial state): the task
-#: key (:mod:`kspark_server.placement`), its base, its entries.
-STATES_SCHEMA = "ks_task int, blob binary, entries long"
+#: key (:mod:`kspark_server.placement`), its base, its entries, its checksum.
+STATES_SCHEMA = "ks_task int, blob binary, entries long, checksum long"
+#: Column layout of :func:`check_states`' output: a written task state read back.
+CHECK_SCHEMA = "ks_task int, entries long, checksum long"
+
+
+def checksum(kind: str, versioned: bool, st: dict[str, Any]) -> int:
+    """A checksum of a task state's entries (each key's encoded entry and hash, and the
+    buffered stream records), independent of their order and of the task they are in: the
+    old tasks' checksums add up to the new tasks' when a re-split kept every entry as it
+    was. Stream times are left out: a new task takes the largest of its old tasks'.
+
+    >>> st = taskstate.empty("dedup", False)
+    >>> st["seen"].update(a=5, b=7); st["hash"].update(a=1, b=2)
+    >>> parts = split("dedup", False, st, 2)
+    >>> sum(checksum("dedup", False, p) for p in parts.values()) == checksum("dedup", False, st)
+    True
+    """
+    keys = list(taskstate.maps(kind, versioned, st)[0])
+    total = 0
+    for kb, eb in taskstate.change_pairs(kind, versioned, st, keys):
+        total += zlib.crc32(eb or b"", zlib.crc32(kb))
+    for record in st.get("buffer") or []:
+        total += zlib.crc32(stateenc.pack(sorted(record.items())))
+    return total
 
 
 class UnhashedState(ValueError):
@@ -155,7 +182,7 @@ def split_states(
 
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for frame in frames:
-            rows: list[tuple[int, bytes | None, int, int]] = []
+            rows: list[tuple[int, bytes | None, int, int, int, int]] = []
             logs = frame["log"].tolist() if "log" in frame else [None] * len(frame)
             for blob, log in zip(frame["blob"].tolist(), logs, strict=True):
                 if blob is None:
@@ -163,7 +190,9 @@ def split_states(
                 st = taskstate.materialize(
                     kind, versioned, blob, [] if log is None else list(log), allow_pickle=True
                 )
-                rows.append((-1, None, 0, entries(kind, versioned, st)))
+                rows.append(
+                    (-1, None, 0, entries(kind, versioned, st), 0, checksum(kind, versioned, st))
+                )
                 for task, p in split(kind, versioned, st, m).items():
                     rows.append(
                         (
@@ -171,9 +200,14 @@ def split_states(
                             taskstate.encode_base(kind, versioned, p),
                             entries(kind, versioned, p),
                             0,
+                            checksum(kind, versioned, p),
+                            0,
                         )
                     )
-            yield pd.DataFrame(rows, columns=["ks_task", "part", "entries", "old_entries"])
+            yield pd.DataFrame(
+                rows,
+                columns=["ks_task", "part", "entries", "old_entries", "checksum", "old_checksum"],
+            )
 
     return run
 
@@ -191,7 +225,27 @@ def merge_states(kind: str, versioned: bool, m: int) -> Callable[[pd.DataFrame],
                 "ks_task": [placement.task_keys(m)[task]],
                 "blob": [blob],
                 "entries": [entries(kind, versioned, st)],
+                "checksum": [checksum(kind, versioned, st)],
             }
         )
+
+    return run
+
+
+def check_states(
+    kind: str, versioned: bool
+) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+    """The ``mapInPandas`` function that reads written task states back (``ks_task``,
+    ``blob``) and gives each one's entries and checksum, to verify the rewrite."""
+
+    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for frame in frames:
+            rows = []
+            for task, blob in zip(frame["ks_task"].tolist(), frame["blob"].tolist(), strict=True):
+                st = taskstate.materialize(kind, versioned, blob, [])
+                rows.append(
+                    (int(task), entries(kind, versioned, st), checksum(kind, versioned, st))
+                )
+            yield pd.DataFrame(rows, columns=["ks_task", "entries", "checksum"])
 
     return run

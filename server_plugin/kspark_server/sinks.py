@@ -11,14 +11,18 @@ that merged branches keep all their records.
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from kspark_server.envelope import HEADERS, SIDE, SideKind
+from kspark_server.envelope import HEADERS, SIDE, SIDE_IDENTITY, SideKind
+from kspark_server.lease import Lease, lease_dir
 from kspark_server.spec import SinkSpec, SinksSpec, TopicRef, check_spec
+
+_log = logging.getLogger("kspark.sinks")
 
 _FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
 
@@ -31,6 +35,11 @@ def make_batch_writer(spec: SinksSpec) -> Any:
     side_schema = StructType.fromJson(SIDE)
     kafka_format = spec.kafka_format
     batch_offset = spec.batch_offset
+    lease = (
+        Lease(lease_dir(spec.lease_checkpoint_dir), spec.lease_token, spec.application_id)
+        if spec.lease_checkpoint_dir
+        else None
+    )
 
     # sinks into one topic (merged branches) are written together: one write per topic
     # and batch, since each write replaces the batch's whole folder or partition
@@ -41,6 +50,11 @@ def make_batch_writer(spec: SinksSpec) -> Any:
     def write_batch(df: DataFrame, query_batch_id: int) -> None:
         # after a rescale the query checkpoint is new, but the app's batches go on counting
         batch_id = query_batch_id + batch_offset
+        if lease is not None:
+            try:
+                lease.keep()  # any session can now see that the app runs
+            except OSError as exc:
+                _log.warning("cannot renew the lease in %s: %s", lease.folder, exc)
         cached = len(sinks) + (1 if dlq else 0) > 1
         if cached:
             df = df.persist()
@@ -56,7 +70,7 @@ def make_batch_writer(spec: SinksSpec) -> Any:
                     .select(F.from_json("ks_side", side_schema).alias("s"))
                     .filter(F.col("s.kind") == SideKind.DLQ.value)
                     .select("s.*")
-                    .dropDuplicates()
+                    .dropDuplicates(list(SIDE_IDENTITY))
                     .select(
                         F.col("dlq_key").alias("key"),
                         F.col("dlq_value").alias("value"),

@@ -252,6 +252,9 @@ class BranchStep:
     processor: str
     predicates: tuple[Fn, ...]
     index: int
+    #: the split's processor (``KSTREAM-BRANCH-...``), which a failing predicate names:
+    #: every branch evaluates the same predicates, and the failure is handled once
+    split: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -297,6 +300,12 @@ class Handling:
     production: Handler | None = None
     subtopology: int = 0
     num_partitions: int = 1
+    #: records an operator drops by its rules (a null key, an expired put...) also go to
+    #: the dead-letter queue (``StreamsConfig.dead_letter_dropped_records``)
+    dead_letter_dropped: bool = False
+    #: the built-in deserialization handler's mode, for values whose class refuses them
+    #: when they are decoded in a worker: ``fail``, ``continue`` or ``dlq``
+    deserialization: str = "fail"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -476,6 +485,12 @@ class SinksSpec:
     kafka_client: str = "auto"
     kafka_format: str = "kafka"
     batch_offset: int = 0
+    #: the app's checkpoint directory, where the writer keeps the run's lease
+    #: (:mod:`kspark_server.lease`), the run's token, and the app's id; set when the
+    #: query starts (no lease without them)
+    lease_checkpoint_dir: str | None = None
+    lease_token: str = ""
+    application_id: str = ""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

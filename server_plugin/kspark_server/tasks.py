@@ -39,7 +39,16 @@ import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from kspark_server import codec, handling, localstore, placement, stateenc, taskstate, transport
+from kspark_server import (
+    codec,
+    handling,
+    localstore,
+    placement,
+    stateenc,
+    taskstate,
+    timestamps,
+    transport,
+)
 from kspark_server.envelope import SideKind
 from kspark_server.spec import DedupSpec, JoinSpec, StatefulSpec, check_spec
 from kspark_server.versioned import VersionedStore
@@ -454,6 +463,10 @@ class TaskProcessor(StatefulProcessor):
         task = placement.task_of(int(key[0]))
         self.touched = set()
         local, inc, sizes, has_state = self._open(task)
+        if len(main) and main["timestamp"].isna().any():
+            # timestamp_policy="use-partition-time": the source left invalid ones null
+            stream_time = local.scalars().get("stream_time")
+            main = timestamps.fill_partition_time(main, stream_time, self.spec.processor)
         batch = Batch(main, self.columns, self.decoders) if len(main) else None
         st = self._partial(local, batch)
         before = dict(taskstate.maps(self.kind, self.versioned, st)[0]) if self.time_indexed else {}
@@ -549,12 +562,13 @@ class DedupProcessor(TaskProcessor):
         values = batch.col("value")
         out: list[tuple[bool, Any]] = []
         for i, key in enumerate(batch.keys):
-            ok, ident = self.guard.call(
-                self.processor,
-                self.id_selector,
-                (self.kdec(key), self.vdec(self.unpack_value(values[i]))),
-                batch.row(i),
-            )
+            try:  # a class's constructor or validator may refuse a stored value
+                args = (self.kdec(key), self.vdec(self.unpack_value(values[i])))
+            except Exception as exc:
+                self.guard.decode_failed(self.processor, batch.row(i), exc, "VALUE")
+                out.append((False, None))
+                continue
+            ok, ident = self.guard.call(self.processor, self.id_selector, args, batch.row(i))
             if not ok:
                 out.append((False, None))
             elif key is None or ident is None:
@@ -666,9 +680,15 @@ class JoinProcessor(TaskProcessor):
         return (tv is not None or self.left), tv
 
     def _joined(self, key: Any, value: Any, tv: Any, row: Any) -> tuple[bool, Any]:
-        k = self.skdec(key)
-        v = self.svdec(self.unpack_value(value))
-        t = None if tv is None else self.tvdec(self.unpack_table(tv))
+        origin = "KEY"
+        try:  # as in process: a refused stored value goes to the deserialization handler
+            k = self.skdec(key)
+            origin = "VALUE"
+            v = self.svdec(self.unpack_value(value))
+            t = None if tv is None else self.tvdec(self.unpack_table(tv))
+        except Exception as exc:
+            self.guard.decode_failed(self.processor, row, exc, origin)
+            return False, None
         args = (k, v, t) if self.with_key else (v, t)
         joiner, venc, pack = self.joiner, self.venc, self.pack_out
         return self.guard.call(
@@ -703,6 +723,8 @@ class JoinProcessor(TaskProcessor):
             key = keys[i]
             if jside[i] == 1:
                 if key is None:
+                    # as Kafka Streams' table source: a table update without a key is dropped
+                    self._drop(task, "null-key", batch, i, table=True)
                     continue
                 hk = key if type(key) is str else hashable(key)
                 tv = tvalues[i]
@@ -716,11 +738,13 @@ class JoinProcessor(TaskProcessor):
                         table[hk] = tv
                 elif not store.put(hk, tv, ts):
                     self.expired_puts += 1
+                    self._drop(task, "expired-put", batch, i, table=True)
             elif values[i] is None or (key is None and not left):
                 # Kafka Streams' stream-table join drops a stream record with a null value,
                 # and an inner join one with a null key, and counts it (since KIP-962 a left
                 # join calls the joiner for a null key, with a null table value)
-                self.guard.drop(self.processor, f"{self.guard.subtopology}_{task}")
+                reason = "null-value" if values[i] is None else "null-key"
+                self._drop(task, reason, batch, i)
             elif grace > 0 and ts + grace > stream_time:
                 st["buffer"].append(batch.row(i).to_dict([*batch.columns, "ks_hash", "ks_task"]))
             else:
@@ -732,10 +756,19 @@ class JoinProcessor(TaskProcessor):
                 else:
                     tv = table.get(key if type(key) is str else hashable(key))
                 if tv is None and not left:
+                    if store is not None and not store.in_retention(ts):
+                        # too old to look up: the inner join drops it, and says so
+                        self._drop(task, "expired-stream-record", batch, i)
                     continue
-                k = skdec(key)
-                v = svdec(unpack_value(values[i]))
-                t = None if tv is None else tvdec(unpack_table(tv))
+                origin = "KEY"
+                try:  # a class's constructor or validator may refuse a stored value
+                    k = skdec(key)
+                    origin = "VALUE"
+                    v = svdec(unpack_value(values[i]))
+                    t = None if tv is None else tvdec(unpack_table(tv))
+                except Exception as exc:
+                    self.guard.decode_failed(self.processor, batch.row(i), exc, origin)
+                    continue
                 try:
                     res = pack(venc(joiner(k, v, t) if with_key else joiner(v, t)))
                 except Exception as exc:
@@ -744,7 +777,7 @@ class JoinProcessor(TaskProcessor):
                 out.take(i, res)
             if grace > 0 and st["buffer"]:
                 st["stream_time"] = stream_time
-                self._flush(st, store, out)
+                self._flush(st, store, out, task)
         st["stream_time"] = stream_time
         if store is not None:
             store.expire(touched)
@@ -756,7 +789,7 @@ class JoinProcessor(TaskProcessor):
             for hk in [hk for hk in khash if hk not in table]:
                 del khash[hk]
 
-    def _flush(self, st: Any, store: VersionedStore | None, out: Emitter) -> None:
+    def _flush(self, st: Any, store: VersionedStore | None, out: Emitter, task: int) -> None:
         limit = st["stream_time"] - self.grace
         ready = [r for r in st["buffer"] if int(r["timestamp"]) <= limit]
         if not ready:
@@ -764,11 +797,30 @@ class JoinProcessor(TaskProcessor):
         st["buffer"] = [r for r in st["buffer"] if int(r["timestamp"]) > limit]
         ready.sort(key=lambda r: (int(r["timestamp"]), r["ks_seq"], r["ks_sub"]))
         for r in ready:
-            go, tv = self._lookup(st, store, r["key"], int(r["timestamp"]))
+            ts = int(r["timestamp"])
+            go, tv = self._lookup(st, store, r["key"], ts)
+            if not go and store is not None and not store.in_retention(ts):
+                row = DictRow(r, self.decoders)
+                self.guard.drop(
+                    self.processor,
+                    f"{self.guard.subtopology}_{task}",
+                    "expired-stream-record",
+                    row,
+                    (row.get("key"), r["value"]),
+                )
             if go:
                 ok, res = self._joined(r["key"], r["value"], tv, DictRow(r, self.decoders))
                 if ok:
                     out.carry(r, res)
+
+    def _drop(self, task: int, reason: str, batch: Batch, i: int, table: bool = False) -> None:
+        """Count record ``i``, dropped for ``reason`` (and dead-letter it, if configured);
+        a table update's value is its ``ks_tvalue``."""
+        row = batch.row(i) if self.guard.dead_letter_dropped else None
+        record = None
+        if row is not None:
+            record = (row.get("key"), row.get("ks_tvalue" if table else "value"))
+        self.guard.drop(self.processor, f"{self.guard.subtopology}_{task}", reason, row, record)
 
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         n, self.expired_puts = self.expired_puts, 0

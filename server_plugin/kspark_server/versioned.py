@@ -125,6 +125,10 @@ class VersionedStore:
         i = bisect.bisect_right(tss, ts) - 1
         return vals[i] if i >= 0 else None
 
+    def in_retention(self, ts: int) -> bool:
+        """Whether a record at ``ts`` is within the history retention (a lookup can answer)."""
+        return not self._too_old(int(ts))
+
     def versions(
         self, key: Hashable, from_ts: int | None = None, to_ts: int | None = None
     ) -> list[Version]:

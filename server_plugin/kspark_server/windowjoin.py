@@ -164,7 +164,12 @@ class WindowJoinProcessor(TaskProcessor):
             if value is None or (key is None and not outer[side]):
                 # Kafka Streams drops (and counts) a record with a null value, and one with
                 # a null key that nothing can join
-                self.guard.drop(self.processor, subtask)
+                self.guard.drop(
+                    self.processor,
+                    subtask,
+                    "null-value" if value is None else "null-key",
+                    batch.row(i),
+                )
                 continue
             env = [
                 ts,
@@ -181,7 +186,7 @@ class WindowJoinProcessor(TaskProcessor):
                 self._emit(out, key, side, env, None, ts, 0, batch.row(i))
                 continue
             if ts + look[side] + grace < stream_time:
-                self.guard.drop(self.processor, subtask)
+                self.guard.drop(self.processor, subtask, "late-record", batch.row(i))
                 self.late += 1
                 continue
             hk = key if type(key) is str else hashable(key)

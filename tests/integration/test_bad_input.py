@@ -20,6 +20,7 @@ from kspark.errors import (
     DeserializationError,
     InvalidTopologyError,
     LogAndContinueDeserializationExceptionHandler,
+    StreamsAppError,
 )
 
 pytestmark = pytest.mark.spark
@@ -287,3 +288,118 @@ def test_a_table_sink_appends_batch_by_batch_to_its_own_table(
         assert len({r.batch_id for r in rows}) == 2
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+def _table_app(spark: Any, base: str, app_id: str, topic: Any, value_type: Any, **cfg: Any) -> Any:
+    b = StreamsBuilder()
+    b.stream(topic, key_type=str, value_type=value_type).to(
+        Topic.jsonl("out", os.path.join(base, "out"))
+    )
+    config = StreamsConfig(
+        application_id=app_id, checkpoint_dir=os.path.join(base, "chk"), num_partitions=2, **cfg
+    )
+    a = StreamsApp(b.build(), config)
+    a._session = spark
+    return a
+
+
+def test_a_table_timestamp_column_is_read_as_milliseconds(
+    spark: Any, app_id: str, base: str
+) -> None:
+    table = f"src_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE TABLE {table} (key STRING, value BIGINT, timestamp TIMESTAMP) USING parquet")
+    spark.sql(f"INSERT INTO {table} VALUES ('a', 1, TIMESTAMP'2024-01-01 00:00:01.250')")
+    try:
+        _table_app(spark, base, app_id, Topic.table("in", table), int).run_until_caught_up()
+        (row,) = spark.read.json(os.path.join(base, "out")).collect()
+        assert (row.key, row.value, row.timestamp) == ("a", 1, 1_704_067_201_250)
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+@dataclasses.dataclass
+class Reading:
+    id: str
+    n: int
+    ts: int
+
+
+def test_table_columns_of_the_wrong_type_go_to_the_deserialization_handler(
+    spark: Any, app_id: str, base: str
+) -> None:
+    # a value-layout table whose columns hold text: a value that does not convert would
+    # fail the query through an ANSI cast; it is a record the handler decides about
+    table = f"src_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE TABLE {table} (id STRING, n STRING, ts STRING) USING parquet")
+    spark.sql(f"INSERT INTO {table} VALUES ('a', '1', '5'), ('b', 'x', '6'), ('c', '3', 'noon')")
+    topic = Topic.table("in", table, layout="value", key_field="id", timestamp_field="ts")
+    try:
+        with pytest.raises(DeserializationError, match=SOURCE):
+            _table_app(spark, base, app_id, topic, Reading).run_until_caught_up()
+        a = _table_app(
+            spark,
+            os.path.join(base, "dlq-run"),
+            app_id + "d",
+            topic,
+            Reading,
+            deserialization_exception_handler=DeadLetterQueueDeserializationExceptionHandler,
+            dead_letter_queue_topic=Topic.jsonl("dlq", os.path.join(base, "dlq")),
+        )
+        a.run_until_caught_up()
+        rows = spark.read.json(os.path.join(base, "dlq-run", "out")).collect()
+        assert [(r.key, r.timestamp) for r in rows] == [("a", 5)]
+        dead = spark.read.json(os.path.join(base, "dlq")).collect()
+        assert sorted(json.loads(r.value)["id"] for r in dead) == ["b", "c"]
+        assert dropped(a) == 2
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_a_negative_timestamp_fails_by_default(spark: Any, app_id: str, base: str) -> None:
+    write(base, "a.jsonl", line("g1", 1, 1) + line("neg", 2, -5))
+    with pytest.raises(StreamsAppError, match="KSPARK_INVALID_TIMESTAMP") as info:
+        app(spark, base, app_id).run_until_caught_up()
+    assert SOURCE in str(info.value) and "-5" in str(info.value)
+
+
+@dataclasses.dataclass
+class Positive:
+    n: int
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ValueError(f"n must be positive, got {self.n}")
+
+
+def test_a_value_its_class_refuses_in_a_stateful_operator(
+    spark: Any, app_id: str, base: str
+) -> None:
+    from datetime import timedelta
+
+    write(
+        base, "a.jsonl", line("a", {"n": 1}, 1) + line("b", {"n": -2}, 2) + line("c", {"n": 3}, 3)
+    )
+
+    def run(**cfg: Any) -> StreamsApp:
+        b = StreamsBuilder()
+        (
+            b.stream(Topic.jsonl("in", os.path.join(base, "in")), key_type=str, value_type=Positive)
+            .deduplicate_by_key_value(lambda k, v: v.n, timedelta(seconds=1))
+            .to(Topic.jsonl("out", os.path.join(base, "out")))
+        )
+        config = StreamsConfig(
+            application_id=app_id + str(len(cfg)),
+            checkpoint_dir=os.path.join(base, f"chk{len(cfg)}"),
+            num_partitions=2,
+            **cfg,
+        )
+        a = StreamsApp(b.build(), config)
+        a._session = spark
+        a.run_until_caught_up()
+        return a
+
+    with pytest.raises(DeserializationError, match="n must be positive"):
+        run()
+    a = run(deserialization_exception_handler=LogAndContinueDeserializationExceptionHandler)
+    assert [k for k, _ in output(spark, base)] == ["a", "c"]
+    assert dropped(a) == 1

@@ -249,3 +249,36 @@ def test_deserialization_failures(spark: Any, app_id: str) -> None:
             '{"key": "b", "value": ',
             '{"key": "c", "value": "three", "timestamp": 3}',
         ]
+
+
+def test_a_failure_before_a_fork_is_dead_lettered_and_counted_once(spark: Any, app_id: str) -> None:
+    # the failing step feeds two sinks and a split: every path runs it, one record each
+    b = StreamsBuilder()
+    parsed = b.stream(Topic.jsonl("in", "/unused"), key_type=str, value_type=str).map_values(
+        parse, value_type=int
+    )
+    parsed.to(Topic.jsonl("out", "/unused"))
+    parsed.map_values(lambda v: v * 2, value_type=int).to(Topic.jsonl("twice", "/unused"))
+    branches = parsed.split().branch(lambda k, v: v > 20).default_branch()
+    for i, branch in enumerate(branches.values()):
+        branch.to(Topic.jsonl(f"branch-{i}", "/unused"))
+    cfg = StreamsConfig(
+        application_id=app_id,
+        num_partitions=2,
+        processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
+        dead_letter_queue_topic=Topic.jsonl("dlq", "/unused"),
+    )
+    d = TopologyTestDriver(b.build(), cfg, session=spark)
+    try:
+        src = d.create_input_topic("in", key_type=str, value_type=str)
+        for i, (k, v) in enumerate(POISON):
+            src.pipe_input(k, v, timestamp=1000 + i)
+        out = d.create_output_topic("twice", key_type=str, value_type=int).read_key_values()
+        assert out == [("a", 200), ("c", 50), ("e", 40)]
+        dead = d.dead_letter_topic().read_raw()
+        assert sorted(json.loads(r["key"]) for r in dead) == ["b", "d"]
+        m = d.metrics()
+        assert m.dead_letter_records == 2
+        assert m.dropped_by_processor() == {"KSTREAM-MAPVALUES-0000000001": 2}
+    finally:
+        d.close()

@@ -229,3 +229,45 @@ def test_names_bound_by_bootstrap_servers_carry_dynamic_values(
         (json.loads(r["key"]), json.loads(r["value"])) for r in consume_all(broker.bootstrap, out)
     )
     assert got == [("a", {"key": "a", "n": 2, "tags": 1}), ("c", {"key": "c", "n": 8, "tags": 2})]
+
+
+def test_kafka_poison_pills_reach_their_handlers(spark: Any, broker: Broker, tmp_path: Any) -> None:
+    # invalid UTF-8 in a str key or value: the deserialization handler, not a changed
+    # value; a timestamp beyond year 9999: an invalid timestamp, not an OverflowError
+    suffix = uuid.uuid4().hex[:6]
+    src, out = f"pin-{suffix}", f"pout-{suffix}"
+    create_topic(broker.bootstrap, src, partitions=1)
+    create_topic(broker.bootstrap, out, partitions=1)
+    produce(
+        broker.bootstrap,
+        src,
+        [
+            (b"a", b"ok-1", None, None, 1),
+            (b"\xff\xfe", b"bad-key", None, None, 2),
+            (b"c", b"bad-\xc3(value", None, None, 3),
+            (b"d", b"far-future", None, None, 2**62),
+            (b"e", b"ok-5", None, None, 5),
+        ],
+    )
+    b = StreamsBuilder()
+    b.stream(
+        Topic.kafka(src, bootstrap_servers=broker.bootstrap, startingOffsets="earliest"),
+        key_type=str,
+        value_type=str,
+    ).map_values(lambda v: v.upper(), value_type=str).to(
+        Topic.kafka(out, bootstrap_servers=broker.bootstrap, **{"kafka.batch.num.messages": "1"})
+    )
+    cfg = StreamsConfig(
+        application_id=f"kpoison-{suffix}",
+        checkpoint_dir=str(tmp_path / "chk"),
+        num_partitions=1,
+        deserialization_exception_handler=LogAndContinueDeserializationExceptionHandler,
+        timestamp_policy="skip",
+        kafka_client="python",
+    )
+    app = StreamsApp(b.build(), cfg, session=spark)
+    app.run_until_caught_up()
+    got = sorted((r["key"], r["value"]) for r in consume_all(broker.bootstrap, out))
+    assert got == [(b"a", b"OK-1"), (b"e", b"OK-5")]
+    reasons = {r: n for (_, r), n in app.metrics().dropped_by_reason().items()}
+    assert reasons == {"deserialization-error": 2, "invalid-timestamp": 1}

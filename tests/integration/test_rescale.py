@@ -214,3 +214,54 @@ def test_rescale_command(
                 with open(os.path.join(root, name)) as f:
                     rows += [json.loads(line)["key"] for line in f if line.strip()]
     assert sorted(rows) == ["k1", "k2", "k3", "k4"]
+
+
+def _running_app(base: Any, app_id: str, spark: Any) -> Any:
+    import json
+
+    from kspark import StreamsApp
+
+    (base / "in").mkdir()
+    with open(base / "in" / "a.jsonl", "w") as f:
+        for k in ("a", "b", "c"):
+            f.write(json.dumps({"key": k, "value": k, "timestamp": 1}) + "\n")
+    b = StreamsBuilder()
+    (
+        b.stream(Topic.jsonl("in", str(base / "in")), key_type=str, value_type=str)
+        .deduplicate_by_key(DAY)
+        .to(Topic.jsonl("out", str(base / "out")))
+    )
+    cfg = StreamsConfig(application_id=app_id, checkpoint_dir=str(base / "chk"), num_partitions=2)
+    return b.build(), cfg, StreamsApp(b.build(), cfg, session=spark)
+
+
+def test_rescale_refuses_an_app_running_in_another_session(
+    spark: Any, spark_url: str, app_id: str, tmp_path: Any
+) -> None:
+    from kspark import StreamsApp, connect
+
+    topo, cfg, running = _running_app(tmp_path, app_id, spark)
+    running.start()
+    other = connect(spark_url)  # a second session: spark.streams does not show the app
+    try:
+        running.query.processAllAvailable()  # a batch ran: the run's lease is in place
+        assert not any(q.name == app_id for q in other.streams.active)
+        with pytest.raises(RescaleError, match=f"app {app_id} is running: its lease"):
+            StreamsApp(topo, cfg, session=other).rescale(4, progress=False)
+        running.stop()  # says its run ended: another session may rescale at once
+        report = StreamsApp(topo, cfg, session=other).rescale(4, progress=False)
+        assert report.to_partitions == 4
+    finally:
+        running.stop()
+        other.stop()
+
+
+def test_two_rescales_do_not_run_at_once(spark: Any, app_id: str, tmp_path: Any) -> None:
+    from kspark.runtime.lease import RescaleLock
+
+    _topo, cfg, app = _running_app(tmp_path, app_id, spark)
+    app.run_until_caught_up(progress=False)
+    with RescaleLock(spark, cfg.checkpoint_dir, app_id):  # another rescale holds the lock
+        with pytest.raises(RescaleError, match="another rescale"):
+            app.rescale(3, progress=False)
+    assert app.rescale(3, progress=False).to_partitions == 3  # the lock was released

@@ -118,7 +118,7 @@ def session_model(
     existed before it and was merged away."""
     sessions: dict[Any, list[list[Any]]] = {}
     stream_time: int | None = None
-    dropped = 0
+    dropped: dict[str, int] = {}
     outs: list[Any] = []
     for batch in batches:
         before = {(k, x[0], x[1]) for k, xs in sessions.items() for x in xs}
@@ -127,7 +127,7 @@ def session_model(
         for i, (k, v, ts) in enumerate(batch):
             stream_time = ts if stream_time is None else max(stream_time, ts)
             if k is None:
-                dropped += 1
+                dropped["null-key"] = dropped.get("null-key", 0) + 1
                 continue
             cur = [x for x in sessions.get(k, []) if x[1] >= stream_time - grace - gap]
             for x in sessions.get(k, []):
@@ -137,7 +137,7 @@ def session_model(
             start = min([ts] + [x[0] for x in found])
             end = max([ts] + [x[1] for x in found])
             if end < stream_time - grace:
-                dropped += 1
+                dropped["late-record"] = dropped.get("late-record", 0) + 1
                 continue
             if op == "count":
                 agg: Any = sum(x[2] for x in found) + 1
@@ -167,7 +167,7 @@ def session_model(
             elif sk in before:
                 emitted.append({"key": wk, "value": None, "timestamp": ts})
         outs.append(emitted or None)
-    return outs, ({("count", "0_0"): dropped} if dropped else {})
+    return outs, {("count", "0_0", reason): n for reason, n in dropped.items()}
 
 
 @settings(max_examples=80, deadline=None)

@@ -73,3 +73,24 @@ def test_an_answer_that_is_not_a_response_is_refused(answer: Any) -> None:
 def test_a_made_up_action_is_refused_when_the_response_is_built() -> None:
     with pytest.raises(ValueError, match="not a valid Action"):
         Response("SKIP")  # type: ignore[arg-type]
+
+
+def test_resume_without_dead_letters_still_counts_the_record() -> None:
+    # a resume with no dead-letter records drops the record: it must be counted
+    (row,) = _fail(Answer(Response.resume([]))).side_rows("c")
+    assert row["kind"] is SideKind.DROPPED and row["count"] == 1
+    assert row["reason"] == "processing-error"
+
+
+def test_an_operator_drop_is_counted_or_dead_lettered_with_its_reason() -> None:
+    counted = Guard(Handling(subtopology=1))
+    counted.drop("J", "1_0", "null-key", ROW, ("k", "v"))
+    (row,) = counted.side_rows("c")
+    assert (row["kind"], row["processor"], row["reason"]) == (SideKind.DROPPED, "J", "null-key")
+    dead = Guard(Handling(subtopology=1, dead_letter_dropped=True))
+    dead.drop("J", "1_0", "null-key", ROW, ("k", "v"))
+    (row,) = dead.side_rows("c")
+    assert (row["kind"], row["reason"], row["src_offset"]) == (SideKind.DLQ, "null-key", 7)
+    assert row["exception_class"] == "kspark_server.handling.DroppedRecord"
+    assert "J dropped the record: a record with a null key" in row["exception_message"]
+    assert json.loads(row["dlq_value"]) == "v"

@@ -139,3 +139,18 @@ def test_state_without_hashes_is_refused() -> None:
     old = {"stream_time": 5, "seen": {"a": 1}}  # a state of kspark before format 3
     with pytest.raises(rescale.UnhashedState, match="hash"):
         rescale.split("dedup", False, old, 4)
+
+
+def test_a_changed_entry_changes_the_checksum_of_its_task() -> None:
+    from kspark_server import rescale as r
+    from kspark_server import taskstate as ts
+
+    st = ts.empty("dedup", False)
+    st["seen"].update(a=5, b=7, c=9)
+    st["hash"].update(a=1, b=2, c=3)
+    parts = r.split("dedup", False, st, 2)
+    merged = {t: r.merge("dedup", False, [p]) for t, p in parts.items()}
+    total = sum(r.checksum("dedup", False, m) for m in merged.values())
+    assert total == r.checksum("dedup", False, st)
+    merged[1]["seen"]["b"] = 8  # one entry's value changed in the rewrite
+    assert sum(r.checksum("dedup", False, m) for m in merged.values()) != total

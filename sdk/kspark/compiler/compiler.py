@@ -155,6 +155,8 @@ class _Compiler:
             production=self.production_handler,
             subtopology=subtopology,
             num_partitions=self.config.num_partitions,
+            dead_letter_dropped=self.config.dead_letter_dropped_records,
+            deserialization=self.deserialization,
         )
 
     def flush(self, p: _Pending, boundary: str) -> st.Stage:
@@ -218,6 +220,8 @@ class _Compiler:
             deserialization=self.deserialization,
             subtopology=self.subtopology_of.get(node.name, 0),
             kafka_client=self.config.kafka_client,
+            timestamp_policy=self.config.timestamp_policy,
+            dead_letter_dropped=self.config.dead_letter_dropped_records,
             key_type=key_type,
             value_type=value_type,
         )
@@ -284,7 +288,10 @@ class _Compiler:
 
     def visit_Branch(self, node: n.Branch) -> _Pending:
         step = sp.BranchStep(
-            processor=node.name, predicates=tuple(node.predicates), index=node.index
+            processor=node.name,
+            predicates=tuple(node.predicates),
+            index=node.index,
+            split=node.split,
         )
         return self._step(node, node.parent, step)
 

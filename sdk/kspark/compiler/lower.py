@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
 from kspark.compiler import stages as st
 from kspark.errors import CompilationError, InvalidTopologyError
@@ -97,13 +97,16 @@ def _kafka_decode(c: Column, desc: TypeDesc) -> tuple[Column, Column]:
     """Kafka bytes to the declared type (primitives as text, records as JSON), and whether
     they failed to parse (a null stays null: a tombstone is not a bad record)."""
     text = c.cast("string")
+    # the cast keeps the bytes as they are: invalid UTF-8 would reach the app as a changed
+    # value (or fail a Python worker), so it goes to the deserialization handler
+    bad_text = c.isNotNull() & ~F.is_valid_utf8(text)
     if isinstance(desc, Dynamic):
-        return text, F.lit(False)  # JSON text, parsed in the operators
+        return text, bad_text  # JSON text, parsed in the operators
     if isinstance(desc, Primitive):
         if desc.spark == "binary":
             return c, F.lit(False)
         if desc.spark == "string":
-            return text, F.lit(False)
+            return text, bad_text
         decoded = text.try_cast(_simple(desc.spark))
         return decoded, c.isNotNull() & decoded.isNull()
     schema = _dtype(desc.spark_json())
@@ -111,7 +114,7 @@ def _kafka_decode(c: Column, desc: TypeDesc) -> tuple[Column, Column]:
     names = [f.name for f in schema.fields]
     with_corrupt = StructType([*schema.fields]).add("_corrupt_record", "string")
     parsed = F.from_json(text, with_corrupt, {"columnNameOfCorruptRecord": "_corrupt_record"})
-    bad = c.isNotNull() & (parsed.isNull() | parsed["_corrupt_record"].isNotNull())
+    bad = bad_text | (c.isNotNull() & (parsed.isNull() | parsed["_corrupt_record"].isNotNull()))
     value = F.when(c.isNull() | bad, F.lit(None)).otherwise(
         F.struct(*[parsed[n].alias(n) for n in names])
     )
@@ -178,13 +181,13 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
                 bad_key | bad_value,
                 F.concat(
                     F.lit("key="),
-                    F.coalesce(F.col("key").cast("string"), F.lit("null")),
+                    F.coalesce(F.make_valid_utf8(F.col("key").cast("string")), F.lit("null")),
                     F.lit(" value="),
-                    F.coalesce(F.col("value").cast("string"), F.lit("null")),
+                    F.coalesce(F.make_valid_utf8(F.col("value").cast("string")), F.lit("null")),
                 ),
             ).alias("_corrupt_record"),
         )
-        return _corrupt_records(_count_input(out, stage), stage)
+        return _invalid_timestamps(_corrupt_records(_count_input(out, stage), stage), stage)
     if t.format == "table":
         raw = spark.readStream.table(t.path or t.name)
     elif t.format in _LINE_FORMATS:
@@ -210,12 +213,18 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             if "headers" in cols
             else F.array().cast(_dtype(env.HEADERS))
         )
+        dtypes = dict(raw.dtypes)
+        key, bad_key = _typed(F.col("key"), key_t, dtypes["key"])
+        value, bad_value = _typed(F.col("value"), value_t, dtypes["value"])
+        stamp, bad_stamp = (
+            _typed(F.col("timestamp"), LongType(), dtypes["timestamp"])
+            if "timestamp" in cols
+            else (F.lit(None).cast("long"), F.lit(False))
+        )
         out = raw.select(
-            F.col("key").cast(key_t).alias("key"),
-            F.col("value").cast(value_t).alias("value"),
-            F.coalesce(
-                F.col("timestamp").cast("long"), F.expr("unix_millis(current_timestamp())")
-            ).alias("timestamp"),
+            key.alias("key"),
+            value.alias("value"),
+            F.coalesce(stamp, F.expr("unix_millis(current_timestamp())")).alias("timestamp"),
             headers.alias("headers"),
             F.lit(t.name).alias("topic"),
             (F.coalesce(F.col("partition"), F.lit(0)) if "partition" in cols else F.lit(0))
@@ -223,36 +232,176 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             .alias("partition"),
             offset.cast("long").alias("offset"),
             *_tail(offset, seq),
-            *[F.col(c) for c in _CORRUPT_COLUMNS if c in cols],
+            *_uncast(raw, bad_key | bad_value | bad_stamp, ["key", "value", "timestamp"]),
         )
     else:
         value_fields = [f["name"] for f in stage.value_type.spark_json()["fields"]]
-        key = F.col(t.key_field).cast(key_t) if t.key_field else F.lit(None).cast(key_t)
+        dtypes = dict(raw.dtypes)
+        key, bad_key = (
+            _typed(F.col(t.key_field), key_t, dtypes.get(t.key_field, ""))
+            if t.key_field
+            else (F.lit(None).cast(key_t), F.lit(False))
+        )
         if t.timestamp_field:
-            ts_type = dict(raw.dtypes).get(t.timestamp_field, "bigint")
-            ts = (
-                F.expr(f"unix_millis(`{t.timestamp_field}`)")
-                if ts_type.startswith("timestamp")
-                else F.col(t.timestamp_field).cast("long")
+            ts, bad_ts = _typed(
+                F.col(t.timestamp_field), LongType(), dtypes.get(t.timestamp_field, "")
             )
         else:
-            ts = F.expr("unix_millis(current_timestamp())")
+            ts, bad_ts = F.expr("unix_millis(current_timestamp())"), F.lit(False)
+        assert isinstance(value_t, StructType)  # layout="value" needs a record type
+        value, bad_value = _typed_fields(
+            {c: F.col(c) for c in value_fields}, value_t, {c: dtypes.get(c, "") for c in cols}
+        )
         offset = position
         out = raw.select(
             key.alias("key"),
-            F.struct(*[F.col(c) for c in value_fields]).cast(value_t).alias("value"),
+            value.alias("value"),
             ts.alias("timestamp"),
             F.array().cast(_dtype(env.HEADERS)).alias("headers"),
             F.lit(t.name).alias("topic"),
             F.lit(0).cast("int").alias("partition"),
             offset.alias("offset"),
             *_tail(offset),
-            *[F.col(c) for c in _CORRUPT_COLUMNS if c in cols],
+            *_uncast(raw, bad_key | bad_ts | bad_value, value_fields),
         )
     out = _count_input(out, stage)
     if "_corrupt_record" in out.columns:
         out = _corrupt_records(out, stage)
+    return _invalid_timestamps(out, stage)
+
+
+def _typed(c: Column, to: DataType, source: str) -> tuple[Column, Column]:
+    """``c`` as type ``to``, and whether a non-null ``c`` did not convert. A Spark
+    timestamp becomes epoch milliseconds (a cast to long would give seconds); anything
+    else is a ``try_cast``, so that a value of the wrong type goes to the deserialization
+    handler instead of failing the query through an ANSI cast error."""
+    if isinstance(to, LongType) and source.startswith("timestamp"):
+        return F.unix_millis(c), F.lit(False)
+    if source and _dtype_name(to) == source:
+        return c, F.lit(False)  # already of its type: nothing to convert, nothing to fail
+    typed = c.try_cast(to)
+    return typed, c.isNotNull() & typed.isNull()
+
+
+def _typed_fields(
+    columns: dict[str, Column], to: StructType, sources: dict[str, str]
+) -> tuple[Column, Column]:
+    """A struct of ``columns`` as ``to``, field by field (a ``try_cast`` of a whole struct
+    nulls a field that does not convert and says nothing), and whether any non-null
+    field did not convert."""
+    fields, bad = [], F.lit(False)
+    for f in to.fields:
+        value, failed = _typed(columns[f.name], f.dataType, sources.get(f.name, ""))
+        fields.append(value.alias(f.name))
+        bad = bad | failed
+    return F.struct(*fields), bad
+
+
+def _dtype_name(t: DataType) -> str:
+    return t.simpleString()
+
+
+def _uncast(raw: DataFrame, bad: Column, shown: list[str]) -> list[Column]:
+    """The ``_corrupt_record`` and ``_corrupt_where`` columns: those of a line that did
+    not parse, or, for a row whose columns did not convert to the declared types, the row
+    as JSON text (its ``shown`` columns), for the deserialization handler."""
+    cols = set(raw.columns)
+    text = F.when(bad, F.to_json(F.struct(*[F.col(c) for c in shown if c in cols])))
+    if "_corrupt_record" in cols:
+        text = F.coalesce(F.col("_corrupt_record"), text)
+    out = [text.alias("_corrupt_record")]
+    if "_corrupt_where" in cols:
+        out.append(F.col("_corrupt_where"))
     return out
+
+
+def _record_position() -> Column:
+    """A record's position as text, for a side row's identity: its offset, or, where the
+    source has none (a Spark table), a hash of the record. (Spark refuses row ids such as
+    ``monotonically_increasing_id`` in a stream, so two byte-identical rows of a table
+    share an identity, and count once: a limit documented in docs/errors.md.)"""
+    return F.coalesce(
+        F.col("offset").cast("string"),
+        F.concat(
+            F.lit("h"),
+            F.xxhash64(F.col("key"), F.col("value"), F.col("timestamp")).cast("string"),
+        ),
+    )
+
+
+def _json_text(c: Column) -> Column:
+    """``c`` as JSON text (null stays null), as dead letters hold keys and values."""
+    text = F.to_json(F.array(c))  # to_json takes no primitive: write ``[x]``, strip ``[]``
+    return F.when(c.isNotNull(), text.substr(F.lit(2), F.length(text) - 2))
+
+
+def _invalid_timestamps(df: DataFrame, stage: st.Read) -> DataFrame:
+    """Records whose timestamp is null or negative, by ``StreamsConfig.timestamp_policy``:
+    fail naming the record, drop and count them, or leave the timestamp null for the next
+    stateful operator to fill in with its partition's time (``kspark_server.timestamps``).
+    Rows that are already side rows (a record that did not parse) are left alone."""
+    ts = F.col("timestamp")
+    invalid = F.col("ks_side").isNull() & (ts.isNull() | (ts < 0))
+    policy = stage.timestamp_policy
+    if policy == "use-partition-time":
+        return df.withColumn("timestamp", F.when(invalid, F.lit(None)).otherwise(ts))
+    if policy == "fail":
+        msg = F.concat(
+            F.lit(
+                f"[KSPARK_INVALID_TIMESTAMP] {stage.processor}: a record of topic "
+                f"{stage.topic.name!r} has an invalid timestamp ("
+            ),
+            F.coalesce(ts.cast("string"), F.lit("null")),
+            F.lit(") at partition "),
+            F.coalesce(F.col("partition").cast("string"), F.lit("null")),
+            F.lit(" offset "),
+            F.coalesce(F.col("offset").cast("string"), F.lit("null")),
+            F.lit(
+                ". Set StreamsConfig(timestamp_policy='skip') to drop such records, or "
+                "'use-partition-time' to give them their partition's time."
+            ),
+        )
+        return df.withColumn(
+            "ks_side",
+            F.when(invalid, F.raise_error(msg).cast("string")).otherwise(F.col("ks_side")),
+        )
+    common = {
+        "processor": F.lit(stage.processor),
+        "task": F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")),
+        "count": F.lit(1).cast("long"),
+        "reason": F.lit("invalid-timestamp"),
+        "chunk": F.concat(
+            F.lit(stage.processor + ":ts:"),
+            F.coalesce(F.col("partition").cast("string"), F.lit("")),
+            F.lit(":"),
+            _record_position(),
+        ),
+    }
+    if not stage.dead_letter_dropped:
+        side = _side_struct(kind=F.lit(SideKind.DROPPED.value), **common)
+    else:
+        side = _side_struct(
+            kind=F.lit(SideKind.DLQ.value),
+            **common,
+            dlq_key=_json_text(F.col("key")),
+            dlq_value=_json_text(F.col("value")),
+            exception_class=F.lit("kspark_server.handling.DroppedRecord"),
+            exception_message=F.lit(
+                f"{stage.processor} dropped the record: its timestamp is null or negative "
+                "(StreamsConfig.timestamp_policy='skip')"
+            ),
+            stack_trace=F.lit(""),
+            dlq_headers=F.col("headers"),
+            src_topic=F.col("topic"),
+            src_partition=F.col("partition"),
+            src_offset=F.col("offset"),
+            src_timestamp=ts,
+        )
+    return (
+        df.withColumn("ks_side", F.when(invalid, side).otherwise(F.col("ks_side")))
+        .withColumn("key", F.when(invalid, F.lit(None)).otherwise(F.col("key")))
+        .withColumn("value", F.when(invalid, F.lit(None)).otherwise(F.col("value")))
+    )
 
 
 def _count_input(df: DataFrame, stage: st.Read) -> DataFrame:
@@ -389,7 +538,7 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
                 f"[KSPARK_DESERIALIZATION_FAILED] {stage.processor}: a record of topic "
                 f"{stage.topic.name!r} could not be read as its declared types (offset "
             ),
-            F.col("offset").cast("string"),
+            F.coalesce(F.col("offset").cast("string"), F.lit("null")),
             F.col("ks_where"),
             F.lit("): "),
             F.substring(F.col("_corrupt_record"), 1, 200),
@@ -405,9 +554,10 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
         "processor": F.lit(stage.processor),
         "task": F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")),
         "count": F.lit(1).cast("long"),
+        "reason": F.lit("deserialization-error"),
         "chunk": F.concat(
             F.lit(stage.processor + ":"),
-            F.col("offset").cast("string"),
+            _record_position(),
             F.lit(":"),
             F.xxhash64(F.col("_corrupt_record")).cast("string"),
         ),
@@ -606,6 +756,7 @@ def build_dataframe(
                     side["task"].alias("task"),
                     side["count"].alias("count"),
                     side["chunk"].alias("chunk"),
+                    side["reason"].alias("reason"),
                 ),
             )
         ).alias("side"),
@@ -614,8 +765,13 @@ def build_dataframe(
 
 
 def writer_function(
-    output: st.Output, spark: SparkSession | None = None, batch_offset: int = 0
+    output: st.Output,
+    spark: SparkSession | None = None,
+    batch_offset: int = 0,
+    lease: tuple[str, str, str] | None = None,
 ) -> Any:
+    """The ``foreachBatch`` function; with ``lease`` (checkpoint dir, run token, app id) it
+    keeps the run's lease in the checkpoint (:mod:`kspark_server.lease`)."""
     from kspark_server.sinks import make_batch_writer
 
     if spark is not None:
@@ -623,6 +779,13 @@ def writer_function(
     spec = output.writer_spec
     # a rescaled app's new checkpoint numbers its batches from 0 again; its sinks go on
     spec = dataclasses.replace(spec, batch_offset=int(batch_offset))
+    if lease is not None:
+        spec = dataclasses.replace(
+            spec,
+            lease_checkpoint_dir=lease[0],
+            lease_token=lease[1],
+            application_id=lease[2],
+        )
     topics = [s.topic for s in spec.sinks] + ([spec.dlq] if spec.dlq is not None else [])
     if spark is not None and any(t.format == "kafka" for t in topics):
         spec = dataclasses.replace(spec, kafka_format=kafka_format(spark, spec.kafka_client))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from kspark._typing import KafkaClient
+from kspark._typing import KafkaClient, TimestampPolicy
 from kspark.plan import graph
 from kspark.plan.nodes import TopicSpec
 from kspark.plan.types import TypeDesc
@@ -40,6 +40,10 @@ class Read(Stage):
     subtopology: int = 0
     #: Kafka topics: ``auto``, ``jvm`` or ``python`` (StreamsConfig.kafka_client)
     kafka_client: KafkaClient = "auto"
+    #: records with a null or negative timestamp (StreamsConfig.timestamp_policy)
+    timestamp_policy: TimestampPolicy = "fail"
+    #: skipped records go to the dead-letter queue too (dead_letter_dropped_records)
+    dead_letter_dropped: bool = False
 
 
 @attrs.frozen(kw_only=True, eq=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from kspark.dsl.joinwindows import JoinWindows, StreamJoined
 from kspark.dsl.grouped import (
     BufferConfig,
     Grouped,
@@ -13,6 +12,7 @@ from kspark.dsl.grouped import (
     TimeWindowedKStream,
     TimeWindows,
 )
+from kspark.dsl.joinwindows import JoinWindows, StreamJoined
 from kspark.dsl.options import Branched, Deduplicated, Joined, Materialized, Named, Repartitioned
 from kspark.dsl.streams import BranchedKStream, KStream, KTable, StreamsBuilder
 
@@ -21,8 +21,8 @@ __all__ = [
     "BranchedKStream",
     "BufferConfig",
     "Deduplicated",
-    "JoinWindows",
     "Grouped",
+    "JoinWindows",
     "Joined",
     "KGroupedStream",
     "KStream",
@@ -30,9 +30,9 @@ __all__ = [
     "Materialized",
     "Named",
     "Repartitioned",
-    "StreamJoined",
     "SessionWindowedKStream",
     "SessionWindows",
+    "StreamJoined",
     "StreamsBuilder",
     "Suppressed",
     "TimeWindowedKStream",

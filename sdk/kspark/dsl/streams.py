@@ -1788,6 +1788,7 @@ class BranchedKStream(Generic[K, V]):
                 parent=self._stream._node,
                 predicates=preds,
                 index=index,
+                split=self._split_name,
                 key_type=self._stream._node.key_type,
                 value_type=self._stream._node.value_type,
             )

@@ -506,6 +506,8 @@ class Branch(_Unary):
 
     predicates: tuple[Fn, ...]
     index: int
+    #: the split's processor name, which a failing predicate is reported under
+    split: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if not 0 <= self.index <= len(self.predicates):

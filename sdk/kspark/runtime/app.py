@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
+import logging
 import re
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +26,7 @@ from kspark.errors import (
     StreamsAppError,
 )
 from kspark.plan.topology import Topology
-from kspark.runtime import failures, restore, shipping, workers
+from kspark.runtime import failures, lease, restore, shipping, workers
 from kspark.runtime import rescale as rescaling
 from kspark.runtime.checkpoints import (
     Generation,
@@ -72,6 +74,8 @@ class RunReport:
         )
 
 
+_log = logging.getLogger("kspark.app")
+
 # kspark's failures, as they reach the client, and only where they were raised: a worker's
 # Python traceback ends with the exception's line, "kspark_server.handling.ProcessingFailed:
 # <message>", at the start of a line; a record that does not deserialize fails through SQL
@@ -80,7 +84,9 @@ class RunReport:
 # logical plan too, and the plan holds that raise_error's literal ("raise_error(
 # USER_RAISED_EXCEPTION, map(errorMessage, concat([KSPARK_DESERIALIZATION_FAILED] ...");
 # a code that only appears there is not what failed.
-_RAISED_IN_WORKER = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?(ProcessingFailed|HandlerFailed): (.*)$")
+_RAISED_IN_WORKER = re.compile(
+    r"^\s*(?:[A-Za-z_][\w.]*\.)?(ProcessingFailed|HandlerFailed|DeserializationFailed): (.*)$"
+)
 _RAISED_BY_SQL = re.compile(r"(?:^\s*|\[USER_RAISED_EXCEPTION\]\s*)\[(KSPARK_[A-Z_]+)\]\s*(.*)$")
 _SQLSTATE = re.compile(r"(?:\s*SQLSTATE: \w+)+\s*$")
 
@@ -114,6 +120,8 @@ def translate_failure(exc: BaseException, app_id: str, *, log: bool = False) -> 
             kind, message = m.group(1), _SQLSTATE.sub("", m.group(2)).strip()
             if kind == "ProcessingFailed":
                 return ProcessingError(message + trace, application_id=app_id)
+            if kind == "DeserializationFailed":
+                return DeserializationError(message + trace, application_id=app_id)
             return HandlerError(message + trace, application_id=app_id)
         m = _RAISED_BY_SQL.search(line)
         if m is not None:
@@ -166,6 +174,9 @@ class StreamsApp:
         self._state = State.CREATED
         self._output: Output | None = None
         self._batches = Batches()
+        #: tokens of this object's runs (their leases), and those it said ended
+        self._runs: list[str] = []
+        self._released: set[str] = set()
         self._listeners: list[Callable[[State, State], None]] = []
         #: A :class:`kspark.runtime.restore.StateRestoreListener`, told about restores.
         self.restore_listener: restore.StateRestoreListener | None = None
@@ -250,7 +261,12 @@ class StreamsApp:
         reporter = resolve_progress(progress, label=f"{self.config.application_id} rescale")
         try:
             report = rescaling.rescale(
-                self.session, self.topology, self.config, partitions, on_phase=reporter.phase
+                self.session,
+                self.topology,
+                self.config,
+                partitions,
+                on_phase=reporter.phase,
+                own_runs=frozenset(self._runs),  # stopped above
             )
         except BaseException:
             reporter.close()
@@ -349,7 +365,14 @@ class StreamsApp:
         writer = (
             df.writeStream.queryName(self.config.application_id)
             .option("checkpointLocation", gen.checkpoint)
-            .foreachBatch(writer_function(output, spark, batch_offset=gen.batch_offset))
+            .foreachBatch(
+                writer_function(
+                    output,
+                    spark,
+                    batch_offset=gen.batch_offset,
+                    lease=(self.config.checkpoint_dir, self._new_run(), self.config.application_id),
+                )
+            )
         )
         if available_now:
             writer = writer.trigger(availableNow=True)
@@ -401,9 +424,11 @@ class StreamsApp:
             reporter.close()  # keep the last figures: the error explains the rest
             raise
         seconds = time.perf_counter() - t0
-        if done:
-            self._set_state(State.NOT_RUNNING)
         new = Totals.of(self._batches.figures(k for k in self._batches.keys() if k not in before))
+        if done:
+            if new.batches:  # a run without batches never wrote its lease
+                self._release()
+            self._set_state(State.NOT_RUNNING)
         report = RunReport(
             batches=new.batches,
             input_records=new.records_in,
@@ -441,11 +466,30 @@ class StreamsApp:
             self._set_state(State.NOT_RUNNING)
         return done
 
+    def _new_run(self) -> str:
+        """A token for the run about to start: its lease in the checkpoint names it
+        (:mod:`kspark.runtime.lease`)."""
+        token = uuid.uuid4().hex
+        self._runs.append(token)
+        return token
+
+    def _release(self) -> None:
+        """Say in the checkpoint that this object's last run ended, so that another
+        session may rescale the app at once (its lease would hold for some seconds)."""
+        if self._runs and self._runs[-1] not in self._released:
+            token = self._runs[-1]
+            self._released.add(token)
+            try:
+                lease.release(self.session, self.config.checkpoint_dir, token)
+            except Exception as exc:  # the lease then expires by itself
+                _log.warning("could not release the lease of run %s: %s", token, exc)
+
     def stop(self) -> None:
         """Stop the streaming query, if running."""
         if self._query is not None and self._query.isActive:
             self._set_state(State.PENDING_SHUTDOWN)
             self._query.stop()
+            self._release()
         self._collect()
         if self._state is not State.ERROR:
             self._set_state(State.NOT_RUNNING)

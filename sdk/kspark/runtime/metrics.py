@@ -290,22 +290,28 @@ class BatchFigures:
     records_in: int
     records_out: int
     side: Mapping[_Side, int]
+    #: ``(processor, reason)`` -> records dropped (or dead-lettered) for that reason
+    reasons: Mapping[tuple[str, str], int] = attrs.field(factory=dict)
 
     @classmethod
     def of(cls, p: Mapping[str, Any]) -> BatchFigures:
         obs = observed(p)
         side: dict[_Side, int] = defaultdict(int)
+        reasons: dict[tuple[str, str], int] = defaultdict(int)
         for s in obs.get("side") or []:
             if not isinstance(s, Mapping):
                 continue
             key = (str(s.get("kind")), str(s.get("processor")), str(s.get("task")))
             count = _int(s.get("count"))
             side[key] = max(side[key], count) if key[0] in _GAUGES else side[key] + count
+            if key[0] in ("dropped", "dlq"):
+                reasons[(key[1], str(s.get("reason") or "unknown"))] += count
         return cls(
             ran=not is_idle(p),
             records_in=input_rows(p),
             records_out=_int(obs.get("records")),
             side=dict(side),
+            reasons=dict(reasons),
         )
 
     def total(self, *kinds: str) -> int:
@@ -420,6 +426,9 @@ class Metrics:
     #: ``(processor, task_id)`` to records a windowed operator dropped as late (their
     #: window had closed); they are in ``dropped_records_total`` too
     late_records: dict[tuple[str, str], int] = attrs.field(factory=dict)
+    #: ``(processor, reason)`` -> records dropped for that reason (the codes of
+    #: ``kspark_server.handling.DROP_REASONS``, listed in docs/errors.md)
+    dropped_reasons: dict[tuple[str, str], int] = attrs.field(factory=dict)
 
     @classmethod
     def of(cls, batches: Iterable[BatchFigures]) -> Metrics:
@@ -427,8 +436,11 @@ class Metrics:
         totals = Totals()
         per_kind: dict[str, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
         entries: dict[tuple[str, str], int] = {}
+        reasons: dict[tuple[str, str], int] = defaultdict(int)
         for b in batches:
             totals.add(b)
+            for at, n in b.reasons.items():
+                reasons[at] += n
             for (kind, proc, task), n in b.side.items():
                 if kind == "store_entries":
                     entries[(proc, task)] = n  # a gauge: the latest count
@@ -450,7 +462,22 @@ class Metrics:
             expired_puts=dict(per_kind["expired_puts"]),
             dead_letter_records=totals.dead_letters,
             late_records=dict(per_kind["late_records"]),
+            dropped_reasons=dict(reasons),
         )
+
+    def dropped_by_reason(self) -> dict[tuple[str, str], int]:
+        """``(processor, reason)`` -> records dropped there for that reason.
+
+        Examples
+        --------
+        >>> m = Metrics(batches=1, input_records=3, output_records=1,
+        ...             dropped_records_total={("j", "0_0"): 2}, duplicates_dropped={},
+        ...             store_entries={}, expired_puts={}, dead_letter_records=0,
+        ...             dropped_reasons={("j", "null-key"): 1, ("j", "expired-put"): 1})
+        >>> m.dropped_by_reason()[("j", "null-key")]
+        1
+        """
+        return dict(self.dropped_reasons)
 
     def dropped_by_processor(self) -> dict[str, int]:
         out: dict[str, int] = defaultdict(int)

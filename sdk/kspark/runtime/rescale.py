@@ -18,6 +18,7 @@ Nothing is switched unless all three steps pass. The old checkpoint stays as it 
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from kspark.compiler.compiler import compile_topology
 from kspark.config import StreamsConfig
 from kspark.errors import RescaleError
 from kspark.plan.topology import Topology
+from kspark.runtime import lease
 from kspark.runtime.checkpoints import (
     Generation,
     current_generation,
@@ -37,7 +39,7 @@ from kspark.runtime.checkpoints import (
     write_generation,
 )
 
-__all__ = ["RescaleReport", "StoreRescale", "rescale"]
+__all__ = ["RescaleReport", "StoreRescale", "check_store_name", "rescale"]
 
 
 @attrs.frozen(kw_only=True)
@@ -95,6 +97,31 @@ def _refuse_unsupported_sources(output: st.Output) -> None:
             )
 
 
+_STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")
+
+
+def check_store_name(name: str, processor: str) -> str:
+    """``name`` if it can name a folder of the rescale's warm copy, else
+    :class:`RescaleError`: a name such as ``../query`` would point outside it, at the live
+    checkpoint, which the warm copy's writes overwrite.
+
+    >>> check_store_name("rates-v2", "J")
+    'rates-v2'
+    >>> check_store_name("../query", "J")
+    Traceback (most recent call last):
+    ...
+    kspark.errors.RescaleError: [KSPARK_RESCALE_FAILED] store '../query' of J ...
+    """
+    if not _STORE_NAME.fullmatch(name) or ".." in name:
+        raise RescaleError(
+            f"store {name!r} of {processor} cannot be rescaled: a store name that names a "
+            "folder must be 1-249 letters, digits, '.', '_' or '-', start with a letter or "
+            "digit, and hold no '..'; rename the store (Materialized.as_ / "
+            "Deduplicated.with_store_name)"
+        )
+    return name
+
+
 def rescale(
     spark: Any,
     topology: Topology,
@@ -102,6 +129,7 @@ def rescale(
     partitions: int,
     *,
     on_phase: Callable[[str], None] | None = None,
+    own_runs: frozenset[str] = frozenset(),
 ) -> RescaleReport:
     """Move the checkpointed state of the app (``topology`` run with ``config``, on the
     session ``spark``) to ``partitions`` partitions (see the module doc);
@@ -120,13 +148,27 @@ def rescale(
     """
     if type(partitions) is not int or partitions < 1:
         raise RescaleError(f"partitions must be a positive integer, got {partitions!r}")
-    phase = on_phase or (lambda _text: None)
-    t0 = time.perf_counter()
     cfg = config
     app_id = cfg.application_id
     for q in spark.streams.active:
         if q.name == app_id:
             raise RescaleError(f"app {app_id} is running; stop it before rescaling")
+    # a run of another session (kspark submit, another notebook) shows in its lease
+    lease.check_not_running(spark, cfg.checkpoint_dir, app_id, own_runs)
+    with lease.RescaleLock(spark, cfg.checkpoint_dir, app_id):
+        return _rescale(spark, topology, cfg, partitions, on_phase)
+
+
+def _rescale(
+    spark: Any,
+    topology: Topology,
+    cfg: StreamsConfig,
+    partitions: int,
+    on_phase: Callable[[str], None] | None,
+) -> RescaleReport:
+    phase = on_phase or (lambda _text: None)
+    t0 = time.perf_counter()
+    app_id = cfg.application_id
     gen = current_generation(spark, cfg.checkpoint_dir)
     old_partitions = gen.num_partitions or cfg.num_partitions
     from kspark_server.taskstate import STATE_FORMAT
@@ -158,6 +200,8 @@ def rescale(
     shipping.ship(topology)
     stores: list[StoreRescale] = []
     initial: dict[str, str] = {}
+    for stage in _stateful_stages(output):  # every name checked before anything is written
+        check_store_name(stage.spec.store, stage.spec.processor)
     for stage in _stateful_stages(output):
         spec = stage.spec
         name, kind, versioned = spec.store, spec.kind, spec.versioned
@@ -171,8 +215,19 @@ def rescale(
             counts = parts.agg(
                 F.sum("old_entries").alias("entries"),
                 F.sum(F.when(F.col("ks_task") < 0, 1).otherwise(0)).alias("tasks"),
+                F.sum("old_checksum").alias("checksum"),
             ).collect()[0]
             before, tasks_before = int(counts["entries"] or 0), int(counts["tasks"] or 0)
+            old_sum = int(counts["checksum"] or 0)
+            # per new task: the checksums of the parts it is made of
+            keys = task_keys(partitions)
+            expected = {
+                keys[int(r["ks_task"])]: (int(r["entries"] or 0), int(r["checksum"] or 0))
+                for r in parts.filter("ks_task >= 0")
+                .groupBy("ks_task")
+                .agg(F.sum("entries").alias("entries"), F.sum("checksum").alias("checksum"))
+                .collect()
+            }
             merged = (
                 parts.filter("ks_task >= 0")
                 .select("ks_task", "part")
@@ -211,6 +266,22 @@ def rescale(
                 f"in {tasks_after} task(s), the old one {before:,}; nothing was switched "
                 f"(the warm copy is in {path})"
             )
+        # content, task by task: each written state read back must hold exactly the
+        # entries its parts held, and the parts all the old tasks' entries
+        got = {
+            int(r["ks_task"]): (int(r["entries"]), int(r["checksum"]))
+            for r in written.select("ks_task", "blob")
+            .mapInPandas(server_rescale.check_states(kind, versioned), server_rescale.CHECK_SCHEMA)
+            .collect()
+        }
+        new_sum = sum(c for _, c in expected.values())
+        wrong = sorted(t for t in set(got) | set(expected) if got.get(t) != expected.get(t))
+        if wrong or new_sum != old_sum:
+            raise RescaleError(
+                f"store {name} ({spec.processor}): the rewritten state does not match the old "
+                f"one (checksums differ in task key(s) {wrong[:5]}, or in total: "
+                f"{new_sum} vs {old_sum}); nothing was switched (the warm copy is in {path})"
+            )
         stores.append(
             StoreRescale(
                 store=name,
@@ -235,6 +306,11 @@ def rescale(
         state_format=STATE_FORMAT,
     )
     phase("switching")
+    if current_generation(spark, cfg.checkpoint_dir).number != gen.number:
+        raise RescaleError(
+            f"app {app_id}'s checkpoint changed generation while it was rescaled (another "
+            "rescale switched it); nothing was switched by this one"
+        )
     write_generation(spark, cfg.checkpoint_dir, new)
     return RescaleReport(
         application_id=app_id,
