@@ -253,6 +253,7 @@ def fault_expected() -> tuple[Counter[tuple[Any, ...]], Counter[tuple[Any, ...]]
     return out, dead
 
 
+@pytest.mark.fault
 def test_killed_at_seeded_random_points_each_result_appears_once(
     spark_server: Any, tmp_path: Any
 ) -> None:
