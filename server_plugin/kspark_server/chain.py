@@ -258,9 +258,10 @@ def make_chain(
     """
     check_spec(spec)
     if any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps) or any(
-        # dynamic (JSON) values converted to a declared type: the record path converts
-        isinstance(t, JsonSpec)
-        for t in (spec.input.key, spec.input.value, spec.output.key, spec.output.value)
+        # dynamic (JSON) values converted to a declared record, list or map: the record
+        # path converts them; dynamic to dynamic or to a primitive needs no conversion
+        isinstance(i, JsonSpec) and not isinstance(o, JsonSpec | PrimSpec)
+        for i, o in ((spec.input.key, spec.output.key), (spec.input.value, spec.output.value))
     ):
         return make_record_chain(spec)
     return make_columnar_chain(spec)
