@@ -64,11 +64,11 @@ def event_times10_or_fail(e: Event) -> int:
     return e.value * 10
 
 
-def dict_times10(d):  # type: ignore[no-untyped-def]  # unannotated: a dynamic result
+def json_times10(d):  # type: ignore[no-untyped-def]  # unannotated: a dynamic result
     return {**d, "value": d["value"] * 10}
 
 
-def dict_times10_or_fail(d):  # type: ignore[no-untyped-def]
+def json_times10_or_fail(d):  # type: ignore[no-untyped-def]
     if d["value"] % 100 == 0:
         raise ValueError(f"bad value {d['value']}")
     return {**d, "value": d["value"] * 10}
@@ -250,10 +250,10 @@ def main() -> None:
         ],
     }
     variants[dict] = [
-        ("kspark, default handler", kspark_chain(dict, dict_times10, None)),
-        ("plain loop", json_loop(dict_times10)),
-        ("kspark, LogAndContinue 1%", kspark_chain(dict, dict_times10_or_fail, lac)),
-        ("plain loop, 1% raising", json_loop(dict_times10_or_fail)),
+        ("kspark, default handler", kspark_chain(dict, json_times10, None)),
+        ("plain loop", json_loop(json_times10)),
+        ("kspark, LogAndContinue 1%", kspark_chain(dict, json_times10_or_fail, lac)),
+        ("plain loop, 1% raising", json_loop(json_times10_or_fail)),
     ]
     if a.vectorized:
         variants[int].append(
