@@ -168,13 +168,11 @@ def main() -> None:
     for name, fn in variants.items():
         results[name] = a.rows / timed(fn, a.repeat)
         ratio = results[name] / results["spark-native"]
-        batch = batch_ms.get(name, float("nan"))
-        batch_ratio = batch_ms.get("spark-native", float("nan")) / batch
-        print(
-            f"{name:24s} {results[name]:>12,.0f} records/s  x native {ratio:.3f}"
-            f"   batch {batch / 1000:6.2f}s  x native {batch_ratio:.3f}",
-            flush=True,
-        )
+        line = f"{name:24s} {results[name]:>12,.0f} records/s  x native {ratio:.3f}"
+        batch, native_batch = batch_ms.get(name, 0.0), batch_ms.get("spark-native", 0.0)
+        if batch > 0 and native_batch > 0:  # a query's progress is not always kept
+            line += f"   batch {batch / 1000:6.2f}s  x native {native_batch / batch:.3f}"
+        print(line, flush=True)
     t0 = time.perf_counter()
     app("map", one)
     best = time.perf_counter() - t0

@@ -215,36 +215,51 @@ def encoder(t: TypeSpec, what: str = "value") -> Codec:
 # -- dynamic values: JSON text ---------------------------------------------------------
 
 
-#: msgspec parses JSON text about eight times faster than ``json.loads`` (measured in
-#: docs/performance.md). Where it parses, it gives the same values (big integers too);
-#: what it refuses and ``json.loads`` takes (``NaN``, ``1e400``, lone surrogates) goes to
-#: ``json.loads``, so every text reads as it always did.
-#: The workers of a stateless app are not required to have msgspec (only stateful
-#: operators need it: ``kspark.runtime.workers``), so without it ``json.loads`` does it all.
-try:
-    import msgspec
-
-    _fast_json_decode: Callable[[Any], Any] | None = msgspec.json.Decoder().decode
-    _FAST_ERRORS: tuple[type[Exception], ...] = (msgspec.MsgspecError,)
-except ImportError:  # pragma: no cover - msgspec is a dependency of kspark itself
-    _fast_json_decode, _FAST_ERRORS = None, ()
-
-
 def _json_decode(x: Any) -> Any:
     """A dynamic value from its column: JSON text, or None for a null column."""
     if x is None:
         return None
-    if _fast_json_decode is not None:
-        try:
-            return _fast_json_decode(x)
-        except _FAST_ERRORS:
-            pass  # json.loads below reads it, or says it is no JSON
     try:
         return json.loads(x)
     except ValueError:
         # Spark's JSON reader hands a JSON string over without its quotes, so a file
         # written by hand ({"value": "abc"}) gives the text itself
         return x
+
+
+def decode_json_texts(texts: list[Any]) -> list[Any]:
+    """The dynamic values of a column's JSON texts: ``[decoder(JsonSpec())(x) for x in
+    texts]``, faster.
+
+    msgspec parses JSON text about eight times faster than ``json.loads``
+    (docs/performance.md). Where it parses, it gives the same values (big integers too);
+    what it refuses and ``json.loads`` reads (``NaN``, ``1e400``, lone surrogates) goes to
+    ``json.loads``, so every text reads as it always did.
+
+    Examples
+    --------
+    >>> decode_json_texts(['{"b":[1,2.5]}', "NaN", None, "abc"])
+    [{'b': [1, 2.5]}, nan, None, 'abc']
+    """
+    try:
+        # imported here, in the process that decodes: kspark_server travels to the
+        # workers by value, a msgspec decoder cannot be pickled, and the workers of a
+        # stateless app are not required to have msgspec (kspark.runtime.workers)
+        import msgspec
+    except ImportError:  # pragma: no cover - msgspec is a dependency of kspark itself
+        return [_json_decode(x) for x in texts]
+    fast, refused = msgspec.json.decode, msgspec.MsgspecError
+    out: list[Any] = []
+    append = out.append
+    for x in texts:
+        if x is None:
+            append(None)
+            continue
+        try:
+            append(fast(x))
+        except refused:
+            append(_json_decode(x))
+    return out
 
 
 def _json_encoder(shape: str, what: str) -> Codec:

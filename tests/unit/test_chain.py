@@ -397,3 +397,17 @@ def test_dynamic_values_run_step_by_step_and_match_the_record_chain(out_type: st
         calls.clear()
         list(make_chain(spec)(iter([batch])))
         assert calls[:6] == [f"filter k{i}" for i in range(6)]
+
+
+def test_the_chain_modules_hold_nothing_that_cannot_be_pickled() -> None:
+    """kspark_server travels to the workers by value, each module's globals with it: none
+    may be an object that cannot be pickled (a msgspec decoder made at import was one,
+    and every chain failed to ship)."""
+    from pyspark import cloudpickle
+
+    from kspark_server import chain, codec, columns, handling
+
+    for module in (chain, codec, columns, handling):
+        for name, value in vars(module).items():
+            if not name.startswith("__"):  # the module's own loader and spec stay home
+                cloudpickle.dumps(value)

@@ -238,7 +238,8 @@ def test_dynamic_values_read_as_json_loads_reads_them(value: Any, ascii_only: bo
     (NaN, infinities, big integers and lone surrogates included, which it leaves to
     ``json.loads``)."""
     text = json.dumps(value, ensure_ascii=ascii_only)
-    assert repr(codec.decoder(JsonSpec())(text)) == repr(json.loads(text))
+    assert repr(codec.decode_json_texts([text])) == repr([json.loads(text)])
+    assert repr(columns.column_decoder(JsonSpec())(pa.array([text]))) == repr([json.loads(text)])
 
 
 @pytest.mark.parametrize("text", ["1e400", "-1e400", '"\\ud800"', "12345678901234567890123", "x y"])
@@ -247,4 +248,5 @@ def test_texts_the_fast_json_reader_refuses_read_as_before(text: str) -> None:
         want = json.loads(text)
     except ValueError:
         want = text  # not JSON: Spark handed a JSON string over without its quotes
+    assert repr(codec.decode_json_texts([text, None])) == repr([want, None])
     assert repr(codec.decoder(JsonSpec())(text)) == repr(want)
