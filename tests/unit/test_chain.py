@@ -411,3 +411,18 @@ def test_the_chain_modules_hold_nothing_that_cannot_be_pickled() -> None:
         for name, value in vars(module).items():
             if not name.startswith("__"):  # the module's own loader and spec stay home
                 cloudpickle.dumps(value)
+
+
+def test_dynamic_columns_leave_as_kspark_json_text_even_when_no_step_changes_them() -> None:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/in")).filter(lambda k, v: True).to(Topic.jsonl("o", "/o"))
+    (spec,) = _chains(b)
+    # as Spark's JSON reader hands them over: a string without quotes, keys unsorted
+    batch = _batch(Any, Any, [("k", 1), ("k", 2)])
+    raw = pa.array(["u1", '{"b":1,"a":2}'])
+    batch = batch.set_column(0, "key", raw).set_column(1, "value", raw)
+    out = _same(spec, batch)
+    assert [(r["key"], r["value"]) for r in out[:2]] == [
+        ('"u1"', '"u1"'),
+        ('{"a":2,"b":1}', '{"a":2,"b":1}'),
+    ]
