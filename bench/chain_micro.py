@@ -4,8 +4,9 @@ plain per-record loop in the same ``mapInArrow`` shape.
 
     PYTHONPATH=sdk:server_plugin python bench/chain_micro.py [--rows N] [--batch N]
 
-The chain is ``source -> map_values(fn) -> sink`` with an ``int`` value and with a
-dataclass value (``Event``, as in the Spark benches), under the default handler and under
+The chain is ``source -> map_values(fn) -> sink`` with an ``int`` value, a dataclass value
+(``Event``, as in the Spark benches) and a dynamic value (JSON text, ``fn`` returning a
+dict; its plain loop parses and writes the JSON itself), under the default handler and under
 ``LogAndContinue`` with 1% of the records raising; ``--vectorized`` adds the
 ``map_values(fn, vectorized=True)`` form. Each variant runs ``--repeat`` times over the
 same batches (default 10,000 rows each, Spark's ``spark.sql.execution.arrow.maxRecordsPerBatch``)
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -62,6 +64,38 @@ def event_times10_or_fail(e: Event) -> int:
     return e.value * 10
 
 
+def json_times10(d):  # type: ignore[no-untyped-def]  # unannotated: a dynamic result
+    return {**d, "value": d["value"] * 10}
+
+
+def json_times10_or_fail(d):  # type: ignore[no-untyped-def]
+    if d["value"] % 100 == 0:
+        raise ValueError(f"bad value {d['value']}")
+    return {**d, "value": d["value"] * 10}
+
+
+def json_loop(fn: Callable[[Any], Any]) -> MapInArrow:
+    """The plain loop over JSON text values: parse, call, write back as sorted JSON."""
+    loads = json.loads
+    dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+    def run(it: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in it:
+            out: list[Any] = []
+            keep: list[int] = []
+            for i, v in enumerate(batch.column("value").to_pylist()):
+                try:
+                    out.append(dumps(fn(loads(v))))
+                    keep.append(i)
+                except Exception:  # the loop under test: a failing record is dropped
+                    continue
+            if len(keep) != batch.num_rows:
+                batch = batch.take(pa.array(keep))
+            yield batch.set_column(1, "value", pa.array(out, pa.string()))
+
+    return run
+
+
 def vec_times10(v: pa.Array) -> pa.Array:
     return pc.multiply(v, 10)
 
@@ -79,11 +113,16 @@ def batches(value_type: type, rows: int, per_batch: int) -> list[pa.RecordBatch]
         keys = pa.array([f"k{k:07d}" for k in rng.integers(0, 100_000, n)])
         nums = pa.array(rng.integers(0, 1_000_000, n).astype("int64"))
         ts = pa.array(np.arange(start, start + n, dtype="int64") * 10)
-        value: pa.Array = (
-            nums
-            if value_type is int
-            else pa.StructArray.from_arrays([keys, nums, ts], names=["key", "value", "ts"])
-        )
+        value: pa.Array
+        if value_type is int:
+            value = nums
+        elif value_type is dict:  # dynamic: JSON text, as kspark carries it
+            value = pa.array(
+                json.dumps({"key": k, "ts": t, "value": v}, sort_keys=True, separators=(",", ":"))
+                for k, v, t in zip(keys.to_pylist(), nums.to_pylist(), ts.to_pylist(), strict=True)
+            )
+        else:
+            value = pa.StructArray.from_arrays([keys, nums, ts], names=["key", "value", "ts"])
         cols = {
             "key": keys,
             "value": value,
@@ -110,6 +149,8 @@ def kspark_chain(value_type: type, fn: Any, handler: Any, vectorized: bool = Fal
     s = b.stream(Topic.parquet("events", "/tmp/in"), key_type=str, value_type=value_type)
     if vectorized:
         s.map_values(fn, vectorized=True, value_type=int).to(Topic.parquet("out", "/tmp/out"))
+    elif value_type is dict:  # dynamic in, dynamic out
+        s.map_values(fn).to(Topic.parquet("out", "/tmp/out"))
     else:
         s.map_values(fn, value_type=int).to(Topic.parquet("out", "/tmp/out"))
     cfg = StreamsConfig(application_id="micro", processing_exception_handler=handler)
@@ -164,6 +205,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--vectorized", action="store_true", help="add map_values(vectorized=True)")
+    p.add_argument("--only", choices=["int", "event", "dynamic"], help="one value type")
     p.add_argument("--profile", choices=["int", "event"], help="cProfile one chain and stop")
     a = p.parse_args()
     # LogAndContinue logs each failure; the Spark bench's workers do not print them either
@@ -207,12 +249,21 @@ def main() -> None:
             ("plain loop, 1% raising", plain_loop(Event, dict_times10_or_fail)),
         ],
     }
+    variants[dict] = [
+        ("kspark, default handler", kspark_chain(dict, json_times10, None)),
+        ("plain loop", json_loop(json_times10)),
+        ("kspark, LogAndContinue 1%", kspark_chain(dict, json_times10_or_fail, lac)),
+        ("plain loop, 1% raising", json_loop(json_times10_or_fail)),
+    ]
     if a.vectorized:
         variants[int].append(
             ("kspark, vectorized", kspark_chain(int, vec_times10, None, vectorized=True))
         )
     print(f"{a.rows:,} records in batches of {a.batch:,}, best of {a.repeat}, one core")
+    names = {int: "int", Event: "event", dict: "dynamic"}
     for vt, fns in variants.items():
+        if a.only and names[vt] != a.only:
+            continue
         data = batches(vt, a.rows, a.batch)
         times = best_of([fn for _, fn in fns], data, a.repeat)
         rate = {name: a.rows / t for (name, _), t in zip(fns, times, strict=True)}

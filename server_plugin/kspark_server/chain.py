@@ -324,9 +324,10 @@ def make_chain(
     """
     check_spec(spec)
     if any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps) or any(
-        # dynamic (JSON) values converted to a declared type: the record path converts
-        isinstance(t, JsonSpec)
-        for t in (spec.input.key, spec.input.value, spec.output.key, spec.output.value)
+        # dynamic (JSON) values converted to a declared record, list or map: the record
+        # path converts them; dynamic to dynamic or to a primitive needs no conversion
+        isinstance(i, JsonSpec) and not isinstance(o, JsonSpec | PrimSpec)
+        for i, o in ((spec.input.key, spec.output.key), (spec.input.value, spec.output.value))
     ):
         return make_record_chain(spec)
     return make_columnar_chain(spec)
@@ -847,8 +848,13 @@ def make_columnar_chain(
     steps = [_column_step(s, guard, kdec) for s in spec.steps]
     last_processor = spec.steps[-1].processor if spec.steps else "source"
     first_processor = spec.steps[0].processor if spec.steps else last_processor
-    same_key = spec.input.key == spec.output.key
-    same_value = spec.input.value == spec.output.value
+    # a dynamic column is written afresh even when unchanged: what Spark read may not be
+    # kspark's JSON text yet (a JSON string without its quotes, keys unsorted), and equal
+    # values must leave as equal text
+    same_key = spec.input.key == spec.output.key and not isinstance(spec.input.key, JsonSpec)
+    same_value = spec.input.value == spec.output.value and not isinstance(
+        spec.input.value, JsonSpec
+    )
     schema_json = spec.output_schema
 
     def encode(live: Live, schema: pa.Schema) -> dict[str, pa.Array]:

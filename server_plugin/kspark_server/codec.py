@@ -227,6 +227,41 @@ def _json_decode(x: Any) -> Any:
         return x
 
 
+def decode_json_texts(texts: list[Any]) -> list[Any]:
+    """The dynamic values of a column's JSON texts: ``[decoder(JsonSpec())(x) for x in
+    texts]``, faster.
+
+    msgspec parses JSON text about eight times faster than ``json.loads``
+    (docs/performance.md). Where it parses, it gives the same values (big integers too);
+    what it refuses and ``json.loads`` reads (``NaN``, ``1e400``, lone surrogates) goes to
+    ``json.loads``, so every text reads as it always did.
+
+    Examples
+    --------
+    >>> decode_json_texts(['{"b":[1,2.5]}', "NaN", None, "abc"])
+    [{'b': [1, 2.5]}, nan, None, 'abc']
+    """
+    try:
+        # imported here, in the process that decodes: kspark_server travels to the
+        # workers by value, a msgspec decoder cannot be pickled, and the workers of a
+        # stateless app are not required to have msgspec (kspark.runtime.workers)
+        import msgspec
+    except ImportError:  # pragma: no cover - msgspec is a dependency of kspark itself
+        return [_json_decode(x) for x in texts]
+    fast, refused = msgspec.json.decode, msgspec.MsgspecError
+    out: list[Any] = []
+    append = out.append
+    for x in texts:
+        if x is None:
+            append(None)
+            continue
+        try:
+            append(fast(x))
+        except refused:
+            append(_json_decode(x))
+    return out
+
+
 def _json_encoder(shape: str, what: str) -> Codec:
     # sorted keys: equal values give equal text, so dynamic keys partition, join and
     # deduplicate by value

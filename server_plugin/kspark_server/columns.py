@@ -43,7 +43,7 @@ from typing import Any
 import pyarrow as pa
 
 from kspark_server import codec
-from kspark_server.spec import PrimSpec, RecordSpec, TypeSpec
+from kspark_server.spec import JsonSpec, PrimSpec, RecordSpec, TypeSpec
 
 __all__ = ["ColumnDecoder", "ColumnEncoder", "column_decoder", "column_encoder"]
 
@@ -76,8 +76,14 @@ def column_decoder(t: TypeSpec) -> ColumnDecoder:
         return _to_pylist
     if isinstance(t, RecordSpec):
         return _record_decoder(t)
+    if isinstance(t, JsonSpec):
+        return _json_texts
     dec = codec.decoder(t)
     return lambda col: list(map(dec, col.to_pylist()))
+
+
+def _json_texts(col: pa.Array) -> list[Any]:
+    return codec.decode_json_texts(col.to_pylist())
 
 
 def _to_pylist(col: pa.Array) -> list[Any]:

@@ -64,6 +64,8 @@ cents = payments.map_values(
 assert_type(cents, KStream[str, float])
 large = payments.filter(lambda values: pc.greater(values.field("amount"), 100), vectorized=True)
 assert_type(large, KStream[str, Payment])
+big = payments.filter_expr("amount > 100")
+assert_type(big, KStream[str, Payment])
 
 # misuse: each of these must stay a type error
 payments.filter(lambda p: p.amount > 0)  # type: ignore[arg-type, misc]
@@ -71,4 +73,5 @@ payments.join(rates, lambda p, r, extra, more: p)  # type: ignore[arg-type, misc
 payments.map_values(lambda p: p.missing)  # type: ignore[attr-defined]
 amounts.merge(payments)  # type: ignore[arg-type]
 payments.deduplicate_by_key(60)  # type: ignore[arg-type]
+payments.filter_expr(lambda k, p: p.amount > 0)  # type: ignore[arg-type]
 payments.map_values(lambda values: values, vectorized=True)  # type: ignore[call-overload]

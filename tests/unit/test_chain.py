@@ -359,3 +359,75 @@ def test_vectorized_steps_run_record_by_record_in_a_chain_with_a_flat_map() -> N
     got = _run(make_chain, chain(True), batch)
     assert got == _run(make_chain, chain(False), batch)
     assert [r["value"] for r in got[0][:4]] == [20, 21, 50, 51]
+
+
+def _dynamic_or_not(v: Any):  # type: ignore[no-untyped-def]  # a dynamic result
+    return {"n": v["n"] * 2, "tags": sorted(v.get("tags", []))} if v["n"] != 3 else {1, 2}
+
+
+@pytest.mark.parametrize("out_type", ["dynamic", "int"])
+def test_dynamic_values_run_step_by_step_and_match_the_record_chain(out_type: str) -> None:
+    calls: list[str] = []
+
+    def keep(k: Any, v: Any) -> bool:
+        calls.append(f"filter {k}")
+        return bool(v["n"] != 1)
+
+    def mapper(v: Any):  # type: ignore[no-untyped-def]
+        calls.append(f"map {v['n']}")
+        return _dynamic_or_not(v)
+
+    b = StreamsBuilder()
+    s = b.stream(Topic.jsonl("in", "/in")).filter(keep)
+    if out_type == "int":
+        s.map_values(lambda v: 10 // (v["n"] - 2), value_type=int).to(Topic.jsonl("o", "/o"))
+    else:
+        s.map_values(mapper).to(Topic.jsonl("o", "/o"))
+    (spec,) = _chains(
+        b,
+        processing_exception_handler=LogAndContinueProcessingExceptionHandler,
+        production_exception_handler=DeadLetterQueueProductionExceptionHandler,
+        dead_letter_queue_topic=Topic.jsonl("dlq", "/d"),
+    )
+    values = [{"n": i, "tags": ["b", "a"]} for i in range(6)]
+    batch = _batch(Any, Any, [(f"k{i}", v) for i, v in enumerate(values)])
+    out = _same(spec, batch)
+    if out_type == "int":  # n=1 filtered, n=2 divides by zero
+        assert [r["value"] for r in out[:4]] == [-5, 10, 5, 3]
+    else:  # n=1 filtered, n=3 is a set: not JSON, to the production handler
+        assert [json.loads(r["value"]) for r in out[:4]] == [
+            {"n": n, "tags": ["a", "b"]} for n in (0, 4, 8, 10)
+        ]
+        # one step at a time over the batch, not each record through every step
+        calls.clear()
+        list(make_chain(spec)(iter([batch])))
+        assert calls[:6] == [f"filter k{i}" for i in range(6)]
+
+
+def test_the_chain_modules_hold_nothing_that_cannot_be_pickled() -> None:
+    """kspark_server travels to the workers by value, each module's globals with it: none
+    may be an object that cannot be pickled (a msgspec decoder made at import was one,
+    and every chain failed to ship)."""
+    from pyspark import cloudpickle
+
+    from kspark_server import chain, codec, columns, handling
+
+    for module in (chain, codec, columns, handling):
+        for name, value in vars(module).items():
+            if not name.startswith("__"):  # the module's own loader and spec stay home
+                cloudpickle.dumps(value)
+
+
+def test_dynamic_columns_leave_as_kspark_json_text_even_when_no_step_changes_them() -> None:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/in")).filter(lambda k, v: True).to(Topic.jsonl("o", "/o"))
+    (spec,) = _chains(b)
+    # as Spark's JSON reader hands them over: a string without quotes, keys unsorted
+    batch = _batch(Any, Any, [("k", 1), ("k", 2)])
+    raw = pa.array(["u1", '{"b":1,"a":2}'])
+    batch = batch.set_column(0, "key", raw).set_column(1, "value", raw)
+    out = _same(spec, batch)
+    assert [(r["key"], r["value"]) for r in out[:2]] == [
+        ('"u1"', '"u1"'),
+        ('{"a":2,"b":1}', '{"a":2,"b":1}'),
+    ]

@@ -12,6 +12,7 @@ import dataclasses
 import datetime
 import decimal
 import itertools
+import json
 import typing
 from typing import Any
 
@@ -26,6 +27,7 @@ from pyspark.sql.types import StructType
 from kspark.errors import TypeMappingError
 from kspark.plan.types import TypeDesc, describe_type
 from kspark_server import codec, columns
+from kspark_server.spec import JsonSpec
 
 _names = itertools.count()
 
@@ -220,3 +222,31 @@ def test_a_class_the_decoder_cannot_rebuild_is_refused_when_described(
     with pytest.raises(TypeMappingError, match=rf"{cls.__qualname__}\.{field}") as e:
         describe_type(cls)
     assert e.value.params == {"type": cls.__qualname__, "field": field}
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON_VALUES, ascii_only=st.booleans())
+def test_dynamic_values_read_as_json_loads_reads_them(value: Any, ascii_only: bool) -> None:
+    """The fast JSON reader (msgspec) gives what ``json.loads`` gives, for every text
+    (NaN, infinities, big integers and lone surrogates included, which it leaves to
+    ``json.loads``)."""
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    assert repr(codec.decode_json_texts([text])) == repr([json.loads(text)])
+    assert repr(columns.column_decoder(JsonSpec())(pa.array([text]))) == repr([json.loads(text)])
+
+
+@pytest.mark.parametrize("text", ["1e400", "-1e400", '"\\ud800"', "12345678901234567890123", "x y"])
+def test_texts_the_fast_json_reader_refuses_read_as_before(text: str) -> None:
+    try:
+        want = json.loads(text)
+    except ValueError:
+        want = text  # not JSON: Spark handed a JSON string over without its quotes
+    assert repr(codec.decode_json_texts([text, None])) == repr([want, None])
+    assert repr(codec.decoder(JsonSpec())(text)) == repr(want)

@@ -242,6 +242,20 @@ class _Compiler:
         )
         return self._step(node, node.parent, step)
 
+    def visit_FilterExpr(self, node: n.FilterExpr) -> _Pending:
+        # a JVM filter between Python steps cuts the chain: Spark runs it on the rows
+        # the chain before it writes, and the chain after it reads what passes
+        stage = self.flush(self.visit(node.parent), node.name)
+        filtered = st.SqlFilter(
+            input=stage,
+            processor=node.name,
+            condition=node.condition,
+            scope=sql_scope(stage.value_type),
+            key_type=stage.key_type,
+            value_type=stage.value_type,
+        )
+        return self._start(filtered, node)
+
     def visit_Map(self, node: n.Map) -> _Pending:
         return self._step(node, node.parent, sp.MapStep(processor=node.name, fn=node.fn))
 
@@ -533,6 +547,26 @@ class _Compiler:
             value_type=out_value,
         )
         return self._start(stage, node)
+
+
+def sql_scope(value_type: TypeDesc) -> tuple[tuple[str, str], ...]:
+    """The columns a ``filter_expr`` condition sees, as ``(name, source)``: a record
+    value's fields (any other value as ``value``), then the record's ``key`` and
+    ``timestamp`` unless a field has that name (Spark's names ignore case).
+
+    Examples
+    --------
+    >>> from kspark.plan.types import describe_type
+    >>> sql_scope(describe_type(int))
+    (('value', 'value'), ('key', 'key'), ('timestamp', 'timestamp'))
+    """
+    if isinstance(value_type, Record):
+        scope = [(f.name, f"value.{f.name}") for f in value_type.fields]
+    else:
+        scope = [("value", "value")]
+    taken = {name.lower() for name, _ in scope}
+    scope += [(c, c) for c in ("key", "timestamp") if c not in taken]
+    return tuple(scope)
 
 
 def _deserialization_mode(config: StreamsConfig) -> str:

@@ -12,6 +12,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
@@ -699,6 +700,48 @@ def _headers_struct(c: Column) -> Column:
     return F.coalesce(restored, F.array().cast(_dtype(env.HEADERS)))
 
 
+#: The envelope's columns while a ``filter_expr`` condition runs beside the value's fields.
+_SQL_ENVELOPE = "__kspark_envelope"
+
+
+def sql_filter(df: DataFrame, stage: st.SqlFilter) -> DataFrame:
+    """``df``'s records for which ``stage.condition`` is true, and every side row.
+
+    The condition runs over a projection that has the value's fields as columns (the
+    stage's ``scope``), with the envelope kept whole in one struct column beside them and
+    restored after the filter. Spark analyses the condition here, so one that does not
+    parse, names no column or is no boolean fails the app's start with the processor's
+    name, not its first micro-batch.
+    """
+    value = F.col("value")
+    scope = [
+        (value.getField(src[len("value.") :]) if src.startswith("value.") else F.col(src)).alias(
+            name
+        )
+        for name, src in stage.scope
+    ]
+    projected = df.select(F.struct(*[F.col(c) for c in df.columns]).alias(_SQL_ENVELOPE), *scope)
+    try:
+        condition = F.expr(stage.condition)
+        # side rows (dead letters, counts) are no records: they pass, whatever the values
+        keep = F.col(f"{_SQL_ENVELOPE}.ks_side").isNotNull() | F.coalesce(condition, F.lit(False))
+        out = projected.filter(keep).select(f"{_SQL_ENVELOPE}.*")
+        out.schema  # noqa: B018  (analyses the condition now, on the server)
+    except AnalysisException as exc:  # ParseException is one too
+        names = ", ".join(name for name, _ in stage.scope)
+        raise InvalidTopologyError(
+            f"{stage.processor}: filter_expr({stage.condition!r}) is not a Spark SQL boolean "
+            f"condition over the columns {names}: {_first_line(exc)}",
+            processor=stage.processor,
+        ) from exc
+    return out
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
 def build_dataframe(
     output: st.Output, spark: SparkSession, resume: Resume | None = None
 ) -> DataFrame:
@@ -714,6 +757,8 @@ def build_dataframe(
             df = df_of(stage.input).mapInArrow(
                 make_chain(stage.spec), _schema(stage.spec.output_schema)
             )
+        elif isinstance(stage, st.SqlFilter):
+            df = sql_filter(df_of(stage.input), stage)
         elif isinstance(stage, st.IdStage):
             df = df_of(stage.input).mapInArrow(
                 make_id_stage(stage.spec), _schema(stage.spec.output_schema)

@@ -59,6 +59,22 @@ class Chain(Stage):
 
 
 @attrs.frozen(kw_only=True, eq=False)
+class SqlFilter(Stage):
+    """``filter_expr``: a Spark SQL condition evaluated in the JVM, no Python pass."""
+
+    input: Stage
+    processor: str
+    condition: str
+    #: the columns the condition sees: ``(name, source)``, where the source is an
+    #: envelope column (``key``, ``timestamp``, ``value``) or ``value.<field>``
+    scope: tuple[tuple[str, str], ...]
+
+    @property
+    def inputs(self) -> tuple[Stage, ...]:
+        return (self.input,)
+
+
+@attrs.frozen(kw_only=True, eq=False)
 class IdStage(Stage):
     """Adds ``ks_id`` for ``deduplicate``'s repartition by id."""
 

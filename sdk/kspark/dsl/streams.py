@@ -505,6 +505,74 @@ class KStream(Generic[K, V]):
             )
         )
 
+    def filter_expr(self, condition: str, named: Named | None = None) -> KStream[K, V]:
+        """Keeps the records for which the Spark SQL ``condition`` is true, evaluated by
+        Spark itself (in the JVM, no Python): ``filter_expr("amount > 100")``.
+
+        The condition is one Spark SQL boolean expression over these columns:
+
+        - a record value's fields, by name (``amount``); any other declared value as
+          ``value``;
+        - the record's ``key`` and ``timestamp`` (epoch ms), unless the value has a field
+          of that name, which then hides it (Spark's names ignore case).
+
+        Parameters
+        ----------
+        condition
+            A Spark SQL boolean expression, as in ``DataFrame.filter``: any of Spark's
+            functions, no aggregates or subqueries. A record is kept where it is true; a
+            false or null answer drops it (a null value's fields are null).
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KStream
+            The records that pass, unchanged.
+
+        Raises
+        ------
+        InvalidArgumentError
+            If the stream's values are dynamic (no declared value type), or the condition
+            is not a non-empty str.
+
+        Notes
+        -----
+        Spark checks the condition when the app starts: one that does not parse, names a
+        column that is not there, or is not a boolean stops the start with an
+        ``InvalidTopologyError`` naming this processor. A condition that fails on a
+        record at run time (``1 / 0`` under ANSI mode) stops the app, like any Spark SQL
+        error: the processing exception handler does not see it, as no Python runs.
+        Use ``try_divide`` and the other ``try_`` functions where a record may fail.
+
+        A ``filter_expr`` cuts the fused Python chain in two, so place it before Python
+        steps rather than between them: the records it drops then never reach Python.
+
+        Examples
+        --------
+        >>> import dataclasses
+        >>> from kspark import Named, StreamsBuilder, Topic
+        >>> @dataclasses.dataclass
+        ... class Payment:
+        ...     id: str
+        ...     amount: int
+        >>> s = StreamsBuilder().stream(Topic.jsonl("t", "/tmp/t"), key_type=str, value_type=Payment)
+        >>> s.filter_expr("amount > 100").name
+        'KSTREAM-FILTER-0000000001'
+        >>> s.filter_expr("key LIKE 'eu-%' AND amount > 100", Named.as_("big-eu")).node.condition
+        "key LIKE 'eu-%' AND amount > 100"
+        """
+        name, seq = self._builder._next("KSTREAM-FILTER", named)
+        return self._wrap(
+            n.FilterExpr(
+                name=name,
+                seq=seq,
+                parent=self._node,
+                condition=condition,
+                **self._same_types(),
+            )
+        )
+
     def map(
         self,
         mapper: Callable[[K, V], tuple[KR, VR]],

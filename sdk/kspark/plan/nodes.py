@@ -17,13 +17,14 @@ import attrs
 from kspark._paths import resolve_path
 from kspark._typing import TopicFormat, TopicLayout
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
-from kspark.plan.types import TypeDesc
+from kspark.plan.types import Dynamic, TypeDesc
 
 __all__ = [
     "Branch",
     "DedupMode",
     "Deduplicate",
     "Filter",
+    "FilterExpr",
     "FlatMap",
     "FlatMapValues",
     "Map",
@@ -434,6 +435,36 @@ class Filter(_Unary):
     fn: Fn
     negate: bool = False
     vectorized: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class FilterExpr(_Unary):
+    """Keeps records for which the Spark SQL ``condition`` is true, evaluated in the JVM
+    over the value's fields (``KStream.filter_expr``); a false or null answer drops the
+    record."""
+
+    condition: str = attrs.field()
+
+    @condition.validator
+    def _check_condition(self, _attr: object, value: Any) -> None:
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidArgumentError(
+                f"{self.name}: filter_expr needs a Spark SQL condition as a non-empty str, "
+                f"got {value!r}",
+                processor=self.name,
+                parameter="condition",
+            )
+
+    def __attrs_post_init__(self) -> None:
+        # the JVM sees a declared value's columns; dynamic values are JSON text
+        if self.value_type is None or isinstance(self.value_type, Dynamic):
+            raise InvalidArgumentError(
+                f"{self.name}: filter_expr needs a declared value type (a record type's "
+                "fields, or a primitive as `value`, are what the condition reads); this "
+                "stream's values are dynamic: declare value_type= upstream, or use filter()",
+                processor=self.name,
+                parameter="condition",
+            )
 
 
 @attrs.frozen(kw_only=True)
