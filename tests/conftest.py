@@ -77,7 +77,35 @@ def app_id() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
 
 
+#: Integration test files that only the extended run takes (``./run test-all``): the
+#: default run (``./run test``, CI) must stay under 30 minutes on a 2-core machine.
+EXTENDED_FILES = (
+    "test_bad_input.py",
+    "test_crash.py",
+    "test_crash_exit.py",
+    "test_failure_messages.py",
+    "test_kafka.py",
+    "test_notebooks.py",
+    "test_operator_drops.py",
+    "test_rescale.py",
+    "test_restore.py",
+    "test_server_security.py",
+    "test_standalone_server.py",
+    "test_submit.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the markers added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # the extended tests: whole files above, and the Hypothesis property tests that run
+    # apps on Spark (each example is an app run; the operators' own property tests, with
+    # hundreds of examples and no Spark, stay in the default run)
+    for item in items:
+        path = str(item.fspath)
+        if "integration" in path and (
+            path.endswith(EXTENDED_FILES) or hasattr(getattr(item, "obj", None), "hypothesis")
+        ):
+            item.add_marker(pytest.mark.extended)
     # integration tests share one server: run the fast plan-only tests first, and the
     # crash tests (which kill and restart the server) last. The standalone-server tests
     # come first among them, before the session's server starts: one Spark JVM at a time.
