@@ -21,7 +21,7 @@ from datetime import timedelta
 
 import attrs
 
-from kspark.dsl.options import _valid_name, factory, to_ms
+from kspark.dsl.options import factory, optional_name, to_ms
 from kspark.errors import InvalidArgumentError
 
 __all__ = ["JoinWindows", "StreamJoined"]
@@ -157,7 +157,7 @@ class JoinWindows:
         JoinWindows(before=0:00:00, after=0:00:10, grace=0:00:00)
         """
         d = _ms(_duration(time_difference, "time_difference"))
-        return JoinWindows(before_ms=d, after_ms=self.after_ms, grace_ms=self.grace_ms)
+        return attrs.evolve(self, before_ms=d)
 
     def after(self, time_difference: timedelta) -> JoinWindows:
         """A copy in which a left record at ``t1`` joins right records up to
@@ -181,7 +181,7 @@ class JoinWindows:
         JoinWindows(before=0:00:10, after=0:00:00, grace=0:00:00)
         """
         d = _ms(_duration(time_difference, "time_difference"))
-        return JoinWindows(before_ms=self.before_ms, after_ms=d, grace_ms=self.grace_ms)
+        return attrs.evolve(self, after_ms=d)
 
     @property
     def grace(self) -> timedelta:
@@ -214,12 +214,8 @@ class StreamJoined:
     StreamJoined(name='join-views', store_name='clicks-with-views')
     """
 
-    name: str | None = attrs.field(
-        default=None, validator=lambda _i, _a, v: _valid_name(v, "StreamJoined name")
-    )
-    store_name: str | None = attrs.field(
-        default=None, validator=lambda _i, _a, v: _valid_name(v, "StreamJoined store name")
-    )
+    name: str | None = optional_name("StreamJoined name")
+    store_name: str | None = optional_name("StreamJoined store name")
 
     @factory
     def as_(self, store_name: str) -> StreamJoined:
@@ -239,29 +235,13 @@ class StreamJoined:
         --------
         >>> StreamJoined.as_("views-buffer").store_name
         'views-buffer'
-        """
-        return attrs.evolve(self, store_name=store_name)
-
-    @factory
-    def with_store_name(self, store_name: str) -> StreamJoined:
-        """A copy whose store is named ``store_name``; the same as :meth:`as_`.
-
-        Parameters
-        ----------
-        store_name
-            The state store's name.
-
-        Returns
-        -------
-        StreamJoined
-            The option object, with its processor name kept.
-
-        Examples
-        --------
         >>> StreamJoined.with_name("j").with_store_name("s")
         StreamJoined(name='j', store_name='s')
         """
         return attrs.evolve(self, store_name=store_name)
+
+    #: the same as :meth:`as_`, in the words of the other option classes
+    with_store_name = as_
 
     @factory
     def with_name(self, name: str) -> StreamJoined:

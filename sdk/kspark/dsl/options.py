@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import attrs
 
@@ -78,6 +78,20 @@ class factory(Generic[_O, _P]):
 def _valid_name(value: object, what: str) -> None:
     if value is not None and (not isinstance(value, str) or not value.strip()):
         raise InvalidArgumentError(f"{what} must be a non-empty string, got {value!r}")
+
+
+def optional_name(what: str) -> Any:
+    """An attrs field for an optional name: None (generated later) or a non-empty string;
+    ``what`` names it in the error.
+
+    Examples
+    --------
+    >>> Deduplicated(store_name=" ")
+    Traceback (most recent call last):
+    ...
+    kspark.errors.InvalidArgumentError: [KSPARK_INVALID_ARGUMENT] store name must be a non-empty string, got ' '
+    """
+    return attrs.field(default=None, validator=lambda _i, _a, v: _valid_name(v, what))
 
 
 def to_ms(d: timedelta, what: str, *, allow_zero: bool = True) -> int:
@@ -161,9 +175,7 @@ class Branched:
     ['sign-negative', 'sign-other']
     """
 
-    name: str | None = attrs.field(
-        default=None, validator=lambda _i, _a, v: _valid_name(v, "branch name")
-    )
+    name: str | None = optional_name("branch name")
 
     @factory
     def as_(self, name: str) -> Branched:
@@ -208,9 +220,7 @@ class Repartitioned:
     ('by-key', 4)
     """
 
-    name: str | None = attrs.field(
-        default=None, validator=lambda _i, _a, v: _valid_name(v, "Repartitioned name")
-    )
+    name: str | None = optional_name("Repartitioned name")
     num_partitions: int | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -288,9 +298,7 @@ class Materialized:
     True
     """
 
-    store_name: str | None = attrs.field(
-        default=None, validator=lambda _i, _a, v: _valid_name(v, "store name")
-    )
+    store_name: str | None = optional_name("store name")
     versioned: bool = False
     history_retention: timedelta | None = None
 
@@ -403,9 +411,7 @@ class Joined:
     Joined(name='convert', grace_period=datetime.timedelta(seconds=30))
     """
 
-    name: str | None = attrs.field(
-        default=None, validator=lambda _i, _a, v: _valid_name(v, "Joined name")
-    )
+    name: str | None = optional_name("Joined name")
     grace_period: timedelta | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -494,12 +500,8 @@ class Deduplicated:
     ('dedup', ('dedup-seen',))
     """
 
-    name: str | None = attrs.field(
-        default=None, validator=lambda _i, _a, v: _valid_name(v, "Deduplicated name")
-    )
-    store_name: str | None = attrs.field(
-        default=None, validator=lambda _i, _a, v: _valid_name(v, "store name")
-    )
+    name: str | None = optional_name("Deduplicated name")
+    store_name: str | None = optional_name("store name")
 
     @factory
     def as_(self, name: str) -> Deduplicated:
