@@ -1,26 +1,93 @@
-"""The stream-stream join's DSL rule: the node that ``KStream.join``, ``left_join`` and
-``outer_join`` add when their second argument is a stream (:mod:`kspark.dsl.streams`
-holds the methods and their typed overloads)."""
+"""The join DSL rules: the nodes that ``KStream.join``, ``left_join`` and ``outer_join``
+add, a stream-table join when their second argument is a table and a stream-stream join
+when it is a stream (:mod:`kspark.dsl.streams` holds the methods and their typed
+overloads)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from kspark.dsl import _infer
 from kspark.dsl.joinwindows import JoinWindows, StreamJoined
-from kspark.dsl.options import Named
+from kspark.dsl.options import Joined, Named, to_ms
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan import nodes as n
-from kspark.plan.types import DYNAMIC, Dynamic
+from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc
 
 if TYPE_CHECKING:
-    from kspark.dsl.streams import KStream
+    from kspark.dsl.streams import KStream, KTable
 
-__all__ = ["stream_join"]
+__all__ = ["stream_join", "stream_table_join"]
+
+JoinMode = Literal["inner", "left", "outer"]
 
 #: Processor name prefixes, as Kafka Streams names the join's (merge) processor.
 _PREFIX = {"inner": "KSTREAM-JOIN", "left": "KSTREAM-LEFTJOIN", "outer": "KSTREAM-OUTERJOIN"}
+
+
+def _key_type(this: n.Node, other: n.Node, name: str, mismatch: str) -> TypeDesc:
+    """The join's key type. A dynamic key on one side is converted to the other side's
+    declared key type; two declared key types must be equal (``mismatch`` is the error,
+    formatted with both)."""
+    mine, theirs = this.key_type or DYNAMIC, other.key_type or DYNAMIC
+    if not isinstance(mine, Dynamic) and not isinstance(theirs, Dynamic) and mine != theirs:
+        raise InvalidTopologyError(
+            f"{name}: " + mismatch.format(mine.display(), theirs.display()), processor=name
+        )
+    return theirs if isinstance(mine, Dynamic) else mine
+
+
+def stream_table_join(
+    this: KStream[Any, Any],
+    table: KTable[Any, Any],
+    joiner: Callable[..., Any],
+    joined: Joined | None,
+    value_type: type[Any] | None,
+    mode: JoinMode,
+) -> n.StreamTableJoin:
+    """The plan node of ``this.join(table, ...)`` (``mode`` "inner") or ``left_join``."""
+    builder = this._builder
+    opts = joined or Joined()
+    name, seq = builder._next(_PREFIX[mode], opts.name)
+    if table._builder is not builder:
+        raise InvalidTopologyError(
+            f"{name}: the table comes from another StreamsBuilder", processor=name
+        )
+    _infer.check_callable(joiner, "joiner", name)
+    source = table._source()
+    if opts.grace_period is not None and not source.versioned:
+        raise InvalidTopologyError(
+            f"{name}: Joined.with_grace_period needs a versioned table; materialize "
+            f"{source.name} with Materialized.as_versioned(...)",
+            processor=name,
+        )
+    key_type = _key_type(
+        this.node,
+        table.node,
+        name,
+        "stream key type {} differs from table key type {}; select_key the stream first",
+    )
+    # two joins against one table each keep a store of their own
+    store = source.store_name
+    if store in builder._join_stores:
+        store = f"{store}-{name}"
+    builder._join_stores.add(store)
+    return n.StreamTableJoin(
+        name=name,
+        seq=seq,
+        stream=this.node,
+        table=table.node,
+        joiner=joiner,
+        joiner_with_key=_infer.takes_key(joiner, 2, name, "joiner"),
+        left=mode == "left",
+        store_name=store,
+        versioned=source.versioned,
+        history_retention_ms=source.history_retention_ms,
+        grace_ms=to_ms(opts.grace_period, "grace_period") if opts.grace_period else 0,
+        key_type=key_type,
+        value_type=_infer.resolve(value_type, _infer.return_hint(joiner), name, "value_type"),
+    )
 
 
 def stream_join(
@@ -30,7 +97,7 @@ def stream_join(
     windows: object,
     stream_joined: StreamJoined | Named | None,
     value_type: type[Any] | None,
-    mode: str,
+    mode: JoinMode,
 ) -> n.StreamStreamJoin:
     """The plan node of ``this.<mode>_join(other, joiner, windows, stream_joined)``."""
     builder = this._builder
@@ -56,14 +123,12 @@ def stream_join(
             f"{name}: the other stream comes from another StreamsBuilder", processor=name
         )
     _infer.check_callable(joiner, "joiner", name)
-    lt, rt = this.node.key_type or DYNAMIC, other.node.key_type or DYNAMIC
-    if not isinstance(lt, Dynamic) and not isinstance(rt, Dynamic) and lt != rt:
-        raise InvalidTopologyError(
-            f"{name}: the streams' key types differ ({lt.display()} and {rt.display()}); "
-            "select_key one of them first",
-            processor=name,
-        )
-    store = opts.store_name or builder._store_name(_PREFIX[mode])
+    key_type = _key_type(
+        this.node,
+        other.node,
+        name,
+        "the streams' key types differ ({} and {}); select_key one of them first",
+    )
     return n.StreamStreamJoin(
         name=name,
         seq=seq,
@@ -75,7 +140,7 @@ def stream_join(
         before_ms=windows.before_ms,
         after_ms=windows.after_ms,
         grace_ms=windows.grace_ms,
-        store_name=store,
-        key_type=rt if isinstance(lt, Dynamic) else lt,
+        store_name=opts.store_name or builder._store_name(_PREFIX[mode]),
+        key_type=key_type,
         value_type=_infer.resolve(value_type, _infer.return_hint(joiner), name, "value_type"),
     )

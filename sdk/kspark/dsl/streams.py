@@ -43,7 +43,7 @@ from kspark.errors import InvalidArgumentError, InvalidTopologyError, TypeMappin
 from kspark.plan import nodes as n
 from kspark.plan.grouped import Aggregate, Suppress
 from kspark.plan.topology import Topology
-from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, describe_type
+from kspark.plan.types import DYNAMIC, TypeDesc, describe_type
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -1124,39 +1124,39 @@ class KStream(Generic[K, V]):
         *,
         value_type: type[Any] | None = None,
     ) -> KStream[Any, Any]:
-        """Inner-joins each stream record with the table's value for its key, or with the
-        other stream's records of its key within the join windows.
+        """Inner-joins each stream record with the table's value for its key (a
+        stream-table join), or with the other stream's records of its key within the join
+        windows (a stream-stream join, see docs/joins.md).
 
-        Against a latest-value table this uses the table's current value. Against a
-        versioned table it uses the value as of the stream record's timestamp.
+        Against a latest-value table the join uses the table's current value, against a
+        versioned table its value as of the stream record's timestamp. Against another
+        stream, a record at ``t1`` joins each record of the other stream with its key at
+        ``t2`` where ``t1 - before <= t2 <= t1 + after``, whichever arrives first; the
+        result's timestamp is ``max(t1, t2)``. Both streams' records wait in the join's
+        store until their windows close.
 
         Parameters
         ----------
         table
-            The table, from the same builder, with the stream's key type.
+            The table, or the other stream, from the same builder with this stream's key
+            type.
         joiner
-            ``joiner(value, table_value)`` or ``joiner(key, value, table_value)`` gives the
-            new value; a stream record whose key has no table value is dropped.
+            ``joiner(value, other_value)`` or ``joiner(key, value, other_value)`` gives the
+            joined value; a stream record whose key has no table value is dropped.
         joined
-            A processor name and a grace period (a grace period needs a versioned table).
+            Against a table, a :class:`~kspark.Joined`: a processor name and a grace period
+            (a grace period needs a versioned table). Against a stream, the
+            :class:`~kspark.JoinWindows`.
         stream_joined
-            Against another stream: a :class:`~kspark.StreamJoined` or
-            :class:`~kspark.Named` that names the join's processor and its store.
+            Against a stream, a :class:`~kspark.StreamJoined` or :class:`~kspark.Named`
+            that names the join's processor and its store.
         value_type
             The joined value's type, when ``joiner``'s annotations do not say it.
 
         Returns
         -------
         KStream
-            One record per stream record that found a table value, with the joiner's
-            value.
-
-        Against another stream (``joined`` is then a :class:`~kspark.JoinWindows`), a record
-        at ``t1`` joins each record of the other stream with its key at ``t2`` where
-        ``t1 - before <= t2 <= t1 + after``, whichever arrives first; the result's
-        timestamp is ``max(t1, t2)`` and ``joiner(value, other_value)`` gives its value.
-        Both streams' records wait in the join's store until their windows close (see
-        docs/joins.md); ``stream_joined`` names the processor and the store.
+            One record per match, with the joiner's value.
 
         Examples
         --------
@@ -1199,19 +1199,7 @@ class KStream(Generic[K, V]):
         ... ).name
         'KSTREAM-JOIN-0000000006'
         """
-        if isinstance(table, KStream):
-            return self._wrap(
-                streamjoin.stream_join(
-                    self, table, joiner, joined, stream_joined, value_type, "inner"
-                )
-            )
-        if stream_joined is not None or isinstance(joined, JoinWindows):
-            raise InvalidArgumentError(
-                "JoinWindows and StreamJoined go with a stream-stream join; a stream-table "
-                "join takes Joined",
-                parameter="joined",
-            )
-        return self._join(table, joiner, joined, value_type, left=False)
+        return self._join(table, joiner, joined, stream_joined, value_type, "inner")
 
     @overload
     def left_join(
@@ -1266,32 +1254,31 @@ class KStream(Generic[K, V]):
         *,
         value_type: type[Any] | None = None,
     ) -> KStream[Any, Any]:
-        """Like :meth:`join`, but stream records with no table value join with None.
-
-        Against another stream (``joined`` is then a :class:`~kspark.JoinWindows`), a
-        record of this stream that joined nothing gives ``joiner(value, None)`` once its
+        """Like :meth:`join`, but a record of this stream that joins nothing gives
+        ``joiner(value, None)``: at once against a table; against another stream once its
         window has closed (its timestamp plus ``after`` plus the grace period), never
-        before: no result is emitted that a later match would contradict.
+        before, so that no result is emitted that a later match would contradict.
 
         Parameters
         ----------
         table
-            The table, from the same builder, with the stream's key type.
+            The table, or the other stream, as in :meth:`join`.
         joiner
-            ``joiner(value, table_value)`` or ``joiner(key, value, table_value)``;
-            ``table_value`` is None when the table has no value for the key.
+            ``joiner(value, other_value)`` or ``joiner(key, value, other_value)``;
+            ``other_value`` is None for a record that joins nothing.
         joined
-            A processor name and a grace period (a grace period needs a versioned table).
+            A :class:`~kspark.Joined` against a table, the :class:`~kspark.JoinWindows`
+            against a stream, as in :meth:`join`.
         stream_joined
-            Against another stream: a :class:`~kspark.StreamJoined` or
-            :class:`~kspark.Named` that names the join's processor and its store.
+            Against a stream, the processor's and the store's names, as in :meth:`join`.
         value_type
             The joined value's type, when ``joiner``'s annotations do not say it.
 
         Returns
         -------
         KStream
-            One record per stream record, with the joiner's value.
+            Each match, and each record of this stream that joins nothing, with the
+            joiner's value.
 
         Examples
         --------
@@ -1302,19 +1289,7 @@ class KStream(Generic[K, V]):
         >>> s.left_join(t, lambda v, name: f"{name}:{v}", value_type=str).name
         'KSTREAM-LEFTJOIN-0000000003'
         """
-        if isinstance(table, KStream):
-            return self._wrap(
-                streamjoin.stream_join(
-                    self, table, joiner, joined, stream_joined, value_type, "left"
-                )
-            )
-        if stream_joined is not None or isinstance(joined, JoinWindows):
-            raise InvalidArgumentError(
-                "JoinWindows and StreamJoined go with a stream-stream join; a stream-table "
-                "join takes Joined",
-                parameter="joined",
-            )
-        return self._join(table, joiner, joined, value_type, left=True)
+        return self._join(table, joiner, joined, stream_joined, value_type, "left")
 
     @overload
     def outer_join(
@@ -1388,69 +1363,40 @@ class KStream(Generic[K, V]):
         >>> matched.name, matched.node.stores()
         ('KSTREAM-OUTERJOIN-0000000002', ('unpaid-orders',))
         """
-        if not isinstance(other, KStream):
-            raise InvalidArgumentError(
-                f"outer_join joins two streams, got {type(other).__name__}", parameter="other"
-            )
-        return self._wrap(
-            streamjoin.stream_join(self, other, joiner, windows, stream_joined, value_type, "outer")
-        )
+        return self._join(other, joiner, windows, stream_joined, value_type, "outer")
 
     def _join(
         self,
-        table: KTable[Any, Any],
+        other: KTable[Any, Any] | KStream[Any, Any],
         joiner: Callable[..., Any],
-        joined: Joined | None,
+        joined: Joined | JoinWindows | None,
+        stream_joined: StreamJoined | Named | None,
         value_type: type[Any] | None,
-        *,
-        left: bool,
+        mode: streamjoin.JoinMode,
     ) -> KStream[Any, Any]:
-        opts = joined or Joined()
-        name, seq = self._builder._next("KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN", opts.name)
-        if not isinstance(table, KTable):
-            raise InvalidArgumentError(f"{name}: a stream joins a KTable", processor=name)
-        if table._builder is not self._builder:
-            raise InvalidTopologyError(
-                f"{name}: the table comes from another StreamsBuilder", processor=name
+        # the overloads tell mypy which arguments go together; this tells a caller who
+        # gets it wrong at run time
+        if isinstance(other, KStream):
+            return self._wrap(
+                streamjoin.stream_join(self, other, joiner, joined, stream_joined, value_type, mode)
             )
-        _infer.check_callable(joiner, "joiner", name)
-        source = table._source()
-        if opts.grace_period is not None and not source.versioned:
-            raise InvalidTopologyError(
-                f"{name}: Joined.with_grace_period needs a versioned table; materialize "
-                f"{source.name} with Materialized.as_versioned(...)",
-                processor=name,
+        if mode == "outer":
+            raise InvalidArgumentError(
+                f"outer_join joins two streams, got {type(other).__name__}", parameter="other"
             )
-        st, tt = self._node.key_type or DYNAMIC, table._node.key_type or DYNAMIC
-        # a dynamic key on one side is converted to the other side's declared key type
-        if not isinstance(st, Dynamic) and not isinstance(tt, Dynamic) and st != tt:
-            raise InvalidTopologyError(
-                f"{name}: stream key type {st.display()} differs from table key type "
-                f"{tt.display()}; select_key the stream first",
-                processor=name,
+        if stream_joined is not None or isinstance(joined, JoinWindows):
+            raise InvalidArgumentError(
+                "JoinWindows and StreamJoined go with a stream-stream join; a stream-table "
+                "join takes Joined",
+                parameter="joined",
             )
-        store = source.store_name
-        if store in self._builder._join_stores:
-            store = f"{store}-{name}"
-        self._builder._join_stores.add(store)
+        if not isinstance(other, KTable):
+            raise InvalidArgumentError(
+                f"a stream joins a KTable or a KStream, got {type(other).__name__}",
+                parameter="table",
+            )
         return self._wrap(
-            n.StreamTableJoin(
-                name=name,
-                seq=seq,
-                stream=self._node,
-                table=table._node,
-                joiner=joiner,
-                joiner_with_key=_infer.takes_key(joiner, 2, name, "joiner"),
-                left=left,
-                store_name=store,
-                versioned=source.versioned,
-                history_retention_ms=source.history_retention_ms,
-                grace_ms=to_ms(opts.grace_period, "grace_period") if opts.grace_period else 0,
-                key_type=tt if isinstance(st, Dynamic) else st,
-                value_type=_infer.resolve(
-                    value_type, _infer.return_hint(joiner), name, "value_type"
-                ),
-            )
+            streamjoin.stream_table_join(self, other, joiner, joined, value_type, mode)
         )
 
     # -- grouping (kspark.dsl.grouped) -------------------------------------------------
