@@ -182,7 +182,7 @@ class _Compiler:
             output=_kv(key_type, stage.value_type),
             steps=(),
             output_schema=_envelope_json(key_type, stage.value_type),
-            handling=self.handling(self.subtopology_of.get(node.name, 0)),
+            handling=self.handling_at(node),
         )
         return st.Chain(input=stage, spec=spec, key_type=key_type, value_type=stage.value_type)
 
@@ -207,6 +207,53 @@ class _Compiler:
             key_origin=node.name if node.changes_key else p.key_origin,
             value_origin=node.name if node.changes_value else p.value_origin,
         )
+
+    def stage_of(self, parent: n.Node, node: n.Node) -> st.Stage:
+        """``parent``'s output as a stage, its pending steps flushed, for ``node`` to read."""
+        return self.flush(self.visit(parent), node.name)
+
+    def handling_at(self, node: n.Node) -> sp.Handling:
+        return self.handling(self.subtopology_of.get(node.name, 0))
+
+    def _stateful(
+        self,
+        node: n.Node,
+        spec: sp.StatefulSpec,
+        stream: st.Stage,
+        *,
+        table: st.Stage | None = None,
+        key_type: TypeDesc,
+        value_type: TypeDesc,
+        task_column: str = "key",
+    ) -> _Pending:
+        stage = st.Stateful(
+            stream=stream,
+            table=table,
+            spec=spec,
+            num_partitions=self.config.num_partitions,
+            task_column=task_column,
+            key_type=key_type,
+            value_type=value_type,
+        )
+        return self._start(stage, node)
+
+    def _join_inputs(
+        self, node: n.Node, first: n.Node, second: n.Node, mismatch: str
+    ) -> tuple[st.Stage, st.Stage]:
+        """A join's two inputs as stages of one key type: a dynamic key is converted to the
+        other side's declared one; two declared key types must be equal (``mismatch`` is
+        the error, formatted with both)."""
+        a, b = self.stage_of(first, node), self.stage_of(second, node)
+        if isinstance(a.key_type, Dynamic) and not isinstance(b.key_type, Dynamic):
+            a = self.convert_key(a, b.key_type, node)
+        elif isinstance(b.key_type, Dynamic) and not isinstance(a.key_type, Dynamic):
+            b = self.convert_key(b, a.key_type, node)
+        if a.key_type != b.key_type:
+            raise InvalidTopologyError(
+                f"{node.name}: " + mismatch.format(a.key_type.display(), b.key_type.display()),
+                processor=node.name,
+            )
+        return a, b
 
     # -- sources -------------------------------------------------------------------
     def _read(self, node: n.Source | n.TableSource) -> st.Read:
@@ -245,7 +292,7 @@ class _Compiler:
     def visit_FilterExpr(self, node: n.FilterExpr) -> _Pending:
         # a JVM filter between Python steps cuts the chain: Spark runs it on the rows
         # the chain before it writes, and the chain after it reads what passes
-        stage = self.flush(self.visit(node.parent), node.name)
+        stage = self.stage_of(node.parent, node)
         filtered = st.SqlFilter(
             input=stage,
             processor=node.name,
@@ -326,7 +373,7 @@ class _Compiler:
         return self.visit(node.parent)
 
     def visit_Merge(self, node: n.Merge) -> _Pending:
-        parts = tuple(self.flush(self.visit(i), node.name) for i in node.inputs)
+        parts = tuple(self.stage_of(i, node) for i in node.inputs)
         first = parts[0]
         for other in parts[1:]:
             if other.key_type != first.key_type or other.value_type != first.value_type:
@@ -340,7 +387,7 @@ class _Compiler:
         return self._start(union, node)
 
     def visit_Repartition(self, node: n.Repartition) -> _Pending:
-        stage = self.flush(self.visit(node.parent), node.name)
+        stage = self.stage_of(node.parent, node)
         shuffled = st.Shuffle(
             input=stage,
             num_partitions=node.num_partitions or self.config.num_partitions,
@@ -351,21 +398,13 @@ class _Compiler:
 
     # -- stateful ----------------------------------------------------------------------
     def visit_StreamTableJoin(self, node: n.StreamTableJoin) -> _Pending:
-        stream = self.flush(self.visit(node.stream), node.name)
-        table = self.flush(self.visit(node.table), node.name)
-        # a dynamic key joins a declared one once converted to it
-        if isinstance(stream.key_type, Dynamic) and not isinstance(table.key_type, Dynamic):
-            stream = self.convert_key(stream, table.key_type, node)
-        elif isinstance(table.key_type, Dynamic) and not isinstance(stream.key_type, Dynamic):
-            table = self.convert_key(table, stream.key_type, node)
-        if stream.key_type != table.key_type:
-            raise InvalidTopologyError(
-                f"{node.name}: stream key type {stream.key_type.display()} differs from table "
-                f"key type {table.key_type.display()}; select_key the stream first",
-                processor=node.name,
-            )
+        stream, table = self._join_inputs(
+            node,
+            node.stream,
+            node.table,
+            "stream key type {} differs from table key type {}; select_key the stream first",
+        )
         out_value = _known(node.value_type)
-        sub = self.subtopology_of.get(node.name, 0)
         spec = sp.JoinSpec(
             processor=node.name,
             store=node.store_name,
@@ -384,34 +423,22 @@ class _Compiler:
                 tvalue=json_packable(table.value_type),
                 out=json_packable(out_value),
             ),
-            handling=self.handling(sub),
+            handling=self.handling_at(node),
         )
-        stage = st.Stateful(
-            stream=stream,
-            table=table,
-            spec=spec,
-            num_partitions=self.config.num_partitions,
-            key_type=stream.key_type,
-            value_type=out_value,
+        return self._stateful(
+            node, spec, stream, table=table, key_type=stream.key_type, value_type=out_value
         )
-        return self._start(stage, node)
 
     def visit_StreamStreamJoin(self, node: n.StreamStreamJoin) -> _Pending:
         # kspark's own operator (kspark_server.windowjoin), not Spark's stream-stream join:
         # Spark's closes windows by one query-wide watermark, which moves only between
         # micro-batches, where Kafka Streams closes them by each task's stream time
-        left = self.flush(self.visit(node.left), node.name)
-        right = self.flush(self.visit(node.right), node.name)
-        if isinstance(left.key_type, Dynamic) and not isinstance(right.key_type, Dynamic):
-            left = self.convert_key(left, right.key_type, node)
-        elif isinstance(right.key_type, Dynamic) and not isinstance(left.key_type, Dynamic):
-            right = self.convert_key(right, left.key_type, node)
-        if left.key_type != right.key_type:
-            raise InvalidTopologyError(
-                f"{node.name}: the streams' key types differ ({left.key_type.display()} and "
-                f"{right.key_type.display()}); select_key one of them first",
-                processor=node.name,
-            )
+        left, right = self._join_inputs(
+            node,
+            node.left,
+            node.right,
+            "the streams' key types differ ({} and {}); select_key one of them first",
+        )
         out_value = _known(node.value_type)
         spec = sp.WindowJoinSpec(
             processor=node.name,
@@ -431,22 +458,15 @@ class _Compiler:
                 tvalue=json_packable(right.value_type),
                 out=json_packable(out_value),
             ),
-            handling=self.handling(self.subtopology_of.get(node.name, 0)),
+            handling=self.handling_at(node),
         )
         # the right stream is the operator's second input, as a stream-table join's table
-        stage = st.Stateful(
-            stream=left,
-            table=right,
-            spec=spec,
-            num_partitions=self.config.num_partitions,
-            key_type=left.key_type,
-            value_type=out_value,
+        return self._stateful(
+            node, spec, left, table=right, key_type=left.key_type, value_type=out_value
         )
-        return self._start(stage, node)
 
     def visit_Deduplicate(self, node: n.Deduplicate) -> _Pending:
-        stream = self.flush(self.visit(node.parent), node.name)
-        sub = self.subtopology_of.get(node.name, 0)
+        stream = self.stage_of(node.parent, node)
         task_column = "key"
         if node.mode is n.DedupMode.BY_ID:
             assert node.id_selector is not None  # Deduplicate checks it for BY_ID
@@ -457,7 +477,7 @@ class _Compiler:
                 output_schema=_envelope_json(
                     stream.key_type, stream.value_type, [env.field("ks_id", "string")]
                 ),
-                handling=self.handling(sub),
+                handling=self.handling_at(node),
             )
             stream = st.IdStage(
                 input=stream, spec=id_spec, key_type=stream.key_type, value_type=stream.value_type
@@ -475,18 +495,16 @@ class _Compiler:
             packed=sp.Packed(
                 value=json_packable(stream.value_type), out=json_packable(stream.value_type)
             ),
-            handling=self.handling(sub),
+            handling=self.handling_at(node),
         )
-        stage = st.Stateful(
-            stream=stream,
-            table=None,
-            spec=dedup,
-            num_partitions=self.config.num_partitions,
-            task_column=task_column,
+        return self._stateful(
+            node,
+            dedup,
+            stream,
             key_type=stream.key_type,
             value_type=stream.value_type,
+            task_column=task_column,
         )
-        return self._start(stage, node)
 
     # -- aggregations (kspark.plan.grouped) ----------------------------------------------
     def visit_Aggregate(self, node: Aggregate) -> _Pending:
@@ -507,7 +525,7 @@ class _Compiler:
         return self._aggregate(agg, suppress=True)
 
     def _aggregate(self, node: Aggregate, *, suppress: bool) -> _Pending:
-        stream = self.flush(self.visit(node.parent), node.name)
+        stream = self.stage_of(node.parent, node)
         key_type = stream.key_type
         if node.op == "count":
             out_value: TypeDesc = _known(node.value_type)
@@ -536,17 +554,9 @@ class _Compiler:
             suppress=suppress,
             output_schema=_envelope_json(out_key, out_value),
             packed=sp.Packed(value=json_packable(stream.value_type), out=json_packable(out_value)),
-            handling=self.handling(self.subtopology_of.get(node.name, 0)),
+            handling=self.handling_at(node),
         )
-        stage = st.Stateful(
-            stream=stream,
-            table=None,
-            spec=spec,
-            num_partitions=self.config.num_partitions,
-            key_type=out_key,
-            value_type=out_value,
-        )
-        return self._start(stage, node)
+        return self._stateful(node, spec, stream, key_type=out_key, value_type=out_value)
 
 
 def sql_scope(value_type: TypeDesc) -> tuple[tuple[str, str], ...]:

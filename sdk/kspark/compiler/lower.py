@@ -366,42 +366,69 @@ def _invalid_timestamps(df: DataFrame, stage: st.Read) -> DataFrame:
             "ks_side",
             F.when(invalid, F.raise_error(msg).cast("string")).otherwise(F.col("ks_side")),
         )
+    chunk = F.concat(
+        F.lit(stage.processor + ":ts:"),
+        F.coalesce(F.col("partition").cast("string"), F.lit("")),
+        F.lit(":"),
+        _record_position(),
+    )
+    dead_letter = {
+        "dlq_key": _json_text(F.col("key")),
+        "dlq_value": _json_text(F.col("value")),
+        "exception_class": F.lit("kspark_server.handling.DroppedRecord"),
+        "exception_message": F.lit(
+            f"{stage.processor} dropped the record: its timestamp is null or negative "
+            "(StreamsConfig.timestamp_policy='skip')"
+        ),
+    }
+    return _drop_rows(
+        df,
+        stage,
+        invalid,
+        reason="invalid-timestamp",
+        chunk=chunk,
+        dead_letter=dead_letter if stage.dead_letter_dropped else None,
+    )
+
+
+def _drop_rows(
+    df: DataFrame,
+    stage: st.Read,
+    bad: Column,
+    *,
+    reason: str,
+    chunk: Column,
+    dead_letter: dict[str, Column] | None,
+) -> DataFrame:
+    """``df`` with its ``bad`` rows turned into side rows of ``stage``'s processor,
+    counted as dropped for ``reason`` or, with ``dead_letter`` (the dead letter's own
+    fields), sent to the dead-letter queue with the record's headers and source.
+    ``chunk`` identifies the row, so that a retried micro-batch counts it once."""
     common = {
         "processor": F.lit(stage.processor),
         "task": F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")),
         "count": F.lit(1).cast("long"),
-        "reason": F.lit("invalid-timestamp"),
-        "chunk": F.concat(
-            F.lit(stage.processor + ":ts:"),
-            F.coalesce(F.col("partition").cast("string"), F.lit("")),
-            F.lit(":"),
-            _record_position(),
-        ),
+        "reason": F.lit(reason),
+        "chunk": chunk,
     }
-    if not stage.dead_letter_dropped:
+    if dead_letter is None:
         side = _side_struct(kind=F.lit(SideKind.DROPPED.value), **common)
     else:
         side = _side_struct(
             kind=F.lit(SideKind.DLQ.value),
             **common,
-            dlq_key=_json_text(F.col("key")),
-            dlq_value=_json_text(F.col("value")),
-            exception_class=F.lit("kspark_server.handling.DroppedRecord"),
-            exception_message=F.lit(
-                f"{stage.processor} dropped the record: its timestamp is null or negative "
-                "(StreamsConfig.timestamp_policy='skip')"
-            ),
+            **dead_letter,
             stack_trace=F.lit(""),
             dlq_headers=F.col("headers"),
             src_topic=F.col("topic"),
             src_partition=F.col("partition"),
             src_offset=F.col("offset"),
-            src_timestamp=ts,
+            src_timestamp=F.col("timestamp"),
         )
     return (
-        df.withColumn("ks_side", F.when(invalid, side).otherwise(F.col("ks_side")))
-        .withColumn("key", F.when(invalid, F.lit(None)).otherwise(F.col("key")))
-        .withColumn("value", F.when(invalid, F.lit(None)).otherwise(F.col("value")))
+        df.withColumn("ks_side", F.when(bad, side).otherwise(F.col("ks_side")))
+        .withColumn("key", F.when(bad, F.lit(None)).otherwise(F.col("key")))
+        .withColumn("value", F.when(bad, F.lit(None)).otherwise(F.col("value")))
     )
 
 
@@ -551,44 +578,28 @@ def _corrupt_records(df: DataFrame, stage: st.Read) -> DataFrame:
         return df.withColumn(
             "ks_side", F.when(bad, F.raise_error(msg).cast("string")).otherwise(F.col("ks_side"))
         ).drop("_corrupt_record", "ks_where")
-    common = {
-        "processor": F.lit(stage.processor),
-        "task": F.concat(F.lit(f"{stage.subtopology}_"), F.col("partition").cast("string")),
-        "count": F.lit(1).cast("long"),
-        "reason": F.lit("deserialization-error"),
-        "chunk": F.concat(
-            F.lit(stage.processor + ":"),
-            _record_position(),
-            F.lit(":"),
-            F.xxhash64(F.col("_corrupt_record")).cast("string"),
+    chunk = F.concat(
+        F.lit(stage.processor + ":"),
+        _record_position(),
+        F.lit(":"),
+        F.xxhash64(F.col("_corrupt_record")).cast("string"),
+    )
+    dead_letter = {
+        "dlq_value": F.col("_corrupt_record"),
+        "exception_class": F.lit("kspark.errors.DeserializationError"),
+        "exception_message": F.concat(
+            F.lit(f"record of topic {stage.topic.name} does not match the declared types"),
+            F.col("ks_where"),
         ),
     }
-    if mode == "continue":
-        dropped = _side_struct(kind=F.lit(SideKind.DROPPED.value), **common)
-    else:
-        dropped = _side_struct(
-            kind=F.lit(SideKind.DLQ.value),
-            **common,
-            dlq_value=F.col("_corrupt_record"),
-            dlq_headers=F.col("headers"),
-            exception_class=F.lit("kspark.errors.DeserializationError"),
-            exception_message=F.concat(
-                F.lit(f"record of topic {stage.topic.name} does not match the declared types"),
-                F.col("ks_where"),
-            ),
-            stack_trace=F.lit(""),
-            src_topic=F.col("topic"),
-            src_partition=F.col("partition"),
-            src_offset=F.col("offset"),
-            src_timestamp=F.col("timestamp"),
-        )
-    side = F.when(bad, dropped).otherwise(F.col("ks_side"))
-    return (
-        df.withColumn("ks_side", side)
-        .withColumn("key", F.when(bad, F.lit(None)).otherwise(F.col("key")))
-        .withColumn("value", F.when(bad, F.lit(None)).otherwise(F.col("value")))
-        .drop("_corrupt_record", "ks_where")
-    )
+    return _drop_rows(
+        df,
+        stage,
+        bad,
+        reason="deserialization-error",
+        chunk=chunk,
+        dead_letter=None if mode == "continue" else dead_letter,
+    ).drop("_corrupt_record", "ks_where")
 
 
 def _task(column: str, n: int) -> Column:
