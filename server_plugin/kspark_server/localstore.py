@@ -144,29 +144,10 @@ class TaskStore:
             return [get(k) for k in keys]
 
     def due(self, before: int) -> list[bytes]:
-        """The keys whose time-index time is older than ``before``, oldest first (an
-        operator whose entries have something to do by then loads them)."""
+        """The keys whose time-index time is older than ``before``, oldest first: those
+        with something to do by then (a join's records whose windows close, a suppressed
+        aggregation's windows that close, so it can emit them before they expire)."""
         bound = (int(before) + _OFFSET).to_bytes(8, "big")
-        out: list[bytes] = []
-        with self.env.begin(db=self.index) as txn:
-            cur = txn.cursor()
-            if cur.first():
-                for k in cur.iternext(keys=True, values=False):
-                    if k[:8] >= bound:
-                        break
-                    out.append(bytes(k[8:]))
-        return out
-
-    def count(self) -> int:
-        """The number of keys with an entry."""
-        with self.env.begin() as txn:
-            return int(txn.stat(self.entries)["entries"])
-
-    def keys_before(self, ts: int) -> list[bytes]:
-        """The keys whose time-index time is older than ``ts``, oldest first (the windows
-        a suppressed windowed aggregation closes, so it can emit them before they expire).
-        """
-        bound = (int(ts) + _OFFSET).to_bytes(8, "big")
         out: list[bytes] = []
         with self.env.begin(db=self.index) as txn:
             cur = txn.cursor()
@@ -176,6 +157,14 @@ class TaskStore:
                         break
                     out.append(k[8:])
         return out
+
+    def count(self) -> int:
+        """The number of keys with an entry."""
+        with self.env.begin() as txn:
+            return int(txn.stat(self.entries)["entries"])
+
+    #: the same as :meth:`due`, the name the aggregation uses
+    keys_before = due
 
     def pairs(self) -> Iterator[tuple[bytes, bytes]]:
         """Every (key, entry), in key order."""
