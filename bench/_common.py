@@ -1,8 +1,9 @@
-"""Shared helpers of the benchmarks: data, timing and the session."""
+"""Shared helpers of the benchmarks: data, timing, the session and the kspark app."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -12,6 +13,24 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+import kspark
+from kspark import StreamsApp, StreamsConfig, Topic, Topology
+
+#: The Spark schema of :func:`write_events`' files.
+SCHEMA = "key string, value long, ts long"
+
+#: Tasks of the kspark apps and shuffle partitions of the Spark queries alike.
+PARTITIONS = 4
+
+
+@dataclasses.dataclass
+class Event:
+    """A row of :func:`write_events`' files, as kspark reads it."""
+
+    key: str
+    value: int
+    ts: int
 
 
 def args(
@@ -26,6 +45,61 @@ def args(
     p.add_argument("--repeat", type=int, default=2, help="timed runs per variant (best is kept)")
     p.add_argument("--remote", default=None, help="sc://host:port (default: embedded server)")
     return p.parse_args()
+
+
+def session(a: argparse.Namespace) -> Any:
+    """The Spark Connect session of ``--remote`` (default: the embedded server), with the
+    kspark apps' number of partitions as Spark's shuffle partitions."""
+    spark = kspark.connect(a.remote)
+    spark.conf.set("spark.sql.shuffle.partitions", str(PARTITIONS))
+    return spark
+
+
+def setup(a: argparse.Namespace, **events: Any) -> tuple[Any, str, str]:
+    """The session, a fresh work directory, and in it the folder ``in`` of ``--rows``
+    events over ``--keys`` keys in ``--files`` files (``events``: more arguments of
+    :func:`write_events`)."""
+    base = workdir()
+    data = os.path.join(base, "in")
+    write_events(data, a.rows, a.keys, a.files, **events)
+    return session(a), base, data
+
+
+def parquet_topic(name: str, path: str) -> Topic:
+    """Parquet files as a kspark topic whose values are the rows, keyed by their ``key``
+    column and timed by their ``ts`` column (:func:`write_events`' files, for one)."""
+    return Topic.parquet(name, path, layout="value", key_field="key", timestamp_field="ts")
+
+
+def read_events(spark: Any, path: str, **options: Any) -> Any:
+    """:func:`write_events`' files as Spark's streaming DataFrame (``options``: the
+    reader's, such as ``maxFilesPerTrigger``)."""
+    reader = spark.readStream.schema(SCHEMA)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.parquet(path)
+
+
+def run_app(
+    topology: Topology,
+    spark: Any,
+    name: str,
+    base: str,
+    *,
+    progress: Any = "auto",
+    **config: Any,
+) -> StreamsApp:
+    """Runs ``topology`` until it has caught up, from a fresh checkpoint under
+    ``base``, as app ``bench-<name>`` (``config``: more :class:`StreamsConfig` options)."""
+    cfg = StreamsConfig(
+        application_id=f"bench-{name}",
+        checkpoint_dir=fresh(os.path.join(base, f"k-chk-{name}")),
+        num_partitions=PARTITIONS,
+        **config,
+    )
+    app = StreamsApp(topology, cfg, session=spark)
+    app.run_until_caught_up(progress=progress)
+    return app
 
 
 def workdir() -> str:

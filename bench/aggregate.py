@@ -15,7 +15,6 @@ moves between micro-batches, kspark by each task's stream time, record by record
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from datetime import timedelta
@@ -23,29 +22,26 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import args, fresh, timed, workdir, write_events
+from _common import (
+    Event,
+    args,
+    fresh,
+    parquet_topic,
+    read_events,
+    run_app,
+    setup,
+    timed,
+)
 
-import kspark
-from kspark import StreamsApp, StreamsBuilder, StreamsConfig, TimeWindows, Topic
+from kspark import StreamsBuilder, TimeWindows, Topic
 
 WINDOW_S = 60
 GRACE_S = 10
 
 
-@dataclasses.dataclass
-class Event:
-    key: str
-    value: int
-    ts: int
-
-
 def main() -> None:
     a = args(__doc__ or "")
-    base = workdir()
-    data = os.path.join(base, "in")
-    write_events(data, a.rows, a.keys, a.files)
-    spark = kspark.connect(a.remote)
-    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    spark, base, data = setup(a)
     from pyspark.sql import functions as F
 
     def native_query(df: Any, name: str) -> None:
@@ -67,10 +63,7 @@ def main() -> None:
         per_trigger = {} if batches == 1 else {"maxFilesPerTrigger": 1}
 
         def read(per_trigger: dict[str, int] = per_trigger) -> Any:
-            reader = spark.readStream.schema("key string, value long, ts long")
-            for k, v in per_trigger.items():
-                reader = reader.option(k, v)
-            return reader.parquet(data)
+            return read_events(spark, data, **per_trigger)
 
         def native_count() -> None:
             native_query(read().groupBy("key").count(), "count")
@@ -87,11 +80,7 @@ def main() -> None:
         def ks(windowed: bool, batches: int = batches) -> None:
             b = StreamsBuilder()
             grouped = b.stream(
-                Topic.parquet(
-                    "events", data, layout="value", key_field="key", timestamp_field="ts"
-                ),
-                key_type=str,
-                value_type=Event,
+                parquet_topic("events", data), key_type=str, value_type=Event
             ).group_by_key()
             name = "windowed" if windowed else "count"
             sink = Topic.parquet("out", fresh(os.path.join(base, f"k-out-{name}")))
@@ -102,13 +91,14 @@ def main() -> None:
                 grouped.windowed_by(w).count().to_stream().to(sink)
             else:
                 grouped.count().to_stream().to(sink)
-            cfg = StreamsConfig(
-                application_id=f"bench-agg-{name}",
-                checkpoint_dir=fresh(os.path.join(base, f"k-chk-{name}")),
-                num_partitions=4,
+            run_app(
+                b.build(),
+                spark,
+                f"agg-{name}",
+                base,
+                progress=False,
                 max_files_per_trigger=1 if batches > 1 else None,
             )
-            StreamsApp(b.build(), cfg, session=spark).run_until_caught_up(progress=False)
 
         for label, native, mine in (
             ("count", native_count, lambda: ks(False)),

@@ -9,64 +9,50 @@ differ: Spark's built-in drops late records, kspark forwards them (KIP-655).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from datetime import timedelta
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import args, fresh, run_query, timed, workdir, write_events
+from _common import (
+    Event,
+    args,
+    fresh,
+    parquet_topic,
+    read_events,
+    run_app,
+    run_query,
+    setup,
+    timed,
+)
 
-import kspark
-from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
-
-
-@dataclasses.dataclass
-class Event:
-    key: str
-    value: int
-    ts: int
+from kspark import StreamsBuilder, Topic
 
 
 def main() -> None:
     a = args(__doc__ or "")
-    base = workdir()
-    data = os.path.join(base, "in")
-    write_events(data, a.rows, a.keys, a.files, dup_rate=0.2)
-    spark = kspark.connect(a.remote)
-    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    spark, base, data = setup(a, dup_rate=0.2)
     from pyspark.sql import functions as F
 
     for batches in (1, a.files):
         per_trigger = {} if batches == 1 else {"maxFilesPerTrigger": 1}
 
         def native(per_trigger: dict[str, int] = per_trigger) -> None:
-            reader = spark.readStream.schema("key string, value long, ts long")
-            for k, v in per_trigger.items():
-                reader = reader.option(k, v)
-            df = reader.parquet(data).withColumn("t", F.timestamp_millis("ts"))
+            df = read_events(spark, data, **per_trigger).withColumn("t", F.timestamp_millis("ts"))
             df = df.withWatermark("t", "10 seconds").dropDuplicatesWithinWatermark(["key"])
             run_query(df.drop("t"), os.path.join(base, "n-out"), os.path.join(base, "n-chk"))
 
         def ks(batches: int = batches) -> None:
             b = StreamsBuilder()
             b.stream(
-                Topic.parquet(
-                    "events", data, layout="value", key_field="key", timestamp_field="ts"
-                ),
-                key_type=str,
-                value_type=Event,
+                parquet_topic("events", data), key_type=str, value_type=Event
             ).deduplicate_by_key(timedelta(seconds=10)).to(
                 Topic.parquet("out", fresh(os.path.join(base, "k-out")))
             )
-            cfg = StreamsConfig(
-                application_id="bench-dedup",
-                checkpoint_dir=fresh(os.path.join(base, "k-chk")),
-                num_partitions=4,
-                max_files_per_trigger=1 if batches > 1 else None,
+            run_app(
+                b.build(), spark, "dedup", base, max_files_per_trigger=1 if batches > 1 else None
             )
-            StreamsApp(b.build(), cfg, session=spark).run_until_caught_up()
 
         n_rate = a.rows / timed(native, a.repeat)
         k_rate = a.rows / timed(ks, a.repeat)

@@ -7,25 +7,27 @@ no handling).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import args, fresh, run_query, timed, workdir, write_events
+from _common import (
+    SCHEMA,
+    Event,
+    args,
+    fresh,
+    parquet_topic,
+    read_events,
+    run_app,
+    run_query,
+    setup,
+    timed,
+)
 
-import kspark
-from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
+from kspark import StreamsBuilder, Topic
 from kspark.errors import LogAndContinueProcessingExceptionHandler
-
-
-@dataclasses.dataclass
-class Event:
-    key: str
-    value: int
-    ts: int
 
 
 def scale(e: Event) -> int:
@@ -40,11 +42,7 @@ def scale_or_fail(e: Event) -> int:
 
 def main() -> None:
     a = args(__doc__ or "")
-    base = workdir()
-    data = os.path.join(base, "in")
-    write_events(data, a.rows, a.keys, a.files)
-    spark = kspark.connect(a.remote)
-    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    spark, base, data = setup(a)
     logging_off = {"spark.sql.execution.pyspark.udf.faulthandler.enabled": "false"}
 
     def plain() -> None:
@@ -56,28 +54,25 @@ def main() -> None:
                 out = [{"key": r["key"], "value": r["value"] * 2, "ts": r["ts"]} for r in rows]
                 yield pa.RecordBatch.from_pylist(out, schema=b.schema)
 
-        df = spark.readStream.schema("key string, value long, ts long").parquet(data)
         run_query(
-            df.mapInArrow(fn, "key string, value long, ts long"),
+            read_events(spark, data).mapInArrow(fn, SCHEMA),
             os.path.join(base, "p-out"),
             os.path.join(base, "p-chk"),
         )
 
     def ks(fn: Any, handler: Any) -> None:
         b = StreamsBuilder()
-        b.stream(
-            Topic.parquet("events", data, layout="value", key_field="key", timestamp_field="ts"),
-            key_type=str,
-            value_type=Event,
-        ).map_values(fn).to(Topic.parquet("out", fresh(os.path.join(base, "k-out"))))
-        cfg = StreamsConfig(
-            application_id="bench-handler",
-            checkpoint_dir=fresh(os.path.join(base, "k-chk")),
-            num_partitions=4,
+        b.stream(parquet_topic("events", data), key_type=str, value_type=Event).map_values(fn).to(
+            Topic.parquet("out", fresh(os.path.join(base, "k-out")))
+        )
+        run_app(
+            b.build(),
+            spark,
+            "handler",
+            base,
             processing_exception_handler=handler,
             spark_conf=logging_off,
         )
-        StreamsApp(b.build(), cfg, session=spark).run_until_caught_up()
 
     plain_rate = a.rows / timed(plain, a.repeat)
     default_rate = a.rows / timed(lambda: ks(scale, None), a.repeat)

@@ -8,24 +8,26 @@ files, in one session, best of --repeat warm runs.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import args, fresh, run_query, timed, workdir, write_events
+from _common import (
+    SCHEMA,
+    Event,
+    args,
+    fresh,
+    parquet_topic,
+    read_events,
+    run_app,
+    run_query,
+    setup,
+    timed,
+)
 
-import kspark
-from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
-
-
-@dataclasses.dataclass
-class Event:
-    key: str
-    value: int
-    ts: int
+from kspark import StreamsBuilder, Topic
 
 
 def double(e: Event) -> int:
@@ -34,17 +36,12 @@ def double(e: Event) -> int:
 
 def main() -> None:
     a = args(__doc__ or "")
-    base = workdir()
-    data = os.path.join(base, "in")
-    write_events(data, a.rows, a.keys, a.files)
-    spark = kspark.connect(a.remote)
-    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    spark, base, data = setup(a)
     from pyspark.sql import functions as F
 
     def native() -> None:
-        df = spark.readStream.schema("key string, value long, ts long").parquet(data)
         run_query(
-            df.select("key", (F.col("value") * 2).alias("value"), "ts"),
+            read_events(spark, data).select("key", (F.col("value") * 2).alias("value"), "ts"),
             os.path.join(base, "n-out"),
             os.path.join(base, "n-chk"),
         )
@@ -57,26 +54,18 @@ def main() -> None:
             for b in batches:
                 yield b.set_column(1, "value", pc.multiply(b.column(1), 2))
 
-        df = spark.readStream.schema("key string, value long, ts long").parquet(data)
         run_query(
-            df.mapInArrow(fn, "key string, value long, ts long"),
+            read_events(spark, data).mapInArrow(fn, SCHEMA),
             os.path.join(base, "p-out"),
             os.path.join(base, "p-chk"),
         )
 
     def ks() -> None:
         b = StreamsBuilder()
-        b.stream(
-            Topic.parquet("events", data, layout="value", key_field="key", timestamp_field="ts"),
-            key_type=str,
-            value_type=Event,
-        ).map_values(double).to(Topic.parquet("out", fresh(os.path.join(base, "k-out"))))
-        cfg = StreamsConfig(
-            application_id="bench-passthrough",
-            checkpoint_dir=fresh(os.path.join(base, "k-chk")),
-            num_partitions=4,
-        )
-        StreamsApp(b.build(), cfg, session=spark).run_until_caught_up()
+        b.stream(parquet_topic("events", data), key_type=str, value_type=Event).map_values(
+            double
+        ).to(Topic.parquet("out", fresh(os.path.join(base, "k-out"))))
+        run_app(b.build(), spark, "passthrough", base)
 
     results = {}
     for name, fn in (("spark-native", native), ("spark-mapInArrow", python_udf), ("kspark", ks)):

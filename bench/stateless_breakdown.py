@@ -22,7 +22,6 @@ long-running app pays once.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import time
@@ -30,17 +29,21 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import args, fresh, timed, workdir, write_events
+from _common import (
+    PARTITIONS,
+    Event,
+    args,
+    fresh,
+    parquet_topic,
+    read_events,
+    run_app,
+    setup,
+    timed,
+    write_events,
+)
 
 import kspark
-from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
-
-
-@dataclasses.dataclass
-class Event:
-    key: str
-    value: int
-    ts: int
+from kspark import StreamsBuilder, StreamsConfig, Topic
 
 
 def double(e: Event) -> int:
@@ -49,13 +52,9 @@ def double(e: Event) -> int:
 
 def main() -> None:
     a = args(__doc__ or "")
-    base = workdir()
-    data = os.path.join(base, "in")
+    spark, base, data = setup(a)
     one = os.path.join(base, "one")
-    write_events(data, a.rows, a.keys, a.files)
     write_events(one, 1, 1, 1)
-    spark = kspark.connect(a.remote)
-    spark.conf.set("spark.sql.shuffle.partitions", "4")
     from pyspark.sql import functions as F
 
     from kspark.compiler.compiler import compile_topology
@@ -73,7 +72,7 @@ def main() -> None:
         batch_ms[name] = min(batch_ms.get(name, float("inf")), ms)
 
     def native() -> None:
-        df = spark.readStream.schema("key string, value long, ts long").parquet(data)
+        df = read_events(spark, data)
         q = (
             df.select("key", (F.col("value") * 2).alias("value"), "ts")
             .writeStream.format("parquet")
@@ -96,7 +95,7 @@ def main() -> None:
                 .parquet(f"{out}/batch_id={batch_id}")
             )
 
-        df = spark.readStream.schema("key string, value long, ts long").parquet(data)
+        df = read_events(spark, data)
         q = (
             df.select(
                 F.col("key"),
@@ -116,11 +115,7 @@ def main() -> None:
 
     def topology(path: str, step: str) -> Any:
         b = StreamsBuilder()
-        s = b.stream(
-            Topic.parquet("events", path, layout="value", key_field="key", timestamp_field="ts"),
-            key_type=str,
-            value_type=Event,
-        )
+        s = b.stream(parquet_topic("events", path), key_type=str, value_type=Event)
         if step == "map":
             s = s.map_values(double)  # type: ignore[assignment]
         elif step == "filter_expr":
@@ -128,21 +123,17 @@ def main() -> None:
         s.to(Topic.parquet("out", fresh(os.path.join(base, f"k-out-{step}"))))
         return b.build()
 
-    def config(name: str) -> StreamsConfig:
-        return StreamsConfig(
-            application_id=f"bench-breakdown-{name}",
-            checkpoint_dir=fresh(os.path.join(base, f"k-chk-{name}")),
-            num_partitions=4,
-        )
-
     def app(step: str, path: str = data) -> None:
-        a = StreamsApp(topology(path, step), config(step), session=spark)
-        a.run_until_caught_up(progress=False)
+        a = run_app(topology(path, step), spark, f"breakdown-{step}", base, progress=False)
         if path == data:
             note(f"kspark-{step.replace('_', '-')}", a.progress())
 
     def query_only() -> None:
-        cfg = config("query")
+        cfg = StreamsConfig(
+            application_id="bench-breakdown-query",
+            checkpoint_dir=fresh(os.path.join(base, "k-chk-breakdown-query")),
+            num_partitions=PARTITIONS,
+        )
         output = compile_topology(topology(data, "map"), cfg)
         q = (
             build_dataframe(output, spark)

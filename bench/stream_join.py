@@ -18,7 +18,6 @@ rows only as far as the end of the input allows: they are not compared row for r
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from datetime import timedelta
@@ -26,17 +25,21 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import args, fresh, run_query, timed, workdir, write_events
+from _common import (
+    Event,
+    args,
+    fresh,
+    parquet_topic,
+    read_events,
+    run_app,
+    run_query,
+    session,
+    timed,
+    workdir,
+    write_events,
+)
 
-import kspark
-from kspark import JoinWindows, StreamsApp, StreamsBuilder, StreamsConfig, Topic
-
-
-@dataclasses.dataclass
-class Event:
-    key: str
-    value: int
-    ts: int
+from kspark import JoinWindows, StreamsBuilder, Topic
 
 
 def pair(a: Event, b: Event | None) -> int:
@@ -45,25 +48,21 @@ def pair(a: Event, b: Event | None) -> int:
 
 def main() -> None:
     a = args(__doc__ or "", rows=200_000)
-    spark = kspark.connect(a.remote)
+    spark = session(a)
     base = workdir()
     left, right = os.path.join(base, "left"), os.path.join(base, "right")
     write_events(left, a.rows, a.keys, a.files, seed=1)
     write_events(right, a.rows, a.keys, a.files, seed=2)
-    spark.conf.set("spark.sql.shuffle.partitions", "4")
     from pyspark.sql import functions as F
 
     def spark_join(how: str) -> None:
-        schema = "key string, value long, ts long"
         lt = (
-            spark.readStream.schema(schema)
-            .parquet(left)
+            read_events(spark, left)
             .select("key", "value", F.timestamp_millis("ts").alias("lts"))
             .withWatermark("lts", "5 seconds")
         )
         rt = (
-            spark.readStream.schema(schema)
-            .parquet(right)
+            read_events(spark, right)
             .select(
                 F.col("key").alias("rkey"),
                 F.col("value").alias("rvalue"),
@@ -85,21 +84,12 @@ def main() -> None:
 
     def ks_join(how: str) -> None:
         b = StreamsBuilder()
-
-        def source(name: str, path: str) -> Topic:
-            return Topic.parquet(name, path, layout="value", key_field="key", timestamp_field="ts")
-
-        ls = b.stream(source("left", left), key_type=str, value_type=Event)
-        rs = b.stream(source("right", right), key_type=str, value_type=Event)
+        ls = b.stream(parquet_topic("left", left), key_type=str, value_type=Event)
+        rs = b.stream(parquet_topic("right", right), key_type=str, value_type=Event)
         w = JoinWindows.of_time_difference_and_grace(timedelta(seconds=10), timedelta(seconds=5))
         joined = ls.join(rs, pair, w) if how == "inner" else ls.left_join(rs, pair, w)
         joined.to(Topic.parquet("out", fresh(os.path.join(base, f"k-{how}-out"))))
-        cfg = StreamsConfig(
-            application_id=f"bench-ssj-{how}",
-            checkpoint_dir=fresh(os.path.join(base, f"k-{how}-chk")),
-            num_partitions=4,
-        )
-        StreamsApp(b.build(), cfg, session=spark).run_until_caught_up()
+        run_app(b.build(), spark, f"ssj-{how}", base)
 
     def count(path: str) -> int:
         n: Any = spark.read.parquet(path).count()

@@ -26,17 +26,21 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import args, fresh, run_query, timed, workdir, write_events
+from _common import (
+    Event,
+    args,
+    fresh,
+    parquet_topic,
+    read_events,
+    run_app,
+    run_query,
+    session,
+    timed,
+    workdir,
+    write_events,
+)
 
-import kspark
-from kspark import Materialized, StreamsApp, StreamsBuilder, StreamsConfig, Topic
-
-
-@dataclasses.dataclass
-class Payment:
-    key: str
-    value: int
-    ts: int
+from kspark import Materialized, StreamsBuilder, Topic
 
 
 @dataclasses.dataclass
@@ -55,7 +59,9 @@ def write_rates(path: str, keys: int, versions: int, span_ms: int) -> None:
     os.makedirs(path, exist_ok=True)
     n = keys * versions
     key_ids = np.repeat(np.arange(keys), versions)
-    ts = np.tile(np.linspace(-1000, span_ms, versions).astype("int64"), keys)
+    # the first version at time 0, where the payments start: each payment finds a rate
+    # (a negative timestamp is invalid, and fails the app by default)
+    ts = np.tile(np.linspace(0, span_ms, versions).astype("int64"), keys)
     table = pa.table(
         {
             "key": pa.array([f"k{k:07d}" for k in key_ids]),
@@ -66,13 +72,13 @@ def write_rates(path: str, keys: int, versions: int, span_ms: int) -> None:
     pq.write_table(table, os.path.join(path, "rates.parquet"))
 
 
-def convert(p: Payment, r: Rate | None) -> float:
+def convert(p: Event, r: Rate | None) -> float:
     return p.value * (r.rate if r is not None else 0.0)
 
 
 def main() -> None:
     a = args(__doc__ or "", extra=[("--table-keys", "10000,100000")])
-    spark = kspark.connect(a.remote)
+    spark = session(a)
     for keys in [int(k) for k in a.table_keys.split(",")]:
         print(f"-- {keys:,} table keys x 50 versions, {a.rows:,} stream records", flush=True)
         run(spark, a, keys)
@@ -83,19 +89,18 @@ def run(spark: Any, a: Any, keys: int) -> None:
     data, rates = os.path.join(base, "payments"), os.path.join(base, "rates")
     write_events(data, a.rows, keys, a.files)
     write_rates(rates, keys, versions=50, span_ms=a.rows * 10)
-    spark.conf.set("spark.sql.shuffle.partitions", "4")
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     def passthrough() -> None:
-        pay = spark.readStream.schema("key string, value long, ts long").parquet(data)
+        pay = read_events(spark, data)
         run_query(pay, os.path.join(base, "p-out"), os.path.join(base, "p-chk"))
 
     def latest() -> None:
         w = Window.partitionBy("key").orderBy(F.col("ts").desc())
         last = spark.read.parquet(rates).withColumn("n", F.row_number().over(w)).filter("n = 1")
         last = last.select(F.col("key").alias("rkey"), "rate")
-        pay = spark.readStream.schema("key string, value long, ts long").parquet(data)
+        pay = read_events(spark, data)
         out = pay.join(last, pay["key"] == last["rkey"], "left").select(
             "key", "ts", (F.col("value") * F.coalesce(F.col("rate"), F.lit(0.0))).alias("converted")
         )
@@ -108,7 +113,7 @@ def run(spark: Any, a: Any, keys: int) -> None:
         hist = hist.select(
             F.col("key").alias("rkey"), "rate", F.col("ts").alias("valid_from"), "valid_to"
         )
-        pay = spark.readStream.schema("key string, value long, ts long").parquet(data)
+        pay = read_events(spark, data)
         cond = (
             (pay["key"] == hist["rkey"])
             & (hist["valid_from"] <= pay["ts"])
@@ -122,24 +127,15 @@ def run(spark: Any, a: Any, keys: int) -> None:
     def ks() -> None:
         b = StreamsBuilder()
         table = b.table(
-            Topic.parquet("rates", rates, layout="value", key_field="key", timestamp_field="ts"),
+            parquet_topic("rates", rates),
             key_type=str,
             value_type=Rate,
             materialized=Materialized.as_versioned("rates", timedelta(days=365)),
         )
-        b.stream(
-            Topic.parquet("payments", data, layout="value", key_field="key", timestamp_field="ts"),
-            key_type=str,
-            value_type=Payment,
-        ).left_join(table, convert, value_type=float).to(
-            Topic.parquet("out", fresh(os.path.join(base, "k-out")))
-        )
-        cfg = StreamsConfig(
-            application_id="bench-asof",
-            checkpoint_dir=fresh(os.path.join(base, "k-chk")),
-            num_partitions=4,
-        )
-        StreamsApp(b.build(), cfg, session=spark).run_until_caught_up()
+        b.stream(parquet_topic("payments", data), key_type=str, value_type=Event).left_join(
+            table, convert, value_type=float
+        ).to(Topic.parquet("out", fresh(os.path.join(base, "k-out"))))
+        run_app(b.build(), spark, "asof", base)
 
     rates_of = {}
     for name, fn in (
