@@ -61,17 +61,31 @@ def write(base: str, name: str, data: bytes) -> None:
         f.write(data)
 
 
-def app(spark: Any, base: str, app_id: str, **cfg: Any) -> StreamsApp:
-    b = StreamsBuilder()
-    b.stream(Topic.jsonl("in", os.path.join(base, "in")), key_type=str, value_type=int).to(
-        Topic.jsonl("out", os.path.join(base, "out"))
-    )
+def built(spark: Any, base: str, app_id: str, b: StreamsBuilder, **cfg: Any) -> StreamsApp:
+    """The app of ``b``'s topology, with its checkpoint in ``base``, on the test session."""
     config = StreamsConfig(
         application_id=app_id, checkpoint_dir=os.path.join(base, "chk"), num_partitions=2, **cfg
     )
     a = StreamsApp(b.build(), config)
     a._session = spark
     return a
+
+
+def app(
+    spark: Any,
+    base: str,
+    app_id: str,
+    topic: Any = None,
+    value_type: Any = int,
+    **cfg: Any,
+) -> StreamsApp:
+    """``topic`` (default: the JSON-lines folder ``in``) copied to ``out``."""
+    b = StreamsBuilder()
+    source = topic or Topic.jsonl("in", os.path.join(base, "in"))
+    b.stream(source, key_type=str, value_type=value_type).to(
+        Topic.jsonl("out", os.path.join(base, "out"))
+    )
+    return built(spark, base, app_id, b, **cfg)
 
 
 def output(spark: Any, base: str) -> list[tuple[str, int]]:
@@ -189,12 +203,7 @@ def csv_app(spark: Any, base: str, app_id: str, **cfg: Any) -> StreamsApp:
         key_type=str,
         value_type=Row,
     ).map_values(lambda r: r.id, value_type=int).to(Topic.jsonl("out", os.path.join(base, "out")))
-    config = StreamsConfig(
-        application_id=app_id, checkpoint_dir=os.path.join(base, "chk"), num_partitions=2, **cfg
-    )
-    a = StreamsApp(b.build(), config)
-    a._session = spark
-    return a
+    return built(spark, base, app_id, b, **cfg)
 
 
 CSV = b"id,name,ts\n1,alice,1\nx,bob,2\n3,carol,3\n"
@@ -290,19 +299,6 @@ def test_a_table_sink_appends_batch_by_batch_to_its_own_table(
         spark.sql(f"DROP TABLE IF EXISTS {table}")
 
 
-def _table_app(spark: Any, base: str, app_id: str, topic: Any, value_type: Any, **cfg: Any) -> Any:
-    b = StreamsBuilder()
-    b.stream(topic, key_type=str, value_type=value_type).to(
-        Topic.jsonl("out", os.path.join(base, "out"))
-    )
-    config = StreamsConfig(
-        application_id=app_id, checkpoint_dir=os.path.join(base, "chk"), num_partitions=2, **cfg
-    )
-    a = StreamsApp(b.build(), config)
-    a._session = spark
-    return a
-
-
 def test_a_table_timestamp_column_is_read_as_milliseconds(
     spark: Any, app_id: str, base: str
 ) -> None:
@@ -310,7 +306,7 @@ def test_a_table_timestamp_column_is_read_as_milliseconds(
     spark.sql(f"CREATE TABLE {table} (key STRING, value BIGINT, timestamp TIMESTAMP) USING parquet")
     spark.sql(f"INSERT INTO {table} VALUES ('a', 1, TIMESTAMP'2024-01-01 00:00:01.250')")
     try:
-        _table_app(spark, base, app_id, Topic.table("in", table), int).run_until_caught_up()
+        app(spark, base, app_id, Topic.table("in", table), int).run_until_caught_up()
         (row,) = spark.read.json(os.path.join(base, "out")).collect()
         assert (row.key, row.value, row.timestamp) == ("a", 1, 1_704_067_201_250)
     finally:
@@ -335,8 +331,8 @@ def test_table_columns_of_the_wrong_type_go_to_the_deserialization_handler(
     topic = Topic.table("in", table, layout="value", key_field="id", timestamp_field="ts")
     try:
         with pytest.raises(DeserializationError, match=SOURCE):
-            _table_app(spark, base, app_id, topic, Reading).run_until_caught_up()
-        a = _table_app(
+            app(spark, base, app_id, topic, Reading).run_until_caught_up()
+        a = app(
             spark,
             os.path.join(base, "dlq-run"),
             app_id + "d",
