@@ -181,31 +181,34 @@ class ArrowValues:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FilterStep:
-    """``fn(key, value)``, or with ``vectorized`` ``fn(values)`` over a whole column."""
+class _FnStep:
+    """A step of processor ``processor`` that calls the user's ``fn``; ``op`` is its tag."""
 
-    op: ClassVar[str] = "filter"
+    op: ClassVar[str]
     processor: str
     fn: Fn
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FilterStep(_FnStep):
+    """``fn(key, value)``, or with ``vectorized`` ``fn(values)`` over a whole column."""
+
+    op = "filter"
     negate: bool
     vectorized: ArrowValues | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MapStep:
-    op: ClassVar[str] = "map"
-    processor: str
-    fn: Fn
+class MapStep(_FnStep):
+    op = "map"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MapValuesStep:
+class MapValuesStep(_FnStep):
     """``fn(value)`` or ``fn(key, value)``, or with ``vectorized`` ``fn(values)`` over a
     whole column."""
 
-    op: ClassVar[str] = "map_values"
-    processor: str
-    fn: Fn
+    op = "map_values"
     with_key: bool
     vectorized: ArrowValues | None = None
 
@@ -215,32 +218,24 @@ class MapValuesStep:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FlatMapStep:
-    op: ClassVar[str] = "flat_map"
-    processor: str
-    fn: Fn
+class FlatMapStep(_FnStep):
+    op = "flat_map"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FlatMapValuesStep:
-    op: ClassVar[str] = "flat_map_values"
-    processor: str
-    fn: Fn
+class FlatMapValuesStep(_FnStep):
+    op = "flat_map_values"
     with_key: bool
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SelectKeyStep:
-    op: ClassVar[str] = "select_key"
-    processor: str
-    fn: Fn
+class SelectKeyStep(_FnStep):
+    op = "select_key"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PeekStep:
-    op: ClassVar[str] = "peek"
-    processor: str
-    fn: Fn
+class PeekStep(_FnStep):
+    op = "peek"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -258,18 +253,14 @@ class BranchStep:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TableFilterStep:
-    op: ClassVar[str] = "table_filter"
-    processor: str
-    fn: Fn
+class TableFilterStep(_FnStep):
+    op = "table_filter"
     negate: bool
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TableMapValuesStep:
-    op: ClassVar[str] = "table_map_values"
-    processor: str
-    fn: Fn
+class TableMapValuesStep(_FnStep):
+    op = "table_map_values"
     with_key: bool
 
 
