@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 import pyarrow as pa
+from support.envelopes import envelope_batch
 
 from kspark import StreamsBuilder, StreamsConfig, Topic
 from kspark.compiler import stages
@@ -22,32 +23,12 @@ from kspark.errors import (
     DeadLetterQueueProcessingExceptionHandler,
     LogAndContinueProcessingExceptionHandler,
 )
-from kspark.plan.types import describe_type
-from kspark_server import codec, envelope
-from kspark_server.chain import arrow_schema, make_chain
+from kspark_server.chain import make_chain
 from kspark_server.envelope import SIDE_IDENTITY
 
 
 def _batch(values: list[int], first: int = 0) -> pa.RecordBatch:
-    kd, vd = describe_type(str), describe_type(int)
-    schema = arrow_schema(envelope.envelope_json(kd.spark_json(), vd.spark_json()))
-    kenc, venc = codec.encoder(kd.spec()), codec.encoder(vd.spec())
-    rows = [
-        {
-            "key": kenc(f"k{v}"),
-            "value": venc(v),
-            "timestamp": 1000 + i,
-            "headers": [],
-            "topic": "in",
-            "partition": 0,
-            "offset": first + i,
-            "ks_seq": first + i,
-            "ks_sub": 0,
-            "ks_side": None,
-        }
-        for i, v in enumerate(values)
-    ]
-    return pa.RecordBatch.from_pylist(rows, schema=schema)
+    return envelope_batch(str, int, [(f"k{v}", v) for v in values], first)
 
 
 def _inverse(v: int) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from support.envelopes import envelope_batch
 
 from kspark import StreamsBuilder, StreamsConfig, Topic
 from kspark.compiler import stages
@@ -21,32 +22,12 @@ from kspark.errors import (
     DeadLetterQueueProductionExceptionHandler,
     LogAndContinueDeserializationExceptionHandler,
 )
-from kspark.plan.types import describe_type
-from kspark_server import codec, envelope
-from kspark_server.chain import arrow_schema, make_chain
+from kspark_server.chain import make_chain
 from kspark_server.handling import DeserializationFailed, ProcessingFailed
 
 
 def _batch(value_type: Any, values: list[Any]) -> pa.RecordBatch:
-    kd, vd = describe_type(str), describe_type(value_type)
-    schema = arrow_schema(envelope.envelope_json(kd.spark_json(), vd.spark_json()))
-    kenc, venc = codec.encoder(kd.spec()), codec.encoder(vd.spec())
-    rows = [
-        {
-            "key": kenc(f"k{i}"),
-            "value": venc(v),
-            "timestamp": 1000 + i,
-            "headers": [],
-            "topic": "in",
-            "partition": 0,
-            "offset": i,
-            "ks_seq": i,
-            "ks_sub": 0,
-            "ks_side": None,
-        }
-        for i, v in enumerate(values)
-    ]
-    return pa.RecordBatch.from_pylist(rows, schema=schema)
+    return envelope_batch(str, value_type, [(f"k{i}", v) for i, v in enumerate(values)])
 
 
 def _run(
