@@ -22,16 +22,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import (
-    Event,
-    args,
-    fresh,
-    parquet_topic,
-    read_events,
-    run_app,
-    setup,
-    timed,
-)
+import _common as common
 
 from kspark import StreamsBuilder, TimeWindows, Topic
 
@@ -40,12 +31,12 @@ GRACE_S = 10
 
 
 def main() -> None:
-    a = args(__doc__ or "")
-    spark, base, data = setup(a)
+    a = common.args(__doc__ or "")
+    spark, base, data = common.setup(a)
     from pyspark.sql import functions as F
 
     def native_query(df: Any, name: str) -> None:
-        out = fresh(os.path.join(base, f"n-out-{name}"))
+        out = common.fresh(os.path.join(base, f"n-out-{name}"))
 
         def write(batch: Any, batch_id: int) -> None:
             batch.write.mode("overwrite").parquet(f"{out}/batch_id={batch_id}")
@@ -53,7 +44,7 @@ def main() -> None:
         q = (
             df.writeStream.outputMode("update")
             .foreachBatch(write)
-            .option("checkpointLocation", fresh(os.path.join(base, f"n-chk-{name}")))
+            .option("checkpointLocation", common.fresh(os.path.join(base, f"n-chk-{name}")))
             .trigger(availableNow=True)
             .start()
         )
@@ -63,7 +54,7 @@ def main() -> None:
         per_trigger = {} if batches == 1 else {"maxFilesPerTrigger": 1}
 
         def read(per_trigger: dict[str, int] = per_trigger) -> Any:
-            return read_events(spark, data, **per_trigger)
+            return common.read_events(spark, data, **per_trigger)
 
         def native_count() -> None:
             native_query(read().groupBy("key").count(), "count")
@@ -80,10 +71,10 @@ def main() -> None:
         def ks(windowed: bool, batches: int = batches) -> None:
             b = StreamsBuilder()
             grouped = b.stream(
-                parquet_topic("events", data), key_type=str, value_type=Event
+                common.parquet_topic("events", data), key_type=str, value_type=common.Event
             ).group_by_key()
             name = "windowed" if windowed else "count"
-            sink = Topic.parquet("out", fresh(os.path.join(base, f"k-out-{name}")))
+            sink = Topic.parquet("out", common.fresh(os.path.join(base, f"k-out-{name}")))
             if windowed:
                 w = TimeWindows.of_size_and_grace(
                     timedelta(seconds=WINDOW_S), timedelta(seconds=GRACE_S)
@@ -91,7 +82,7 @@ def main() -> None:
                 grouped.windowed_by(w).count().to_stream().to(sink)
             else:
                 grouped.count().to_stream().to(sink)
-            run_app(
+            common.run_app(
                 b.build(),
                 spark,
                 f"agg-{name}",
@@ -104,8 +95,8 @@ def main() -> None:
             ("count", native_count, lambda: ks(False)),
             ("windowed count", native_windowed, lambda: ks(True)),
         ):
-            n_rate = a.rows / timed(native, a.repeat)
-            k_rate = a.rows / timed(mine, a.repeat)
+            n_rate = a.rows / common.timed(native, a.repeat)
+            k_rate = a.rows / common.timed(mine, a.repeat)
             print(
                 f"{label:>14}, {batches:>2} batch(es): spark-native {n_rate:>10,.0f} rec/s  "
                 f"kspark {k_rate:>10,.0f} rec/s  ratio {k_rate / n_rate:.3f}",

@@ -15,47 +15,39 @@ from datetime import timedelta
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import (
-    Event,
-    args,
-    fresh,
-    parquet_topic,
-    read_events,
-    run_app,
-    run_query,
-    setup,
-    timed,
-)
+import _common as common
 
 from kspark import StreamsBuilder, Topic
 
 
 def main() -> None:
-    a = args(__doc__ or "")
-    spark, base, data = setup(a, dup_rate=0.2)
+    a = common.args(__doc__ or "")
+    spark, base, data = common.setup(a, dup_rate=0.2)
     from pyspark.sql import functions as F
 
     for batches in (1, a.files):
         per_trigger = {} if batches == 1 else {"maxFilesPerTrigger": 1}
 
         def native(per_trigger: dict[str, int] = per_trigger) -> None:
-            df = read_events(spark, data, **per_trigger).withColumn("t", F.timestamp_millis("ts"))
+            df = common.read_events(spark, data, **per_trigger).withColumn(
+                "t", F.timestamp_millis("ts")
+            )
             df = df.withWatermark("t", "10 seconds").dropDuplicatesWithinWatermark(["key"])
-            run_query(df.drop("t"), os.path.join(base, "n-out"), os.path.join(base, "n-chk"))
+            common.run_query(df.drop("t"), os.path.join(base, "n-out"), os.path.join(base, "n-chk"))
 
         def ks(batches: int = batches) -> None:
             b = StreamsBuilder()
             b.stream(
-                parquet_topic("events", data), key_type=str, value_type=Event
+                common.parquet_topic("events", data), key_type=str, value_type=common.Event
             ).deduplicate_by_key(timedelta(seconds=10)).to(
-                Topic.parquet("out", fresh(os.path.join(base, "k-out")))
+                Topic.parquet("out", common.fresh(os.path.join(base, "k-out")))
             )
-            run_app(
+            common.run_app(
                 b.build(), spark, "dedup", base, max_files_per_trigger=1 if batches > 1 else None
             )
 
-        n_rate = a.rows / timed(native, a.repeat)
-        k_rate = a.rows / timed(ks, a.repeat)
+        n_rate = a.rows / common.timed(native, a.repeat)
+        k_rate = a.rows / common.timed(ks, a.repeat)
         print(
             f"{batches:>2} batch(es): spark-native {n_rate:>10,.0f} rec/s  kspark {k_rate:>10,.0f} rec/s  "
             f"ratio {k_rate / n_rate:.3f}",

@@ -13,36 +13,25 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import (
-    SCHEMA,
-    Event,
-    args,
-    fresh,
-    parquet_topic,
-    read_events,
-    run_app,
-    run_query,
-    setup,
-    timed,
-)
+import _common as common
 
 from kspark import StreamsBuilder, Topic
 from kspark.errors import LogAndContinueProcessingExceptionHandler
 
 
-def scale(e: Event) -> int:
+def scale(e: common.Event) -> int:
     return e.value * 2
 
 
-def scale_or_fail(e: Event) -> int:
+def scale_or_fail(e: common.Event) -> int:
     if e.value % 100 == 0:  # 1% of the values
         raise ValueError(f"bad value {e.value}")
     return e.value * 2
 
 
 def main() -> None:
-    a = args(__doc__ or "")
-    spark, base, data = setup(a)
+    a = common.args(__doc__ or "")
+    spark, base, data = common.setup(a)
     logging_off = {"spark.sql.execution.pyspark.udf.faulthandler.enabled": "false"}
 
     def plain() -> None:
@@ -54,18 +43,18 @@ def main() -> None:
                 out = [{"key": r["key"], "value": r["value"] * 2, "ts": r["ts"]} for r in rows]
                 yield pa.RecordBatch.from_pylist(out, schema=b.schema)
 
-        run_query(
-            read_events(spark, data).mapInArrow(fn, SCHEMA),
+        common.run_query(
+            common.read_events(spark, data).mapInArrow(fn, common.SCHEMA),
             os.path.join(base, "p-out"),
             os.path.join(base, "p-chk"),
         )
 
     def ks(fn: Any, handler: Any) -> None:
         b = StreamsBuilder()
-        b.stream(parquet_topic("events", data), key_type=str, value_type=Event).map_values(fn).to(
-            Topic.parquet("out", fresh(os.path.join(base, "k-out")))
-        )
-        run_app(
+        b.stream(
+            common.parquet_topic("events", data), key_type=str, value_type=common.Event
+        ).map_values(fn).to(Topic.parquet("out", common.fresh(os.path.join(base, "k-out"))))
+        common.run_app(
             b.build(),
             spark,
             "handler",
@@ -74,9 +63,9 @@ def main() -> None:
             spark_conf=logging_off,
         )
 
-    plain_rate = a.rows / timed(plain, a.repeat)
-    default_rate = a.rows / timed(lambda: ks(scale, None), a.repeat)
-    cont_rate = a.rows / timed(
+    plain_rate = a.rows / common.timed(plain, a.repeat)
+    default_rate = a.rows / common.timed(lambda: ks(scale, None), a.repeat)
+    cont_rate = a.rows / common.timed(
         lambda: ks(scale_or_fail, LogAndContinueProcessingExceptionHandler), a.repeat
     )
     print(f"plain PySpark (row loop, no handling) {plain_rate:>10,.0f} rec/s")

@@ -14,34 +14,25 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import (
-    SCHEMA,
-    Event,
-    args,
-    fresh,
-    parquet_topic,
-    read_events,
-    run_app,
-    run_query,
-    setup,
-    timed,
-)
+import _common as common
 
 from kspark import StreamsBuilder, Topic
 
 
-def double(e: Event) -> int:
+def double(e: common.Event) -> int:
     return e.value * 2
 
 
 def main() -> None:
-    a = args(__doc__ or "")
-    spark, base, data = setup(a)
+    a = common.args(__doc__ or "")
+    spark, base, data = common.setup(a)
     from pyspark.sql import functions as F
 
     def native() -> None:
-        run_query(
-            read_events(spark, data).select("key", (F.col("value") * 2).alias("value"), "ts"),
+        common.run_query(
+            common.read_events(spark, data).select(
+                "key", (F.col("value") * 2).alias("value"), "ts"
+            ),
             os.path.join(base, "n-out"),
             os.path.join(base, "n-chk"),
         )
@@ -54,22 +45,22 @@ def main() -> None:
             for b in batches:
                 yield b.set_column(1, "value", pc.multiply(b.column(1), 2))
 
-        run_query(
-            read_events(spark, data).mapInArrow(fn, SCHEMA),
+        common.run_query(
+            common.read_events(spark, data).mapInArrow(fn, common.SCHEMA),
             os.path.join(base, "p-out"),
             os.path.join(base, "p-chk"),
         )
 
     def ks() -> None:
         b = StreamsBuilder()
-        b.stream(parquet_topic("events", data), key_type=str, value_type=Event).map_values(
-            double
-        ).to(Topic.parquet("out", fresh(os.path.join(base, "k-out"))))
-        run_app(b.build(), spark, "passthrough", base)
+        b.stream(
+            common.parquet_topic("events", data), key_type=str, value_type=common.Event
+        ).map_values(double).to(Topic.parquet("out", common.fresh(os.path.join(base, "k-out"))))
+        common.run_app(b.build(), spark, "passthrough", base)
 
     results = {}
     for name, fn in (("spark-native", native), ("spark-mapInArrow", python_udf), ("kspark", ks)):
-        results[name] = a.rows / timed(fn, a.repeat)
+        results[name] = a.rows / common.timed(fn, a.repeat)
         print(f"{name:18s} {results[name]:>12,.0f} records/s", flush=True)
     print(f"ratio kspark / spark-native      {results['kspark'] / results['spark-native']:.3f}")
     print(f"ratio kspark / spark-mapInArrow  {results['kspark'] / results['spark-mapInArrow']:.3f}")

@@ -29,32 +29,21 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import (
-    PARTITIONS,
-    Event,
-    args,
-    fresh,
-    parquet_topic,
-    read_events,
-    run_app,
-    setup,
-    timed,
-    write_events,
-)
+import _common as common
 
 import kspark
 from kspark import StreamsBuilder, StreamsConfig, Topic
 
 
-def double(e: Event) -> int:
+def double(e: common.Event) -> int:
     return e.value * 2
 
 
 def main() -> None:
-    a = args(__doc__ or "")
-    spark, base, data = setup(a)
+    a = common.args(__doc__ or "")
+    spark, base, data = common.setup(a)
     one = os.path.join(base, "one")
-    write_events(one, 1, 1, 1)
+    common.write_events(one, 1, 1, 1)
     from pyspark.sql import functions as F
 
     from kspark.compiler.compiler import compile_topology
@@ -72,12 +61,12 @@ def main() -> None:
         batch_ms[name] = min(batch_ms.get(name, float("inf")), ms)
 
     def native() -> None:
-        df = read_events(spark, data)
+        df = common.read_events(spark, data)
         q = (
             df.select("key", (F.col("value") * 2).alias("value"), "ts")
             .writeStream.format("parquet")
-            .option("path", fresh(os.path.join(base, "n-out")))
-            .option("checkpointLocation", fresh(os.path.join(base, "n-chk")))
+            .option("path", common.fresh(os.path.join(base, "n-out")))
+            .option("checkpointLocation", common.fresh(os.path.join(base, "n-chk")))
             .trigger(availableNow=True)
             .start()
         )
@@ -95,7 +84,7 @@ def main() -> None:
                 .parquet(f"{out}/batch_id={batch_id}")
             )
 
-        df = read_events(spark, data)
+        df = common.read_events(spark, data)
         q = (
             df.select(
                 F.col("key"),
@@ -105,7 +94,7 @@ def main() -> None:
                 F.expr("pmod(hash(key), 4)").cast("int").alias("partition"),
                 F.col("_metadata.row_index").alias("ks_seq"),
             )
-            .writeStream.option("checkpointLocation", fresh(os.path.join(base, "ne-chk")))
+            .writeStream.option("checkpointLocation", common.fresh(os.path.join(base, "ne-chk")))
             .foreachBatch(write)
             .trigger(availableNow=True)
             .start()
@@ -115,24 +104,24 @@ def main() -> None:
 
     def topology(path: str, step: str) -> Any:
         b = StreamsBuilder()
-        s = b.stream(parquet_topic("events", path), key_type=str, value_type=Event)
+        s = b.stream(common.parquet_topic("events", path), key_type=str, value_type=common.Event)
         if step == "map":
             s = s.map_values(double)  # type: ignore[assignment]
         elif step == "filter_expr":
             s = s.filter_expr("value >= 0")
-        s.to(Topic.parquet("out", fresh(os.path.join(base, f"k-out-{step}"))))
+        s.to(Topic.parquet("out", common.fresh(os.path.join(base, f"k-out-{step}"))))
         return b.build()
 
     def app(step: str, path: str = data) -> None:
-        a = run_app(topology(path, step), spark, f"breakdown-{step}", base, progress=False)
+        a = common.run_app(topology(path, step), spark, f"breakdown-{step}", base, progress=False)
         if path == data:
             note(f"kspark-{step.replace('_', '-')}", a.progress())
 
     def query_only() -> None:
         cfg = StreamsConfig(
             application_id="bench-breakdown-query",
-            checkpoint_dir=fresh(os.path.join(base, "k-chk-breakdown-query")),
-            num_partitions=PARTITIONS,
+            checkpoint_dir=common.fresh(os.path.join(base, "k-chk-breakdown-query")),
+            num_partitions=common.PARTITIONS,
         )
         output = compile_topology(topology(data, "map"), cfg)
         q = (
@@ -157,7 +146,7 @@ def main() -> None:
         del variants["kspark-filter-expr"]
     results = {}
     for name, fn in variants.items():
-        results[name] = a.rows / timed(fn, a.repeat)
+        results[name] = a.rows / common.timed(fn, a.repeat)
         ratio = results[name] / results["spark-native"]
         line = f"{name:24s} {results[name]:>12,.0f} records/s  x native {ratio:.3f}"
         batch, native_batch = batch_ms.get(name, 0.0), batch_ms.get("spark-native", 0.0)

@@ -25,44 +25,32 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import (
-    Event,
-    args,
-    fresh,
-    parquet_topic,
-    read_events,
-    run_app,
-    run_query,
-    session,
-    timed,
-    workdir,
-    write_events,
-)
+import _common as common
 
 from kspark import JoinWindows, StreamsBuilder, Topic
 
 
-def pair(a: Event, b: Event | None) -> int:
+def pair(a: common.Event, b: common.Event | None) -> int:
     return a.value - (b.value if b is not None else 0)
 
 
 def main() -> None:
-    a = args(__doc__ or "", rows=200_000)
-    spark = session(a)
-    base = workdir()
+    a = common.args(__doc__ or "", rows=200_000)
+    spark = common.session(a)
+    base = common.workdir()
     left, right = os.path.join(base, "left"), os.path.join(base, "right")
-    write_events(left, a.rows, a.keys, a.files, seed=1)
-    write_events(right, a.rows, a.keys, a.files, seed=2)
+    common.write_events(left, a.rows, a.keys, a.files, seed=1)
+    common.write_events(right, a.rows, a.keys, a.files, seed=2)
     from pyspark.sql import functions as F
 
     def spark_join(how: str) -> None:
         lt = (
-            read_events(spark, left)
+            common.read_events(spark, left)
             .select("key", "value", F.timestamp_millis("ts").alias("lts"))
             .withWatermark("lts", "5 seconds")
         )
         rt = (
-            read_events(spark, right)
+            common.read_events(spark, right)
             .select(
                 F.col("key").alias("rkey"),
                 F.col("value").alias("rvalue"),
@@ -80,16 +68,18 @@ def main() -> None:
             F.greatest("lts", F.coalesce("rts", "lts")).alias("ts"),
             (F.col("value") - F.coalesce(F.col("rvalue"), F.lit(0))).alias("v"),
         )
-        run_query(out, os.path.join(base, f"s-{how}-out"), os.path.join(base, f"s-{how}-chk"))
+        common.run_query(
+            out, os.path.join(base, f"s-{how}-out"), os.path.join(base, f"s-{how}-chk")
+        )
 
     def ks_join(how: str) -> None:
         b = StreamsBuilder()
-        ls = b.stream(parquet_topic("left", left), key_type=str, value_type=Event)
-        rs = b.stream(parquet_topic("right", right), key_type=str, value_type=Event)
+        ls = b.stream(common.parquet_topic("left", left), key_type=str, value_type=common.Event)
+        rs = b.stream(common.parquet_topic("right", right), key_type=str, value_type=common.Event)
         w = JoinWindows.of_time_difference_and_grace(timedelta(seconds=10), timedelta(seconds=5))
         joined = ls.join(rs, pair, w) if how == "inner" else ls.left_join(rs, pair, w)
-        joined.to(Topic.parquet("out", fresh(os.path.join(base, f"k-{how}-out"))))
-        run_app(b.build(), spark, f"ssj-{how}", base)
+        joined.to(Topic.parquet("out", common.fresh(os.path.join(base, f"k-{how}-out"))))
+        common.run_app(b.build(), spark, f"ssj-{how}", base)
 
     def count(path: str) -> int:
         n: Any = spark.read.parquet(path).count()
@@ -97,8 +87,8 @@ def main() -> None:
 
     print(f"-- {a.rows:,} records per stream, {a.keys:,} keys, window 10 s", flush=True)
     for how in ("inner", "left"):
-        s = 2 * a.rows / timed(lambda how=how: spark_join(how), a.repeat)
-        k = 2 * a.rows / timed(lambda how=how: ks_join(how), a.repeat)
+        s = 2 * a.rows / common.timed(lambda how=how: spark_join(how), a.repeat)
+        k = 2 * a.rows / common.timed(lambda how=how: ks_join(how), a.repeat)
         sn = count(os.path.join(base, f"s-{how}-out"))
         kn = count(os.path.join(base, f"k-{how}-out"))
         print(

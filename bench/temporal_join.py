@@ -26,19 +26,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import (
-    Event,
-    args,
-    fresh,
-    parquet_topic,
-    read_events,
-    run_app,
-    run_query,
-    session,
-    timed,
-    workdir,
-    write_events,
-)
+import _common as common
 
 from kspark import Materialized, StreamsBuilder, Topic
 
@@ -72,39 +60,39 @@ def write_rates(path: str, keys: int, versions: int, span_ms: int) -> None:
     pq.write_table(table, os.path.join(path, "rates.parquet"))
 
 
-def convert(p: Event, r: Rate | None) -> float:
+def convert(p: common.Event, r: Rate | None) -> float:
     return p.value * (r.rate if r is not None else 0.0)
 
 
 def main() -> None:
-    a = args(__doc__ or "", extra=[("--table-keys", "10000,100000")])
-    spark = session(a)
+    a = common.args(__doc__ or "", extra=[("--table-keys", "10000,100000")])
+    spark = common.session(a)
     for keys in [int(k) for k in a.table_keys.split(",")]:
         print(f"-- {keys:,} table keys x 50 versions, {a.rows:,} stream records", flush=True)
         run(spark, a, keys)
 
 
 def run(spark: Any, a: Any, keys: int) -> None:
-    base = workdir()
+    base = common.workdir()
     data, rates = os.path.join(base, "payments"), os.path.join(base, "rates")
-    write_events(data, a.rows, keys, a.files)
+    common.write_events(data, a.rows, keys, a.files)
     write_rates(rates, keys, versions=50, span_ms=a.rows * 10)
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     def passthrough() -> None:
-        pay = read_events(spark, data)
-        run_query(pay, os.path.join(base, "p-out"), os.path.join(base, "p-chk"))
+        pay = common.read_events(spark, data)
+        common.run_query(pay, os.path.join(base, "p-out"), os.path.join(base, "p-chk"))
 
     def latest() -> None:
         w = Window.partitionBy("key").orderBy(F.col("ts").desc())
         last = spark.read.parquet(rates).withColumn("n", F.row_number().over(w)).filter("n = 1")
         last = last.select(F.col("key").alias("rkey"), "rate")
-        pay = read_events(spark, data)
+        pay = common.read_events(spark, data)
         out = pay.join(last, pay["key"] == last["rkey"], "left").select(
             "key", "ts", (F.col("value") * F.coalesce(F.col("rate"), F.lit(0.0))).alias("converted")
         )
-        run_query(out, os.path.join(base, "l-out"), os.path.join(base, "l-chk"))
+        common.run_query(out, os.path.join(base, "l-out"), os.path.join(base, "l-chk"))
 
     def native() -> None:
         hist = spark.read.parquet(rates).withColumn(
@@ -113,7 +101,7 @@ def run(spark: Any, a: Any, keys: int) -> None:
         hist = hist.select(
             F.col("key").alias("rkey"), "rate", F.col("ts").alias("valid_from"), "valid_to"
         )
-        pay = read_events(spark, data)
+        pay = common.read_events(spark, data)
         cond = (
             (pay["key"] == hist["rkey"])
             & (hist["valid_from"] <= pay["ts"])
@@ -122,20 +110,22 @@ def run(spark: Any, a: Any, keys: int) -> None:
         out = pay.join(hist, cond, "left").select(
             "key", "ts", (F.col("value") * F.coalesce(F.col("rate"), F.lit(0.0))).alias("converted")
         )
-        run_query(out, os.path.join(base, "n-out"), os.path.join(base, "n-chk"))
+        common.run_query(out, os.path.join(base, "n-out"), os.path.join(base, "n-chk"))
 
     def ks() -> None:
         b = StreamsBuilder()
         table = b.table(
-            parquet_topic("rates", rates),
+            common.parquet_topic("rates", rates),
             key_type=str,
             value_type=Rate,
             materialized=Materialized.as_versioned("rates", timedelta(days=365)),
         )
-        b.stream(parquet_topic("payments", data), key_type=str, value_type=Event).left_join(
-            table, convert, value_type=float
-        ).to(Topic.parquet("out", fresh(os.path.join(base, "k-out"))))
-        run_app(b.build(), spark, "asof", base)
+        b.stream(
+            common.parquet_topic("payments", data), key_type=str, value_type=common.Event
+        ).left_join(table, convert, value_type=float).to(
+            Topic.parquet("out", common.fresh(os.path.join(base, "k-out")))
+        )
+        common.run_app(b.build(), spark, "asof", base)
 
     rates_of = {}
     for name, fn in (
@@ -144,7 +134,7 @@ def run(spark: Any, a: Any, keys: int) -> None:
         ("spark stream-static range join", native),
         ("kspark versioned-table left_join", ks),
     ):
-        rates_of[name] = a.rows / timed(fn, a.repeat)
+        rates_of[name] = a.rows / common.timed(fn, a.repeat)
         print(f"{name:40s} {rates_of[name]:>10,.0f} rec/s", flush=True)
     k = rates_of["kspark versioned-table left_join"]
     for name in list(rates_of)[:3]:
