@@ -876,15 +876,20 @@ class KStream(Generic[K, V]):
         >>> s.select_key(lambda k, v: str(v), key_type=str).name
         'KSTREAM-KEY-SELECT-0000000001'
         """
+        return self._select_key(mapper, "mapper", named, key_type)
+
+    def _select_key(
+        self, fn: Callable[..., Any], what: str, named: Named | None, key_type: type[Any] | None
+    ) -> KStream[Any, V]:
         name, seq = self._builder._next("KSTREAM-KEY-SELECT", named)
-        _infer.check_callable(mapper, "mapper", name)
+        _infer.check_callable(fn, what, name)
         return self._wrap(
             n.SelectKey(
                 name=name,
                 seq=seq,
                 parent=self._node,
-                fn=mapper,
-                key_type=_infer.resolve(key_type, _infer.return_hint(mapper), name, "key_type"),
+                fn=fn,
+                key_type=_infer.resolve(key_type, _infer.return_hint(fn), name, "key_type"),
                 value_type=self._node.value_type,
             )
         )
@@ -1461,18 +1466,7 @@ class KStream(Generic[K, V]):
         """
         from kspark.dsl import grouped as g
 
-        name, seq = self._builder._next("KSTREAM-KEY-SELECT", None)
-        _infer.check_callable(selector, "selector", name)
-        keyed = self._wrap(
-            n.SelectKey(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                fn=selector,
-                key_type=_infer.resolve(key_type, _infer.return_hint(selector), name, "key_type"),
-                value_type=self._node.value_type,
-            )
-        )
+        keyed = self._select_key(selector, "selector", None, key_type)
         return g.group(keyed, grouped, selected=True)
 
     # -- tables ------------------------------------------------------------------------
