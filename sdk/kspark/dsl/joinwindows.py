@@ -131,8 +131,7 @@ class JoinWindows:
         >>> JoinWindows.of_time_difference_and_grace(timedelta(seconds=10), timedelta(seconds=3))
         JoinWindows(before=0:00:10, after=0:00:10, grace=0:00:03)
         """
-        d = to_ms(_duration(time_difference, "time_difference"), "time_difference")
-        g = to_ms(_duration(grace, "grace"), "grace")
+        d, g = to_ms(time_difference, "time_difference"), to_ms(grace, "grace")
         return cls(before_ms=d, after_ms=d, grace_ms=g)
 
     def before(self, time_difference: timedelta) -> JoinWindows:
