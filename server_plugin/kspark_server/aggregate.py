@@ -43,12 +43,12 @@ import json
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 
 from kspark_server import codec, stateenc
 from kspark_server.envelope import SideKind
 from kspark_server.spec import AggregateSpec, JsonSpec, PrimSpec
-from kspark_server.tasks import Batch, Emitter, TaskProcessor, _with_columns
+from kspark_server.tasks import Batch, Emitter, TaskProcessor, records_table
 from kspark_server.windows import windows_for
 
 __all__ = ["AggregateProcessor"]
@@ -85,23 +85,31 @@ class _AggEmitter(Emitter):
     def kept(self, row: dict[str, Any]) -> None:
         self.stored.append((len(self.idx) + len(self.stored), row))
 
-    def frame(
-        self, batch: Batch | None, columns: list[str], new_value: bool
-    ) -> pd.DataFrame | None:
-        parts: list[pd.DataFrame] = []
-        if self.idx and batch is not None:
-            out = _with_columns(batch.take(self.idx), columns).reset_index(drop=True)
-            out["value"] = pd.Series(self.values, dtype=object)
-            out["timestamp"] = pd.Series(self.ts, dtype="int64")
-            if self.replace_key:
-                out["key"] = pd.Series(self.keys, dtype=object)
-            parts.append(out)
-        if self.stored:
-            parts.append(pd.DataFrame([r for _, r in self.stored], columns=columns))
+    def new_columns(self) -> dict[str, list[Any]]:
+        cols: dict[str, list[Any]] = {"value": self.values, "timestamp": self.ts}
+        if self.replace_key:
+            cols["key"] = self.keys
+        return cols
+
+    def table(
+        self,
+        batch: Batch | None,
+        columns: list[str],
+        schema: pa.Schema | None,
+        new_value: bool,
+        where: str = "operator",
+    ) -> pa.Table | None:
         # an aggregation emits either batch rows or (suppressed) kept rows, never both
+        parts: list[pa.Table] = []
+        if self.idx and batch is not None:
+            t = super().table(batch, columns, schema, True, where)
+            assert t is not None
+            parts.append(t)
+        if self.stored:
+            parts.append(records_table([r for _, r in self.stored], columns, schema, where))
         if not parts:
             return None
-        return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
 
 class AggregateProcessor(TaskProcessor):

@@ -36,6 +36,8 @@ from typing import Any
 import msgspec
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
@@ -70,25 +72,31 @@ _VERSION = StructType(
 STATE_FORMAT = taskstate.STATE_FORMAT
 
 
-def order(frame: pd.DataFrame) -> np.ndarray[Any, Any]:
+def _ints(table: pa.Table, name: str, fill: int) -> np.ndarray[Any, Any]:
+    """An integer column as int64 numpy, nulls as ``fill`` (zeros if there is no column)."""
+    if name not in table.column_names:
+        return np.full(table.num_rows, fill, dtype="int64")
+    col = pc.fill_null(table.column(name), fill)
+    return np.asarray(col.to_numpy(), dtype="int64")
+
+
+def order(frame: pa.Table | pd.DataFrame) -> np.ndarray[Any, Any]:
     """Positions of ``frame``'s rows in processing order: offset order within each
     (topic, partition); head-timestamp order across them, a table's head before a
     stream's at equal timestamps."""
-    seq = frame["ks_seq"].to_numpy(dtype="int64", na_value=0)
-    sub = frame["ks_sub"].to_numpy(dtype="int64", na_value=0)
-    topic_code = pd.factorize(frame["topic"], use_na_sentinel=False)[0].astype("int64")
-    part = frame["partition"].to_numpy(dtype="int64", na_value=-1)
+    table = as_table(frame)
+    seq = _ints(table, "ks_seq", 0)
+    sub = _ints(table, "ks_sub", 0)
+    topics = table.column("topic").combine_chunks().dictionary_encode()
+    topic_code = np.asarray(pc.fill_null(topics.indices, -1).to_numpy(), dtype="int64")
+    part = _ints(table, "partition", -1)
     queue = pd.factorize(topic_code * (1 << 32) + part, use_na_sentinel=False)[0]
-    if len(frame) == 0 or int(queue.max()) == 0:
+    if table.num_rows == 0 or int(queue.max()) == 0:
         return np.lexsort((sub, seq))
-    ts = frame["timestamp"].to_numpy(dtype="int64", na_value=0)
+    ts = _ints(table, "timestamp", 0)
     # at equal timestamps, a table update goes before a stream record (0 before 1): the join
     # then sees the version valid from that time, as an as-of lookup (validFrom <= t) does
-    side = (
-        1 - frame["ks_jside"].to_numpy(dtype="int64", na_value=0)
-        if "ks_jside" in frame
-        else np.zeros(len(frame), dtype="int64")
-    )
+    side = 1 - _ints(table, "ks_jside", 0)
     by_queue = np.lexsort((sub, seq, queue))
     q_sorted, ts_sorted = queue[by_queue], ts[by_queue]
     same = q_sorted[1:] == q_sorted[:-1]
@@ -116,9 +124,15 @@ def order(frame: pd.DataFrame) -> np.ndarray[Any, Any]:
 
 
 def headers_from_text(text: Any) -> list[dict[str, Any]]:
-    """Headers from their JSON text form (values base64), as the envelope has them."""
+    """Headers as the envelope has them (a list of ``{key, value}``, values bytes).
+
+    Headers cross the operators as Arrow, in that form already; records that an older
+    kspark kept in state (a join's grace buffer) hold them as JSON text, values base64.
+    """
     if text is None:
         return []
+    if not isinstance(text, str):
+        return list(text)
     return [
         {
             "key": h.get("key"),
@@ -129,23 +143,24 @@ def headers_from_text(text: Any) -> list[dict[str, Any]]:
 
 
 class FrameRow:
-    """One record of a pandas frame, read field by field only when asked (the exception
-    handler's context needs the whole envelope; the happy path does not). Values and
-    headers that travel as JSON text are read back as the objects they stand for."""
+    """One record of a task's Arrow table, read field by field only when asked (the
+    exception handler's context needs the whole envelope; the happy path does not).
+    Values and headers that travel as JSON text are read back as the objects they stand
+    for."""
 
-    __slots__ = ("_decoders", "_frame", "_i")
+    __slots__ = ("_decoders", "_i", "_table")
 
-    def __init__(self, frame: pd.DataFrame, i: int, decoders: dict[str, Any]) -> None:
-        self._frame, self._i, self._decoders = frame, i, decoders
+    def __init__(self, table: pa.Table, i: int, decoders: dict[str, Any]) -> None:
+        self._table, self._i, self._decoders = table, i, decoders
 
     def raw(self, name: str) -> Any:
-        if name not in self._frame.columns:
+        if name not in self._table.column_names:
             return None
-        v = self._frame[name].iat[self._i]
+        v = self._table.column(name)[self._i].as_py()
         return None if _isna(v) else codec.plain(v)
 
     def get(self, name: str, default: Any = None) -> Any:
-        if name not in self._frame.columns:
+        if name not in self._table.column_names:
             return default
         v = self.raw(name)
         dec = self._decoders.get(name)
@@ -178,68 +193,116 @@ class DictRow:
         return self.get(name)
 
 
-def _cells(array: np.ndarray[Any, Any]) -> list[Any]:
-    """A column's cells as Python objects, None for a null (pandas has NaN for a null in a
-    numeric column: a null table value is a tombstone, not NaN)."""
-    values: list[Any] = array.tolist()
-    if array.dtype.kind in "fc" and np.isnan(array).any():
-        values = [None if v != v else v for v in values]
-    return values
-
-
 def _identity(x: Any) -> Any:
     return x
-
-
-def _with_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """``frame``'s ``columns``, in that order; a missing column is all None (not NaN:
-    Spark's converter rejects NaN in array and struct columns)."""
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        frame = frame.assign(
-            **{c: pd.Series([None] * len(frame), index=frame.index, dtype=object) for c in missing}
-        )
-    return frame[columns]
 
 
 def _isna(v: Any) -> bool:
     return v is None or (isinstance(v, float) and v != v) or v is pd.NA or v is pd.NaT
 
 
-class Batch:
-    """A task's records of one micro-batch, in processing order, as columns.
+def as_table(frame: pa.Table | pd.DataFrame) -> pa.Table:
+    """A task's records as an Arrow table (unit tests hand the operators pandas frames)."""
+    if isinstance(frame, pa.Table):
+        return frame
+    return pa.Table.from_pandas(frame, preserve_index=False)
 
-    The frame is not reordered (a copy of every column); columns are read through the
-    order's positions, and output rows are taken from the frame by position.
+
+def _column(values: list[Any], field: pa.Field | None, where: str) -> pa.Array:
+    """Python cells as an Arrow column of ``field``'s type (inferred if there is none)."""
+    try:
+        return pa.array(values, type=None if field is None else field.type, from_pandas=True)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{where}: cannot write the operator's output column "
+            f"{'?' if field is None else field.name}: {exc}"
+        ) from exc
+
+
+def make_table(
+    n: int,
+    names: list[str],
+    schema: pa.Schema | None,
+    given: dict[str, Any],
+    where: str,
+) -> pa.Table:
+    """A table of ``n`` rows in the output ``schema`` (or ``names``): each column from
+    ``given`` (an Arrow column, or a list of Python cells), or all null."""
+    arrays: list[Any] = []
+    fields = list(schema) if schema is not None else [None] * len(names)
+    for name, field in zip(names, fields, strict=True):
+        v = given.get(name)
+        if v is None:
+            arrays.append(pa.nulls(n, pa.null() if field is None else field.type))
+        elif isinstance(v, list):
+            arrays.append(_column(v, field, where))
+        elif field is not None and v.type != field.type:
+            arrays.append(v.cast(field.type))
+        else:
+            arrays.append(v)
+    if schema is not None:
+        return pa.Table.from_arrays(arrays, schema=schema)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def records_table(
+    records: list[dict[str, Any]], names: list[str], schema: pa.Schema | None, where: str
+) -> pa.Table:
+    """Records kept in state (raw cells, :meth:`FrameRow.to_dict`) as a table."""
+    given = {c: [r.get(c) for r in records] for c in names}
+    if "headers" in given:
+        given["headers"] = [headers_from_text(h) for h in given["headers"]]
+    return make_table(len(records), names, schema, given, where)
+
+
+def interleave(tables: list[tuple[list[int], pa.Table]]) -> pa.Table:
+    """Tables whose rows go to the given positions of the output, in position order."""
+    where = np.concatenate([np.asarray(p, dtype="int64") for p, _ in tables])
+    both = pa.concat_tables([t for _, t in tables])
+    return both.take(pa.array(np.argsort(where, kind="stable")))
+
+
+class Batch:
+    """A task's records of one micro-batch, in processing order, as Arrow columns.
+
+    The table is not reordered (a copy of every column); columns are read through the
+    order's positions, and output rows are taken from the table by position, so columns
+    an operator does not read never become Python objects.
     """
 
-    def __init__(self, frame: pd.DataFrame, columns: list[str], decoders: dict[str, Any]) -> None:
-        self.pos = order(frame)
+    def __init__(
+        self, frame: pa.Table | pd.DataFrame, columns: list[str], decoders: dict[str, Any]
+    ) -> None:
+        table = as_table(frame)
+        self.table = table
+        self.pos = order(table)
+        self._pos = pa.array(self.pos)
         self.decoders = decoders
-        self.frame = frame
         self.columns = columns
-        self.n = len(frame)
-        self.ts = frame["timestamp"].to_numpy(dtype="int64", na_value=0)[self.pos].tolist()
+        self.n = table.num_rows
+        self.ts = _ints(table, "timestamp", 0)[self.pos].tolist()
         self.keys = self.col("key")
         self.hashes = (
-            frame["ks_hash"].to_numpy(dtype="int64", na_value=0)[self.pos].tolist()
-            if "ks_hash" in frame
+            _ints(table, "ks_hash", 0)[self.pos].tolist()
+            if "ks_hash" in table.column_names
             else [0] * self.n
         )
 
     def col(self, name: str) -> list[Any]:
-        return _cells(self.frame[name].to_numpy()[self.pos])
+        """Column ``name``'s cells in processing order, as Python objects (None for null)."""
+        cells: list[Any] = self.table.column(name).take(self._pos).to_pylist()
+        return cells
 
     def first(self, name: str) -> Any:
-        return self.frame[name].iat[int(self.pos[0])]
+        return self.table.column(name)[int(self.pos[0])].as_py()
 
-    def take(self, idx: list[int]) -> pd.DataFrame:
-        """Rows ``idx`` (in processing order) of the frame."""
-        return self.frame.take(self.pos[np.asarray(idx, dtype="int64")])
+    def take(self, idx: list[int]) -> pa.Table:
+        """Rows ``idx`` (in processing order) of the table."""
+        return self.table.take(pa.array(self.pos[np.asarray(idx, dtype="int64")]))
 
     def row(self, i: int) -> Any:
         """Record ``i`` as the mapping the exception handler's context is read from."""
-        return FrameRow(self.frame, int(self.pos[i]), self.decoders)
+        return FrameRow(self.table, int(self.pos[i]), self.decoders)
 
 
 class Emitter:
@@ -260,26 +323,49 @@ class Emitter:
         record["value"] = value
         self.carried.append((len(self.idx) + len(self.carried), record))
 
+    def new_columns(self) -> dict[str, list[Any]]:
+        """The columns of the batch's rows that the operator replaces."""
+        return {"value": self.values}
+
+    def table(
+        self,
+        batch: Batch | None,
+        columns: list[str],
+        schema: pa.Schema | None,
+        new_value: bool,
+        where: str = "operator",
+    ) -> pa.Table | None:
+        """The output rows in ``schema`` (``columns`` if the schema is unknown)."""
+        parts: list[tuple[list[int], pa.Table]] = []
+        carried_at = [p for p, _ in self.carried]
+        if self.idx and batch is not None:
+            taken = batch.take(self.idx)
+            given: dict[str, Any] = {c: taken.column(c) for c in taken.column_names}
+            if new_value:
+                given.update(self.new_columns())
+            out = make_table(len(self.idx), columns, schema, given, where)
+            if not self.carried:
+                return out
+            mine = np.setdiff1d(np.arange(len(self.idx) + len(self.carried)), carried_at).tolist()
+            parts.append((mine, out))
+        if self.carried:
+            records = [r for _, r in self.carried]
+            parts.append((carried_at, records_table(records, columns, schema, where)))
+        if not parts:
+            return None
+        return parts[0][1] if len(parts) == 1 else interleave(parts)
+
     def frame(
         self, batch: Batch | None, columns: list[str], new_value: bool
     ) -> pd.DataFrame | None:
-        parts = []
-        if self.idx and batch is not None:
-            out = _with_columns(batch.take(self.idx), columns)
-            if new_value:
-                out["value"] = pd.Series(self.values, index=out.index, dtype=object)
-            parts.append(out.reset_index(drop=True))
-        if self.carried:
-            carried = pd.DataFrame([r for _, r in self.carried], columns=columns)
-            if parts:
-                # keep emission order: carried records interleave with the batch's
-                where = np.array([p for p, _ in self.carried])
-                mine = np.setdiff1d(np.arange(len(self.idx) + len(self.carried)), where)
-                both = pd.concat([parts[0], carried], ignore_index=True)
-                both.index = np.concatenate([mine, where])
-                return both.sort_index().reset_index(drop=True)
-            parts.append(carried)
-        return parts[0] if parts else None
+        """:meth:`table` as pandas, the schema inferred (unit tests read it so)."""
+        t = self.table(batch, columns, None, new_value)
+        if t is None:
+            return None
+        # object columns: a null stays None, an integer an int
+        return pd.DataFrame(
+            {c: pd.Series(t.column(c).to_pylist(), dtype=object) for c in t.column_names}
+        )
 
 
 class TaskProcessor(StatefulProcessor):
@@ -302,6 +388,8 @@ class TaskProcessor(StatefulProcessor):
     def __init__(self, spec: StatefulSpec) -> None:
         self.spec = check_spec(spec)
         self.columns = [f["name"] for f in _schema_fields(spec.output_schema)]
+        #: the output records' Arrow schema (as :func:`transport.operator_schema` declares)
+        self.out_schema = transport.arrow_schema(spec.output_schema, spec.packed.out)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         store = self.spec.store
@@ -453,21 +541,25 @@ class TaskProcessor(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
     ) -> Iterator[pd.DataFrame]:
-        # the task's records arrive packed (kspark_server.transport)
-        pdf = transport.unpack(b for f in rows for b in f["ks_rows"].tolist())
-        if not len(pdf):
+        # the task's records arrive packed (kspark_server.transport), and leave so
+        table = transport.unpack_table(b for f in rows for b in f["ks_rows"].tolist())
+        if table is None or not table.num_rows:
             return
-        is_side = pdf["ks_side"].notna().to_numpy()
-        side_json = pdf["ks_side"][is_side].tolist() if is_side.any() else []
-        main = pdf[~is_side] if len(side_json) else pdf
+        is_side = pc.is_valid(table.column("ks_side"))
+        n_side = pc.sum(is_side).as_py() or 0
+        side_json = table.column("ks_side").filter(is_side).to_pylist() if n_side else []
+        main = table.filter(pc.invert(is_side)) if n_side else table
         task = placement.task_of(int(key[0]))
         self.touched = set()
         local, inc, sizes, has_state = self._open(task)
-        if len(main) and main["timestamp"].isna().any():
+        if main.num_rows and main.column("timestamp").null_count:
             # timestamp_policy="use-partition-time": the source left invalid ones null
             stream_time = local.scalars().get("stream_time")
-            main = timestamps.fill_partition_time(main, stream_time, self.spec.processor)
-        batch = Batch(main, self.columns, self.decoders) if len(main) else None
+            filled = timestamps.fill_partition_time(
+                main.to_pandas(), stream_time, self.spec.processor
+            )
+            main = pa.Table.from_pandas(filled, preserve_index=False).cast(main.schema)
+        batch = Batch(main, self.columns, self.decoders) if main.num_rows else None
         st = self._partial(local, batch)
         before = dict(taskstate.maps(self.kind, self.versioned, st)[0]) if self.time_indexed else {}
         # the entries as loaded, before this batch: the restore report of a restarted run
@@ -492,14 +584,15 @@ class TaskProcessor(StatefulProcessor):
         for e in extra:
             e["chunk"] = chunk
         side = side_json + [handling.side_json(s) for s in self.guard.side_rows(chunk) + extra]
-        result = out.frame(batch, self.columns, self.new_value)
+        where = self.spec.processor
+        result = out.table(batch, self.columns, self.out_schema, self.new_value, where)
         if side:
-            side_frame = _with_columns(pd.DataFrame({"ks_side": side}), self.columns)
-            result = (
-                side_frame if result is None else pd.concat([result, side_frame], ignore_index=True)
+            side_table = make_table(
+                len(side), self.columns, self.out_schema, {"ks_side": side}, where
             )
-        if result is not None and len(result):
-            yield result
+            result = side_table if result is None else pa.concat_tables([result, side_table])
+        if result is not None and result.num_rows:
+            yield pd.DataFrame({"ks_rows": [transport.pack_table(result)]})
 
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         return []

@@ -9,8 +9,12 @@ key, and each task's part becomes **one** row, ``(ks_task, ks_rows)``, whose bin
 of rows per task and batch, and :func:`unpack` reads them back into one pandas frame with
 Arrow's own conversion.
 
-Rows leave the operator as before (one output row per record): Spark's conversion of
-pandas frames to Arrow is columnar already.
+Rows leave the operator packed the same way: each task's output is one row, ``ks_rows``
+(:data:`OUTPUT_SCHEMA_DDL`), an Arrow IPC stream of the output records, and a vectorised
+``mapInArrow`` step after the operator (:func:`unpack_rows`) turns it back into rows. The
+operator works on Arrow tables throughout (:func:`unpack_table`, :func:`pack_table`):
+columns it does not read, such as a deduplicated record's value, are carried by
+reference and never become Python objects.
 
 Example
 -------
@@ -32,17 +36,36 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-__all__ = ["PACKED_SCHEMA_DDL", "pack_by_task", "unpack"]
+__all__ = [
+    "OUTPUT_SCHEMA_DDL",
+    "PACKED_SCHEMA_DDL",
+    "pack_by_task",
+    "pack_table",
+    "unpack",
+    "unpack_rows",
+    "unpack_table",
+]
 
 #: The schema of the packed rows, as Spark DDL.
 PACKED_SCHEMA_DDL = "ks_task int, ks_rows binary"
 
+#: The schema of an operator's packed output rows, as Spark DDL.
+OUTPUT_SCHEMA_DDL = "ks_rows binary"
 
-def _ipc(batch: pa.RecordBatch) -> bytes:
+
+def _ipc(batch: pa.RecordBatch | pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
-        writer.write_batch(batch)
+        if isinstance(batch, pa.Table):
+            writer.write_table(batch)
+        else:
+            writer.write_batch(batch)
     return bytes(sink.getvalue())
+
+
+def pack_table(table: pa.Table) -> bytes:
+    """``table`` as an Arrow IPC stream: an operator's output for :func:`unpack_rows`."""
+    return _ipc(table)
 
 
 def pack_by_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -74,11 +97,65 @@ def pack_by_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         )
 
 
-def unpack(blobs: Iterable[Any]) -> pd.DataFrame:
-    """The records of packed rows (:func:`pack_by_task`), as one pandas frame."""
+def unpack_table(blobs: Iterable[Any]) -> pa.Table | None:
+    """The records of packed rows (:func:`pack_by_task`), as one Arrow table; None if
+    there are none."""
     tables = [pa.ipc.open_stream(pa.py_buffer(b)).read_all() for b in blobs if b is not None]
     if not tables:
-        return pd.DataFrame()
-    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        return None
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+def unpack(blobs: Iterable[Any]) -> pd.DataFrame:
+    """The records of packed rows (:func:`pack_by_task`), as one pandas frame."""
+    table = unpack_table(blobs)
     # nullable integers become floats with NaN, as Spark's own conversion makes them
-    return table.to_pandas()
+    return pd.DataFrame() if table is None else table.to_pandas()
+
+
+def unpack_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The ``mapInArrow`` step after an operator: each packed output row
+    (:data:`OUTPUT_SCHEMA_DDL`) back into the records it holds.
+
+    Example
+    -------
+    >>> t = pa.table({"v": [1, 2]})
+    >>> rb = pa.record_batch({"ks_rows": pa.array([pack_table(t)], pa.binary())})
+    >>> [b.num_rows for b in unpack_rows(iter([rb]))]
+    [2]
+    """
+    for rb in batches:
+        for blob in rb.column("ks_rows").to_pylist():
+            if blob is None:
+                continue
+            for out in pa.ipc.open_stream(pa.py_buffer(blob)):
+                if out.num_rows:
+                    yield out
+
+
+def operator_schema(output_schema_json: str, packed_out: bool) -> Any:
+    """The Spark schema of an operator's output records as they leave it: the value as
+    JSON text where it is JSON-packed (``packed_out``). The compiler declares it to
+    ``mapInArrow``; the operator builds its Arrow tables in it."""
+    import json
+
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType.fromJson(json.loads(output_schema_json))
+    return StructType(
+        [
+            StructField(f.name, StringType(), True) if f.name == "value" and packed_out else f
+            for f in schema.fields
+        ]
+    )
+
+
+def arrow_schema(output_schema_json: str, packed_out: bool) -> pa.Schema | None:
+    """:func:`operator_schema` in Arrow; None where the schema names columns without their
+    types (unit tests build operators so): the operator's tables then infer them."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        return to_arrow_schema(operator_schema(output_schema_json, packed_out))
+    except (KeyError, TypeError, ValueError):
+        return None

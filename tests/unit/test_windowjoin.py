@@ -141,7 +141,8 @@ class Runner:
         key = (placement.task_keys(1)[0],)
         out: list[tuple[str | None, str, int]] = []
         for f in self.proc.handleInputRows(key, iter([packed(frame(batch))]), None):
-            for r in f.to_dict("records"):
+            table = transport.unpack_table(f["ks_rows"].tolist())  # leaves packed too
+            for r in [] if table is None else table.to_pylist():
                 if r["ks_side"] is None:
                     out.append((r["key"], r["value"], int(r["timestamp"])))
                     continue

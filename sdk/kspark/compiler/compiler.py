@@ -483,6 +483,7 @@ class _Compiler:
                 input=stream, spec=id_spec, key_type=stream.key_type, value_type=stream.value_type
             )
             task_column = "ks_id"
+        reads_value = node.mode is n.DedupMode.BY_KEY_VALUE and json_packable(stream.value_type)
         dedup = sp.DedupSpec(
             processor=node.name,
             mode=node.mode.value,
@@ -491,10 +492,9 @@ class _Compiler:
             store=node.store_name,
             input=_kv(stream.key_type, stream.value_type),
             output_schema=_envelope_json(stream.key_type, stream.value_type),
-            # which values travel as JSON text through the operator (see json_packable)
-            packed=sp.Packed(
-                value=json_packable(stream.value_type), out=json_packable(stream.value_type)
-            ),
+            # which values travel as JSON text through the operator (see json_packable);
+            # one it does not read stays a column of Arrow, carried by reference
+            packed=sp.Packed(value=reads_value, out=reads_value),
             handling=self.handling_at(node),
         )
         return self._stateful(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, LongType, StructType
 
 from kspark.compiler import stages as st
 from kspark.errors import CompilationError, InvalidTopologyError
@@ -623,7 +623,13 @@ def _stateful(
     from kspark_server.aggregate import AggregateProcessor
     from kspark_server.spec import AggregateSpec
     from kspark_server.tasks import TaskProcessor, make_processor
-    from kspark_server.transport import PACKED_SCHEMA_DDL, pack_by_task
+    from kspark_server.transport import (
+        OUTPUT_SCHEMA_DDL,
+        PACKED_SCHEMA_DDL,
+        operator_schema,
+        pack_by_task,
+        unpack_rows,
+    )
 
     spec = stage.spec
     processor: TaskProcessor = (
@@ -647,15 +653,14 @@ def _stateful(
             F.lit(1).alias("ks_jside"),
         )
         stream = left.unionByName(right)
-    # Spark turns struct and array columns into Python objects row by row on the way into
-    # pandas; JSON text crosses far faster (docs/performance.md), so values and headers
-    # travel as text through the operator and are parsed back after it
+    # values that the operator reads travel as JSON text, which msgspec parses fast;
+    # everything else (headers, a deduplicated value) crosses as Arrow columns, by
+    # reference (docs/performance.md)
     packed = spec.packed
     if packed.value:
         stream = stream.withColumn("value", F.to_json("value"))
     if packed.tvalue:
         stream = stream.withColumn("ks_tvalue", F.to_json("ks_tvalue"))
-    stream = stream.withColumn("headers", _headers_text(F.col("headers")))
     # records cross into the operator packed, one row per task and Arrow batch
     # (kspark_server.transport: Spark's runner would otherwise handle them row by row)
     grouped = (
@@ -672,43 +677,19 @@ def _stateful(
             .groupBy("ks_task")
         )
     out_schema = _schema(spec.output_schema)
-    text_schema = StructType(
-        [
-            StructField(f.name, StringType(), True)
-            if f.name == "headers" or (f.name == "value" and packed.out)
-            else f
-            for f in out_schema.fields
-        ]
-    )
+    # records leave the operator packed too, one row per task, and are unpacked by a
+    # vectorised step (kspark_server.transport)
     result: DataFrame = grouped.transformWithStateInPandas(
         statefulProcessor=processor,
-        outputStructType=text_schema,
+        outputStructType=OUTPUT_SCHEMA_DDL,
         outputMode="Append",
         timeMode="None",
         initialState=initial,
-    )
+    ).mapInArrow(unpack_rows, operator_schema(spec.output_schema, packed.out))
     if packed.out:
         value_type: Any = out_schema["value"].dataType  # a struct, list or map (json_packable)
         result = result.withColumn("value", F.from_json("value", value_type))
-    return result.withColumn("headers", _headers_struct(F.col("headers")))
-
-
-def _headers_text(c: Column) -> Column:
-    """Headers as JSON text, binary values as base64 (JSON has no bytes)."""
-    return F.to_json(
-        F.transform(
-            c, lambda h: F.struct(h["key"].alias("key"), F.base64(h["value"]).alias("value"))
-        )
-    )
-
-
-def _headers_struct(c: Column) -> Column:
-    """The inverse of :func:`_headers_text`; a null stays an empty list."""
-    parsed = F.from_json(c, "array<struct<key:string,value:string>>")
-    restored = F.transform(
-        parsed, lambda h: F.struct(h["key"].alias("key"), F.unbase64(h["value"]).alias("value"))
-    )
-    return F.coalesce(restored, F.array().cast(_dtype(env.HEADERS)))
+    return result
 
 
 #: The envelope's columns while a ``filter_expr`` condition runs beside the value's fields.
