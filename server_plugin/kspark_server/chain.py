@@ -302,6 +302,36 @@ def _refuse_unfit(
     return [j not in bad for j in range(len(keys))]
 
 
+#: Steps that make a new key, and steps that make a new value: the output of the last one
+#: in a chain must fit the type it declares.
+_MAKES_KEY = (MapStep, FlatMapStep, SelectKeyStep)
+_MAKES_VALUE = (MapStep, MapValuesStep, FlatMapStep, FlatMapValuesStep, TableMapValuesStep)
+
+
+def output_owners(spec: ChainSpec) -> tuple[str | None, str | None]:
+    """The processors whose declared types the chain's output key and value must fit.
+
+    A key or value made by a step (``map_values(f, value_type=int)``) is that step's
+    result: if it does not fit, or a dynamic one does not convert, the step failed, and
+    its processing handler is asked under its name. A chain without steps that converts a
+    dynamic key for a join (``ChainSpec.converts_for``) fails for the join. None where the
+    part is what the chain read, unchanged: the production handler's case.
+    """
+    key: str | None = None
+    value: str | None = None
+    for step in spec.steps:
+        if isinstance(step, _MAKES_KEY):
+            key = step.processor
+        if isinstance(step, _MAKES_VALUE):
+            value = step.processor
+    if spec.converts_for is not None:
+        if key is None and spec.input.key != spec.output.key:
+            key = spec.converts_for
+        if value is None and spec.input.value != spec.output.value:
+            value = spec.converts_for
+    return key, value
+
+
 def output_encoder(inp: TypeSpec, out: TypeSpec, what: str) -> codec.Codec:
     """The chain's encoder of keys or values of type ``out``. From a dynamic input, values
     of JSON shape (a dict for a record, say) are first converted to the declared type;
@@ -348,7 +378,7 @@ def make_record_chain(
     last_processor = spec.steps[-1].processor if spec.steps else "source"
     first_processor = spec.steps[0].processor if spec.steps else last_processor
     schema_json = spec.output_schema
-    encode = guard.encode
+    encode = functools.partial(guard.encode, owners=output_owners(spec))
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         schema = arrow_schema(schema_json)
@@ -833,8 +863,8 @@ def make_columnar_chain(
       ``filter``) goes to the output as the input's Arrow column;
     - a new column is type-checked once per batch (the set of its values' types) and
       converted by Arrow; if that fails, the batch's records are encoded one by one, as
-      the per-record chain does, so that a wrong value reaches the production handler
-      with its record.
+      the per-record chain does, so that a wrong value reaches its handler with its record
+      (the processing handler of the step that made it, see :func:`output_owners`).
     """
     guard = handling.Guard(spec.handling)
     kdec = columns.column_decoder(spec.input.key)
@@ -846,6 +876,7 @@ def make_columnar_chain(
     kenc = codec.encoder(spec.output.key, "key")
     venc = codec.encoder(spec.output.value, "value")
     steps = [_column_step(s, guard, kdec) for s in spec.steps]
+    owners = output_owners(spec)
     last_processor = spec.steps[-1].processor if spec.steps else "source"
     first_processor = spec.steps[0].processor if spec.steps else last_processor
     # a dynamic column is written afresh even when unchanged: what Spark read may not be
@@ -871,13 +902,13 @@ def make_columnar_chain(
         if all(a is not None for a in out.values()):
             return {k: a for k, a in out.items() if a is not None}
         # a value Arrow refused, or of a type the per-value encoder converts: record by
-        # record, each failure to the production handler
+        # record, each failure to its handler (output_owners)
         keys, values = live.keys(kdec), live.values()
         ok_rows: list[bool] = []
         ks: list[Any] = []
         vs: list[Any] = []
         for j, (k, v) in enumerate(zip(keys, values, strict=True)):
-            ok, enc = guard.encode(last_processor, kenc, venc, k, v, live.row(j))
+            ok, enc = guard.encode(last_processor, kenc, venc, k, v, live.row(j), owners)
             ok_rows.append(ok)
             if ok:
                 ks.append(enc[0])

@@ -359,6 +359,9 @@ class ChainSpec:
     steps: tuple[Step, ...]
     output_schema: str
     handling: Handling = Handling()
+    #: the processor a chain without steps converts dynamic keys for (a join): a key that
+    #: does not convert is that processor's failure (its processing handler)
+    converts_for: str | None = None
 
     def __post_init__(self) -> None:
         for step in self.steps:

@@ -176,13 +176,14 @@ class _Compiler:
 
     def convert_key(self, stage: st.Stage, key_type: TypeDesc, node: n.Node) -> st.Stage:
         """``stage`` with its dynamic keys converted to ``key_type``; a key that does not
-        convert goes to the production exception handler."""
+        convert is a failure of ``node`` (its processing exception handler)."""
         spec = sp.ChainSpec(
             input=_kv(stage.key_type, stage.value_type),
             output=_kv(key_type, stage.value_type),
             steps=(),
             output_schema=_envelope_json(key_type, stage.value_type),
             handling=self.handling(self.subtopology_of.get(node.name, 0)),
+            converts_for=node.name,
         )
         return st.Chain(input=stage, spec=spec, key_type=key_type, value_type=stage.value_type)
 
