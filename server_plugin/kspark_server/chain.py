@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kspark_server import codec, columns, handling
+from kspark_server import codec, columns, handling, recordsize
 from kspark_server.handlers import Origin
 from kspark_server.spec import (
     ArrowValues,
@@ -359,8 +359,12 @@ def make_chain(
         isinstance(i, JsonSpec) and not isinstance(o, JsonSpec | PrimSpec)
         for i, o in ((spec.input.key, spec.output.key), (spec.input.value, spec.output.value))
     ):
-        return make_record_chain(spec)
-    return make_columnar_chain(spec)
+        run = make_record_chain(spec)
+    else:
+        run = make_columnar_chain(spec)
+    if spec.record_limit is not None:  # it feeds a Kafka sink
+        return recordsize.limited(spec.record_limit, spec.handling, run, LazyRow)
+    return run
 
 
 def make_record_chain(

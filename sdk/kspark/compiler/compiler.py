@@ -8,6 +8,7 @@ rule fails loudly.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -112,8 +113,8 @@ class _Compiler:
         parts = []
         sink_specs = []
         for i, sink in enumerate(self.topology.sinks):
-            stage = self.flush(self.visit(sink.parent), sink.name)
             topic = _bound(sink)
+            stage = self.sink_stage(sink, topic)
             parts.append(st.SinkPart(index=i, processor=sink.name, topic=topic, stage=stage))
             sink_specs.append(
                 sp.SinkSpec(
@@ -173,6 +174,33 @@ class _Compiler:
             handling=self.handling(p.subtopology),
         )
         return st.Chain(input=p.base, spec=spec, key_type=key_type, value_type=value_type)
+
+    def sink_stage(self, sink: n.Sink, topic: n.TopicSpec) -> st.Stage:
+        """What ``sink`` writes. Into Kafka, through a chain that hands each record over
+        the topic's byte limit to the production handler (``kspark_server.recordsize``):
+        the sink's own chain, or a chain of no steps of its own, never a shared stage."""
+        p = self.visit(sink.parent)
+        if topic.format != "kafka":
+            return self.flush(p, sink.name)
+        limit = sp.RecordLimit(
+            processor=sink.name, topic=topic.name, max_bytes=kafka_record_limit(topic)
+        )
+        if p.steps:
+            chain = self.flush(p, sink.name)
+            assert isinstance(chain, st.Chain)
+            return attrs.evolve(chain, spec=dataclasses.replace(chain.spec, record_limit=limit))
+        stage = p.base
+        spec = sp.ChainSpec(
+            input=_kv(stage.key_type, stage.value_type),
+            output=_kv(stage.key_type, stage.value_type),
+            steps=(),
+            output_schema=_envelope_json(stage.key_type, stage.value_type),
+            handling=self.handling(p.subtopology),
+            record_limit=limit,
+        )
+        return st.Chain(
+            input=stage, spec=spec, key_type=stage.key_type, value_type=stage.value_type
+        )
 
     def convert_key(self, stage: st.Stage, key_type: TypeDesc, node: n.Node) -> st.Stage:
         """``stage`` with its dynamic keys converted to ``key_type``; a key that does not
@@ -598,6 +626,46 @@ def _deserialization_mode(config: StreamsConfig) -> str:
 
 def _needs_dlq(handler: Any) -> bool:
     return bool(getattr(handler, "writes_dead_letters", False))
+
+
+#: librdkafka's default ``message.max.bytes``, the limit of a Kafka sink that sets none.
+KAFKA_MAX_MESSAGE_BYTES = 1_000_000
+
+
+def kafka_record_limit(topic: n.TopicSpec) -> int:
+    """The largest record, in bytes, that a Kafka sink into ``topic`` produces: the
+    producer's ``message.max.bytes`` (``Topic.kafka(..., **{"kafka.message.max.bytes":
+    "..."})``) or ``max.request.size``, whichever is smaller, and librdkafka's default of
+    1,000,000 bytes if neither is given.
+
+    Examples
+    --------
+    >>> from kspark import Topic
+    >>> kafka_record_limit(Topic.kafka("t", bootstrap_servers="k:9092"))
+    1000000
+    >>> kafka_record_limit(
+    ...     Topic.kafka("t", bootstrap_servers="k:9092", **{"kafka.message.max.bytes": "2048"})
+    ... )
+    2048
+    """
+    limit = KAFKA_MAX_MESSAGE_BYTES
+    opts = topic.option_dict()
+    # message.max.bytes for librdkafka (kspark's own client), max.request.size for the Java
+    # producer of Spark's Kafka connector: the smaller one given wins
+    given = [o for o in ("kafka.message.max.bytes", "kafka.max.request.size") if o in opts]
+    for option in given:
+        raw = opts[option]
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise errors.ConfigError(
+                f"topic {topic.name!r}: {option} must be a positive number of bytes, not {raw!r}",
+                option=option,
+            )
+        limit = value if option == given[0] else min(limit, value)
+    return limit
 
 
 def _known(tp: TypeDesc | None) -> TypeDesc:
