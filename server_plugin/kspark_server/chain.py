@@ -379,7 +379,7 @@ def make_record_chain(
     venc = output_encoder(spec.input.value, spec.output.value, "value")
     steps = [make_step(s, guard) for s in spec.steps]
     fans_out = any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps)
-    last_processor = spec.steps[-1].processor if spec.steps else "source"
+    last_processor = spec.steps[-1].processor if spec.steps else spec.sink or "source"
     first_processor = spec.steps[0].processor if spec.steps else last_processor
     schema_json = spec.output_schema
     encode = functools.partial(guard.encode, owners=output_owners(spec))
@@ -881,7 +881,7 @@ def make_columnar_chain(
     venc = codec.encoder(spec.output.value, "value")
     steps = [_column_step(s, guard, kdec) for s in spec.steps]
     owners = output_owners(spec)
-    last_processor = spec.steps[-1].processor if spec.steps else "source"
+    last_processor = spec.steps[-1].processor if spec.steps else spec.sink or "source"
     first_processor = spec.steps[0].processor if spec.steps else last_processor
     # a dynamic column is written afresh even when unchanged: what Spark read may not be
     # kspark's JSON text yet (a JSON string without its quotes, keys unsorted), and equal
@@ -891,6 +891,7 @@ def make_columnar_chain(
         spec.input.value, JsonSpec
     )
     schema_json = spec.output_schema
+    json_in = isinstance(spec.input.value, JsonSpec) and not isinstance(spec.output.value, JsonSpec)
 
     def encode(live: Live, schema: pa.Schema) -> dict[str, pa.Array]:
         ktype, vtype = schema.field("key").type, schema.field("value").type
@@ -898,7 +899,8 @@ def make_columnar_chain(
         if live.keys_new or not same_key:
             out["key"] = kcol(live.keys(kdec), ktype)
         if live.values_new or not same_value:
-            values = live.arrow_values()
+            # JSON text that no step decoded is decoded here, to be converted, not cast
+            values = live.values() if json_in and not live.values_new else live.arrow_values()
             if isinstance(values, pa.Array):
                 out["value"] = values if values.type == vtype else values.cast(vtype)
             else:

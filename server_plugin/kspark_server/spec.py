@@ -378,6 +378,9 @@ class ChainSpec:
     #: the chain feeds a Kafka sink: records over its byte limit go to the production
     #: handler (``kspark_server.recordsize``)
     record_limit: RecordLimit | None = None
+    #: the sink a chain without steps converts dynamic records for (a sink topic with
+    #: declared types): a record that does not convert is the sink's production failure
+    sink: str | None = None
 
     def __post_init__(self) -> None:
         for step in self.steps:

@@ -6,6 +6,7 @@ tests/unit/test_dynamic_handlers.py checks the same in-process, on both chain fo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from kspark import StreamsBuilder, StreamsConfig, Topic
 from kspark.errors import (
     DeadLetterQueueProcessingExceptionHandler,
+    DeadLetterQueueProductionExceptionHandler,
     LogAndContinueProcessingExceptionHandler,
     LogAndContinueProductionExceptionHandler,
     ProcessingError,
@@ -121,3 +123,49 @@ def test_the_dead_letter_carries_the_steps_name(spark: Any, app_id: str, case: s
         assert dead["processor_node_id"] == processor and dead["offset"] is not None
         assert "declared type is long" in dead["exception_message"]
         assert d.metrics().dead_letter_records == 1
+
+
+# -- a typed sink: the test driver's output topic with declared types -------------------
+SINK = "KSTREAM-SINK-0000000002"
+
+
+def untyped_to_out() -> Topology:
+    b = StreamsBuilder()
+    b.stream("in").filter(lambda k, v: v != 0).to("out")
+    return b.build()
+
+
+@pytest.mark.parametrize("mode", ["continue", "fail", "dead-letter"])
+def test_a_value_that_does_not_convert_at_a_typed_sink_goes_to_the_production_handler(
+    spark: Any, app_id: str, mode: str
+) -> None:
+    handlers: dict[str, Any] = {
+        # were it asked, a typed sink's failure would count as a processing error
+        "processing_exception_handler": LogAndContinueProcessingExceptionHandler
+    }
+    if mode == "continue":
+        handlers["production_exception_handler"] = LogAndContinueProductionExceptionHandler
+    elif mode == "dead-letter":
+        handlers["production_exception_handler"] = DeadLetterQueueProductionExceptionHandler
+        handlers["dead_letter_queue_topic"] = Topic.parquet("dlq", "/unused")
+    cfg = StreamsConfig(application_id=app_id, num_partitions=1, **handlers)
+    with TopologyTestDriver(untyped_to_out(), cfg, session=spark) as d:
+        out = d.create_output_topic("out", key_type=str, value_type=int)  # before a batch
+        _pipe(d, [0, 1, "x", 3])
+        if mode == "fail":
+            with pytest.raises(ProcessingError) as info:
+                d.process()
+            text = str(info.value)
+            assert SINK in text and "offset=2" in text and "declared type is long" in text
+            assert "production_exception_handler" in text
+            return
+        assert out.read_key_values() == [("k1", 1), ("k3", 3)]
+        m = d.metrics()
+        if mode == "continue":
+            assert m.dropped_by_reason() == {(SINK, "production-error"): 1}
+        else:
+            (dead,) = d.dead_letter_topic().read_raw()
+            assert dead["processor_node_id"] == SINK
+            # the stored record, as JSON: a dynamic value is stored as JSON text
+            assert json.loads(json.loads(dead["value"])) == "x"
+            assert m.dead_letter_records == 1

@@ -24,10 +24,11 @@ from kspark.errors import (
     LogAndContinueProcessingExceptionHandler,
     LogAndContinueProductionExceptionHandler,
 )
+from kspark.plan.types import describe_type
 from kspark_server import envelope
 from kspark_server.chain import arrow_schema, make_chain, make_record_chain, output_owners
 from kspark_server.handling import ProcessingFailed
-from kspark_server.spec import ChainSpec
+from kspark_server.spec import ChainSpec, JsonSpec, PrimSpec
 
 MAKERS: dict[str, Callable[[ChainSpec], Callable[[Any], Iterator[pa.RecordBatch]]]] = {
     "columnar": make_chain,
@@ -220,3 +221,70 @@ def test_a_dynamic_versioned_join_keeps_working() -> None:
     b.stream("events").join(rates, lambda v, r: [v, r]).to("out")
     cfg = StreamsConfig(application_id="t", data_dir="/data")
     assert compile_topology(bind_topology(b.build(), cfg), cfg).stages()
+
+
+def _typed_sink_chain(**config: Any) -> ChainSpec:
+    b = StreamsBuilder()
+    b.stream("in").filter(lambda k, v: v != 0).to("out")
+    cfg = StreamsConfig(
+        application_id="t",
+        data_dir="/data",
+        dead_letter_queue_topic=Topic.jsonl("d", "/d"),
+        **config,
+    )
+    sink_types = {"out": (None, describe_type(int))}
+    (part,) = compile_topology(bind_topology(b.build(), cfg), cfg, sink_types=sink_types).sinks
+    assert isinstance(part.stage, st.Chain)
+    return part.stage.spec
+
+
+SINK = "KSTREAM-SINK-0000000002"
+
+
+@pytest.mark.parametrize("make", sorted(MAKERS))
+def test_a_typed_sink_gives_what_does_not_convert_to_the_production_handler(make: str) -> None:
+    spec = _typed_sink_chain(
+        production_exception_handler=LogAndContinueProductionExceptionHandler,
+        # would count it under the filter, were it asked
+        processing_exception_handler=LogAndContinueProcessingExceptionHandler,
+    )
+    assert spec.steps == () and spec.sink == SINK and output_owners(spec) == (None, None)
+    values, side = _run(spec, INPUT, make)
+    assert values == [0, 1, 3]  # this chain only converts; the filter runs before it
+    assert [(s["processor"], s["reason"]) for s in side] == [(SINK, "production-error")]
+    with pytest.raises(ProcessingFailed, match=rf"processor {SINK} failed.*offset=2"):
+        _run(_typed_sink_chain(), INPUT, make)
+
+
+def test_a_sink_without_declared_types_converts_nothing() -> None:
+    b = StreamsBuilder()
+    b.stream("in").filter(lambda k, v: v != 0).to("out")
+    cfg = StreamsConfig(application_id="t", data_dir="/data")
+    typed = {"out": (describe_type(str), None)}
+    out = compile_topology(bind_topology(b.build(), cfg), cfg, sink_types=typed)
+    (part,) = out.sinks
+    assert isinstance(part.stage, st.Chain)
+    assert part.stage.spec.output.key == PrimSpec(spark="string")
+    assert part.stage.spec.output.value == JsonSpec()  # no value type: it stays dynamic
+    plain = compile_topology(bind_topology(b.build(), cfg), cfg).sinks[0].stage
+    assert isinstance(plain, st.Chain) and plain.spec.sink is None and plain.spec.steps
+
+
+def test_a_typed_output_topic_declared_before_the_first_batch_types_the_sink() -> None:
+    import shutil
+
+    from kspark.testing import TopologyTestDriver
+
+    b = StreamsBuilder()
+    b.stream("in").to("out")
+    driver = TopologyTestDriver(b.build(), StreamsConfig(application_id="t"), session=object())
+    try:
+        driver.create_output_topic("out", value_type=int)
+        assert driver.app.sink_types == {"out": (None, describe_type(int))}
+        (part,) = driver.app.compiled().sinks
+        assert isinstance(part.stage, st.Chain) and part.stage.spec.sink == part.processor
+        driver._started = True  # after the first batch, the plan stays as it is
+        driver.create_output_topic("out", key_type=str)
+        assert driver.app.sink_types == {"out": (None, describe_type(int))}
+    finally:
+        shutil.rmtree(driver._workdir, ignore_errors=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -48,9 +48,19 @@ class _Pending:
     subtopology: int
 
 
-def compile_topology(topology: Topology, config: StreamsConfig) -> st.Output:
-    """Lower ``topology`` to stages for the app configured by ``config``."""
-    return _Compiler(topology, config).compile()
+def compile_topology(
+    topology: Topology,
+    config: StreamsConfig,
+    *,
+    sink_types: Mapping[str, tuple[TypeDesc | None, TypeDesc | None]] | None = None,
+) -> st.Output:
+    """Lower ``topology`` to stages for the app configured by ``config``. ``sink_types``
+    gives sink topics declared key and value types (the test driver's typed output
+    topics): a dynamic key or value is converted to them at the sink, and one that does
+    not convert goes to the production handler under the sink's name."""
+    compiler = _Compiler(topology, config)
+    compiler.sink_types = dict(sink_types or {})
+    return compiler.compile()
 
 
 def resolve_handler(value: Any, base: type, what: str, config: StreamsConfig) -> Any:
@@ -74,6 +84,7 @@ class _Compiler:
         self.topology = topology
         self.config = config
         self.memo: dict[int, _Pending] = {}
+        self.sink_types: dict[str, tuple[TypeDesc | None, TypeDesc | None]] = {}
         self.subtopology_of = {
             node.name: i for i, group in enumerate(topology.subtopologies()) for node in group
         }
@@ -180,6 +191,11 @@ class _Compiler:
         the topic's byte limit to the production handler (``kspark_server.recordsize``):
         the sink's own chain, or a chain of no steps of its own, never a shared stage."""
         p = self.visit(sink.parent)
+        typed = self.typed_sink(sink, p)
+        if typed is not None:
+            p = attrs.evolve(
+                p, base=typed, steps=(), key_type=typed.key_type, value_type=typed.value_type
+            )
         if topic.format != "kafka":
             return self.flush(p, sink.name)
         limit = sp.RecordLimit(
@@ -201,6 +217,29 @@ class _Compiler:
         return st.Chain(
             input=stage, spec=spec, key_type=stage.key_type, value_type=stage.value_type
         )
+
+    def typed_sink(self, sink: n.Sink, p: _Pending) -> st.Stage | None:
+        """``p`` converted to the types declared for ``sink``'s topic (``sink_types``)
+        where its key or value is dynamic; None when nothing is to convert. A record that
+        does not convert is the sink's, as a serializer's failure: the production handler."""
+        key_type, value_type = self.sink_types.get(sink.topic_name, (None, None))
+        have_key, have_value = _known(p.key_type), _known(p.value_type)
+        out_key = key_type if isinstance(have_key, Dynamic) and key_type is not None else have_key
+        out_value = (
+            value_type if isinstance(have_value, Dynamic) and value_type is not None else have_value
+        )
+        if (out_key, out_value) == (have_key, have_value):
+            return None
+        stage = self.flush(p, sink.name)
+        spec = sp.ChainSpec(
+            input=_kv(have_key, have_value),
+            output=_kv(out_key, out_value),
+            steps=(),
+            output_schema=_envelope_json(out_key, out_value),
+            handling=self.handling(p.subtopology),
+            sink=sink.name,
+        )
+        return st.Chain(input=stage, spec=spec, key_type=out_key, value_type=out_value)
 
     def convert_key(self, stage: st.Stage, key_type: TypeDesc, node: n.Node) -> st.Stage:
         """``stage`` with its dynamic keys converted to ``key_type``; a key that does not
