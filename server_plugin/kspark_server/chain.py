@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kspark_server import codec, columns, handling
+from kspark_server import codec, columns, handling, recordsize
 from kspark_server.handlers import Origin
 from kspark_server.spec import (
     ArrowValues,
@@ -302,6 +302,36 @@ def _refuse_unfit(
     return [j not in bad for j in range(len(keys))]
 
 
+#: Steps that make a new key, and steps that make a new value: the output of the last one
+#: in a chain must fit the type it declares.
+_MAKES_KEY = (MapStep, FlatMapStep, SelectKeyStep)
+_MAKES_VALUE = (MapStep, MapValuesStep, FlatMapStep, FlatMapValuesStep, TableMapValuesStep)
+
+
+def output_owners(spec: ChainSpec) -> tuple[str | None, str | None]:
+    """The processors whose declared types the chain's output key and value must fit.
+
+    A key or value made by a step (``map_values(f, value_type=int)``) is that step's
+    result: if it does not fit, or a dynamic one does not convert, the step failed, and
+    its processing handler is asked under its name. A chain without steps that converts a
+    dynamic key for a join (``ChainSpec.converts_for``) fails for the join. None where the
+    part is what the chain read, unchanged: the production handler's case.
+    """
+    key: str | None = None
+    value: str | None = None
+    for step in spec.steps:
+        if isinstance(step, _MAKES_KEY):
+            key = step.processor
+        if isinstance(step, _MAKES_VALUE):
+            value = step.processor
+    if spec.converts_for is not None:
+        if key is None and spec.input.key != spec.output.key:
+            key = spec.converts_for
+        if value is None and spec.input.value != spec.output.value:
+            value = spec.converts_for
+    return key, value
+
+
 def output_encoder(inp: TypeSpec, out: TypeSpec, what: str) -> codec.Codec:
     """The chain's encoder of keys or values of type ``out``. From a dynamic input, values
     of JSON shape (a dict for a record, say) are first converted to the declared type;
@@ -329,8 +359,12 @@ def make_chain(
         isinstance(i, JsonSpec) and not isinstance(o, JsonSpec | PrimSpec)
         for i, o in ((spec.input.key, spec.output.key), (spec.input.value, spec.output.value))
     ):
-        return make_record_chain(spec)
-    return make_columnar_chain(spec)
+        run = make_record_chain(spec)
+    else:
+        run = make_columnar_chain(spec)
+    if spec.record_limit is not None:  # it feeds a Kafka sink
+        return recordsize.limited(spec.record_limit, spec.handling, run, LazyRow)
+    return run
 
 
 def make_record_chain(
@@ -345,10 +379,10 @@ def make_record_chain(
     venc = output_encoder(spec.input.value, spec.output.value, "value")
     steps = [make_step(s, guard) for s in spec.steps]
     fans_out = any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps)
-    last_processor = spec.steps[-1].processor if spec.steps else "source"
+    last_processor = spec.steps[-1].processor if spec.steps else spec.sink or "source"
     first_processor = spec.steps[0].processor if spec.steps else last_processor
     schema_json = spec.output_schema
-    encode = guard.encode
+    encode = functools.partial(guard.encode, owners=output_owners(spec))
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         schema = arrow_schema(schema_json)
@@ -833,8 +867,8 @@ def make_columnar_chain(
       ``filter``) goes to the output as the input's Arrow column;
     - a new column is type-checked once per batch (the set of its values' types) and
       converted by Arrow; if that fails, the batch's records are encoded one by one, as
-      the per-record chain does, so that a wrong value reaches the production handler
-      with its record.
+      the per-record chain does, so that a wrong value reaches its handler with its record
+      (the processing handler of the step that made it, see :func:`output_owners`).
     """
     guard = handling.Guard(spec.handling)
     kdec = columns.column_decoder(spec.input.key)
@@ -846,7 +880,8 @@ def make_columnar_chain(
     kenc = codec.encoder(spec.output.key, "key")
     venc = codec.encoder(spec.output.value, "value")
     steps = [_column_step(s, guard, kdec) for s in spec.steps]
-    last_processor = spec.steps[-1].processor if spec.steps else "source"
+    owners = output_owners(spec)
+    last_processor = spec.steps[-1].processor if spec.steps else spec.sink or "source"
     first_processor = spec.steps[0].processor if spec.steps else last_processor
     # a dynamic column is written afresh even when unchanged: what Spark read may not be
     # kspark's JSON text yet (a JSON string without its quotes, keys unsorted), and equal
@@ -856,6 +891,7 @@ def make_columnar_chain(
         spec.input.value, JsonSpec
     )
     schema_json = spec.output_schema
+    json_in = isinstance(spec.input.value, JsonSpec) and not isinstance(spec.output.value, JsonSpec)
 
     def encode(live: Live, schema: pa.Schema) -> dict[str, pa.Array]:
         ktype, vtype = schema.field("key").type, schema.field("value").type
@@ -863,7 +899,8 @@ def make_columnar_chain(
         if live.keys_new or not same_key:
             out["key"] = kcol(live.keys(kdec), ktype)
         if live.values_new or not same_value:
-            values = live.arrow_values()
+            # JSON text that no step decoded is decoded here, to be converted, not cast
+            values = live.values() if json_in and not live.values_new else live.arrow_values()
             if isinstance(values, pa.Array):
                 out["value"] = values if values.type == vtype else values.cast(vtype)
             else:
@@ -871,13 +908,13 @@ def make_columnar_chain(
         if all(a is not None for a in out.values()):
             return {k: a for k, a in out.items() if a is not None}
         # a value Arrow refused, or of a type the per-value encoder converts: record by
-        # record, each failure to the production handler
+        # record, each failure to its handler (output_owners)
         keys, values = live.keys(kdec), live.values()
         ok_rows: list[bool] = []
         ks: list[Any] = []
         vs: list[Any] = []
         for j, (k, v) in enumerate(zip(keys, values, strict=True)):
-            ok, enc = guard.encode(last_processor, kenc, venc, k, v, live.row(j))
+            ok, enc = guard.encode(last_processor, kenc, venc, k, v, live.row(j), owners)
             ok_rows.append(ok)
             if ok:
                 ks.append(enc[0])

@@ -158,18 +158,29 @@ class Guard:
         key: Any,
         value: Any,
         row: dict[str, Any],
+        owners: tuple[str | None, str | None] = (None, None),
     ) -> tuple[bool, Any]:
         """Serialize a record for the next stage or sink; failures go to the production
-        exception handler with the failing part (KEY or VALUE) as the context's origin."""
+        exception handler with the failing part (KEY or VALUE) as the context's origin.
+
+        ``owners`` names, for the key and the value, the step whose declared type the
+        part must fit (see ``kspark_server.chain.output_owners``): a part that does not
+        fit it, or does not convert to it, is that step's failure and goes to the
+        processing handler under the step's name, as a joiner's result does. A part
+        without an owner is the sink's to write: the production handler."""
         origin = "KEY"
         try:
             k = kenc(key)
             origin = "VALUE"
             return True, (k, venc(value))
         except Exception as exc:
-            self.on_error(
-                processor, (key, value), row, exc, kind="production", origin=Origin(origin)
-            )
+            owner = owners[0] if origin == "KEY" else owners[1]
+            if owner is not None:
+                self.on_error(owner, (key, value), row, exc)
+            else:
+                self.on_error(
+                    processor, (key, value), row, exc, kind="production", origin=Origin(origin)
+                )
             return False, None
 
     def on_error(

@@ -152,6 +152,23 @@ class KafkaDataLossError(KafkaSourceError):
     """Records the source should read are no longer in Kafka."""
 
 
+#: The header that marks a dead-letter record (KIP-1034), as ``kspark_server.sinks``
+#: writes it.
+DLQ_EXCEPTION_HEADER = "__streams.errors.exception"
+
+
+def _too_large(err: Any) -> bool:
+    """Whether a Kafka error says that a record is over a size limit."""
+    if err is None:
+        return False
+    try:
+        from confluent_kafka import KafkaError
+
+        return bool(err.code() == KafkaError.MSG_SIZE_TOO_LARGE)
+    except (AttributeError, ImportError):
+        return False
+
+
 class KafkaSinkError(RuntimeError):
     """The Kafka sink could not write a batch."""
 
@@ -968,7 +985,15 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             if err is not None:
                 failed += 1
                 if len(failures) < 5:
-                    failures.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+                    text = f"{msg.topic()}[{msg.partition()}]: {err.str()}"
+                    if _too_large(err):  # the broker's limit is below the producer's
+                        text += (
+                            f" (a record of {len(msg) or 0} bytes: raise max.message.bytes on "
+                            "the broker or the topic, or set the sink's "
+                            "kafka.message.max.bytes to the broker's limit, so that larger "
+                            "records go to the production handler)"
+                        )
+                    failures.append(text)
 
         count = 0
         for item in iterator:
@@ -1022,10 +1047,45 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             except BufferError:
                 producer.poll(0.1)  # the local queue is full: serve deliveries, then retry
             except KafkaException as exc:
+                if _too_large(exc.args[0] if exc.args else None):
+                    raise KafkaSinkError(
+                        self._too_large_text(topic, key, value, headers, str(exc))
+                    ) from exc
                 raise KafkaSinkError(
                     f"the kspark_kafka sink could not produce to {topic}"
                     f"{'' if partition < 0 else f'[{partition}]'}: {exc}"
                 ) from exc
+
+    def _too_large_text(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]] | None,
+        detail: str,
+    ) -> str:
+        """The error of a record the producer refuses as too large. A sink's records were
+        measured before (``kspark_server.recordsize``) and went to the production handler,
+        so this is a dead-letter record (which carries the raw record and the error), or a
+        limit kspark did not know: the batch fails, once, with the fix."""
+        size = len(key or b"") + len(value or b"")
+        size += sum(len(k) + len(v or b"") for k, v in headers or ())
+        limit = self._client.get("message.max.bytes", "1000000 (librdkafka's default)")
+        dead_letter = any(k == DLQ_EXCEPTION_HEADER for k, _ in headers or ())
+        what = "a dead-letter record" if dead_letter else "a record"
+        fix = (
+            "A dead-letter record keeps the raw record and the error, so it is larger than "
+            "the record: give the dead-letter topic a higher kafka.message.max.bytes (and "
+            "max.message.bytes on the broker), or a file topic"
+            if dead_letter
+            else "Raise kafka.message.max.bytes on the sink's Topic.kafka (and "
+            "max.message.bytes on the broker), or make the records smaller"
+        )
+        return (
+            f"the kspark_kafka sink could not produce {what} of {size} bytes (key, value "
+            f"and headers) to Kafka topic {topic}: it is over the limit "
+            f"(message.max.bytes={limit}): {detail}. {fix}."
+        )
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to do: each task's records are in Kafka when its ``write`` returns."""

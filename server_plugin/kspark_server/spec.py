@@ -23,7 +23,7 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 6); use the same kspark version on client and server
+kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 7); use the same kspark version on client and server
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ __all__ = [
     "Packed",
     "PeekStep",
     "PrimSpec",
+    "RecordLimit",
     "RecordSpec",
     "SelectKeyStep",
     "SinkSpec",
@@ -74,8 +75,10 @@ __all__ = [
 ]
 
 #: The version of this contract; a client and the operators it runs must agree on it.
-#: 5: dynamic keys and values (:class:`JsonSpec`); 6: vectorized steps.
-SPEC_VERSION = 6
+#: 5: dynamic keys and values (:class:`JsonSpec`); 6: vectorized steps; 7: chains that
+#: feed Kafka sinks check record sizes (:class:`RecordLimit`) and name the step whose
+#: type a value must fit (``ChainSpec.converts_for``).
+SPEC_VERSION = 7
 
 Fn = Callable[..., Any]
 
@@ -300,6 +303,16 @@ class Handling:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class RecordLimit:
+    """The byte limit of the Kafka topic a chain feeds (``kspark_server.recordsize``): a
+    record over it goes to the production handler under the sink's name."""
+
+    processor: str
+    topic: str
+    max_bytes: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Packed:
     """Which values travel through a stateful operator as JSON text (the stream's value,
     the table's value, the output value); see ``kspark.plan.types.json_packable``."""
@@ -350,6 +363,15 @@ class ChainSpec:
     steps: tuple[Step, ...]
     output_schema: str
     handling: Handling = Handling()
+    #: the processor a chain without steps converts dynamic keys for (a join): a key that
+    #: does not convert is that processor's failure (its processing handler)
+    converts_for: str | None = None
+    #: the chain feeds a Kafka sink: records over its byte limit go to the production
+    #: handler (``kspark_server.recordsize``)
+    record_limit: RecordLimit | None = None
+    #: the sink a chain without steps converts dynamic records for (a sink topic with
+    #: declared types): a record that does not convert is the sink's production failure
+    sink: str | None = None
 
     def __post_init__(self) -> None:
         for step in self.steps:

@@ -17,6 +17,7 @@ import pytest
 from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
 from kspark.errors import (
     DeadLetterQueueDeserializationExceptionHandler,
+    DeadLetterQueueProductionExceptionHandler,
     DeserializationError,
     InvalidTopologyError,
     LogAndContinueDeserializationExceptionHandler,
@@ -399,3 +400,80 @@ def test_a_value_its_class_refuses_in_a_stateful_operator(
     a = run(deserialization_exception_handler=LogAndContinueDeserializationExceptionHandler)
     assert [k for k, _ in output(spark, base)] == ["a", "c"]
     assert dropped(a) == 1
+
+
+def test_a_bad_csv_cell_is_dropped_and_counted_under_continue(
+    spark: Any, app_id: str, base: str
+) -> None:
+    write(base, "a.csv", CSV)
+    a = csv_app(
+        spark,
+        base,
+        app_id,
+        deserialization_exception_handler=LogAndContinueDeserializationExceptionHandler,
+    )
+    a.run_until_caught_up()
+    assert output(spark, base) == [("alice", 1), ("carol", 3)]  # bob is not read as null
+    assert a.metrics().dropped_by_reason() == {(SOURCE, "deserialization-error"): 1}
+
+
+def test_missing_fields_are_a_tombstone_and_the_processing_time(
+    spark: Any, app_id: str, base: str
+) -> None:
+    import time
+
+    # a missing value is null (a tombstone), passed on as one: not a dropped record; a
+    # missing timestamp is the processing time (docs/concepts.md, layouts)
+    start = int(time.time() * 1000)
+    write(
+        base,
+        "a.jsonl",
+        line("g1", 1, 1) + b'{"key": "m", "timestamp": 2}\n' + b'{"key": "n", "value": 5}\n',
+    )
+    a = app(spark, base, app_id)
+    a.run_until_caught_up()
+    assert sorted(output(spark, base), key=str) == sorted(
+        [("g1", 1), ("m", None), ("n", 5)], key=str
+    )
+    assert dropped(a) == 0
+    stamps = {
+        r.key: r.timestamp
+        for r in spark.read.json(os.path.join(base, "out")).select("key", "timestamp").collect()
+    }
+    assert stamps["g1"] == 1 and stamps["m"] == 2 and stamps["n"] >= start
+    # (a null timestamp_field of the value layout is an invalid timestamp:
+    # tests/integration/test_timestamps.py)
+
+
+def test_outputs_arrow_refuses_are_dead_lettered_alone(spark: Any, app_id: str, base: str) -> None:
+    # an int of 2**63 or more and a string with a lone surrogate fit their Python types
+    # but not their column types: the production handler gets each record alone
+    write(base, "a.jsonl", b"".join(line(f"k{i}", i, i) for i in range(4)))
+    b = StreamsBuilder()
+    s = b.stream(Topic.jsonl("in", os.path.join(base, "in")), key_type=str, value_type=int)
+    s.map_values(lambda v: 2**63 if v == 1 else v, value_type=int).to(
+        Topic.jsonl("out", os.path.join(base, "out"))
+    )
+    s.map_values(lambda v: "a\ud800" if v == 2 else str(v), value_type=str).to(
+        Topic.jsonl("text", os.path.join(base, "text"))
+    )
+    config = StreamsConfig(
+        application_id=app_id,
+        checkpoint_dir=os.path.join(base, "chk"),
+        num_partitions=2,
+        production_exception_handler=DeadLetterQueueProductionExceptionHandler,
+        dead_letter_queue_topic=Topic.parquet("dlq", os.path.join(base, "dlq")),
+    )
+    a = StreamsApp(b.build(), config)
+    a._session = spark
+    a.run_until_caught_up()
+    assert output(spark, base) == [("k0", 0), ("k2", 2), ("k3", 3)]
+    text = spark.read.json(os.path.join(base, "text")).select("key", "value").collect()
+    assert sorted((r.key, r.value) for r in text) == [("k0", "0"), ("k1", "1"), ("k3", "3")]
+    dead = sorted(spark.read.parquet(os.path.join(base, "dlq")).collect(), key=lambda r: r.key)
+    assert [(r.key, r.processor_node_id) for r in dead] == [
+        ('"k1"', "KSTREAM-MAPVALUES-0000000001"),
+        ('"k2"', "KSTREAM-MAPVALUES-0000000003"),
+    ]
+    assert all("does not fit its column type" in r.exception_message for r in dead)
+    assert a.metrics().dead_letter_records == 2

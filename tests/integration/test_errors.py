@@ -20,7 +20,7 @@ from kspark.errors import (
     HandlerError,
     LogAndContinueDeserializationExceptionHandler,
     LogAndContinueProcessingExceptionHandler,
-    LogAndContinueProductionExceptionHandler,
+    LogAndFailProductionExceptionHandler,
     ProcessingError,
     ProcessingExceptionHandler,
     Response,
@@ -181,7 +181,7 @@ def test_a_broken_handler_fails_the_app_distinctly(spark: Any, app_id: str, hand
     assert e.value.code == "KSPARK_HANDLER_FAILED" and handler.__name__ in str(e.value)
 
 
-def test_production_handler_gets_records_that_cannot_be_serialized(spark: Any, app_id: str) -> None:
+def test_a_result_of_the_wrong_type_is_the_steps_failure(spark: Any, app_id: str) -> None:
     b = StreamsBuilder()
     b.stream(Topic.jsonl("in", "/unused"), key_type=str, value_type=str).map_values(
         lambda v: int(v) if v.isdigit() else v,
@@ -190,7 +190,9 @@ def test_production_handler_gets_records_that_cannot_be_serialized(spark: Any, a
     cfg = StreamsConfig(
         application_id=app_id,
         num_partitions=2,
-        production_exception_handler=LogAndContinueProductionExceptionHandler,
+        processing_exception_handler=LogAndContinueProcessingExceptionHandler,
+        # asked for values no step made; it must not be asked here (issue 16)
+        production_exception_handler=LogAndFailProductionExceptionHandler,
     )
     with TopologyTestDriver(b.build(), cfg, session=spark) as d:
         src = d.create_input_topic("in", key_type=str, value_type=str)

@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 
 from kspark import Materialized, StreamsApp, StreamsBuilder, StreamsConfig, Topic
-from kspark.errors import LogAndContinueDeserializationExceptionHandler
+from kspark.errors import (
+    DeadLetterQueueProductionExceptionHandler,
+    LogAndContinueDeserializationExceptionHandler,
+    LogAndContinueProductionExceptionHandler,
+    StreamsAppError,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -271,3 +276,73 @@ def test_kafka_poison_pills_reach_their_handlers(spark: Any, broker: Broker, tmp
     assert got == [(b"a", b"OK-1"), (b"e", b"OK-5")]
     reasons = {r: n for (_, r), n in app.metrics().dropped_by_reason().items()}
     assert reasons == {"deserialization-error": 2, "invalid-timestamp": 1}
+
+
+@pytest.mark.parametrize("mode", ["continue", "fail", "dead-letter", "dead-letter too large"])
+def test_a_record_over_the_sinks_size_limit_goes_to_the_production_handler(
+    spark: Any, broker: Broker, tmp_path: Any, mode: str
+) -> None:
+    # the producer's limit is set low so that the test stays cheap; the chain that feeds
+    # the sink measures each record against it (kspark_server.recordsize)
+    suffix = uuid.uuid4().hex[:6]
+    src, out, dlq = f"szin-{suffix}", f"szout-{suffix}", f"szdlq-{suffix}"
+    for t in (src, out, dlq):
+        create_topic(broker.bootstrap, t, partitions=1)
+    big = "x" * 5000
+    produce(
+        broker.bootstrap,
+        src,
+        [
+            (b"a", b"small", None, None, 1),
+            (b"b", big.encode(), None, None, 2),
+            (b"c", b"also small", None, None, 3),
+        ],
+    )
+    small = {"kafka.message.max.bytes": "2048", "kafka.batch.num.messages": "1"}
+    b = StreamsBuilder()
+    b.stream(
+        Topic.kafka(src, bootstrap_servers=broker.bootstrap, startingOffsets="earliest"),
+        key_type=str,
+        value_type=str,
+    ).to(Topic.kafka(out, bootstrap_servers=broker.bootstrap, **small))
+    handlers: dict[str, Any] = {}
+    if mode == "continue":
+        handlers["production_exception_handler"] = LogAndContinueProductionExceptionHandler
+    elif mode.startswith("dead-letter"):
+        handlers["production_exception_handler"] = DeadLetterQueueProductionExceptionHandler
+        limit = small if mode == "dead-letter too large" else {}
+        handlers["dead_letter_queue_topic"] = Topic.kafka(
+            dlq, bootstrap_servers=broker.bootstrap, **limit
+        )
+    cfg = StreamsConfig(
+        application_id=f"ksize-{suffix}",
+        checkpoint_dir=str(tmp_path / "chk"),
+        num_partitions=1,
+        kafka_client="python",
+        **handlers,
+    )
+    app = StreamsApp(b.build(), cfg, session=spark)
+    sink = "KSTREAM-SINK-0000000001"
+    if mode in ("fail", "dead-letter too large"):
+        with pytest.raises(StreamsAppError) as info:
+            app.run_until_caught_up()
+        text = str(info.value)
+        if mode == "fail":
+            assert sink in text and f"Kafka topic '{out}'" in text and "2048-byte limit" in text
+            assert "kafka.message.max.bytes" in text
+        else:  # the dead letter itself is over its topic's limit: one clear error, no loop
+            assert "dead-letter record" in text and dlq in text
+            assert "message.max.bytes=2048" in text
+        return
+    app.run_until_caught_up()
+    got = [(r["key"], r["value"]) for r in consume_all(broker.bootstrap, out)]
+    assert got == [(b"a", b"small"), (b"c", b"also small")]
+    if mode == "continue":
+        assert app.metrics().dropped_by_reason() == {(sink, "production-error"): 1}
+    else:
+        (dead,) = consume_all(broker.bootstrap, dlq)
+        assert json.loads(dead["value"]) == big  # dead letters keep values as JSON text
+        headers = dict(dead["headers"])
+        assert headers["__streams.errors.processor.node.id"] == sink.encode()
+        assert b"2048-byte limit" in headers["__streams.errors.message"]
+        assert app.metrics().dead_letter_records == 1

@@ -165,14 +165,15 @@ def _sometimes_wrong(v: int) -> Any:
     return "x" if v == 2 else (True if v == 3 else v)
 
 
-def test_a_wrong_output_type_fails_alone_through_the_production_handler() -> None:
+def test_a_wrong_output_type_fails_alone_through_the_steps_processing_handler() -> None:
+    # the step declared int: a result that is not one is the step's failure (issue 16)
     b = StreamsBuilder()
     b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int).map_values(
         _sometimes_wrong, value_type=int
     ).to(Topic.jsonl("out", "/out/out"))
     (spec,) = _chains(
         b,
-        production_exception_handler=DeadLetterQueueProductionExceptionHandler,
+        processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
         dead_letter_queue_topic=Topic.jsonl("dlq", "/d"),
     )
     out = _same(spec, _batch(str, int, [(str(i), i) for i in range(6)]))
@@ -272,7 +273,7 @@ def test_nested_values_of_the_wrong_shape_fail_alone(
     ).map_values(fn, value_type=value_type).to(Topic.jsonl("out", "/out/out"))
     (spec,) = _chains(
         b,
-        production_exception_handler=DeadLetterQueueProductionExceptionHandler,
+        processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
         dead_letter_queue_topic=Topic.jsonl("dlq", "/d"),
     )
     out = _same(spec, _batch(str, Order, ORDERS))
@@ -334,7 +335,7 @@ def test_any_chain_gives_what_the_record_chain_gives(
         if dead_letters
         else {
             "processing_exception_handler": LogAndContinueProcessingExceptionHandler,
-            # map_values steps give a str for an int now and then: a production failure
+            # map_values steps give a str for an int now and then: the step's failure
             "production_exception_handler": LogAndContinueProductionExceptionHandler,
         }
     )
@@ -394,7 +395,7 @@ def test_dynamic_values_run_step_by_step_and_match_the_record_chain(out_type: st
     out = _same(spec, batch)
     if out_type == "int":  # n=1 filtered, n=2 divides by zero
         assert [r["value"] for r in out[:4]] == [-5, 10, 5, 3]
-    else:  # n=1 filtered, n=3 is a set: not JSON, to the production handler
+    else:  # n=1 filtered, n=3 is a set: not JSON, the mapper's processing handler
         assert [json.loads(r["value"]) for r in out[:4]] == [
             {"n": n, "tags": ["a", "b"]} for n in (0, 4, 8, 10)
         ]

@@ -210,6 +210,9 @@ def test_the_test_driver_writes_and_reads_dynamic_values_as_json_text() -> None:
             shutil.copy(os.path.join(driver._topic_path("events"), name), folder)
         rows = pq.read_table(folder).to_pylist()
         assert rows[0]["value"] == '{"id":"o1","qty":2}'
+        # after the first batch the plan is fixed: a typed output topic converts as it
+        # reads (before it, the sink converts: tests/unit/test_dynamic_handlers.py)
+        driver._started = True
         assert driver.create_output_topic("out", key_type=str, value_type=Order).read_records()[
             0
         ].value == Order("o1", 2)

@@ -8,8 +8,9 @@ rule fails loudly.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -47,9 +48,19 @@ class _Pending:
     subtopology: int
 
 
-def compile_topology(topology: Topology, config: StreamsConfig) -> st.Output:
-    """Lower ``topology`` to stages for the app configured by ``config``."""
-    return _Compiler(topology, config).compile()
+def compile_topology(
+    topology: Topology,
+    config: StreamsConfig,
+    *,
+    sink_types: Mapping[str, tuple[TypeDesc | None, TypeDesc | None]] | None = None,
+) -> st.Output:
+    """Lower ``topology`` to stages for the app configured by ``config``. ``sink_types``
+    gives sink topics declared key and value types (the test driver's typed output
+    topics): a dynamic key or value is converted to them at the sink, and one that does
+    not convert goes to the production handler under the sink's name."""
+    compiler = _Compiler(topology, config)
+    compiler.sink_types = dict(sink_types or {})
+    return compiler.compile()
 
 
 def resolve_handler(value: Any, base: type, what: str, config: StreamsConfig) -> Any:
@@ -73,6 +84,7 @@ class _Compiler:
         self.topology = topology
         self.config = config
         self.memo: dict[int, _Pending] = {}
+        self.sink_types: dict[str, tuple[TypeDesc | None, TypeDesc | None]] = {}
         self.subtopology_of = {
             node.name: i for i, group in enumerate(topology.subtopologies()) for node in group
         }
@@ -112,8 +124,8 @@ class _Compiler:
         parts = []
         sink_specs = []
         for i, sink in enumerate(self.topology.sinks):
-            stage = self.flush(self.visit(sink.parent), sink.name)
             topic = _bound(sink)
+            stage = self.sink_stage(sink, topic)
             parts.append(st.SinkPart(index=i, processor=sink.name, topic=topic, stage=stage))
             sink_specs.append(
                 sp.SinkSpec(
@@ -174,15 +186,71 @@ class _Compiler:
         )
         return st.Chain(input=p.base, spec=spec, key_type=key_type, value_type=value_type)
 
+    def sink_stage(self, sink: n.Sink, topic: n.TopicSpec) -> st.Stage:
+        """What ``sink`` writes. Into Kafka, through a chain that hands each record over
+        the topic's byte limit to the production handler (``kspark_server.recordsize``):
+        the sink's own chain, or a chain of no steps of its own, never a shared stage."""
+        p = self.visit(sink.parent)
+        typed = self.typed_sink(sink, p)
+        if typed is not None:
+            p = attrs.evolve(
+                p, base=typed, steps=(), key_type=typed.key_type, value_type=typed.value_type
+            )
+        if topic.format != "kafka":
+            return self.flush(p, sink.name)
+        limit = sp.RecordLimit(
+            processor=sink.name, topic=topic.name, max_bytes=kafka_record_limit(topic)
+        )
+        if p.steps:
+            chain = self.flush(p, sink.name)
+            assert isinstance(chain, st.Chain)
+            return attrs.evolve(chain, spec=dataclasses.replace(chain.spec, record_limit=limit))
+        stage = p.base
+        spec = sp.ChainSpec(
+            input=_kv(stage.key_type, stage.value_type),
+            output=_kv(stage.key_type, stage.value_type),
+            steps=(),
+            output_schema=_envelope_json(stage.key_type, stage.value_type),
+            handling=self.handling(p.subtopology),
+            record_limit=limit,
+        )
+        return st.Chain(
+            input=stage, spec=spec, key_type=stage.key_type, value_type=stage.value_type
+        )
+
+    def typed_sink(self, sink: n.Sink, p: _Pending) -> st.Stage | None:
+        """``p`` converted to the types declared for ``sink``'s topic (``sink_types``)
+        where its key or value is dynamic; None when nothing is to convert. A record that
+        does not convert is the sink's, as a serializer's failure: the production handler."""
+        key_type, value_type = self.sink_types.get(sink.topic_name, (None, None))
+        have_key, have_value = _known(p.key_type), _known(p.value_type)
+        out_key = key_type if isinstance(have_key, Dynamic) and key_type is not None else have_key
+        out_value = (
+            value_type if isinstance(have_value, Dynamic) and value_type is not None else have_value
+        )
+        if (out_key, out_value) == (have_key, have_value):
+            return None
+        stage = self.flush(p, sink.name)
+        spec = sp.ChainSpec(
+            input=_kv(have_key, have_value),
+            output=_kv(out_key, out_value),
+            steps=(),
+            output_schema=_envelope_json(out_key, out_value),
+            handling=self.handling(p.subtopology),
+            sink=sink.name,
+        )
+        return st.Chain(input=stage, spec=spec, key_type=out_key, value_type=out_value)
+
     def convert_key(self, stage: st.Stage, key_type: TypeDesc, node: n.Node) -> st.Stage:
         """``stage`` with its dynamic keys converted to ``key_type``; a key that does not
-        convert goes to the production exception handler."""
+        convert is a failure of ``node`` (its processing exception handler)."""
         spec = sp.ChainSpec(
             input=_kv(stage.key_type, stage.value_type),
             output=_kv(key_type, stage.value_type),
             steps=(),
             output_schema=_envelope_json(key_type, stage.value_type),
             handling=self.handling_at(node),
+            converts_for=node.name,
         )
         return st.Chain(input=stage, spec=spec, key_type=key_type, value_type=stage.value_type)
 
@@ -607,6 +675,46 @@ def _deserialization_mode(config: StreamsConfig) -> str:
 
 def _needs_dlq(handler: Any) -> bool:
     return bool(getattr(handler, "writes_dead_letters", False))
+
+
+#: librdkafka's default ``message.max.bytes``, the limit of a Kafka sink that sets none.
+KAFKA_MAX_MESSAGE_BYTES = 1_000_000
+
+
+def kafka_record_limit(topic: n.TopicSpec) -> int:
+    """The largest record, in bytes, that a Kafka sink into ``topic`` produces: the
+    producer's ``message.max.bytes`` (``Topic.kafka(..., **{"kafka.message.max.bytes":
+    "..."})``) or ``max.request.size``, whichever is smaller, and librdkafka's default of
+    1,000,000 bytes if neither is given.
+
+    Examples
+    --------
+    >>> from kspark import Topic
+    >>> kafka_record_limit(Topic.kafka("t", bootstrap_servers="k:9092"))
+    1000000
+    >>> kafka_record_limit(
+    ...     Topic.kafka("t", bootstrap_servers="k:9092", **{"kafka.message.max.bytes": "2048"})
+    ... )
+    2048
+    """
+    limit = KAFKA_MAX_MESSAGE_BYTES
+    opts = topic.option_dict()
+    # message.max.bytes for librdkafka (kspark's own client), max.request.size for the Java
+    # producer of Spark's Kafka connector: the smaller one given wins
+    given = [o for o in ("kafka.message.max.bytes", "kafka.max.request.size") if o in opts]
+    for option in given:
+        raw = opts[option]
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise errors.ConfigError(
+                f"topic {topic.name!r}: {option} must be a positive number of bytes, not {raw!r}",
+                option=option,
+            )
+        limit = value if option == given[0] else min(limit, value)
+    return limit
 
 
 def _known(tp: TypeDesc | None) -> TypeDesc:

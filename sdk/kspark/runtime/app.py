@@ -26,6 +26,7 @@ from kspark.errors import (
     StreamsAppError,
 )
 from kspark.plan.topology import Topology
+from kspark.plan.types import TypeDesc
 from kspark.runtime import failures, lease, restore, shipping, workers
 from kspark.runtime import rescale as rescaling
 from kspark.runtime.checkpoints import (
@@ -173,6 +174,9 @@ class StreamsApp:
         self._query: Any = None
         self._state = State.CREATED
         self._output: Output | None = None
+        #: sink topic name -> the (key, value) types the sink converts dynamic records to,
+        #: as the test driver's typed output topics declare them
+        self.sink_types: dict[str, tuple[TypeDesc | None, TypeDesc | None]] = {}
         self._batches = Batches()
         #: tokens of this object's runs (their leases), and those it said ended
         self._runs: list[str] = []
@@ -329,7 +333,7 @@ class StreamsApp:
 
     def compiled(self) -> Output:
         if self._output is None:
-            self._output = compile_topology(self.topology, self.config)
+            self._output = compile_topology(self.topology, self.config, sink_types=self.sink_types)
         return self._output
 
     def _start_query(self, available_now: bool) -> Any:

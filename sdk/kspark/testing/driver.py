@@ -282,6 +282,8 @@ class TopologyTestDriver:
             data_dir=None,
         )
         self.app = StreamsApp(self.topology, self.config, session=session)
+        #: whether a micro-batch ran: the plan is fixed from then on
+        self._started = False
 
     def _rewire(self, name: str, _topic: TopicSpec | None, role: str) -> TopicSpec:
         opts = (("kspark.ordered", "true"),) if role == "sink" else ()
@@ -367,6 +369,20 @@ class TopologyTestDriver:
         stored = (
             (sink.key_type or DYNAMIC, sink.value_type or DYNAMIC) if sink is not None else None
         )
+        if stored is not None and not self._started and (key_type, value_type) != (None, None):
+            # the sink itself converts its dynamic records to the declared types, as a
+            # typed sink would: one that does not convert goes to the production handler
+            # under the sink's name, not to an error when it is read
+            declared = (
+                _type(key_type) if key_type is not None else None,
+                _type(value_type) if value_type is not None else None,
+            )
+            self.app.sink_types[name] = declared
+            self.app._output = None
+            stored = tuple(  # type: ignore[assignment]
+                d if isinstance(s, Dynamic) and d is not None else s
+                for s, d in zip(stored, declared, strict=True)
+            )
         key = _type(key_type) if key_type is not None else (stored or (DYNAMIC, DYNAMIC))[0]
         value = _type(value_type) if value_type is not None else (stored or (DYNAMIC, DYNAMIC))[1]
         return TestOutputTopic(self, name, key, value, stored)
@@ -391,6 +407,7 @@ class TopologyTestDriver:
             topic._flush()
         for source in self.topology.sources():
             os.makedirs(self._topic_path(source.topic_name), exist_ok=True)
+        self._started = True
         self.app.run_until_caught_up()
 
     def metrics(self) -> Metrics:
