@@ -1430,7 +1430,9 @@ class KStream(Generic[K, V]):
                 processor=name,
             )
         store = source.store_name
-        if store in self._builder._join_stores:
+        # an aggregation owns its store; the join keeps its own copy of the table's
+        # latest values (fed by the table's updates), under a name of its own
+        if store in self._builder._join_stores or source.stores():
             store = f"{store}-{name}"
         self._builder._join_stores.add(store)
         return self._wrap(
