@@ -266,10 +266,13 @@ class AggregateProcessor(TaskProcessor):
                     last[hk] = i
                 continue
             close = stream_time - grace
+            dead_lettered = False
             for start in windows_for(ts, size, advance):
                 if start + size <= close:
-                    # the window has closed: too late for it (counted once per window)
-                    drop(processor, task_id, "late-record")
+                    # the window has closed: too late for it (counted once per window, as
+                    # Kafka Streams does; dead-lettered once per record)
+                    drop(processor, task_id, "late-record", None if dead_lettered else batch.row(i))
+                    dead_lettered = True
                     continue
                 sk = (hk, start)
                 ctx = None if ctx_cols is None else [c[i] for c in ctx_cols]
@@ -331,7 +334,12 @@ class AggregateProcessor(TaskProcessor):
             # by the stream time as it was at each record: too late for its window?
             late = all_starts + size <= run[idx] - self.grace
             if late.any():
-                dropped["late-record"] = int(late.sum())
+                if self.guard.dead_letter_dropped:
+                    # each late record to the dead-letter queue (which counts it too)
+                    for j in idx[late].tolist():
+                        self.guard.drop(self.processor, task_id, "late-record", batch.row(j))
+                else:
+                    dropped["late-record"] = int(late.sum())
                 keep = np.flatnonzero(~late)
                 idx, all_starts = idx[keep], all_starts[keep]
                 hks = [hks[j] for j in keep.tolist()]

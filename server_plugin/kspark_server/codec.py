@@ -41,12 +41,20 @@ def _float(x: Any) -> Any:
     return float(x) if type(x) is int else native(x)
 
 
+def _long(x: Any) -> Any:
+    # pandas holds a long column with a null as float64 (a stream-table join's frame has
+    # both sides' rows, so each side's column has nulls): an int comes back as 2.0
+    return int(x) if type(x) is float else x
+
+
 def decoder(t: TypeSpec, nested: bool = False) -> Codec:
     """A function from a column value to the Python object of type spec ``t``."""
     if isinstance(t, PrimSpec):
         if nested and t.spark in ("double", "float"):
             # a JSON number without a fraction (a dynamic value converted) is still a float
             return _float
+        if not nested and t.spark == "long":
+            return _long
         return native if nested else _identity
     if isinstance(t, JsonSpec):
         return _json_decode

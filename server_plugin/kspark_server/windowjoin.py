@@ -186,7 +186,10 @@ class WindowJoinProcessor(TaskProcessor):
                 self._emit(out, key, side, env, None, ts, 0, batch.row(i))
                 continue
             if ts + look[side] + grace < stream_time:
-                self.guard.drop(self.processor, subtask, "late-record", batch.row(i))
+                row = batch.row(i)
+                # the right side's value is in ks_tvalue: the dead letter carries the record's
+                record = (row.get("key"), row.get("ks_tvalue" if side else "value"))
+                self.guard.drop(self.processor, subtask, "late-record", row, record)
                 self.late += 1
                 continue
             hk = key if type(key) is str else hashable(key)

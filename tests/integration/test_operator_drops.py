@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from kspark import Materialized, StreamsBuilder, StreamsConfig, Topic
+from kspark import (
+    JoinWindows,
+    Materialized,
+    Named,
+    SessionWindows,
+    StreamsBuilder,
+    StreamsConfig,
+    TimeWindows,
+    Topic,
+)
 from kspark.testing import TopologyTestDriver
 
 pytestmark = pytest.mark.spark
@@ -94,3 +103,71 @@ def test_operator_drops_go_to_the_dead_letter_queue_when_asked(spark: Any, app_i
     ]
     assert {r["exception_class"] for r in dead} == {"kspark_server.handling.DroppedRecord"}
     assert any("history retention" in r["exception_message"] for r in dead)
+
+
+def _windowed_topology() -> Any:
+    """A tumbling count (the vectorized path), a hopping reduce, a session count and a
+    stream-stream join, all over A (the join with B)."""
+    b = StreamsBuilder()
+    a = b.stream(Topic.jsonl("A", "/unused"), key_type=str, value_type=str)
+    bs = b.stream(Topic.jsonl("B", "/unused"), key_type=str, value_type=str)
+    ten, five = timedelta(seconds=10), timedelta(seconds=5)
+    grouped = a.group_by_key()
+    grouped.windowed_by(TimeWindows.of_size_with_no_grace(ten)).count(
+        Named.as_("count")
+    ).to_stream().to(Topic.jsonl("counts", "/unused"))
+    grouped.windowed_by(TimeWindows.of_size_with_no_grace(ten).advance_by(five)).reduce(
+        lambda x, y: x + y, Named.as_("reduce")
+    ).to_stream().to(Topic.jsonl("reduced", "/unused"))
+    grouped.windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(timedelta(seconds=1))).count(
+        Named.as_("session")
+    ).to_stream().to(Topic.jsonl("sessions", "/unused"))
+    a.join(
+        bs,
+        lambda x, y: f"{x}+{y}",
+        JoinWindows.of_time_difference_with_no_grace(timedelta(seconds=1)),
+        Named.as_("join"),
+        value_type=str,
+    ).to(Topic.jsonl("joined", "/unused"))
+    return b.build()
+
+
+def test_late_window_records_go_to_the_dead_letter_queue(spark: Any, app_id: str) -> None:
+    cfg = StreamsConfig(
+        application_id=app_id,
+        num_partitions=2,
+        dead_letter_queue_topic=Topic.jsonl("dlq", "/unused"),
+        dead_letter_dropped_records=True,
+    )
+    batches = [
+        [("A", "k", "a", 20_000), ("B", "k", "b", 20_000)],
+        # stream time is 20s: their windows ([0, 10s), [5s, 15s), the session and the join
+        # window of 5s +- 1s) have all closed
+        [("A", "k", "late-a", 5_000), ("B", "k", "late-b", 5_000)],
+    ]
+    with TopologyTestDriver(_windowed_topology(), cfg, session=spark) as d:
+        ins = {t: d.create_input_topic(t, key_type=str, value_type=str) for t in ("A", "B")}
+        for batch in batches:
+            for topic, k, v, ts in batch:
+                ins[topic].pipe_input(k, v, timestamp=ts)
+            d.process()
+        m = d.metrics()
+        dead = d.dead_letter_topic().read_raw()
+    # the hopping reduce drops late-a from two windows: counted twice, dead-lettered once
+    assert m.dropped_by_reason() == {
+        ("count", "late-record"): 1,
+        ("reduce", "late-record"): 2,
+        ("session", "late-record"): 1,
+        ("join", "late-record"): 2,
+    }
+    got = sorted(
+        (r["processor_node_id"], r["timestamp"], json.loads(r["value"] or "null")) for r in dead
+    )
+    assert got == [
+        ("count", 5_000, "late-a"),
+        ("join", 5_000, "late-a"),
+        ("join", 5_000, "late-b"),
+        ("reduce", 5_000, "late-a"),
+        ("session", 5_000, "late-a"),
+    ]
+    assert all("window had closed" in r["exception_message"] for r in dead)

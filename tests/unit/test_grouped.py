@@ -261,3 +261,26 @@ def test_session_windows_compile_with_their_gap_and_merger() -> None:
         g.windowed_by(w).count().suppress(Suppressed.until_window_closes())
     with pytest.raises(InvalidArgumentError, match="positive"):
         SessionWindows.of_inactivity_gap_with_no_grace(timedelta(0))
+
+
+@pytest.mark.parametrize("materialized", [None, "counts"])
+def test_a_stream_joins_an_aggregated_table_with_a_store_of_its_own(
+    materialized: str | None,
+) -> None:
+    b = StreamsBuilder()
+    s = b.stream("in", key_type=str, value_type=int)
+    other = b.stream("o", key_type=str, value_type=int)
+    mat = Materialized.as_(materialized) if materialized else None
+    counts = s.group_by_key().count(materialized=mat)
+    other.join(counts, lambda v, c: v + c).to("out")
+    other.left_join(counts, lambda v, c: v + (c or 0)).to("out2")
+    topo = b.build()  # the aggregation and both joins each own a store
+    owners = topo.stores()
+    assert owners[counts.store_name] == counts.name
+    assert len(owners) == 3
+
+
+def test_a_long_value_pandas_held_as_a_float_decodes_to_an_int() -> None:
+    dec = codec.decoder(PrimSpec(spark="long"))
+    assert dec(2.0) == 2 and type(dec(2.0)) is int
+    assert dec(None) is None and dec(7) == 7

@@ -68,9 +68,11 @@ def stream_table_join(
         name,
         "stream key type {} differs from table key type {}; select_key the stream first",
     )
-    # two joins against one table each keep a store of their own
+    # two joins against one table each keep a store of their own; so does a join against
+    # an aggregated table, whose store the aggregation owns (the join keeps its own copy
+    # of the table's latest values, fed by the table's updates)
     store = source.store_name
-    if store in builder._join_stores:
+    if store in builder._join_stores or source.stores():
         store = f"{store}-{name}"
     builder._join_stores.add(store)
     return n.StreamTableJoin(
