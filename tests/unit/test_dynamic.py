@@ -211,7 +211,7 @@ def test_the_test_driver_writes_and_reads_dynamic_values_as_json_text() -> None:
         rows = pq.read_table(folder).to_pylist()
         assert rows[0]["value"] == '{"id":"o1","qty":2}'
         # after the first batch the plan is fixed: a typed output topic converts as it
-        # reads (before it, the sink converts: tests/unit/test_dynamic_handlers.py)
+        # reads (before it, the sink converts: tests/unit/test_dynamic_handler_routing.py)
         driver._started = True
         assert driver.create_output_topic("out", key_type=str, value_type=Order).read_records()[
             0
