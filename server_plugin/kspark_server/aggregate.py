@@ -43,12 +43,11 @@ import json
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from kspark_server import codec, stateenc
 from kspark_server.envelope import SideKind
 from kspark_server.spec import AggregateSpec, JsonSpec, PrimSpec
-from kspark_server.tasks import Batch, Emitter, TaskProcessor, records_table
+from kspark_server.tasks import Batch, Emitter, TaskProcessor
 from kspark_server.windows import windows_for
 
 __all__ = ["AggregateProcessor"]
@@ -74,8 +73,6 @@ class _AggEmitter(Emitter):
         self.keys: list[Any] = []
         self.ts: list[int] = []
         self.replace_key = False
-        #: (position among all rows, row of the envelope's columns)
-        self.stored: list[tuple[int, dict[str, Any]]] = []
 
     def row(self, i: int, key: Any, value: Any, ts: int) -> None:
         self.take(i, value)
@@ -83,33 +80,14 @@ class _AggEmitter(Emitter):
         self.ts.append(ts)
 
     def kept(self, row: dict[str, Any]) -> None:
-        self.stored.append((len(self.idx) + len(self.stored), row))
+        """A final result built from a kept entry: emitted as a carried record is."""
+        self.carried.append((len(self.idx) + len(self.carried), row))
 
     def new_columns(self) -> dict[str, list[Any]]:
         cols: dict[str, list[Any]] = {"value": self.values, "timestamp": self.ts}
         if self.replace_key:
             cols["key"] = self.keys
         return cols
-
-    def table(
-        self,
-        batch: Batch | None,
-        columns: list[str],
-        schema: pa.Schema | None,
-        new_value: bool,
-        where: str = "operator",
-    ) -> pa.Table | None:
-        # an aggregation emits either batch rows or (suppressed) kept rows, never both
-        parts: list[pa.Table] = []
-        if self.idx and batch is not None:
-            t = super().table(batch, columns, schema, True, where)
-            assert t is not None
-            parts.append(t)
-        if self.stored:
-            parts.append(records_table([r for _, r in self.stored], columns, schema, where))
-        if not parts:
-            return None
-        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
 
 class AggregateProcessor(TaskProcessor):

@@ -6,8 +6,8 @@ costs about as much as the operator's own work (``docs/performance.md``). So the
 are packed first, in a vectorised ``mapInArrow`` step: each Arrow batch is split by task
 key, and each task's part becomes **one** row, ``(ks_task, ks_rows)``, whose binary
 ``ks_rows`` is an Arrow IPC stream of the records. The state operator then sees a handful
-of rows per task and batch, and :func:`unpack` reads them back into one pandas frame with
-Arrow's own conversion.
+of rows per task and batch, and :func:`unpack_table` reads them back into one Arrow
+table.
 
 Rows leave the operator packed the same way: each task's output is one row, ``ks_rows``
 (:data:`OUTPUT_SCHEMA_DDL`), an Arrow IPC stream of the output records, and a vectorised
@@ -23,7 +23,7 @@ Example
 >>> packed = list(pack_by_task(iter([rb])))[0]
 >>> packed.column("ks_task").to_pylist()
 [1, 2]
->>> unpack(packed.column("ks_rows").to_pylist())["v"].tolist()
+>>> unpack_table(packed.column("ks_rows").to_pylist()).column("v").to_pylist()
 ['b', 'a', 'c']
 """
 
@@ -33,7 +33,6 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 __all__ = [
@@ -41,7 +40,6 @@ __all__ = [
     "PACKED_SCHEMA_DDL",
     "pack_by_task",
     "pack_table",
-    "unpack",
     "unpack_rows",
     "unpack_table",
 ]
@@ -104,13 +102,6 @@ def unpack_table(blobs: Iterable[Any]) -> pa.Table | None:
     if not tables:
         return None
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-
-
-def unpack(blobs: Iterable[Any]) -> pd.DataFrame:
-    """The records of packed rows (:func:`pack_by_task`), as one pandas frame."""
-    table = unpack_table(blobs)
-    # nullable integers become floats with NaN, as Spark's own conversion makes them
-    return pd.DataFrame() if table is None else table.to_pandas()
 
 
 def unpack_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
