@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Literal, TypeAlias
 
 __all__ = [
+    "FileSink",
     "HandlerName",
     "KafkaClient",
     "ProgressMode",
@@ -39,6 +40,12 @@ TopicRole: TypeAlias = Literal["source", "sink"]
 #: connector, kspark's Python source and sink, or ``"auto"`` (the JVM one when the server
 #: has it).
 KafkaClient: TypeAlias = Literal["auto", "jvm", "python"]
+
+#: How an app writes its file topics (``StreamsConfig.file_sink``): Spark's own file sink
+#: (``"spark"``: written by the JVM, exactly once through its ``_spark_metadata`` log),
+#: kspark's ``batch_id=N`` folders (``"batch_folders"``, through ``foreachBatch``), or
+#: ``"auto"`` (Spark's where the app allows it: docs/topics.md).
+FileSink: TypeAlias = Literal["auto", "batch_folders", "spark"]
 
 #: The short names of the built-in exception handlers, which ``StreamsConfig``'s
 #: ``*_exception_handler`` options (and config files) take in place of a class.

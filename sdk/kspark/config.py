@@ -14,7 +14,7 @@ import attrs
 
 from kspark import errors
 from kspark._paths import resolve_path
-from kspark._typing import HandlerName, KafkaClient, TimestampPolicy
+from kspark._typing import FileSink, HandlerName, KafkaClient, TimestampPolicy
 from kspark.errors import ConfigError, KSparkError
 from kspark.plan.nodes import TopicSpec
 
@@ -80,6 +80,14 @@ def _check_kafka_client(_inst: object, _attr: object, value: Any) -> None:
         raise ConfigError(
             f"kafka_client must be one of {list(get_args(KafkaClient))}, got {value!r}",
             option="kafka_client",
+        )
+
+
+def _check_file_sink(_inst: object, _attr: object, value: Any) -> None:
+    if value not in get_args(FileSink):
+        raise ConfigError(
+            f"file_sink must be one of {list(get_args(FileSink))}, got {value!r}",
+            option="file_sink",
         )
 
 
@@ -336,6 +344,15 @@ class StreamsConfig:
         How Kafka topics are read and written: ``"auto"`` (the JVM connector if the
         server has it, else kspark's Python Kafka source and sink), ``"jvm"`` or
         ``"python"``.
+    file_sink
+        How file topics (JSON lines, Parquet, CSV) are written: ``"spark"``, Spark's own
+        streaming file sink, written by the JVM and exactly once through the topic's
+        ``_spark_metadata`` log; ``"batch_folders"``, one ``batch_id=N`` folder per
+        micro-batch through ``foreachBatch`` (a Python process per query, about 2 s
+        more per start); or ``"auto"`` (the default): Spark's sink for an app without
+        state that writes one file topic, has no dead-letter queue and was never
+        rescaled, into a topic that is not already in the other layout; batch folders
+        otherwise. A topic keeps the layout it was first written in (docs/topics.md).
     state_snapshot_min_deltas
         A snapshot of a state partition is taken after this many micro-batches
         (changelog files) since the last one
@@ -420,6 +437,7 @@ class StreamsConfig:
         default="fail", validator=_check_timestamp_policy
     )
     kafka_client: KafkaClient = attrs.field(default="auto", validator=_check_kafka_client)
+    file_sink: FileSink = attrs.field(default="auto", validator=_check_file_sink)
     state_snapshot_min_deltas: int = attrs.field(
         default=5, validator=_positive_int("state_snapshot_min_deltas")
     )

@@ -24,7 +24,8 @@ from kspark_server.spec import SinkSpec, SinksSpec, TopicRef, check_spec
 
 _log = logging.getLogger("kspark.sinks")
 
-_FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
+#: kspark's file topic formats, and Spark's name of each
+FILE_FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
 
 
 def make_batch_writer(spec: SinksSpec) -> Any:
@@ -60,7 +61,7 @@ def make_batch_writer(spec: SinksSpec) -> Any:
             df = df.persist()
         try:
             for group in groups.values():
-                rows = [_sink_rows(df, s) for s in group]
+                rows = [sink_rows(df, s) for s in group]
                 part = functools.reduce(DataFrame.unionByName, rows)
                 topic = group[0].topic
                 write_topic(part, topic, batch_id, topic.ordered, kafka_format)
@@ -96,7 +97,7 @@ def make_batch_writer(spec: SinksSpec) -> Any:
     return write_batch
 
 
-def _sink_rows(df: DataFrame, s: SinkSpec) -> DataFrame:
+def sink_rows(df: DataFrame, s: SinkSpec) -> DataFrame:
     """Sink ``s``'s records of the batch, in the columns every topic writer takes."""
     i = s.index
     return df.filter(F.col("ks_side").isNull() & (F.col("ks_sink") == i)).select(
@@ -123,8 +124,8 @@ def write_topic(
     else:
         df = df.sortWithinPartitions("ks_seq", "ks_sub")
     df = df.drop("ks_seq", "ks_sub")
-    if fmt in _FORMATS:
-        writer = df.write.mode("overwrite").format(_FORMATS[fmt])
+    if fmt in FILE_FORMATS:
+        writer = df.write.mode("overwrite").format(FILE_FORMATS[fmt])
         if fmt == "csv":
             writer = writer.option("header", "true")
         assert topic.path is not None  # kspark.Topic requires one for files and tables

@@ -88,7 +88,7 @@ def write_events(directory: Path, name: str, start: int, count: int) -> None:
 
 def read_outputs(directory: Path) -> list[dict[str, Any]]:
     rows = []
-    for path in glob.glob(str(directory / "batch_id=*" / "*.json")):
+    for path in glob.glob(str(directory / "**" / "*.json"), recursive=True):
         with open(path) as f:
             rows += [json.loads(line) for line in f if line.strip()]
     return rows

@@ -285,7 +285,7 @@ def test_thin_client_submits_an_app_that_outlives_it(
             remote.stop(handle=str(apps / f"{app_id}.json"), remote=spark_url)
 
     rows = []
-    for path in glob.glob(str(data / "out" / "batch_id=*" / "*.json")):
+    for path in glob.glob(str(data / "out" / "**" / "*.json"), recursive=True):
         with open(path) as f:
             rows += [json.loads(line) for line in f if line.strip()]
     assert sorted(r["value"] for r in rows) == sorted(f"HI {i}!" for i in range(12))

@@ -27,7 +27,7 @@ from kspark.errors import (
 )
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc
-from kspark.runtime import failures, lease, restore, shipping, workers
+from kspark.runtime import failures, filesink, lease, restore, shipping, workers
 from kspark.runtime import rescale as rescaling
 from kspark.runtime.checkpoints import (
     Generation,
@@ -365,11 +365,12 @@ class StreamsApp:
             gen = self._check_state_format(gen, committed)
         resume = gen.resume(committed)
         restoring = stateful and (committed or bool(resume and resume.initial_state))
+        mode = filesink.choose(spark, output, self.config, gen, stateful=stateful)
         df = build_dataframe(output, spark, resume)
-        writer = (
-            df.writeStream.queryName(self.config.application_id)
-            .option("checkpointLocation", gen.checkpoint)
-            .foreachBatch(
+        if mode == "spark":
+            writer = filesink.spark_writer(df, output)
+        else:
+            writer = df.writeStream.foreachBatch(
                 writer_function(
                     output,
                     spark,
@@ -377,6 +378,8 @@ class StreamsApp:
                     lease=(self.config.checkpoint_dir, self._new_run(), self.config.application_id),
                 )
             )
+        writer = writer.queryName(self.config.application_id).option(
+            "checkpointLocation", gen.checkpoint
         )
         if available_now:
             writer = writer.trigger(availableNow=True)

@@ -35,8 +35,8 @@ def _handle_path(app_id: str, directory: str | None = None) -> str:
 class OutputInfo:
     """Where a sink of the app writes, as the server sees it.
 
-    ``location`` is a directory for file topics (batch ``N`` goes to
-    ``<location>/batch_id=N``), a table name, or ``kafka://<bootstrap servers>/<topic>``.
+    ``location`` is a directory for file topics (``batch_id=N`` folders, or Spark's file
+    sink layout: :mod:`kspark.runtime.filesink`), a table name, or ``kafka://<bootstrap servers>/<topic>``.
     """
 
     name: str
@@ -61,7 +61,8 @@ class OutputInfo:
     def describe(self) -> str:
         where = self.location
         if self.format in ("jsonl", "parquet", "csv"):
-            where = f"{self.location.rstrip('/')}/batch_id=<n>/"
+            # a folder: of batch_id=N folders, or written by Spark's file sink
+            where = f"{self.location.rstrip('/')}/"
         kind = "dead letters" if self.dead_letter_queue else self.format
         return f"{self.name} ({kind}) -> {where}"
 

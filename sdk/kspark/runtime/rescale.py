@@ -34,6 +34,7 @@ from kspark.plan.topology import Topology
 from kspark.runtime import lease
 from kspark.runtime.checkpoints import (
     Generation,
+    _exists,
     current_generation,
     query_progress,
     write_generation,
@@ -159,6 +160,24 @@ def rescale(
         return _rescale(spark, topology, cfg, partitions, on_phase)
 
 
+def _refuse_spark_sink_topics(spark: Any, output: st.Output, app_id: str) -> None:
+    """A topic written by Spark's file sink cannot go on across a rescale: the rescaled
+    query's batches count from 0 again, and Spark's log would skip them as written
+    (:mod:`kspark.runtime.filesink`)."""
+    from kspark.runtime.filesink import SPARK_LOG, file_topics
+
+    for topic in file_topics(output):
+        assert topic.path is not None
+        if _exists(spark, f"{topic.path.rstrip('/')}/{SPARK_LOG}"):
+            raise RescaleError(
+                f"app {app_id} writes topic {topic.name} ({topic.path}) through Spark's "
+                f"file sink (file_sink='spark'), whose {SPARK_LOG} log cannot go on across "
+                "a rescale. An app without state needs no rescale: change num_partitions "
+                "directly. Otherwise run it with file_sink='batch_folders' into a new "
+                "topic folder first"
+            )
+
+
 def _rescale(
     spark: Any,
     topology: Topology,
@@ -179,6 +198,7 @@ def _rescale(
     # compiled for the generation's partitions: the state is laid out by them
     output = compile_topology(topology, cfg.with_(num_partitions=old_partitions))
     _refuse_unsupported_sources(output)
+    _refuse_spark_sink_topics(spark, output, app_id)
     phase("reading the checkpoint")
     progress = query_progress(spark, gen.checkpoint)
     if progress.last_committed is None:
