@@ -152,3 +152,23 @@ def test_spark_sink_refused_with_a_dead_letter_queue(spark: Any, app_id: str) ->
         )
         with pytest.raises(ConfigError, match="dead-letter queue"):
             StreamsApp(_stateless(base), cfg, session=spark).run_until_caught_up(progress=False)
+
+
+def test_driver_reads_spark_sink_topics_in_output_order(spark: Any) -> None:
+    from kspark.testing import TopologyTestDriver
+
+    b = StreamsBuilder()
+    left = b.stream("left", key_type=str, value_type=int)
+    right = b.stream("right", key_type=str, value_type=int)
+    left.merge(right).flat_map_values(lambda v: [v, -v], value_type=int).to("out")
+    with TopologyTestDriver(b.build(), session=spark) as d:
+        lt = d.create_input_topic("left", key_type=str, value_type=int)
+        rt = d.create_input_topic("right", key_type=str, value_type=int)
+        out = d.create_output_topic("out", key_type=str, value_type=int)
+        for i in range(1, 7):  # interleaved over the two inputs (two files, two partitions)
+            (lt if i % 2 else rt).pipe_input(f"k{i}", i, timestamp=i)
+        assert out.read_values() == [x for i in range(1, 7) for x in (i, -i)]
+        # written by Spark's file sink (the app has no state), read back batch by batch
+        assert os.path.isdir(os.path.join(d._topic_path("out"), "_spark_metadata"))
+        lt.pipe_input("k7", 7, timestamp=7)
+        assert out.read_values() == [7, -7]

@@ -42,7 +42,14 @@ if TYPE_CHECKING:
     from kspark.compiler import stages as st
     from kspark.config import StreamsConfig
 
-__all__ = ["SPARK_LOG", "choose", "file_topics", "spark_sink_blocker", "spark_writer"]
+__all__ = [
+    "SPARK_LOG",
+    "choose",
+    "file_topics",
+    "logged_batches",
+    "spark_sink_blocker",
+    "spark_writer",
+]
 
 #: The folder of Spark's file sink log inside a topic's folder.
 SPARK_LOG = "_spark_metadata"
@@ -65,8 +72,7 @@ def spark_sink_blocker(output: st.Output, generation: Generation) -> str | None:
     """Why this app cannot write through Spark's file sink, or None if it can.
 
     Spark's sink is one output per query; kspark's ``foreachBatch`` writer is needed for
-    more than one topic, a dead-letter queue, Kafka and tables, for output sorted into
-    one file per batch (the test driver's topics), and for a rescaled app.
+    more than one topic, a dead-letter queue, Kafka and tables, and for a rescaled app.
     """
     spec = output.writer_spec
     if spec.dlq is not None:
@@ -77,8 +83,6 @@ def spark_sink_blocker(output: st.Output, generation: Generation) -> str | None:
     topic = spec.sinks[0].topic
     if topic.format not in FILE_FORMATS:
         return f"its topic {topic.name} is a {topic.format} topic, not files"
-    if topic.ordered:
-        return f"its topic {topic.name} is written sorted, one file per micro-batch"
     if generation.batch_offset:
         return f"it was rescaled, and its batches go on numbering from {generation.batch_offset}"
     return None
@@ -158,12 +162,44 @@ def spark_writer(df: Any, output: st.Output) -> Any:
     for p in parts[1:]:
         rows = rows.unionByName(p)
     # records leave in the order each partition processed them: Spark cannot sort a
-    # stream, and the batch-folder writer's sort is only a normalisation of that order
-    writer = (
-        rows.drop("ks_seq", "ks_sub")
-        .writeStream.format(FILE_FORMATS[topic.format])
-        .option("path", topic.path)
-    )
+    # stream, and the batch-folder writer's sort is only a normalisation of that order;
+    # a topic that must be read in that order (the test driver's) keeps the sort columns
+    # for its reader
+    if not topic.ordered:
+        rows = rows.drop("ks_seq", "ks_sub")
+    writer = rows.writeStream.format(FILE_FORMATS[topic.format]).option("path", topic.path)
     if topic.format == "csv":
         writer = writer.option("header", "true")
     return writer
+
+
+def logged_batches(folder: str) -> list[list[str]] | None:
+    """The files of each micro-batch that Spark's file sink committed into the local
+    ``folder``, in batch order, from its ``_spark_metadata`` log; None if the folder has
+    no log. Only uncompacted logs (each batch its own log file) keep the batches apart:
+    the test driver, which reads this way, sets a compaction interval that its runs never
+    reach.
+
+    >>> import tempfile
+    >>> logged_batches(tempfile.mkdtemp()) is None
+    True
+    """
+    import json
+    import os
+    from urllib.parse import unquote, urlparse
+
+    log = os.path.join(folder, SPARK_LOG)
+    if not os.path.isdir(log):
+        return None
+    names = [n for n in os.listdir(log) if not n.startswith(".")]
+    if any(not n.isdigit() for n in names):
+        raise ValueError(f"{log} holds compacted entries ({sorted(names)[-1]}): batches merged")
+    batches: list[list[str]] = []
+    for name in sorted(names, key=int):
+        with open(os.path.join(log, name)) as f:
+            lines = f.read().splitlines()[1:]  # the first line is the log's version
+        entries = [json.loads(line) for line in lines if line.strip()]
+        batches.append(
+            [unquote(urlparse(e["path"]).path) for e in entries if e.get("action") == "add"]
+        )
+    return batches

@@ -27,7 +27,9 @@ from kspark.errors import InvalidArgumentError
 from kspark.plan.nodes import Topic, TopicSpec
 from kspark.plan.topology import Topology
 from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, describe_type
+from kspark.runtime import filesink
 from kspark.runtime.app import StreamsApp
+from kspark.runtime.checkpoints import Generation
 from kspark.runtime.metrics import Metrics
 
 __all__ = ["TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"]
@@ -166,15 +168,21 @@ class TestOutputTopic(Generic[K, V]):
         directory = self._driver._topic_path(self.name)
         if not os.path.isdir(directory):
             return []
+        rows: list[dict[str, Any]] = []
+        logged = filesink.logged_batches(directory)
+        if logged is not None:  # written by Spark's file sink, with the sort columns
+            for files in logged:
+                rows.extend(_in_output_order([pq.read_table(f).to_pylist() for f in files]))
+            return rows
         batches = sorted(
             (int(d.split("=", 1)[1]), d) for d in os.listdir(directory) if d.startswith("batch_id=")
         )
-        rows: list[dict[str, Any]] = []
         for _, d in batches:
             path = os.path.join(directory, d)
             files = sorted(f for f in os.listdir(path) if f.endswith(".parquet"))
-            for f in files:
-                rows.extend(pq.read_table(os.path.join(path, f)).to_pylist())
+            rows.extend(
+                _in_output_order([pq.read_table(os.path.join(path, f)).to_pylist() for f in files])
+            )
         return rows
 
     def read_records(self) -> list[TestRecord[K, V]]:
@@ -212,6 +220,18 @@ class TestOutputTopic(Generic[K, V]):
     def is_empty(self) -> bool:
         self._driver._process_pending()
         return len(self._all_rows()) <= self._position
+
+
+def _in_output_order(files: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One micro-batch's rows, from its files, in output order. Rows that Spark's file sink
+    wrote carry their source position (``ks_seq``, ``ks_sub``), by which they are sorted
+    (Spark cannot sort a stream); the batch-folder writer wrote one file, sorted."""
+    rows = [r for f in files for r in f]
+    if rows and "ks_seq" in rows[0]:
+        rows.sort(key=lambda r: (r["ks_seq"], r["ks_sub"]))
+        for r in rows:
+            del r["ks_seq"], r["ks_sub"]
+    return rows
 
 
 def _reader(stored: TypeDesc, wanted: TypeDesc, what: str) -> Callable[[Any], Any]:
@@ -280,6 +300,12 @@ class TopologyTestDriver:
             topics=(),
             bootstrap_servers=None,
             data_dir=None,
+            # Spark's file sink keeps each micro-batch's own log file (no compaction), so
+            # that output topics read back batch by batch (filesink.logged_batches)
+            spark_conf=(
+                *base.spark_conf,
+                ("spark.sql.streaming.fileSink.log.compactInterval", str(2**31 - 1)),
+            ),
         )
         self.app = StreamsApp(self.topology, self.config, session=session)
         #: whether a micro-batch ran: the plan is fixed from then on
@@ -407,8 +433,35 @@ class TopologyTestDriver:
             topic._flush()
         for source in self.topology.sources():
             os.makedirs(self._topic_path(source.topic_name), exist_ok=True)
+        if not self._started:
+            self._choose_file_sink()
         self._started = True
         self.app.run_until_caught_up()
+
+    def _choose_file_sink(self) -> None:
+        """Spark's file sink for the driver's output topic where the topology allows it,
+        with state too: the driver's topics are its own, and :meth:`rescale` turns them
+        into batch folders first (kspark.runtime.filesink). It saves the ``foreachBatch``
+        writer's Python process at every :meth:`process`."""
+        if self.config.file_sink != "auto":
+            return
+        if filesink.spark_sink_blocker(self.app.compiled(), Generation(checkpoint="")) is None:
+            self.config = self.app.config = self.config.with_(file_sink="spark")
+
+    def _to_batch_folders(self) -> None:
+        """Move the driver's output topics from Spark's file sink layout to batch folders,
+        batch by batch (the rescaled app writes batch folders: Spark's log cannot go on
+        across a rescale)."""
+        for topic in filesink.file_topics(self.app.compiled()):
+            assert topic.path is not None
+            logged = filesink.logged_batches(topic.path)
+            for n, files in enumerate(logged or []):
+                folder = os.path.join(topic.path, f"batch_id={n}")
+                os.makedirs(folder, exist_ok=True)
+                for i, f in enumerate(files):
+                    os.replace(f, os.path.join(folder, f"part-{i:05d}.parquet"))
+            shutil.rmtree(os.path.join(topic.path, filesink.SPARK_LOG), ignore_errors=True)
+        self.config = self.app.config = self.config.with_(file_sink="auto")
 
     def metrics(self) -> Metrics:
         return self.app.metrics()
@@ -423,6 +476,8 @@ class TopologyTestDriver:
         """Rescale the app's state to ``partitions`` partitions between two
         :meth:`process` calls (see :meth:`kspark.StreamsApp.rescale`)."""
         self._process_pending()
+        if self.config.file_sink == "spark":
+            self._to_batch_folders()
         report = self.app.rescale(partitions)
         self.config = self.app.config
         return report
