@@ -228,9 +228,10 @@ def _in_output_order(files: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     (Spark cannot sort a stream); the batch-folder writer wrote one file, sorted."""
     rows = [r for f in files for r in f]
     if rows and "ks_seq" in rows[0]:
-        rows.sort(key=lambda r: (r["ks_seq"], r["ks_sub"]))
+        rows.sort(key=lambda r: (r["ks_seq"], r.get("ks_sub") or 0))
         for r in rows:
-            del r["ks_seq"], r["ks_sub"]
+            r.pop("ks_seq")
+            r.pop("ks_sub", None)
     return rows
 
 
