@@ -140,3 +140,34 @@ def test_same_output_for_any_micro_batch_split(spark: Any, app_id: str) -> None:
             )
     assert outputs[0] == outputs[1]
     assert len(outputs[0]) > 20
+
+
+def test_an_app_starts_while_pyspark_active_session_is_a_dead_one(
+    spark: Any, spark_server: Any, app_id: str
+) -> None:
+    """After a server restart, pyspark's active session is the old, dead one. An app on a
+    new session must not reach it: a schema given to pyspark as DDL text is parsed through
+    the active session (its start failed with NO_ACTIVE_SESSION)."""
+    if spark_server is None:
+        pytest.skip("needs the embedded server")
+    from pyspark.errors.utils import is_debugging_enabled
+    from pyspark.sql.connect.session import SparkSession
+
+    # a process that restarts its app has used pyspark before, with a live session:
+    # pyspark read (and cached) its debugging setting then
+    is_debugging_enabled()
+    dead = spark_server.session()
+    dead.client.release_session()  # the server forgets it; the client still holds it
+    saved = (SparkSession._default_session, getattr(SparkSession._active_session, "session", None))
+    SparkSession._default_session = dead
+    SparkSession._active_session.session = dead
+    try:
+        with tempfile.TemporaryDirectory() as base:
+            write(base, "a.jsonl", events(0, 20))
+            cfg = StreamsConfig(
+                application_id=app_id, checkpoint_dir=os.path.join(base, "chk"), num_partitions=2
+            )
+            report = StreamsApp(topology(base), cfg, session=spark).run_until_caught_up()
+            assert report.input_records == 20
+    finally:
+        SparkSession._default_session, SparkSession._active_session.session = saved

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, LongType, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from kspark.compiler import stages as st
 from kspark.errors import CompilationError, InvalidTopologyError
@@ -73,6 +81,27 @@ _simple = _dtype
 
 def _schema(schema_json: str) -> StructType:
     return StructType.fromJson(json.loads(schema_json))
+
+
+_FLAT_TYPES = {"int": IntegerType, "long": LongType, "binary": BinaryType, "string": StringType}
+
+
+def flat_schema(ddl: str) -> StructType:
+    """The schema of a flat DDL text such as ``"ks_task int, blob binary"``, built on the
+    client.
+
+    A DDL string handed to ``mapInPandas`` and the like is parsed through pyspark's
+    *active* session, which need not be the app's: after a server restart it is the dead
+    one, and the app would fail at start with ``NO_ACTIVE_SESSION``.
+
+    >>> flat_schema("ks_task int, blob binary").simpleString()
+    'struct<ks_task:int,blob:binary>'
+    """
+    fields = []
+    for part in ddl.split(","):
+        name, type_name = part.split()
+        fields.append(StructField(name, _FLAT_TYPES[type_name](), True))
+    return StructType(fields)
 
 
 _SIDE_TYPE: DataType | None = None
@@ -666,7 +695,7 @@ def _stateful(
     grouped = (
         stream.withColumn("ks_hash", _hash(stage.task_column))
         .withColumn("ks_task", _task(stage.task_column, stage.num_partitions))
-        .mapInArrow(pack_by_task, PACKED_SCHEMA_DDL)
+        .mapInArrow(pack_by_task, flat_schema(PACKED_SCHEMA_DDL))
         .groupBy("ks_task")
     )
     initial = None
@@ -681,7 +710,7 @@ def _stateful(
     # vectorised step (kspark_server.transport)
     result: DataFrame = grouped.transformWithStateInPandas(
         statefulProcessor=processor,
-        outputStructType=OUTPUT_SCHEMA_DDL,
+        outputStructType=flat_schema(OUTPUT_SCHEMA_DDL),
         outputMode="Append",
         timeMode="None",
         initialState=initial,

@@ -28,6 +28,7 @@ import attrs
 
 from kspark.compiler import stages as st
 from kspark.compiler.compiler import compile_topology
+from kspark.compiler.lower import flat_schema
 from kspark.config import StreamsConfig
 from kspark.errors import RescaleError
 from kspark.plan.topology import Topology
@@ -229,7 +230,8 @@ def _rescale(
         op = _operator_id(spark, gen.checkpoint, name)
         old = task_frame(spark, gen.checkpoint, op, name)
         parts = old.mapInPandas(
-            server_rescale.split_states(kind, versioned, partitions), server_rescale.PARTS_SCHEMA
+            server_rescale.split_states(kind, versioned, partitions),
+            flat_schema(server_rescale.PARTS_SCHEMA),
         ).persist()
         try:
             counts = parts.agg(
@@ -254,7 +256,7 @@ def _rescale(
                 .groupBy("ks_task")
                 .applyInPandas(
                     server_rescale.merge_states(kind, versioned, partitions),
-                    server_rescale.STATES_SCHEMA,
+                    flat_schema(server_rescale.STATES_SCHEMA),
                 )
             )
             path = f"{warm_dir}/{name}"
@@ -291,7 +293,10 @@ def _rescale(
         got = {
             int(r["ks_task"]): (int(r["entries"]), int(r["checksum"]))
             for r in written.select("ks_task", "blob")
-            .mapInPandas(server_rescale.check_states(kind, versioned), server_rescale.CHECK_SCHEMA)
+            .mapInPandas(
+                server_rescale.check_states(kind, versioned),
+                flat_schema(server_rescale.CHECK_SCHEMA),
+            )
             .collect()
         }
         new_sum = sum(c for _, c in expected.values())

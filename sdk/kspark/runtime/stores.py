@@ -13,6 +13,7 @@ from collections.abc import Hashable, Iterator
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from kspark.compiler import stages as st
+from kspark.compiler.lower import flat_schema
 from kspark.errors import StoreError
 from kspark_server.spec import AggregateSpec, JoinSpec
 
@@ -165,7 +166,9 @@ class _CheckpointSource(_Source):
         from kspark_server import queries, stateenc
 
         wanted = [stateenc.pack(k) for k in keys]
-        rows = self._frame.mapInPandas(queries.lookup(wanted), queries.ENTRY_SCHEMA).collect()
+        rows = self._frame.mapInPandas(
+            queries.lookup(wanted), flat_schema(queries.ENTRY_SCHEMA)
+        ).collect()
         return dict(self._decode(rows))
 
     def count(self) -> int:
@@ -174,7 +177,7 @@ class _CheckpointSource(_Source):
         from kspark_server import queries
 
         row = (
-            self._frame.mapInPandas(queries.count(), queries.COUNT_SCHEMA)
+            self._frame.mapInPandas(queries.count(), flat_schema(queries.COUNT_SCHEMA))
             .agg(F.sum("entries").alias("n"))
             .collect()[0]
         )
@@ -183,7 +186,9 @@ class _CheckpointSource(_Source):
     def items(self) -> Iterator[tuple[Hashable, tuple[Any, Any]]]:
         from kspark_server import queries
 
-        rows = self._frame.mapInPandas(queries.scan(), queries.ENTRY_SCHEMA).toLocalIterator()
+        rows = self._frame.mapInPandas(
+            queries.scan(), flat_schema(queries.ENTRY_SCHEMA)
+        ).toLocalIterator()
         yield from self._decode(rows)
 
 
