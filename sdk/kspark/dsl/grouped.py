@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 import attrs
 
 from kspark.dsl import _infer
-from kspark.dsl.options import Materialized, Named, factory, to_ms
+from kspark.dsl.options import Materialized, Named, factory, optional_name, to_ms
 from kspark.errors import InvalidArgumentError
 from kspark.plan import nodes as n
 from kspark.plan.grouped import Aggregate, SessionWindowsDef, TimeWindowsDef, windowed_type
@@ -63,11 +63,6 @@ VA = TypeVar("VA")
 _INT = describe_type(int)
 
 
-def _valid_name(value: object) -> None:
-    if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise InvalidArgumentError(f"a name must be a non-empty string, got {value!r}")
-
-
 @attrs.frozen(kw_only=True)
 class Grouped:
     """Options of ``group_by_key`` and ``group_by``: the grouping's name (in Kafka
@@ -79,7 +74,7 @@ class Grouped:
     Grouped(name='by-user')
     """
 
-    name: str | None = attrs.field(default=None, validator=lambda _i, _a, v: _valid_name(v))
+    name: str | None = optional_name("name")
 
     @factory
     def as_(self, name: str) -> Grouped:
@@ -105,7 +100,25 @@ class Grouped:
 
 
 @attrs.frozen(kw_only=True)
-class TimeWindows:
+class _Windows:
+    """What time and session windows share: a grace period, checked when made."""
+
+    grace: timedelta
+
+    def __attrs_post_init__(self) -> None:
+        self.spec()
+
+    @property
+    def grace_ms(self) -> int:
+        return to_ms(self.grace, "grace")
+
+    def spec(self) -> TimeWindowsDef | SessionWindowsDef:
+        """The windows as the plan holds them."""
+        raise NotImplementedError
+
+
+@attrs.frozen(kw_only=True)
+class TimeWindows(_Windows):
     """Fixed-size time windows: tumbling, or hopping with :meth:`advance_by`.
 
     A window covers ``[start, start + size)`` (epoch ms); starts are multiples of the
@@ -125,10 +138,6 @@ class TimeWindows:
 
     size: timedelta
     advance: timedelta
-    grace: timedelta
-
-    def __attrs_post_init__(self) -> None:
-        self.spec()
 
     @classmethod
     def of_size_with_no_grace(cls, size: timedelta) -> TimeWindows:
@@ -174,19 +183,14 @@ class TimeWindows:
     def advance_ms(self) -> int:
         return to_ms(self.advance, "advance", allow_zero=False)
 
-    @property
-    def grace_ms(self) -> int:
-        return to_ms(self.grace, "grace")
-
     def spec(self) -> TimeWindowsDef:
-        """The windows as the plan holds them."""
         return TimeWindowsDef(
             size_ms=self.size_ms, advance_ms=self.advance_ms, grace_ms=self.grace_ms
         )
 
 
 @attrs.frozen(kw_only=True)
-class SessionWindows:
+class SessionWindows(_Windows):
     """Session windows: a key's records less than the inactivity gap apart share one
     session, which grows (and merges with its neighbours) as records come.
 
@@ -204,10 +208,6 @@ class SessionWindows:
     """
 
     gap: timedelta
-    grace: timedelta
-
-    def __attrs_post_init__(self) -> None:
-        self.spec()
 
     @classmethod
     def of_inactivity_gap_with_no_grace(cls, gap: timedelta) -> SessionWindows:
@@ -231,12 +231,7 @@ class SessionWindows:
     def gap_ms(self) -> int:
         return to_ms(self.gap, "gap", allow_zero=False)
 
-    @property
-    def grace_ms(self) -> int:
-        return to_ms(self.grace, "grace")
-
     def spec(self) -> SessionWindowsDef:
-        """The windows as the plan holds them."""
         return SessionWindowsDef(gap_ms=self.gap_ms, grace_ms=self.grace_ms)
 
 
@@ -267,7 +262,7 @@ class Suppressed:
     'final'
     """
 
-    name: str | None = attrs.field(default=None, validator=lambda _i, _a, v: _valid_name(v))
+    name: str | None = optional_name("name")
 
     @classmethod
     def until_window_closes(cls, buffer_config: BufferConfig | None = None) -> Suppressed:
@@ -533,20 +528,15 @@ class KGroupedStream(_Aggregating[K, V]):
         >>> t.node.windows
         TimeWindowsDef(size_ms=600000, advance_ms=300000, grace_ms=60000)
         """
-        if isinstance(windows, SessionWindows):
-            return SessionWindowedKStream(
-                self._builder,
-                self._node,
-                repartition=self._repartition,
-                grouped_name=self._grouped_name,
-                windows=windows.spec(),
-            )
-        if not isinstance(windows, TimeWindows):
+        if not isinstance(windows, TimeWindows | SessionWindows):
             raise InvalidArgumentError(
                 f"windowed_by takes TimeWindows or SessionWindows, got {windows!r}",
                 parameter="windows",
             )
-        return TimeWindowedKStream(
+        kind = (
+            SessionWindowedKStream if isinstance(windows, SessionWindows) else TimeWindowedKStream
+        )
+        return kind(
             self._builder,
             self._node,
             repartition=self._repartition,
@@ -555,28 +545,27 @@ class KGroupedStream(_Aggregating[K, V]):
         )
 
 
-class TimeWindowedKStream(_Aggregating[K, V]):
-    """A grouped stream aggregated per time window (Kafka Streams' ``TimeWindowedKStream``).
-
-    Its tables are keyed by ``Windowed[K]``: the key and the window (``.window.start``,
-    ``.window.end``, epoch ms, end exclusive). A record later than a window's end plus
-    grace, by its task's stream time, is dropped from that window and counted.
-    """
+class _WindowedKStream(_Aggregating[K, V]):
+    """What ``TimeWindowedKStream`` and ``SessionWindowedKStream`` share: tables keyed by
+    ``Windowed[K]``, the key and its window."""
 
     def count(
         self, named: Named | None = None, materialized: Materialized | None = None
     ) -> KTable[Windowed[K], int]:
-        """The number of records per key and window.
+        """The number of records per key and window (or session).
 
         Examples
         --------
         >>> from datetime import timedelta
-        >>> from kspark import StreamsBuilder, TimeWindows
+        >>> from kspark import SessionWindows, StreamsBuilder, TimeWindows
         >>> b = StreamsBuilder()
         >>> s = b.stream("clicks", key_type=str, value_type=str)
         >>> t = s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1))).count()
         >>> t.name
         'KSTREAM-AGGREGATE-0000000002'
+        >>> w = SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))
+        >>> s.group_by_key().windowed_by(w).count().node.windows
+        SessionWindowsDef(gap_ms=300000, grace_ms=0)
         """
         return self._count(named, materialized)
 
@@ -586,8 +575,18 @@ class TimeWindowedKStream(_Aggregating[K, V]):
         named: Named | None = None,
         materialized: Materialized | None = None,
     ) -> KTable[Windowed[K], V]:
-        """Combines each key's values per window with ``reducer(aggregate, value)``."""
+        """Combines each key's values per window (or session) with ``reducer(aggregate,
+        value)``; merging two sessions reduces their aggregates the same way."""
         return self._reduce(reducer, named, materialized)
+
+
+class TimeWindowedKStream(_WindowedKStream[K, V]):
+    """A grouped stream aggregated per time window (Kafka Streams' ``TimeWindowedKStream``).
+
+    Its tables are keyed by ``Windowed[K]``: the key and the window (``.window.start``,
+    ``.window.end``, epoch ms, end exclusive). A record later than a window's end plus
+    grace, by its task's stream time, is dropped from that window and counted.
+    """
 
     def aggregate(
         self,
@@ -603,40 +602,13 @@ class TimeWindowedKStream(_Aggregating[K, V]):
         return self._aggregate(initializer, aggregator, named, materialized, value_type)
 
 
-class SessionWindowedKStream(_Aggregating[K, V]):
+class SessionWindowedKStream(_WindowedKStream[K, V]):
     """A grouped stream aggregated per session (Kafka Streams' ``SessionWindowedKStream``).
 
     Its tables are keyed by ``Windowed[K]`` whose window is the session's first and last
     record time (both included). When a record joins two sessions, the table emits a
     tombstone (value None) for each session merged away and the merged session's value.
     """
-
-    def count(
-        self, named: Named | None = None, materialized: Materialized | None = None
-    ) -> KTable[Windowed[K], int]:
-        """The number of records per key and session.
-
-        Examples
-        --------
-        >>> from datetime import timedelta
-        >>> from kspark import SessionWindows, StreamsBuilder
-        >>> b = StreamsBuilder()
-        >>> s = b.stream("clicks", key_type=str, value_type=str)
-        >>> w = SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))
-        >>> s.group_by_key().windowed_by(w).count().node.windows
-        SessionWindowsDef(gap_ms=300000, grace_ms=0)
-        """
-        return self._count(named, materialized)
-
-    def reduce(
-        self,
-        reducer: Callable[[V, V], V],
-        named: Named | None = None,
-        materialized: Materialized | None = None,
-    ) -> KTable[Windowed[K], V]:
-        """Combines each session's values with ``reducer(aggregate, value)``; merging two
-        sessions reduces their aggregates the same way."""
-        return self._reduce(reducer, named, materialized)
 
     def aggregate(
         self,
