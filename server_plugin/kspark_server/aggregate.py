@@ -122,7 +122,6 @@ class AggregateProcessor(TaskProcessor):
             self.aenc: Any = lambda x: None if x is None else json.dumps(aenc(x))
         else:
             self.adec, self.aenc = adec, aenc
-        self._loaded_closing: list[Any] = []
         self._local: Any = None
 
     def emitter(self) -> Emitter:
@@ -163,18 +162,13 @@ class AggregateProcessor(TaskProcessor):
             hk = _hashable(k)
             for start in windows_for(ts, size, advance):
                 found.add((hk, start))
-        self._loaded_closing = []
         if self.suppress and self._local is not None and batch.n:
             # the windows that close in this batch, wherever their last record came from:
             # each emits its final result now
             t = st["stream_time"]
             last = max(batch.ts) if t is None else max(t, max(batch.ts))
-            closing = [
-                stateenc.unpack(k)
-                for k in self._local.keys_before(last - self.grace - self.size + 1)
-            ]
-            self._loaded_closing = closing
-            found.update(closing)
+            closing = self._local.keys_before(last - self.grace - self.size + 1)
+            found.update(stateenc.unpack(k) for k in closing)
         return list(found)
 
     def time_of(self, entry: Any) -> int:
@@ -236,25 +230,22 @@ class AggregateProcessor(TaskProcessor):
                 drop(processor, task_id, "null-key" if key is None else "null-value", batch.row(i))
                 continue
             hk = _hashable(key)
-            if not windowed:
-                if self._update(hk, i, key, value, ts, None, table, objs, batch):
-                    khash[hk] = hashes[i]
-                    touched.add(hk)
-                    last[hk] = i
-                continue
-            close = stream_time - grace
+            # the entries the record updates: its key's, or its windows' (with the window
+            # start, the key's column value and, suppressed, the record context)
+            targets: list[tuple[Any, Any]] = [] if windowed else [(hk, None)]
             dead_lettered = False
-            for start in windows_for(ts, size, advance):
-                if start + size <= close:
+            for start in windows_for(ts, size, advance) if windowed else ():
+                if start + size <= stream_time - grace:
                     # the window has closed: too late for it (counted once per window, as
                     # Kafka Streams does; dead-lettered once per record)
                     drop(processor, task_id, "late-record", None if dead_lettered else batch.row(i))
                     dead_lettered = True
                     continue
-                sk = (hk, start)
                 ctx = None if ctx_cols is None else [c[i] for c in ctx_cols]
                 kc = codec.plain(key) if self.keep_key else None
-                if self._update(sk, i, key, value, ts, (start, kc, ctx), table, objs, batch):
+                targets.append(((hk, start), (start, kc, ctx)))
+            for sk, window in targets:
+                if self._update(sk, i, key, value, ts, window, table, objs, batch):
                     khash[sk] = hashes[i]
                     touched.add(sk)
                     last[sk] = i
