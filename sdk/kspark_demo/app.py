@@ -31,16 +31,7 @@ from kspark.errors import DeadLetterQueueDeserializationExceptionHandler
 from kspark.plan.nodes import Topic
 from kspark.plan.topology import Topology
 
-__all__ = [
-    "TOTALS_GRACE",
-    "TOTALS_WINDOW",
-    "Converted",
-    "Payment",
-    "Rate",
-    "build_topology",
-    "demo_config",
-    "generate",
-]
+__all__ = ["Converted", "Payment", "Rate", "build_topology", "demo_config", "generate"]
 
 CURRENCIES = ("USD", "GBP", "JPY", "CHF")
 BASE_RATES = {"USD": 0.92, "GBP": 1.17, "JPY": 0.0062, "CHF": 1.04}
