@@ -8,7 +8,9 @@ lines. The topology:
 2. deduplicates retransmissions by payment id within 5 minutes (KIP-655);
 3. re-keys by currency and joins each payment with the rate valid at its timestamp,
    from a versioned table (KIP-889/914);
-4. writes converted payments.
+4. writes converted payments;
+5. totals the converted amounts per currency and minute (tumbling windows, with a grace
+   period that covers the feed's disorder) and writes each window's updates.
 
 The topology names its topics; :func:`demo_config` binds them to the generated files (or,
 with ``--kafka``, to Kafka topics), so the topology is the same on both.
@@ -24,7 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from kspark.config import StreamsConfig
-from kspark.dsl import Deduplicated, Materialized, Named, StreamsBuilder
+from kspark.dsl import Deduplicated, Materialized, Named, StreamsBuilder, TimeWindows
 from kspark.errors import DeadLetterQueueDeserializationExceptionHandler
 from kspark.plan.nodes import Topic
 from kspark.plan.topology import Topology
@@ -33,6 +35,11 @@ __all__ = ["Converted", "Payment", "Rate", "build_topology", "demo_config", "gen
 
 CURRENCIES = ("USD", "GBP", "JPY", "CHF")
 BASE_RATES = {"USD": 0.92, "GBP": 1.17, "JPY": 0.0062, "CHF": 1.04}
+#: the feed's disorder: an event arrives at most this much after a later one
+MAX_DELAY = timedelta(minutes=2)
+#: the totals' windows, and their grace period: the feed's disorder, so no record is late
+TOTALS_WINDOW = timedelta(minutes=1)
+TOTALS_GRACE = MAX_DELAY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +86,20 @@ def currency_of(account: str, p: Payment) -> str:
     return p.currency
 
 
+def has_rate(currency: str, c: Converted) -> bool:
+    return c.amount_eur is not None
+
+
+def no_total() -> float:
+    return 0.0
+
+
+def add_eur(currency: str, c: Converted, total: float) -> float:
+    """The aggregator: the window's total in EUR, to the cent."""
+    assert c.amount_eur is not None
+    return round(total + c.amount_eur, 2)
+
+
 def build_topology() -> Topology:
     """The demo topology. It names its topics (payments keyed by account, rates keyed by
     currency, the event time as the record timestamp); :func:`demo_config` binds the names
@@ -91,13 +112,27 @@ def build_topology() -> Topology:
         materialized=Materialized.as_versioned("rates-store", history_retention=timedelta(days=1)),
     )
     payments = b.stream("payments", key_type=str, value_type=Payment)
-    (
+    converted = (
         payments.deduplicate_by_key_value(
             payment_id, timedelta(minutes=5), Deduplicated.as_("dedup-retransmits")
         )
         .select_key(currency_of, Named.as_("key-by-currency"), key_type=str)
         .left_join(rates, convert, value_type=Converted)
-        .to("converted")
+    )
+    converted.to("converted")
+    (
+        converted.filter(has_rate, Named.as_("with-rate"))
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_and_grace(TOTALS_WINDOW, TOTALS_GRACE))
+        .aggregate(
+            no_total,
+            add_eur,
+            Named.as_("eur-per-minute"),
+            Materialized.as_("eur-per-minute-store"),
+            value_type=float,
+        )
+        .to_stream()
+        .to("totals")
     )
     return b.build()
 
@@ -106,7 +141,7 @@ def demo_config(data_dir: str, num_partitions: int = 4, kafka: str | None = None
     """The demo's settings, with its bindings: with ``kafka`` (bootstrap servers), every
     topic is the Kafka topic of its name; otherwise the generated feeds in ``data_dir``
     (one JSON document per line, key and timestamp among its fields) and, through
-    ``data_dir``, ``converted`` as JSON lines in ``<data_dir>/converted``."""
+    ``data_dir``, ``converted`` and ``totals`` as JSON lines in ``<data_dir>/<name>``."""
     if kafka is not None:
         return StreamsConfig(
             application_id="kspark-demo",
@@ -166,10 +201,9 @@ def generate(data_dir: str, n_payments: int = 2000, seed: int = 7, part: int = 0
     lines: list[str] = []
     duplicates = 0
     for p in payments:
-        # out of order: some events arrive up to 2 minutes late
-        shown = (
-            dataclasses.replace(p, ts=p.ts - rng.randrange(120_000)) if rng.random() < 0.1 else p
-        )
+        # out of order: some events arrive up to MAX_DELAY late
+        delay = int(MAX_DELAY.total_seconds() * 1000)
+        shown = dataclasses.replace(p, ts=p.ts - rng.randrange(delay)) if rng.random() < 0.1 else p
         lines.append(json.dumps(dataclasses.asdict(shown)))
         if rng.random() < 0.08:  # a retransmission seconds later
             lines.append(

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import shutil
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 from kspark.errors import MissingDependencyError, ServerError
 from kspark.runtime import shipping
 from kspark.runtime.app import StreamsApp
 from kspark.runtime.server import connect, spark_home
-from kspark_demo.app import build_topology, demo_config, generate
+from kspark_demo.app import TOTALS_GRACE, TOTALS_WINDOW, build_topology, demo_config, generate
 
 
 def preflight(*, remote: str | None, kafka: bool) -> None:
@@ -87,7 +89,7 @@ def run_demo(
             except BrokerUnavailable as exc:
                 raise ServerError(f"the demo's Kafka-protocol broker did not start: {exc}") from exc
             bootstrap = broker.bootstrap
-            for name in ("payments", "rates", "converted", "dlq"):
+            for name in ("payments", "rates", "converted", "totals", "dlq"):
                 create_topic(bootstrap, name, partitions=2)
             w.write(f"Kafka-protocol broker (tansu) at {bootstrap}\n")
         w.write(
@@ -161,7 +163,17 @@ def _run(
         from kspark_demo.broker import consume_all
 
         converted = pd.DataFrame(
-            [json.loads(r["value"]) for r in consume_all(bootstrap, "converted")]
+            [
+                {"timestamp": r["timestamp"], **json.loads(r["value"])}
+                for r in consume_all(bootstrap, "converted")
+            ]
+        )
+        totals = pd.DataFrame(
+            [
+                _total_row(json.loads(r["key"]), json.loads(r["value"]))
+                for r in consume_all(bootstrap, "totals")
+            ],
+            columns=["currency", "start", "value"],
         )
         dead_rows = consume_all(bootstrap, "dlq")
         dead = pd.DataFrame(
@@ -178,7 +190,14 @@ def _run(
         )
     else:
         converted = (
-            spark.read.json(os.path.join(data_dir, "converted")).select("value.*").toPandas()
+            spark.read.json(os.path.join(data_dir, "converted"))
+            .select("timestamp", "value.*")
+            .toPandas()
+        )
+        totals = (
+            spark.read.json(os.path.join(data_dir, "totals"))
+            .selectExpr("key.key AS currency", "key.window.start AS start", "value")
+            .toPandas()
         )
         dlq_path = os.path.join(data_dir, "out", "dlq")
         dead = spark.read.parquet(dlq_path).toPandas() if os.path.isdir(dlq_path) else None
@@ -186,6 +205,13 @@ def _run(
     duplicates_sent = sum(g["duplicates"] for g in generated)
     malformed_sent = sum(g["malformed"] for g in generated)
     dup_dropped = sum(sum(m.duplicates_dropped.values()) for _, m in reports)
+    late = sum(
+        n
+        for _, m in reports
+        for (proc, reason), n in m.dropped_by_reason().items()
+        if proc == "eur-per-minute" and reason == "late-record"
+    )
+    check = check_totals(converted, totals, late)
     latest = {}
     for g in generated:
         for r in g["rates"]:
@@ -206,6 +232,11 @@ def _run(
         "distinct_converted": int(converted["payment_id"].nunique()),
         "latest_rate_wrong": len(off),
         "latest_rate_error_eur": round(float(off["error"].sum()), 2),
+        "windows": check.windows,
+        "windows_expected": check.expected,
+        "windows_wrong": check.wrong,
+        "late_dropped": late,
+        "totals_ok": check.ok,
     }
     w.write(
         "\nSummary\n"
@@ -216,6 +247,8 @@ def _run(
         f"  converted payments ........ {len(converted):,} ({summary['distinct_converted']:,} distinct ids)\n"
         f"  converted with latest rate  {len(off):,} would be off by more than 0.5% "
         f"(EUR {summary['latest_rate_error_eur']:,.2f} in total)\n"
+        f"  EUR totals per minute ..... {check.windows:,} currency-minute windows "
+        f"({check.updates:,} updates), {check.summary()}\n"
     )
     sample = converted.sort_values("payment_id").head(5)
     w.write("\nSample (rate as of the payment's time):\n")
@@ -224,6 +257,12 @@ def _run(
             f"  {r['payment_id']} {r['amount']:>9.2f} {r['currency']} x {r['rate']:.6f} "
             f"= {r['amount_eur']:>9.2f} EUR (latest rate would say {r['amount'] * latest[r['currency']]:.2f})\n"
         )
+    w.write(
+        f"\nEUR per currency per minute (tumbling {_minutes(TOTALS_WINDOW)} windows, "
+        f"grace {_minutes(TOTALS_GRACE)}; the last update of each window):\n"
+    )
+    for line in check.sample:
+        w.write(f"  {line}\n")
     if dead is not None and len(dead):
         w.write("\nDead-letter queue:\n")
         for _, r in dead.head(3).iterrows():
@@ -231,6 +270,83 @@ def _run(
     w.write(f"\ndone in {time.perf_counter() - t0:.1f}s\n")
     w.flush()
     return summary
+
+
+def _total_row(key: dict[str, Any], value: Any) -> dict[str, Any]:
+    return {"currency": key["key"], "start": key["window"]["start"], "value": value}
+
+
+def _minutes(d: timedelta) -> str:
+    return f"{d.total_seconds() / 60:g} min"
+
+
+@dataclasses.dataclass(frozen=True)
+class TotalsCheck:
+    """The windowed totals against the same totals computed offline from the converted
+    payments."""
+
+    windows: int
+    expected: int
+    updates: int
+    wrong: int
+    late: int
+    sample: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.wrong == 0 and self.windows == self.expected and self.late == 0
+
+    def summary(self) -> str:
+        if self.ok:
+            return "all equal to the offline totals (no record late)"
+        return (
+            f"{self.wrong:,} of {self.expected:,} windows differ from the offline totals "
+            f"({self.windows:,} windows emitted, {self.late:,} records dropped as late)"
+        )
+
+
+def check_totals(converted: Any, totals: Any, late: int) -> TotalsCheck:
+    """Compare the last update of each window of ``totals`` (``currency``, ``start``,
+    ``value``) with the EUR totals per currency and minute of ``converted`` (the converted
+    payments with their ``timestamp``), computed here in pandas.
+
+    A window's total only rises (amounts are positive), so its last update is its largest.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> conv = pd.DataFrame({"timestamp": [0, 30_000, 61_000], "currency": ["USD"] * 3,
+    ...                      "amount_eur": [1.5, 2.25, 4.0]})
+    >>> tot = pd.DataFrame({"currency": ["USD", "USD", "USD"], "start": [0, 0, 60_000],
+    ...                     "value": [1.5, 3.75, 4.0]})
+    >>> c = check_totals(conv, tot, late=0)
+    >>> c.ok, c.windows, c.updates
+    (True, 2, 3)
+    >>> check_totals(conv, tot.iloc[:2], late=1).summary()
+    '1 of 2 windows differ from the offline totals (1 windows emitted, 1 records dropped as late)'
+    """
+    import pandas as pd
+
+    size = int(TOTALS_WINDOW.total_seconds() * 1000)
+    rated = converted[converted["amount_eur"].notna()]
+    expected = (
+        rated.assign(start=rated["timestamp"].astype("int64") // size * size)
+        .groupby(["currency", "start"])["amount_eur"]
+        .sum()
+        .round(2)
+    )
+    got = totals.groupby(["currency", "start"])["value"].max()
+    both = pd.concat({"expected": expected, "got": got}, axis=1)
+    wrong = int(((both["expected"] - both["got"]).abs().fillna(1.0) > 0.005).sum())
+    sample = [
+        f"{cur} {_hhmm(int(start))}: EUR {row['got']:>10,.2f} (offline {row['expected']:,.2f})"
+        for (cur, start), row in both.sort_index(level=1).head(6).iterrows()
+    ]
+    return TotalsCheck(len(got), len(expected), len(totals), wrong, late, sample)
+
+
+def _hhmm(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M")
 
 
 #: A file record's offset is its file's modification time (ms) times 2**21 plus its line's

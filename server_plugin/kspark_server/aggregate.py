@@ -79,10 +79,6 @@ class _AggEmitter(Emitter):
         self.keys.append(key)
         self.ts.append(ts)
 
-    def kept(self, row: dict[str, Any]) -> None:
-        """A final result built from a kept entry: emitted as a carried record is."""
-        self.carried.append((len(self.idx) + len(self.carried), row))
-
     def new_columns(self) -> dict[str, list[Any]]:
         cols: dict[str, list[Any]] = {"value": self.values, "timestamp": self.ts}
         if self.replace_key:
@@ -126,7 +122,6 @@ class AggregateProcessor(TaskProcessor):
             self.aenc: Any = lambda x: None if x is None else json.dumps(aenc(x))
         else:
             self.adec, self.aenc = adec, aenc
-        self._loaded_closing: list[Any] = []
         self._local: Any = None
 
     def emitter(self) -> Emitter:
@@ -140,36 +135,40 @@ class AggregateProcessor(TaskProcessor):
         self._local = local
         return super()._partial(local, batch)
 
-    def _hk(self, key: Any) -> Any:
-        return key if type(key) is str else codec.hashable(key)
+    def _keys(self, batch: Batch) -> list[Any]:
+        """The batch's keys; pandas holds an integer column with nulls as floats: read
+        them back as ints."""
+        if self.int_keys:
+            return [k if k is None or type(k) is int else int(k) for k in batch.keys]
+        return batch.keys
+
+    def _values(self, batch: Batch) -> list[Any]:
+        """The batch's values, integers as ints (see :meth:`_keys`)."""
+        values = batch.col("value")
+        if self.int_values:
+            return [v if v is None or type(v) is int else int(v) for v in values]
+        return values
 
     def keys(self, st: Any, batch: Batch) -> list[Any]:
         found: set[Any] = set()
-        keys = batch.keys
-        if self.int_keys:
-            keys = [k if k is None or type(k) is int else int(k) for k in keys]
+        keys = self._keys(batch)
         if not self.windowed:  # per key, or a key's sessions
-            found = {self._hk(k) for k in keys if k is not None}
+            found = {_hashable(k) for k in keys if k is not None}
             return list(found)
         size, advance = self.size, self.advance
         for k, ts in zip(keys, batch.ts, strict=True):
             if k is None:
                 continue
-            hk = self._hk(k)
+            hk = _hashable(k)
             for start in windows_for(ts, size, advance):
                 found.add((hk, start))
-        self._loaded_closing = []
         if self.suppress and self._local is not None and batch.n:
             # the windows that close in this batch, wherever their last record came from:
             # each emits its final result now
             t = st["stream_time"]
             last = max(batch.ts) if t is None else max(t, max(batch.ts))
-            closing = [
-                stateenc.unpack(k)
-                for k in self._local.keys_before(last - self.grace - self.size + 1)
-            ]
-            self._loaded_closing = closing
-            found.update(closing)
+            closing = self._local.keys_before(last - self.grace - self.size + 1)
+            found.update(stateenc.unpack(k) for k in closing)
         return list(found)
 
     def time_of(self, entry: Any) -> int:
@@ -200,13 +199,7 @@ class AggregateProcessor(TaskProcessor):
         drop = self.guard.drop
         processor = self.processor
         stream_time = st["stream_time"]
-        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
-        values = batch.col("value")
-        if self.int_values:
-            # pandas holds an integer column with nulls as floats: read them back as ints
-            values = [v if v is None or type(v) is int else int(v) for v in values]
-        if self.int_keys:
-            keys = [k if k is None or type(k) is int else int(k) for k in keys]
+        keys, values, tss, hashes = self._keys(batch), self._values(batch), batch.ts, batch.hashes
         # per changed key (or window): the position of its last update in this batch
         last: dict[Any, int] = {}
         objs: dict[Any, Any] = {}
@@ -236,26 +229,23 @@ class AggregateProcessor(TaskProcessor):
                 # a null value too, except in a windowed aggregation
                 drop(processor, task_id, "null-key" if key is None else "null-value", batch.row(i))
                 continue
-            hk = key if type(key) is str else codec.hashable(key)
-            if not windowed:
-                if self._update(hk, i, key, value, ts, None, table, objs, batch):
-                    khash[hk] = hashes[i]
-                    touched.add(hk)
-                    last[hk] = i
-                continue
-            close = stream_time - grace
+            hk = _hashable(key)
+            # the entries the record updates: its key's, or its windows' (with the window
+            # start, the key's column value and, suppressed, the record context)
+            targets: list[tuple[Any, Any]] = [] if windowed else [(hk, None)]
             dead_lettered = False
-            for start in windows_for(ts, size, advance):
-                if start + size <= close:
+            for start in windows_for(ts, size, advance) if windowed else ():
+                if start + size <= stream_time - grace:
                     # the window has closed: too late for it (counted once per window, as
                     # Kafka Streams does; dead-lettered once per record)
                     drop(processor, task_id, "late-record", None if dead_lettered else batch.row(i))
                     dead_lettered = True
                     continue
-                sk = (hk, start)
                 ctx = None if ctx_cols is None else [c[i] for c in ctx_cols]
                 kc = codec.plain(key) if self.keep_key else None
-                if self._update(sk, i, key, value, ts, (start, kc, ctx), table, objs, batch):
+                targets.append(((hk, start), (start, kc, ctx)))
+            for sk, window in targets:
+                if self._update(sk, i, key, value, ts, window, table, objs, batch):
                     khash[sk] = hashes[i]
                     touched.add(sk)
                     last[sk] = i
@@ -302,9 +292,7 @@ class AggregateProcessor(TaskProcessor):
         idx = np.flatnonzero(ok)
         null_keys = int(n - key_ok.sum())
         dropped = {"null-key": null_keys, "null-value": n - len(idx) - null_keys}
-        hashable = codec.hashable
-        picked = [keys[i] for i in idx.tolist()]
-        hks = [k if type(k) is str else hashable(k) for k in picked]
+        hks = [_hashable(keys[i]) for i in idx.tolist()]
         starts: list[int] = []
         if self.windowed:
             size = self.size
@@ -371,12 +359,7 @@ class AggregateProcessor(TaskProcessor):
         task_id = f"{self.guard.subtopology}_{task}"
         gap, grace = self.gap, self.grace
         stream_time = st["stream_time"]
-        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
-        values = batch.col("value")
-        if self.int_values:
-            values = [v if v is None or type(v) is int else int(v) for v in values]
-        if self.int_keys:
-            keys = [k if k is None or type(k) is int else int(k) for k in keys]
+        keys, values, tss, hashes = self._keys(batch), self._values(batch), batch.ts, batch.hashes
         before = {(hk, int(sess[0]), int(sess[1])) for hk, e in table.items() for sess in e[1]}
         # (key, start, end) -> position of the record that last made or removed it
         changed: dict[Any, int] = {}
@@ -389,7 +372,7 @@ class AggregateProcessor(TaskProcessor):
             if key is None:
                 self.guard.drop(self.processor, task_id, "null-key", batch.row(i))
                 continue
-            hk = key if type(key) is str else codec.hashable(key)
+            hk = _hashable(key)
             entry = table.get(hk)
             # a session that ended more than gap plus grace before stream time has expired
             # (record by record, so whatever the micro-batches, as the batch's expiry does)
@@ -406,7 +389,8 @@ class AggregateProcessor(TaskProcessor):
                 # the merged session would have closed: too late
                 self.guard.drop(self.processor, task_id, "late-record", batch.row(i))
                 continue
-            ok, res = self._session_value(found, key, values[i], batch.row(i))
+            decode = None if self.op == "count" else self.adec
+            ok, res = self._fold([x[2] for x in found], key, values[i], batch.row(i), decode)
             if not ok:
                 continue
             obj, cell = res
@@ -441,31 +425,37 @@ class AggregateProcessor(TaskProcessor):
             else:
                 out.row(i, wkey, got[0][2], int(got[0][3]))
 
-    def _session_value(self, found: list[Any], key: Any, value: Any, row: Any) -> tuple[bool, Any]:
-        """The merged sessions' aggregate with the record applied, and its cell."""
-        adec, aenc = self.adec, self.aenc
+    def _fold(
+        self, prior: list[Any], key: Any, value: Any, row: Any, decode: Any = None
+    ) -> tuple[bool, Any]:
+        """``(ok, (aggregate, cell))``: the aggregates ``prior`` (of the merged sessions,
+        or the window's or key's one so far; cells, when ``decode`` reads them) with record
+        ``(key, value)`` applied. Not ok if the user's function failed: the processing
+        exception handler has had the record, with its key and value."""
         if self.op == "count":
-            n = sum(int(x[2]) for x in found) + 1
+            n = sum(int(x) for x in prior) + 1
             return True, (n, n)
         k = self.kdec(key)
         v = None if value is None else self.vdec(self.unpack_value(value))
-        spec = self.spec
+        spec, aenc = self.spec, self.aenc
 
         def run(kk: Any, vv: Any) -> tuple[Any, Any]:
+            aggs = prior if decode is None else [decode(x) for x in prior]
             if self.op == "reduce":
                 reducer = spec.reducer
                 assert reducer is not None
                 agg: Any = None
-                for x in found:
-                    a = adec(x[2])
+                for a in [*aggs, vv]:
                     agg = a if agg is None else reducer(agg, a)
-                agg = vv if agg is None else reducer(agg, vv)
             else:
                 initializer, aggregator, merger = spec.initializer, spec.aggregator, spec.merger
-                assert initializer is not None and aggregator is not None and merger is not None
-                agg = initializer()
-                for x in found:
-                    agg = merger(kk, agg, adec(x[2]))
+                assert initializer is not None and aggregator is not None
+                if merger is None:  # a key's or window's aggregate
+                    agg = aggs[0] if aggs else initializer()
+                else:  # merged sessions: each aggregate merged into a new one
+                    agg = initializer()
+                    for a in aggs:
+                        agg = merger(kk, agg, a)
                 agg = aggregator(kk, vv, agg)
             return agg, aenc(agg)
 
@@ -487,49 +477,16 @@ class AggregateProcessor(TaskProcessor):
         (the handler has had the record)."""
         entry = table.get(sk)
         pos = 0 if window is None else 1
-        if self.op == "count":
-            if entry is None:
-                n = 1
-            else:
-                n = int(entry[pos]) + 1
-            cell: Any = n
-            obj: Any = n
-        else:
-            obj = objs.get(sk, _MISSING)
-            if obj is _MISSING:
-                obj = None if entry is None else self.adec(entry[pos])
-            k = self.kdec(key)
-            v = None if value is None else self.vdec(self.unpack_value(value))
-            aenc = self.aenc
-            if self.op == "reduce":
-                if obj is None:
-                    ok, res = self.guard.call(
-                        self.processor, lambda x: (x, aenc(x)), (v,), batch.row(i), record=(k, v)
-                    )
-                else:
-                    reducer = self.spec.reducer
-                    assert reducer is not None
-                    ok, res = self.guard.call(
-                        self.processor,
-                        lambda a, x: _with_cell(reducer(a, x), aenc),
-                        (obj, v),
-                        batch.row(i),
-                        record=(k, v),
-                    )
-            else:
-                initializer, aggregator = self.spec.initializer, self.spec.aggregator
-                assert initializer is not None and aggregator is not None
-                start = obj
-
-                def run(kk: Any, vv: Any) -> tuple[Any, Any]:
-                    base = initializer() if start is None else start
-                    return _with_cell(aggregator(kk, vv, base), aenc)
-
-                ok, res = self.guard.call(self.processor, run, (k, v), batch.row(i))
-            if not ok:
-                return False
-            obj, cell = res
-            objs[sk] = obj
+        obj = objs.get(sk, _MISSING)
+        if obj is _MISSING:
+            obj = None if entry is None else entry[pos]
+            if obj is not None and self.op != "count":
+                obj = self.adec(obj)
+        ok, res = self._fold([] if obj is None else [obj], key, value, batch.row(i))
+        if not ok:
+            return False
+        obj, cell = res
+        objs[sk] = obj
         if obj is None:
             # Kafka Streams stores a null aggregate as a delete
             table.pop(sk, None)
@@ -560,10 +517,9 @@ class AggregateProcessor(TaskProcessor):
             e = table.pop(sk)
             self.touched.add(sk)
             topic, partition, offset, seq, sub = e[4]
-            out.kept(
+            out.carry(
                 {
                     "key": _window_key(sk, e, size),
-                    "value": e[1],
                     "timestamp": int(e[2]),
                     "headers": None,
                     "topic": topic,
@@ -572,7 +528,8 @@ class AggregateProcessor(TaskProcessor):
                     "ks_seq": seq,
                     "ks_sub": sub,
                     "ks_side": None,
-                }
+                },
+                e[1],
             )
 
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
@@ -586,8 +543,9 @@ class AggregateProcessor(TaskProcessor):
         ]
 
 
-def _with_cell(obj: Any, enc: Any) -> tuple[Any, Any]:
-    return obj, enc(obj)
+def _hashable(key: Any) -> Any:
+    """A key as the state holds it (a string as it is, the fast and common case)."""
+    return key if type(key) is str else codec.hashable(key)
 
 
 def _integral(t: Any) -> bool:

@@ -52,7 +52,7 @@ from kspark_server import (
     transport,
 )
 from kspark_server.envelope import SideKind
-from kspark_server.spec import DedupSpec, JoinSpec, StatefulSpec, check_spec
+from kspark_server.spec import AggregateSpec, DedupSpec, JoinSpec, StatefulSpec, check_spec
 from kspark_server.versioned import VersionedStore
 
 _BLOB = StructType([StructField("blob", BinaryType(), True)])
@@ -934,11 +934,15 @@ class JoinProcessor(TaskProcessor):
 
 
 def make_processor(spec: StatefulSpec) -> TaskProcessor:
+    """The operator of ``spec``. (Aggregations and window joins build on this module, so
+    they are imported here; this runs on the client, which pickles the processor.)"""
     if isinstance(check_spec(spec), DedupSpec):
         return DedupProcessor(spec)
+    if isinstance(spec, AggregateSpec):
+        from kspark_server.aggregate import AggregateProcessor
+
+        return AggregateProcessor(spec)
     if spec.kind == "windowjoin":
-        # imported here: windowjoin builds on this module (this runs on the client, which
-        # pickles the processor)
         from kspark_server.windowjoin import WindowJoinProcessor
 
         return WindowJoinProcessor(spec)

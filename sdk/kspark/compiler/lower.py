@@ -649,9 +649,7 @@ def _hash(column: str) -> Column:
 def _stateful(
     stage: st.Stateful, df_of: Any, spark: SparkSession, resume: Resume | None
 ) -> DataFrame:
-    from kspark_server.aggregate import AggregateProcessor
-    from kspark_server.spec import AggregateSpec
-    from kspark_server.tasks import TaskProcessor, make_processor
+    from kspark_server.tasks import make_processor
     from kspark_server.transport import (
         OUTPUT_SCHEMA_DDL,
         PACKED_SCHEMA_DDL,
@@ -661,9 +659,7 @@ def _stateful(
     )
 
     spec = stage.spec
-    processor: TaskProcessor = (
-        AggregateProcessor(spec) if isinstance(spec, AggregateSpec) else make_processor(spec)
-    )
+    processor = make_processor(spec)
     stream = df_of(stage.stream)
     if stage.table is not None:
         table = df_of(stage.table)

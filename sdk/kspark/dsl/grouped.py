@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 import attrs
 
 from kspark.dsl import _infer
-from kspark.dsl.options import Materialized, Named, factory, to_ms
+from kspark.dsl.options import Materialized, Named, factory, optional_name, to_ms
 from kspark.errors import InvalidArgumentError
 from kspark.plan import nodes as n
 from kspark.plan.grouped import Aggregate, SessionWindowsDef, TimeWindowsDef, windowed_type
@@ -59,13 +59,9 @@ __all__ = [
 K = TypeVar("K")
 V = TypeVar("V")
 VA = TypeVar("VA")
+KT = TypeVar("KT")
 
 _INT = describe_type(int)
-
-
-def _valid_name(value: object) -> None:
-    if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise InvalidArgumentError(f"a name must be a non-empty string, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -79,7 +75,7 @@ class Grouped:
     Grouped(name='by-user')
     """
 
-    name: str | None = attrs.field(default=None, validator=lambda _i, _a, v: _valid_name(v))
+    name: str | None = optional_name("name")
 
     @factory
     def as_(self, name: str) -> Grouped:
@@ -105,7 +101,25 @@ class Grouped:
 
 
 @attrs.frozen(kw_only=True)
-class TimeWindows:
+class _Windows:
+    """What time and session windows share: a grace period, checked when made."""
+
+    grace: timedelta
+
+    def __attrs_post_init__(self) -> None:
+        self.spec()
+
+    @property
+    def grace_ms(self) -> int:
+        return to_ms(self.grace, "grace")
+
+    def spec(self) -> TimeWindowsDef | SessionWindowsDef:
+        """The windows as the plan holds them."""
+        raise NotImplementedError
+
+
+@attrs.frozen(kw_only=True)
+class TimeWindows(_Windows):
     """Fixed-size time windows: tumbling, or hopping with :meth:`advance_by`.
 
     A window covers ``[start, start + size)`` (epoch ms); starts are multiples of the
@@ -125,10 +139,6 @@ class TimeWindows:
 
     size: timedelta
     advance: timedelta
-    grace: timedelta
-
-    def __attrs_post_init__(self) -> None:
-        self.spec()
 
     @classmethod
     def of_size_with_no_grace(cls, size: timedelta) -> TimeWindows:
@@ -174,19 +184,14 @@ class TimeWindows:
     def advance_ms(self) -> int:
         return to_ms(self.advance, "advance", allow_zero=False)
 
-    @property
-    def grace_ms(self) -> int:
-        return to_ms(self.grace, "grace")
-
     def spec(self) -> TimeWindowsDef:
-        """The windows as the plan holds them."""
         return TimeWindowsDef(
             size_ms=self.size_ms, advance_ms=self.advance_ms, grace_ms=self.grace_ms
         )
 
 
 @attrs.frozen(kw_only=True)
-class SessionWindows:
+class SessionWindows(_Windows):
     """Session windows: a key's records less than the inactivity gap apart share one
     session, which grows (and merges with its neighbours) as records come.
 
@@ -204,10 +209,6 @@ class SessionWindows:
     """
 
     gap: timedelta
-    grace: timedelta
-
-    def __attrs_post_init__(self) -> None:
-        self.spec()
 
     @classmethod
     def of_inactivity_gap_with_no_grace(cls, gap: timedelta) -> SessionWindows:
@@ -231,12 +232,7 @@ class SessionWindows:
     def gap_ms(self) -> int:
         return to_ms(self.gap, "gap", allow_zero=False)
 
-    @property
-    def grace_ms(self) -> int:
-        return to_ms(self.grace, "grace")
-
     def spec(self) -> SessionWindowsDef:
-        """The windows as the plan holds them."""
         return SessionWindowsDef(gap_ms=self.gap_ms, grace_ms=self.grace_ms)
 
 
@@ -267,7 +263,7 @@ class Suppressed:
     'final'
     """
 
-    name: str | None = attrs.field(default=None, validator=lambda _i, _a, v: _valid_name(v))
+    name: str | None = optional_name("name")
 
     @classmethod
     def until_window_closes(cls, buffer_config: BufferConfig | None = None) -> Suppressed:
@@ -308,8 +304,9 @@ def _store(
     return builder._store_name(prefix)
 
 
-class _Aggregating(Generic[K, V]):
-    """What ``KGroupedStream`` and ``TimeWindowedKStream`` share: the grouped stream."""
+class _Aggregating(Generic[K, V, KT]):
+    """What grouped streams share: the grouped stream, ``count`` and ``reduce`` into a
+    table keyed by ``KT`` (the key, or ``Windowed[K]``)."""
 
     __slots__ = ("_builder", "_grouped_name", "_node", "_repartition", "_windows")
 
@@ -361,15 +358,86 @@ class _Aggregating(Generic[K, V]):
         )
         return KTable(self._builder, node)
 
-    def _count(self, named: Named | None, materialized: Materialized | None) -> KTable[Any, Any]:
+    def count(
+        self, named: Named | None = None, materialized: Materialized | None = None
+    ) -> KTable[KT, int]:
+        """The number of records per key (per key and window, once windowed), as a table.
+
+        Records with a null key are dropped and counted (``dropped-records``), and so are,
+        not windowed, records with a null value, as in Kafka Streams.
+
+        Parameters
+        ----------
+        named
+            The processor's name instead of ``KSTREAM-AGGREGATE-<n>``.
+        materialized
+            The store's name (``Materialized.as_(name)``), which ``app.store(name)``
+            reads.
+
+        Returns
+        -------
+        KTable
+            Each key's (or window's) count; per micro-batch, the latest count of every
+            key that changed.
+
+        Examples
+        --------
+        >>> from kspark import Materialized, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> counts = b.stream("clicks", key_type=str, value_type=str).group_by_key().count(
+        ...     materialized=Materialized.as_("clicks-per-user")
+        ... )
+        >>> counts.to_stream().to("counts")
+        >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
+        Topologies:
+           Sub-topology: 0
+            Source: KSTREAM-SOURCE-0000000000 (topics: [clicks])
+              --> KSTREAM-AGGREGATE-0000000001
+            Processor: KSTREAM-AGGREGATE-0000000001 (stores: [clicks-per-user]) [operator: kspark task operator (transformWithStateInPandas, per-task state)]
+              --> KTABLE-TOSTREAM-0000000002
+              <-- KSTREAM-SOURCE-0000000000
+            Processor: KTABLE-TOSTREAM-0000000002 (stores: [])
+              --> KSTREAM-SINK-0000000003
+              <-- KSTREAM-AGGREGATE-0000000001
+            Sink: KSTREAM-SINK-0000000003 (topic: counts)
+              <-- KTABLE-TOSTREAM-0000000002
+
+        Per minute, or per session:
+
+        >>> from datetime import timedelta
+        >>> from kspark import SessionWindows, TimeWindows
+        >>> s = b.stream("views", key_type=str, value_type=str).group_by_key()
+        >>> s.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1))).count().name
+        'KSTREAM-AGGREGATE-0000000006'
+        >>> w = SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))
+        >>> s.windowed_by(w).count().node.windows
+        SessionWindowsDef(gap_ms=300000, grace_ms=0)
+        """
         return self._table("count", "KSTREAM-AGGREGATE", named, materialized, value_type=_INT)
 
-    def _reduce(
+    def reduce(
         self,
         reducer: Callable[[V, V], V],
-        named: Named | None,
-        materialized: Materialized | None,
-    ) -> KTable[Any, Any]:
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+    ) -> KTable[KT, V]:
+        """Combines each key's values (per window, or per session) with
+        ``reducer(aggregate, value)``; the first value is the aggregate as it comes, and
+        merging two sessions reduces their aggregates the same way.
+
+        ``reducer`` runs per record on the server, guarded by the processing exception
+        handler.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> totals = b.stream("amounts", key_type=str, value_type=float).group_by_key().reduce(
+        ...     lambda total, amount: total + amount
+        ... )
+        >>> totals.name, totals.store_name
+        ('KSTREAM-REDUCE-0000000002', 'KSTREAM-REDUCE-STATE-STORE-0000000001')
+        """
         return self._table(
             "reduce",
             "KSTREAM-REDUCE",
@@ -402,80 +470,8 @@ class _Aggregating(Generic[K, V]):
         )
 
 
-class KGroupedStream(_Aggregating[K, V]):
-    """A stream grouped by key, ready to aggregate (Kafka Streams' ``KGroupedStream``).
-
-    Made by :meth:`KStream.group_by_key` or :meth:`KStream.group_by`.
-    """
-
-    def count(
-        self, named: Named | None = None, materialized: Materialized | None = None
-    ) -> KTable[K, int]:
-        """The number of records per key, as a table.
-
-        Records with a null key or a null value are dropped and counted
-        (``dropped-records``), as in Kafka Streams.
-
-        Parameters
-        ----------
-        named
-            The processor's name instead of ``KSTREAM-AGGREGATE-<n>``.
-        materialized
-            The store's name (``Materialized.as_(name)``), which ``app.store(name)``
-            reads.
-
-        Returns
-        -------
-        KTable
-            Each key's count; per micro-batch, the latest count of every key that changed.
-
-        Examples
-        --------
-        >>> from kspark import Materialized, StreamsBuilder
-        >>> b = StreamsBuilder()
-        >>> counts = b.stream("clicks", key_type=str, value_type=str).group_by_key().count(
-        ...     materialized=Materialized.as_("clicks-per-user")
-        ... )
-        >>> counts.to_stream().to("counts")
-        >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
-        Topologies:
-           Sub-topology: 0
-            Source: KSTREAM-SOURCE-0000000000 (topics: [clicks])
-              --> KSTREAM-AGGREGATE-0000000001
-            Processor: KSTREAM-AGGREGATE-0000000001 (stores: [clicks-per-user]) [operator: kspark task operator (transformWithStateInPandas, per-task state)]
-              --> KTABLE-TOSTREAM-0000000002
-              <-- KSTREAM-SOURCE-0000000000
-            Processor: KTABLE-TOSTREAM-0000000002 (stores: [])
-              --> KSTREAM-SINK-0000000003
-              <-- KSTREAM-AGGREGATE-0000000001
-            Sink: KSTREAM-SINK-0000000003 (topic: counts)
-              <-- KTABLE-TOSTREAM-0000000002
-        """
-        return self._count(named, materialized)
-
-    def reduce(
-        self,
-        reducer: Callable[[V, V], V],
-        named: Named | None = None,
-        materialized: Materialized | None = None,
-    ) -> KTable[K, V]:
-        """Combines each key's values with ``reducer(aggregate, value)``; the first value
-        is the aggregate as it comes.
-
-        ``reducer`` runs per record on the server, guarded by the processing exception
-        handler.
-
-        Examples
-        --------
-        >>> from kspark import StreamsBuilder
-        >>> b = StreamsBuilder()
-        >>> totals = b.stream("amounts", key_type=str, value_type=float).group_by_key().reduce(
-        ...     lambda total, amount: total + amount
-        ... )
-        >>> totals.name, totals.store_name
-        ('KSTREAM-REDUCE-0000000002', 'KSTREAM-REDUCE-STATE-STORE-0000000001')
-        """
-        return self._reduce(reducer, named, materialized)
+class _Folding(_Aggregating[K, V, KT]):
+    """Grouped streams whose ``aggregate`` takes no merger (all but sessions)."""
 
     def aggregate(
         self,
@@ -485,8 +481,8 @@ class KGroupedStream(_Aggregating[K, V]):
         materialized: Materialized | None = None,
         *,
         value_type: type[VA] | None = None,
-    ) -> KTable[K, VA]:
-        """Folds each key's values: ``initializer()`` starts a key's aggregate, and
+    ) -> KTable[KT, VA]:
+        """Folds each key's values (per window, once windowed): ``initializer()`` starts a key's aggregate, and
         ``aggregator(key, value, aggregate)`` gives the next.
 
         Parameters
@@ -513,6 +509,13 @@ class KGroupedStream(_Aggregating[K, V]):
         """
         return self._aggregate(initializer, aggregator, named, materialized, value_type)
 
+
+class KGroupedStream(_Folding[K, V, K]):
+    """A stream grouped by key, ready to aggregate (Kafka Streams' ``KGroupedStream``).
+
+    Made by :meth:`KStream.group_by_key` or :meth:`KStream.group_by`.
+    """
+
     @overload
     def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream[K, V]: ...
     @overload
@@ -533,20 +536,15 @@ class KGroupedStream(_Aggregating[K, V]):
         >>> t.node.windows
         TimeWindowsDef(size_ms=600000, advance_ms=300000, grace_ms=60000)
         """
-        if isinstance(windows, SessionWindows):
-            return SessionWindowedKStream(
-                self._builder,
-                self._node,
-                repartition=self._repartition,
-                grouped_name=self._grouped_name,
-                windows=windows.spec(),
-            )
-        if not isinstance(windows, TimeWindows):
+        if not isinstance(windows, TimeWindows | SessionWindows):
             raise InvalidArgumentError(
                 f"windowed_by takes TimeWindows or SessionWindows, got {windows!r}",
                 parameter="windows",
             )
-        return TimeWindowedKStream(
+        kind = (
+            SessionWindowedKStream if isinstance(windows, SessionWindows) else TimeWindowedKStream
+        )
+        return kind(
             self._builder,
             self._node,
             repartition=self._repartition,
@@ -555,7 +553,7 @@ class KGroupedStream(_Aggregating[K, V]):
         )
 
 
-class TimeWindowedKStream(_Aggregating[K, V]):
+class TimeWindowedKStream(_Folding[K, V, Windowed[K]]):
     """A grouped stream aggregated per time window (Kafka Streams' ``TimeWindowedKStream``).
 
     Its tables are keyed by ``Windowed[K]``: the key and the window (``.window.start``,
@@ -563,80 +561,14 @@ class TimeWindowedKStream(_Aggregating[K, V]):
     grace, by its task's stream time, is dropped from that window and counted.
     """
 
-    def count(
-        self, named: Named | None = None, materialized: Materialized | None = None
-    ) -> KTable[Windowed[K], int]:
-        """The number of records per key and window.
 
-        Examples
-        --------
-        >>> from datetime import timedelta
-        >>> from kspark import StreamsBuilder, TimeWindows
-        >>> b = StreamsBuilder()
-        >>> s = b.stream("clicks", key_type=str, value_type=str)
-        >>> t = s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1))).count()
-        >>> t.name
-        'KSTREAM-AGGREGATE-0000000002'
-        """
-        return self._count(named, materialized)
-
-    def reduce(
-        self,
-        reducer: Callable[[V, V], V],
-        named: Named | None = None,
-        materialized: Materialized | None = None,
-    ) -> KTable[Windowed[K], V]:
-        """Combines each key's values per window with ``reducer(aggregate, value)``."""
-        return self._reduce(reducer, named, materialized)
-
-    def aggregate(
-        self,
-        initializer: Callable[[], VA],
-        aggregator: Callable[[K, V, VA], VA],
-        named: Named | None = None,
-        materialized: Materialized | None = None,
-        *,
-        value_type: type[VA] | None = None,
-    ) -> KTable[Windowed[K], VA]:
-        """Folds each key's values per window, from ``initializer()`` with
-        ``aggregator(key, value, aggregate)``."""
-        return self._aggregate(initializer, aggregator, named, materialized, value_type)
-
-
-class SessionWindowedKStream(_Aggregating[K, V]):
+class SessionWindowedKStream(_Aggregating[K, V, Windowed[K]]):
     """A grouped stream aggregated per session (Kafka Streams' ``SessionWindowedKStream``).
 
     Its tables are keyed by ``Windowed[K]`` whose window is the session's first and last
     record time (both included). When a record joins two sessions, the table emits a
     tombstone (value None) for each session merged away and the merged session's value.
     """
-
-    def count(
-        self, named: Named | None = None, materialized: Materialized | None = None
-    ) -> KTable[Windowed[K], int]:
-        """The number of records per key and session.
-
-        Examples
-        --------
-        >>> from datetime import timedelta
-        >>> from kspark import SessionWindows, StreamsBuilder
-        >>> b = StreamsBuilder()
-        >>> s = b.stream("clicks", key_type=str, value_type=str)
-        >>> w = SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))
-        >>> s.group_by_key().windowed_by(w).count().node.windows
-        SessionWindowsDef(gap_ms=300000, grace_ms=0)
-        """
-        return self._count(named, materialized)
-
-    def reduce(
-        self,
-        reducer: Callable[[V, V], V],
-        named: Named | None = None,
-        materialized: Materialized | None = None,
-    ) -> KTable[Windowed[K], V]:
-        """Combines each session's values with ``reducer(aggregate, value)``; merging two
-        sessions reduces their aggregates the same way."""
-        return self._reduce(reducer, named, materialized)
 
     def aggregate(
         self,
