@@ -116,13 +116,14 @@ ENVELOPE = [
 ]
 
 
-def _envelope_app(base: str, app_id: str, **cfg: Any) -> StreamsApp:
+def _envelope_app(base: str, app_id: str, typed: bool = True, **cfg: Any) -> StreamsApp:
     os.makedirs(os.path.join(base, "in"), exist_ok=True)
     with open(os.path.join(base, "in", "e.jsonl"), "w") as f:
         f.writelines(line + "\n" for line in ENVELOPE)
     b = StreamsBuilder()
+    types: dict[str, Any] = {"key_type": str, "value_type": int} if typed else {}
     (
-        b.stream(Topic.jsonl("in", os.path.join(base, "in")), key_type=str, value_type=int)
+        b.stream(Topic.jsonl("in", os.path.join(base, "in")), **types)
         .deduplicate_by_key(timedelta(seconds=1))
         .to(Topic.jsonl("out", os.path.join(base, "out")))
     )
@@ -148,13 +149,15 @@ def test_an_envelope_without_a_timestamp_fails_naming_the_line(spark: Any, app_i
         assert "line 2 of" in text or "line 3 of" in text
 
 
+@pytest.mark.parametrize("typed", [True, False], ids=["typed", "dynamic"])
 def test_an_envelope_without_a_timestamp_is_skipped_and_dead_lettered(
-    spark: Any, app_id: str
+    spark: Any, app_id: str, typed: bool
 ) -> None:
     with tempfile.TemporaryDirectory() as base:
         app = _envelope_app(
             base,
             app_id,
+            typed,
             timestamp_policy="skip",
             dead_letter_queue_topic=Topic.jsonl("dlq", os.path.join(base, "dlq")),
             dead_letter_dropped_records=True,
@@ -164,6 +167,7 @@ def test_an_envelope_without_a_timestamp_is_skipped_and_dead_lettered(
         assert _envelope_out(spark, base) == [("a", 100), ("d", 200)]
         assert app.metrics().dropped_by_reason() == {(SOURCE, "invalid-timestamp"): 2}
         rows = spark.read.json(os.path.join(base, "dlq")).collect()
+        # the JSON of the key and value, typed or dynamic (not a JSON string of the JSON)
         assert sorted((json.loads(r.key), json.loads(r.value)) for r in rows) == [
             ("b", 2),
             ("c", 3),

@@ -342,10 +342,15 @@ def _record_position() -> Column:
     )
 
 
-def _json_text(c: Column) -> Column:
-    """``c`` as JSON text (null stays null), as dead letters hold keys and values."""
+def _json_text(c: Column, desc: TypeDesc) -> Column:
+    """``c`` (of type ``desc``) as JSON text (null stays null), as dead letters hold keys
+    and values. A dynamic value is JSON text already and stays as it is, unless it is a
+    JSON string that Spark's JSON reader handed over without its quotes."""
     text = F.to_json(F.array(c))  # to_json takes no primitive: write ``[x]``, strip ``[]``
-    return F.when(c.isNotNull(), text.substr(F.lit(2), F.length(text) - 2))
+    quoted = F.when(c.isNotNull(), text.substr(F.lit(2), F.length(text) - 2))
+    if isinstance(desc, Dynamic):
+        return F.when(F.try_parse_json(c).isNotNull(), c).otherwise(quoted)
+    return quoted
 
 
 def _invalid_timestamps(df: DataFrame, stage: st.Read) -> DataFrame:
@@ -402,8 +407,8 @@ def _invalid_timestamp_policy(df: DataFrame, stage: st.Read) -> DataFrame:
         _record_position(),
     )
     dead_letter = {
-        "dlq_key": _json_text(F.col("key")),
-        "dlq_value": _json_text(F.col("value")),
+        "dlq_key": _json_text(F.col("key"), stage.key_type),
+        "dlq_value": _json_text(F.col("value"), stage.value_type),
         "exception_class": F.lit("kspark_server.handling.DroppedRecord"),
         "exception_message": F.concat(
             F.lit(
