@@ -143,3 +143,41 @@ def test_no_schema_leaves_a_dynamic_sink_as_it_was() -> None:
     assert not isinstance(part.stage, st.Chain)
     assert isinstance(part.stage, st.Read)
     assert isinstance(bind_topology(b.build(), cfg).sinks[0], n.Sink)
+
+
+def test_a_config_file_gives_a_topics_types_by_name(tmp_path: Any) -> None:
+    import json
+    import os
+
+    from kspark.cli import load_config
+
+    path = os.path.join(tmp_path, "app.json")
+    with open(path, "w") as f:
+        json.dump(
+            {
+                "data_dir": "/data",
+                "topics": {
+                    "out": {"format": "parquet", "path": "/p/out", "value_type": "int"},
+                    "in": {
+                        "format": "jsonl",
+                        "path": "/p/in",
+                        "key_type": "str",
+                        "value_type": "decimal:Decimal",
+                    },
+                },
+            },
+            f,
+        )
+    topics = load_config(path, "from-file").topic_bindings
+    assert topics["out"] == Topic.parquet("out", "/p/out", value_type=int)
+    assert topics["in"].key_type == describe_type(str)
+    assert topics["in"].value_type == describe_type(__import__("decimal").Decimal)
+    with open(path, "w") as f:
+        json.dump({"topics": {"in": {"format": "jsonl", "path": "/x", "value_type": "nope"}}}, f)
+    with pytest.raises(ConfigError, match=r"topics\.in\.value_type"):
+        load_config(path, "from-file")
+
+
+def test_a_topic_spec_takes_python_types_too() -> None:
+    t = n.TopicSpec(name="t", format="jsonl", path="/t", value_type=int)
+    assert t.value_type == describe_type(int) and t == Topic.jsonl("t", "/t", value_type=int)

@@ -68,6 +68,14 @@ def _schema_type(tp: Any, topic: str, what: str) -> TypeDesc | None:
         raise TypeMappingError(f"topic {topic!r}: {what}: {exc.message}") from exc
 
 
+def _type_desc(tp: Any) -> TypeDesc | None:
+    """A ``TopicSpec``'s ``key_type`` or ``value_type``: a type description, or a Python
+    type to describe."""
+    if tp is None or isinstance(tp, TypeDesc):
+        return tp
+    return describe_type(tp)
+
+
 @attrs.frozen(kw_only=True)
 class TopicSpec:
     """Where a topic lives: a file directory, a Spark table, or Kafka (``kspark.Topic``).
@@ -116,8 +124,8 @@ class TopicSpec:
     key_field: str | None = None
     timestamp_field: str | None = None
     options: tuple[tuple[str, str], ...] = ()
-    key_type: TypeDesc | None = attrs.field(default=None, repr=False)
-    value_type: TypeDesc | None = attrs.field(default=None, repr=False)
+    key_type: TypeDesc | None = attrs.field(default=None, repr=False, converter=_type_desc)
+    value_type: TypeDesc | None = attrs.field(default=None, repr=False, converter=_type_desc)
 
     def __attrs_post_init__(self) -> None:
         if not self.name:
