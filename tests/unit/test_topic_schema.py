@@ -181,3 +181,25 @@ def test_a_config_file_gives_a_topics_types_by_name(tmp_path: Any) -> None:
 def test_a_topic_spec_takes_python_types_too() -> None:
     t = n.TopicSpec(name="t", format="jsonl", path="/t", value_type=int)
     assert t.value_type == describe_type(int) and t == Topic.jsonl("t", "/t", value_type=int)
+
+
+def test_the_test_driver_keeps_a_bindings_schema() -> None:
+    from kspark.testing import TopologyTestDriver
+
+    b = StreamsBuilder()
+    b.stream("orders").to(Topic.jsonl("out", "/d/out", value_type=int))
+    cfg = StreamsConfig(
+        application_id="a",
+        topics={"orders": Topic.kafka("orders", "k:9092", key_type=str, value_type=Order)},
+    )
+    driver = TopologyTestDriver(b.build(), cfg, session=object())
+    try:
+        source, sink = sorted(
+            (node for node in driver.app.topology.nodes() if isinstance(node, n.Source | n.Sink)),
+            key=lambda node: node.seq,
+        )
+        assert source.topic is not None and source.topic.format == "parquet"  # its own folder
+        assert (source.key_type, source.value_type) == (describe_type(str), describe_type(Order))
+        assert sink.topic is not None and sink.topic.value_type == describe_type(int)
+    finally:
+        driver.close()

@@ -291,6 +291,9 @@ class TopologyTestDriver:
         # every name, bound or not, becomes the driver's own folder; the config's bindings
         # are for deployments, so they are dropped
         topic_names(topology)  # refuses a name the topology binds to two Topics
+        # ... but a binding's schema (key_type=, value_type=) is the topology's business
+        # too: the driver's folders keep it
+        self._schemas = base.topic_bindings
         self.topology = topology.with_topics(self._rewire)
         dlq = base.dead_letter_queue_topic
         self.config = base.with_(
@@ -312,9 +315,15 @@ class TopologyTestDriver:
         #: whether a micro-batch ran: the plan is fixed from then on
         self._started = False
 
-    def _rewire(self, name: str, _topic: TopicSpec | None, role: str) -> TopicSpec:
+    def _rewire(self, name: str, topic: TopicSpec | None, role: str) -> TopicSpec:
         opts = (("kspark.ordered", "true"),) if role == "sink" else ()
-        return attrs.evolve(Topic.parquet(name, self._topic_path(name)), options=opts)
+        schema = topic or self._schemas.get(name)
+        return attrs.evolve(
+            Topic.parquet(name, self._topic_path(name)),
+            options=opts,
+            key_type=schema.key_type if schema is not None else None,
+            value_type=schema.value_type if schema is not None else None,
+        )
 
     def _topic_path(self, name: str) -> str:
         return os.path.join(self._workdir, "topics", name)
