@@ -187,3 +187,26 @@ def test_topics_with_a_schema_type_the_source_and_convert_at_the_sink(
         assert app.metrics().dropped_by_reason() == {
             ("KSTREAM-SINK-0000000002", "production-error"): 1
         }
+
+
+def test_a_sink_topic_with_a_schema_converts_in_the_test_driver(spark: Any, app_id: str) -> None:
+    from kspark import Topic
+    from kspark.errors import LogAndContinueProductionExceptionHandler
+
+    b = StreamsBuilder()
+    b.stream("in").map_values(lambda v: v if v != 2 else "x").to(
+        Topic.jsonl("out", "/deployed/out", value_type=int)
+    )
+    cfg = StreamsConfig(
+        application_id=app_id,
+        num_partitions=1,
+        production_exception_handler=LogAndContinueProductionExceptionHandler,
+    )
+    with TopologyTestDriver(b.build(), cfg, session=spark) as d:
+        src = d.create_input_topic("in")
+        for i, k in enumerate("abc", start=1):
+            src.pipe_input(k, i, timestamp=i)
+        assert d.create_output_topic("out").read_key_values() == [("a", 1), ("c", 3)]
+        assert d.metrics().dropped_by_reason() == {
+            ("KSTREAM-SINK-0000000002", "production-error"): 1
+        }
