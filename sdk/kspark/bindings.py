@@ -30,6 +30,7 @@ from kspark.config import StreamsConfig
 from kspark.errors import ConfigError, InvalidTopologyError, UnboundTopicError
 from kspark.plan.nodes import Sink, Source, TableSource, Topic, TopicSpec
 from kspark.plan.topology import Topology
+from kspark.plan.types import DYNAMIC, TypeDesc
 
 __all__ = ["bind_topology", "topic_names"]
 
@@ -161,4 +162,41 @@ def bind_topology(topology: Topology, config: StreamsConfig) -> Topology:
         assert config.data_dir is not None  # checked above
         return Topic.jsonl(name, config.data_dir.rstrip("/") + "/" + name)
 
-    return topology.with_topics(bound)
+    return _with_schema_types(topology.with_topics(bound))
+
+
+def _with_schema_types(topology: Topology) -> Topology:
+    """``topology`` whose sources read the types their ``Topic`` declares, where the
+    topology declares none (as ``stream(name, key_type=..., value_type=...)`` would)."""
+
+    def declared(node: Source | TableSource) -> tuple[TypeDesc, TypeDesc]:
+        assert node.topic is not None  # bound
+        out = []
+        for what, have, schema in (
+            ("key_type", node.key_type, node.topic.key_type),
+            ("value_type", node.value_type, node.topic.value_type),
+        ):
+            assert have is not None  # a source always has its types (dynamic if undeclared)
+            if schema is None or schema == have:
+                out.append(have)
+            elif have == DYNAMIC:
+                out.append(schema)
+            else:
+                raise ConfigError(
+                    f"{node.name}: topic {node.topic_name!r} declares {what}="
+                    f"{schema.display()}, but the topology reads it with {what}="
+                    f"{have.display()}; declare the type in one place, or make them the same",
+                    option="topics",
+                    topic=node.topic_name,
+                    processor=node.name,
+                )
+        return out[0], out[1]
+
+    if not any(
+        isinstance(node, Source | TableSource)
+        and node.topic is not None
+        and (node.topic.key_type is not None or node.topic.value_type is not None)
+        for node in topology.nodes()
+    ):
+        return topology
+    return topology.with_source_types(declared)

@@ -141,6 +141,42 @@ def _optional_str(name: str) -> Any:
     return check
 
 
+#: Type names a config file may give a topic's ``key_type`` and ``value_type``, besides
+#: ``package.module:ClassName``.
+_TYPE_NAMES: dict[str, object] = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "bytes": bytes,
+    "dict": dict,
+    "list": list,
+    "any": Any,
+}
+
+
+def _file_types(name: str, fields: dict[str, Any]) -> None:
+    """A config file's ``key_type``/``value_type`` of topic ``name``, given as a type name
+    or ``package.module:ClassName``, as the Python type."""
+    for what in ("key_type", "value_type"):
+        ref = fields.get(what)
+        if not isinstance(ref, str):
+            continue
+        if ref in _TYPE_NAMES:
+            fields[what] = _TYPE_NAMES[ref]
+            continue
+        module_name, _, attr = ref.partition(":") if ":" in ref else ref.rpartition(".")
+        try:
+            fields[what] = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ConfigError(
+                f"topics.{name}.{what}: cannot find type {ref!r} ({exc}); use one of "
+                f"{sorted(_TYPE_NAMES)} or a class as 'package.module:ClassName'",
+                option="topics",
+                topic=name,
+            ) from exc
+
+
 def _topic_from_mapping(name: str, data: Any) -> TopicSpec:
     """A binding read from a config file: ``{"format": "jsonl", "path": "/data/x"}``."""
     if not isinstance(data, Mapping):
@@ -152,6 +188,7 @@ def _topic_from_mapping(name: str, data: Any) -> TopicSpec:
     fields.setdefault("name", name)
     if isinstance(fields.get("options"), Mapping):
         fields["options"] = tuple(sorted((str(k), str(v)) for k, v in fields["options"].items()))
+    _file_types(name, fields)
     try:
         return TopicSpec(**fields)
     except (TypeError, ValueError) as exc:
@@ -264,6 +301,7 @@ def _topic(value: object) -> object:
     fields = dict(value)
     if isinstance(fields.get("options"), Mapping):
         fields["options"] = tuple(sorted((str(k), str(v)) for k, v in fields["options"].items()))
+    _file_types(str(fields.get("name", "?")), fields)
     try:
         return TopicSpec(**fields)
     except (TypeError, KSparkError) as exc:

@@ -363,7 +363,13 @@ def make_chain(
     else:
         run = make_columnar_chain(spec)
     if spec.record_limit is not None:  # it feeds a Kafka sink
-        return recordsize.limited(spec.record_limit, spec.handling, run, LazyRow)
+        return recordsize.limited(
+            spec.record_limit,
+            spec.handling,
+            run,
+            LazyRow,
+            handling.json_columns(spec, output=True),
+        )
     return run
 
 
@@ -372,7 +378,7 @@ def make_record_chain(
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of any chain, run record by record: each record goes
     through every step before the next record starts."""
-    guard = handling.Guard(spec.handling)
+    guard = handling.Guard(spec.handling, handling.json_columns(spec))
     kdec = codec.decoder(spec.input.key)
     vdec = codec.decoder(spec.input.value)
     kenc = output_encoder(spec.input.key, spec.output.key, "key")
@@ -467,7 +473,7 @@ def make_id_stage(
     """The ``mapInArrow`` function that adds ``ks_id`` (the dedup id, as text) to each record,
     so that ``deduplicate`` can repartition by id."""
     check_spec(spec)
-    guard = handling.Guard(spec.handling)
+    guard = handling.Guard(spec.handling, handling.json_columns(spec))
     kdec = codec.decoder(spec.input.key)
     vdec = codec.decoder(spec.input.value)
     fn, name = spec.id_selector, spec.processor
@@ -870,7 +876,7 @@ def make_columnar_chain(
       the per-record chain does, so that a wrong value reaches its handler with its record
       (the processing handler of the step that made it, see :func:`output_owners`).
     """
-    guard = handling.Guard(spec.handling)
+    guard = handling.Guard(spec.handling, handling.json_columns(spec))
     kdec = columns.column_decoder(spec.input.key)
     vdec = columns.column_decoder(spec.input.value)
     kcol, vcol = (

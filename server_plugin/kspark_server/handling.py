@@ -33,7 +33,7 @@ from kspark_server.handlers import (
     Origin,
     Response,
 )
-from kspark_server.spec import Handling
+from kspark_server.spec import Handling, JsonSpec, KeyValue
 
 
 class ProcessingFailed(RuntimeError):
@@ -113,10 +113,54 @@ def _raw(x: Any) -> str | None:
         return repr(x)
 
 
-class Guard:
-    """Calls user functions and applies the processing exception handler."""
+def json_columns(spec: Any, output: bool = False) -> frozenset[str]:
+    """The envelope columns that hold dynamic keys or values (JSON text) in the records of
+    a stage of ``spec``: ``key``, ``value`` and, for a join's table or right side,
+    ``ks_tvalue``; with ``output``, those of the stage's output. A dead letter of such a
+    record holds that text as it is (:meth:`Guard._dlq_row`), not a JSON string of it."""
+    sides = (
+        (("output", "value"),)
+        if output
+        else (
+            ("input", "value"),
+            ("stream", "value"),
+            ("left", "value"),
+            ("table", "ks_tvalue"),
+            ("right", "ks_tvalue"),
+        )
+    )
+    out: set[str] = set()
+    for attr, value_column in sides:
+        kv = getattr(spec, attr, None)
+        if isinstance(kv, KeyValue):
+            if isinstance(kv.key, JsonSpec):
+                out.add("key")
+            if isinstance(kv.value, JsonSpec):
+                out.add(value_column)
+    return frozenset(out)
 
-    def __init__(self, handling: Handling) -> None:
+
+def _stored_json(text: str | None) -> str | None:
+    """The JSON of a stored dynamic cell: its text, which is JSON, or, for a JSON string
+    that Spark's JSON reader handed over without its quotes (``kspark_server.codec``), that
+    string as JSON."""
+    if text is None:
+        return None
+    try:
+        json.loads(text)
+    except ValueError:
+        return json.dumps(text)
+    return text
+
+
+class Guard:
+    """Calls user functions and applies the processing exception handler.
+
+    ``json_columns`` names the record columns that hold dynamic values as JSON text
+    (:func:`json_columns`)."""
+
+    def __init__(self, handling: Handling, json_columns: frozenset[str] = frozenset()) -> None:
+        self.json_columns = json_columns
         self.handler: Handler | None = handling.processing
         self.production: Handler | None = handling.production
         self.subtopology = handling.subtopology
@@ -292,8 +336,8 @@ class Guard:
         exc: Exception,
         reason: str,
     ) -> dict[str, Any]:
-        key = row.get("key") if dl.key is None else dl.key
-        value = row.get("value") if dl.value is None else dl.value
+        key = self._letter_json(row, dl.key, ("key",))
+        value = self._letter_json(row, dl.value, ("value", "ks_tvalue"))
         pos = (ctx["processor_node_id"], row.get("ks_seq"), row.get("ks_sub"))
         n = self._letters.get(pos, 0)
         self._letters[pos] = n + 1
@@ -302,8 +346,8 @@ class Guard:
             "processor": ctx["processor_node_id"],
             "task": ctx["task_id"],
             "count": 1,
-            "dlq_key": _raw(key),
-            "dlq_value": _raw(value),
+            "dlq_key": key,
+            "dlq_value": value,
             "dlq_headers": list(row.get("headers") or []),
             "exception_class": f"{type(exc).__module__}.{type(exc).__qualname__}",
             "exception_message": str(exc),
@@ -316,6 +360,21 @@ class Guard:
             # the dead letter's identity: the same on every path that runs this processor
             "_at": f"{pos[1]}:{pos[2]}:{n}",
         }
+
+    def _letter_json(self, row: Any, given: Any, columns: tuple[str, ...]) -> str | None:
+        """A dead letter's key or value as JSON text: ``given``, or with None the record's
+        own (its first of ``columns``). A stored dynamic cell (JSON text already, as the
+        built-in dead-letter handlers pass it on from the context's ``source_raw_*``) is
+        kept as it is, so that the dead letter holds the JSON of the value, as for a
+        declared type, and not a JSON string of that JSON."""
+        if given is None:
+            stored = row.get(columns[0])
+            return _stored_json(stored) if columns[0] in self.json_columns else _raw(stored)
+        if isinstance(given, str):
+            for c in columns:
+                if c in self.json_columns and given == row.get(c):
+                    return _stored_json(given)
+        return _raw(given)
 
     def side_rows(self, chunk: str) -> list[dict[str, Any]]:
         """Dead-letter and metric rows gathered since the last call, then cleared.

@@ -96,12 +96,14 @@ def limited(
     handling_: Any,
     run: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]],
     row_of: Callable[[pa.RecordBatch, int], Any],
+    json_columns: frozenset[str] = frozenset(),
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``run`` with every record over ``limit`` taken out of its output and handed to the
-    production handler of ``handling_`` under the sink's name."""
+    production handler of ``handling_`` under the sink's name. ``json_columns``: the
+    output's columns of dynamic values (``kspark_server.handling.json_columns``)."""
 
     def checked(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        guard = handling.Guard(handling_)
+        guard = handling.Guard(handling_, json_columns)
         for out in run(batches):
             if out.num_rows == 0:
                 yield out

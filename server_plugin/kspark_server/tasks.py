@@ -404,7 +404,7 @@ class TaskProcessor(StatefulProcessor):
         self.check_log = os.environ.get("KSPARK_CHECK_STATE_LOG") == "1"
         # ... and log changes against small bases too, so tests take the log path
         self.min_base = 0 if self.check_log else taskstate.MIN_BASE_BYTES
-        self.guard = handling.Guard(self.spec.handling)
+        self.guard = handling.Guard(self.spec.handling, handling.json_columns(self.spec))
         packed = self.spec.packed
         # msgspec parses JSON text about three times as fast as the json module
         self.unpack_value = msgspec.json.decode if packed.value else _identity

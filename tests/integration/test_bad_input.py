@@ -417,32 +417,24 @@ def test_a_bad_csv_cell_is_dropped_and_counted_under_continue(
     assert a.metrics().dropped_by_reason() == {(SOURCE, "deserialization-error"): 1}
 
 
-def test_missing_fields_are_a_tombstone_and_the_processing_time(
-    spark: Any, app_id: str, base: str
-) -> None:
-    import time
-
-    # a missing value is null (a tombstone), passed on as one: not a dropped record; a
-    # missing timestamp is the processing time (docs/concepts.md, layouts)
-    start = int(time.time() * 1000)
-    write(
-        base,
-        "a.jsonl",
-        line("g1", 1, 1) + b'{"key": "m", "timestamp": 2}\n' + b'{"key": "n", "value": 5}\n',
-    )
+def test_a_missing_value_is_a_tombstone(spark: Any, app_id: str, base: str) -> None:
+    # a missing value is null (a tombstone), passed on as one: not a dropped record
+    write(base, "a.jsonl", line("g1", 1, 1) + b'{"key": "m", "timestamp": 2}\n')
     a = app(spark, base, app_id)
     a.run_until_caught_up()
-    assert sorted(output(spark, base), key=str) == sorted(
-        [("g1", 1), ("m", None), ("n", 5)], key=str
-    )
+    assert sorted(output(spark, base), key=str) == sorted([("g1", 1), ("m", None)], key=str)
     assert dropped(a) == 0
-    stamps = {
-        r.key: r.timestamp
-        for r in spark.read.json(os.path.join(base, "out")).select("key", "timestamp").collect()
-    }
-    assert stamps["g1"] == 1 and stamps["m"] == 2 and stamps["n"] >= start
-    # (a null timestamp_field of the value layout is an invalid timestamp:
-    # tests/integration/test_timestamps.py)
+
+
+def test_a_missing_envelope_timestamp_is_an_invalid_timestamp(
+    spark: Any, app_id: str, base: str
+) -> None:
+    # not the processing time: StreamsConfig.timestamp_policy decides (fail by default);
+    # its other policies: tests/integration/test_timestamps.py
+    write(base, "a.jsonl", line("g1", 1, 1) + b'{"key": "n", "value": 5}\n')
+    with pytest.raises(StreamsAppError, match="KSPARK_INVALID_TIMESTAMP") as info:
+        app(spark, base, app_id).run_until_caught_up()
+    assert SOURCE in str(info.value) and "line 2 of" in str(info.value)
 
 
 def test_outputs_arrow_refuses_are_dead_lettered_alone(spark: Any, app_id: str, base: str) -> None:

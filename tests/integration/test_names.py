@@ -137,3 +137,76 @@ def test_one_topology_runs_in_the_driver_then_unchanged_on_files(spark: Any, app
         # the sink writes dynamic keys and values as JSON text
         on_files = sorted((json.loads(r["key"]), json.loads(r["value"])) for r in rows)
     assert on_files == sorted(in_driver)
+
+
+# -- a Topic with a schema, bound in StreamsConfig(topics=...) -------------------------
+@dataclasses.dataclass
+class Order:
+    id: str
+    qty: int
+
+
+def test_topics_with_a_schema_type_the_source_and_convert_at_the_sink(
+    spark: Any, app_id: str
+) -> None:
+    from kspark import Topic
+    from kspark.errors import LogAndContinueProductionExceptionHandler
+
+    b = StreamsBuilder()
+    # names only, and a lambda with no types: it gets Orders because the topic says so
+    b.stream("orders").map_values(lambda o: o.qty * 10 if o.qty != 2 else "x").to("out")
+    with tempfile.TemporaryDirectory() as data:
+        os.makedirs(os.path.join(data, "orders"))
+        with open(os.path.join(data, "orders", "a.jsonl"), "w") as f:
+            for i in (1, 2, 3):
+                f.write(json.dumps({"id": f"o{i}", "qty": i}) + "\n")
+        cfg = StreamsConfig(
+            application_id=app_id,
+            checkpoint_dir=os.path.join(data, "chk"),
+            num_partitions=1,
+            production_exception_handler=LogAndContinueProductionExceptionHandler,
+            topics={
+                # layout="value" needs a record type: the topology does not give one
+                "orders": Topic.jsonl(
+                    "orders",
+                    os.path.join(data, "orders"),
+                    layout="value",
+                    key_field="id",
+                    key_type=str,
+                    value_type=Order,
+                ),
+                "out": Topic.parquet("out", os.path.join(data, "out"), value_type=int),
+            },
+        )
+        app = StreamsApp(b.build(), cfg, session=spark)
+        app.run_until_caught_up()
+        out = spark.read.parquet(os.path.join(data, "out"))
+        assert dict(out.dtypes)["value"] == "bigint"  # converted: not JSON text
+        assert sorted((r.key, r.value) for r in out.collect()) == [("o1", 10), ("o3", 30)]
+        # "x" is no int: the sink's production failure, counted under the sink's name
+        assert app.metrics().dropped_by_reason() == {
+            ("KSTREAM-SINK-0000000002", "production-error"): 1
+        }
+
+
+def test_a_sink_topic_with_a_schema_converts_in_the_test_driver(spark: Any, app_id: str) -> None:
+    from kspark import Topic
+    from kspark.errors import LogAndContinueProductionExceptionHandler
+
+    b = StreamsBuilder()
+    b.stream("in").map_values(lambda v: v if v != 2 else "x").to(
+        Topic.jsonl("out", "/deployed/out", value_type=int)
+    )
+    cfg = StreamsConfig(
+        application_id=app_id,
+        num_partitions=1,
+        production_exception_handler=LogAndContinueProductionExceptionHandler,
+    )
+    with TopologyTestDriver(b.build(), cfg, session=spark) as d:
+        src = d.create_input_topic("in")
+        for i, k in enumerate("abc", start=1):
+            src.pipe_input(k, i, timestamp=i)
+        assert d.create_output_topic("out").read_key_values() == [("a", 1), ("c", 3)]
+        assert d.metrics().dropped_by_reason() == {
+            ("KSTREAM-SINK-0000000002", "production-error"): 1
+        }

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.submit_project import write_project
+from support.submit_project import write_names_project, write_project
 
 import kspark
 import kspark_server
@@ -208,3 +208,69 @@ def test_submit_status_stop(
     after = cli.json("status", "--app-id", app_id, "--remote", spark_url)
     assert after["state"] == "NOT_RUNNING"
     assert "session was closed" in after["message"]
+
+
+def test_submit_binds_a_names_only_topology_from_its_config_file(
+    spark_url: str, app_id: str, tmp_path: Path
+) -> None:
+    """``kspark submit`` of a topology that only names its topics: ``--config`` binds
+    ``events`` in its topics table (a value-layout folder, with the record type the
+    topology does not declare) and ``shouts`` through ``data_dir``."""
+    pkg = f"subnames_{uuid.uuid4().hex[:8]}"
+    root, data = tmp_path / "project", tmp_path / "data"
+    write_names_project(root, pkg)
+    config = tmp_path / "app.json"
+    config.write_text(
+        json.dumps(
+            {
+                "checkpoint_dir": str(data / "chk"),
+                "num_partitions": 2,
+                "trigger_interval": 1,
+                "data_dir": str(data),
+                "topics": {
+                    "events": {
+                        "format": "jsonl",
+                        "path": str(data / "in"),
+                        "layout": "value",
+                        "key_field": "user",
+                        "timestamp_field": "ts",
+                        "key_type": "str",
+                        "value_type": f"{pkg}.topo:Event",
+                    }
+                },
+            }
+        )
+    )
+    cli = Cli(root, tmp_path / "home")
+    write_events(data / "in", "a.jsonl", 0, 12)
+    handle = cli.json(
+        "submit", f"{pkg}.topo:build", "--remote", spark_url, "--config", str(config),
+        "--app-id", app_id,
+    )  # fmt: skip
+    try:
+        assert [(o["name"], o["location"]) for o in handle["outputs"]] == [
+            ("shouts", str(data / "shouts"))  # bound by data_dir
+        ]
+
+        def check() -> dict[str, Any]:
+            st = cli.json("status", "--app-id", app_id, "--remote", spark_url)
+            assert st["state"] == "RUNNING", st
+            return {**st, "ok": st["input_records"] >= 12}
+
+        poll("the events", check)
+        final = cli.json("stop", "--app-id", app_id, "--remote", spark_url)
+        assert final["state"] == "NOT_RUNNING" and final["error"] is None, final
+    finally:
+        from kspark.runtime import submit as remote
+
+        path = tmp_path / "home" / "apps" / f"{app_id}.json"
+        if path.exists() and remote.load_handle(app_id, str(path.parent)).final is None:
+            remote.stop(handle=str(path), remote=spark_url)
+
+    rows = read_outputs(data / "shouts")
+
+    def text(x: Any) -> Any:  # a dynamic value is written as its JSON
+        return json.loads(x) if isinstance(x, str) and x.startswith('"') else x
+
+    assert sorted(text(r["value"]) for r in rows) == sorted(f"HI {i}!" for i in range(12))
+    assert {text(r["key"]) for r in rows} == {"u0", "u1", "u2"}

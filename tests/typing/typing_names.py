@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any, assert_type
 
 from kspark import KStream, KTable, Materialized, StreamsBuilder, StreamsConfig, Topic
+from kspark.plan.types import TypeDesc
 from kspark.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
 
 
@@ -66,3 +67,13 @@ out_typed = driver.create_output_topic("tens", key_type=str, value_type=int)
 assert_type(out_typed, TestOutputTopic[str, int])
 out_any = driver.create_output_topic("joined")
 assert_type(out_any, TestOutputTopic[Any, Any])
+
+# a Topic with a schema: keyword-only key_type= and value_type= on every factory
+schema_topics = {
+    "orders": Topic.jsonl("orders", "/data/orders", layout="value", value_type=Order),
+    "out": Topic.parquet("out", "/data/out", key_type=str, value_type=int),
+    "rows": Topic.csv("rows", "/data/rows", header=True, value_type=Order),
+    "lake": Topic.table("lake", "db.lake", key_type=str),
+    "events": Topic.kafka("events", "k:9092", value_type=dict, startingOffsets="earliest"),
+}
+assert_type(schema_topics["out"].value_type, TypeDesc | None)

@@ -178,6 +178,9 @@ def test_the_dead_letter_carries_the_steps_name(case: str, make: str) -> None:
         "declared type" in dead["exception_message"]
         or "cannot be read" in (dead["exception_message"])
     )
+    # the JSON of the stored key and value, not a JSON string of their JSON text
+    assert json.loads(dead["dlq_key"]) == "c"
+    assert json.loads(dead["dlq_value"]) == dict(_input(case))["c"]
 
 
 def test_a_dynamic_key_that_does_not_convert_for_a_join_is_the_joins_failure() -> None:

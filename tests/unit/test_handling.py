@@ -10,14 +10,23 @@ from typing import Any
 import pytest
 
 from kspark.errors import (
+    DeadLetterQueueProcessingExceptionHandler,
     DeadLetterRecord,
     ErrorHandlerContext,
     ProcessingExceptionHandler,
     Response,
 )
 from kspark_server.envelope import SideKind
-from kspark_server.handling import Guard, HandlerFailed, ProcessingFailed, side_json
-from kspark_server.spec import Handling
+from kspark_server.handling import (
+    Guard,
+    HandlerFailed,
+    ProcessingFailed,
+    json_columns,
+    side_json,
+)
+from kspark_server.spec import Handling, JsonSpec, KeyValue, PrimSpec
+
+DYNAMIC = KeyValue(key=JsonSpec(), value=JsonSpec())
 
 ROW = {"key": "k", "value": "0", "topic": "in", "partition": 1, "offset": 7, "timestamp": 5}
 
@@ -94,3 +103,48 @@ def test_an_operator_drop_is_counted_or_dead_lettered_with_its_reason() -> None:
     assert row["exception_class"] == "kspark_server.handling.DroppedRecord"
     assert "J dropped the record: a record with a null key" in row["exception_message"]
     assert json.loads(row["dlq_value"]) == "v"
+
+
+# -- dead letters of dynamic values: the JSON of the value, not a JSON string of it -----
+DYNAMIC_ROW = {**ROW, "key": '"k"', "value": '{"n": 2, "tags": ["a"]}'}
+
+
+def test_a_dynamic_dead_letter_holds_the_json_of_the_value() -> None:
+    # the built-in dead-letter handlers pass the stored record on (source_raw_*), which
+    # for a dynamic key or value is its JSON text already
+    guard = Guard(
+        Handling(processing=DeadLetterQueueProcessingExceptionHandler()),
+        json_columns(SimpleNamespace(input=DYNAMIC)),
+    )
+    ok, _ = guard.call("P", lambda v: 1 / 0, ({"n": 2, "tags": ["a"]},), DYNAMIC_ROW)
+    assert not ok
+    (row,) = guard.side_rows("c")
+    assert json.loads(row["dlq_key"]) == "k"
+    assert json.loads(row["dlq_value"]) == {"n": 2, "tags": ["a"]}
+
+
+def test_a_dropped_dynamic_record_and_a_given_value_are_encoded_once() -> None:
+    guard = Guard(Handling(dead_letter_dropped=True), json_columns(SimpleNamespace(stream=DYNAMIC)))
+    guard.drop("J", "0_0", "null-key", DYNAMIC_ROW)  # the stored record
+    guard.drop("J", "0_0", "null-key", DYNAMIC_ROW, ("k", '{"n": 2, "tags": ["a"]}'))
+    guard.drop("J", "0_0", "null-key", DYNAMIC_ROW, ("k", "plain text"))  # a Python str
+    values = [json.loads(r["dlq_value"]) for r in guard.side_rows("c")]
+    assert values == [{"n": 2, "tags": ["a"]}, {"n": 2, "tags": ["a"]}, "plain text"]
+
+
+def test_json_columns_of_a_join_name_the_tables_value_column() -> None:
+    typed = KeyValue(key=PrimSpec(spark="string"), value=PrimSpec(spark="long"))
+    spec = SimpleNamespace(stream=typed, table=DYNAMIC)
+    assert json_columns(spec) == {"key", "ks_tvalue"}
+    assert json_columns(SimpleNamespace(input=typed, output=DYNAMIC), output=True) == {
+        "key",
+        "value",
+    }
+
+
+def test_a_dynamic_string_read_without_its_quotes_is_a_json_string() -> None:
+    # Spark's JSON reader hands {"value": "abc"} over as the text abc
+    guard = Guard(Handling(dead_letter_dropped=True), json_columns(SimpleNamespace(input=DYNAMIC)))
+    guard.drop("J", "0_0", "null-key", {**ROW, "key": "k", "value": "abc"})
+    (row,) = guard.side_rows("c")
+    assert (json.loads(row["dlq_key"]), json.loads(row["dlq_value"])) == ("k", "abc")

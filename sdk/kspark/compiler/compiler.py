@@ -224,6 +224,23 @@ class _Compiler:
         does not convert is the sink's, as a serializer's failure: the production handler."""
         key_type, value_type = self.sink_types.get(sink.topic_name, (None, None))
         have_key, have_value = _known(p.key_type), _known(p.value_type)
+        if sink.topic is not None:  # a Topic with a schema
+            for what, have, schema in (
+                ("key_type", have_key, sink.topic.key_type),
+                ("value_type", have_value, sink.topic.value_type),
+            ):
+                if schema is not None and not isinstance(have, Dynamic) and have != schema:
+                    raise errors.ConfigError(
+                        f"{sink.name}: topic {sink.topic_name!r} declares {what}="
+                        f"{schema.display()}, but the records written to it have "
+                        f"{what}={have.display()}; convert them before the sink "
+                        "(map_values(...)) or declare the topic's type as theirs",
+                        option="topics",
+                        topic=sink.topic_name,
+                        processor=sink.name,
+                    )
+            key_type = key_type or sink.topic.key_type
+            value_type = value_type or sink.topic.value_type
         out_key = key_type if isinstance(have_key, Dynamic) and key_type is not None else have_key
         out_value = (
             value_type if isinstance(have_value, Dynamic) and value_type is not None else have_value

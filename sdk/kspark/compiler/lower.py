@@ -61,6 +61,10 @@ _LINE_POSITION = "ks_position"
 #: A record that could not be read: its raw text, and where it is (``line N of <file>``).
 _CORRUPT_COLUMNS = ("_corrupt_record", "_corrupt_where")
 
+#: A line's number (from 1) and file, from :func:`_read_lines`, kept until the timestamp
+#: check (:func:`_invalid_timestamps`) so that its error names the line.
+_LINE_WHERE = ("ks_line_no", "ks_line_file")
+
 
 def _dtype(desc_json: Any) -> DataType:
     """A Spark type from its JSON form (a type name or a dict)."""
@@ -251,10 +255,16 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             if "timestamp" in cols
             else (F.lit(None).cast("long"), F.lit(False))
         )
+        line_where = [F.col(c) for c in _LINE_WHERE if c in cols]
+        # a row of a topic without a timestamp column (a Spark table) gets the processing
+        # time; a null or missing one in a row that has the column is an invalid
+        # timestamp, for StreamsConfig.timestamp_policy (_invalid_timestamps)
         out = raw.select(
             key.alias("key"),
             value.alias("value"),
-            F.coalesce(stamp, F.expr("unix_millis(current_timestamp())")).alias("timestamp"),
+            (stamp if "timestamp" in cols else F.expr("unix_millis(current_timestamp())")).alias(
+                "timestamp"
+            ),
             headers.alias("headers"),
             F.lit(t.name).alias("topic"),
             (F.coalesce(F.col("partition"), F.lit(0)) if "partition" in cols else F.lit(0))
@@ -263,6 +273,7 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             offset.cast("long").alias("offset"),
             *_tail(offset, seq),
             *_uncast(raw, bad_key | bad_value | bad_stamp, ["key", "value", "timestamp"]),
+            *line_where,
         )
     else:
         value_fields = [f["name"] for f in stage.value_type.spark_json()["fields"]]
@@ -293,6 +304,7 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             offset.alias("offset"),
             *_tail(offset),
             *_uncast(raw, bad_key | bad_ts | bad_value, value_fields),
+            *[F.col(c) for c in _LINE_WHERE if c in cols],
         )
     out = _count_input(out, stage)
     if "_corrupt_record" in out.columns:
@@ -359,10 +371,15 @@ def _record_position() -> Column:
     )
 
 
-def _json_text(c: Column) -> Column:
-    """``c`` as JSON text (null stays null), as dead letters hold keys and values."""
+def _json_text(c: Column, desc: TypeDesc) -> Column:
+    """``c`` (of type ``desc``) as JSON text (null stays null), as dead letters hold keys
+    and values. A dynamic value is JSON text already and stays as it is, unless it is a
+    JSON string that Spark's JSON reader handed over without its quotes."""
     text = F.to_json(F.array(c))  # to_json takes no primitive: write ``[x]``, strip ``[]``
-    return F.when(c.isNotNull(), text.substr(F.lit(2), F.length(text) - 2))
+    quoted = F.when(c.isNotNull(), text.substr(F.lit(2), F.length(text) - 2))
+    if isinstance(desc, Dynamic):
+        return F.when(F.try_parse_json(c).isNotNull(), c).otherwise(quoted)
+    return quoted
 
 
 def _invalid_timestamps(df: DataFrame, stage: st.Read) -> DataFrame:
@@ -370,6 +387,22 @@ def _invalid_timestamps(df: DataFrame, stage: st.Read) -> DataFrame:
     fail naming the record, drop and count them, or leave the timestamp null for the next
     stateful operator to fill in with its partition's time (``kspark_server.timestamps``).
     Rows that are already side rows (a record that did not parse) are left alone."""
+    if _LINE_WHERE[0] in df.columns:
+        where = F.concat(
+            F.lit(", line "),
+            F.col(_LINE_WHERE[0]).cast("string"),
+            F.lit(" of "),
+            F.col(_LINE_WHERE[1]),
+        )
+        df = df.withColumn("ks_ts_where", where).drop(*_LINE_WHERE)
+    else:
+        df = df.withColumn("ks_ts_where", F.lit(""))
+    return _invalid_timestamp_policy(df, stage).drop("ks_ts_where")
+
+
+def _invalid_timestamp_policy(df: DataFrame, stage: st.Read) -> DataFrame:
+    """:func:`_invalid_timestamps` once the record's file and line, if any, are in
+    ``ks_ts_where``."""
     ts = F.col("timestamp")
     invalid = F.col("ks_side").isNull() & (ts.isNull() | (ts < 0))
     policy = stage.timestamp_policy
@@ -386,6 +419,7 @@ def _invalid_timestamps(df: DataFrame, stage: st.Read) -> DataFrame:
             F.coalesce(F.col("partition").cast("string"), F.lit("null")),
             F.lit(" offset "),
             F.coalesce(F.col("offset").cast("string"), F.lit("null")),
+            F.col("ks_ts_where"),
             F.lit(
                 ". Set StreamsConfig(timestamp_policy='skip') to drop such records, or "
                 "'use-partition-time' to give them their partition's time."
@@ -402,12 +436,15 @@ def _invalid_timestamps(df: DataFrame, stage: st.Read) -> DataFrame:
         _record_position(),
     )
     dead_letter = {
-        "dlq_key": _json_text(F.col("key")),
-        "dlq_value": _json_text(F.col("value")),
+        "dlq_key": _json_text(F.col("key"), stage.key_type),
+        "dlq_value": _json_text(F.col("value"), stage.value_type),
         "exception_class": F.lit("kspark_server.handling.DroppedRecord"),
-        "exception_message": F.lit(
-            f"{stage.processor} dropped the record: its timestamp is null or negative "
-            "(StreamsConfig.timestamp_policy='skip')"
+        "exception_message": F.concat(
+            F.lit(
+                f"{stage.processor} dropped the record: its timestamp is null or negative "
+                "(StreamsConfig.timestamp_policy='skip')"
+            ),
+            F.col("ks_ts_where"),
         ),
     }
     return _drop_rows(
@@ -566,6 +603,8 @@ def _read_lines(stage: st.Read, spark: SparkSession, resume: Resume | None) -> D
             F.concat(F.lit("line "), line_no.cast("string"), F.lit(" of "), F.col("ks_file")),
         ).alias("_corrupt_where"),
         (F.col("ks_base") + F.col("ks_line")).alias(_LINE_POSITION),
+        line_no.alias(_LINE_WHERE[0]),
+        F.col("ks_file").alias(_LINE_WHERE[1]),
     )
 
 

@@ -187,8 +187,8 @@ class StreamsBuilder:
             seq=seq,
             topic_name=topic_name,
             topic=bound,
-            key_type=_declared(key_type, name, "key_type"),
-            value_type=_declared(value_type, name, "value_type"),
+            key_type=_source_type(key_type, bound, name, "key_type"),
+            value_type=_source_type(value_type, bound, name, "value_type"),
         )
         return KStream(self, node)
 
@@ -284,8 +284,8 @@ class StreamsBuilder:
             seq=seq,
             topic_name=topic_name,
             topic=bound,
-            key_type=_declared(key_type, name, "key_type"),
-            value_type=_declared(value_type, name, "value_type"),
+            key_type=_source_type(key_type, bound, name, "key_type"),
+            value_type=_source_type(value_type, bound, name, "value_type"),
             store_name=store,
             versioned=mat.versioned,
             history_retention_ms=(
@@ -316,6 +316,16 @@ class StreamsBuilder:
         ['KSTREAM-SOURCE-0000000000', 'KSTREAM-SINK-0000000001']
         """
         return Topology(sinks=tuple(self._sinks))
+
+
+def _source_type(tp: Any, topic: n.TopicSpec | None, processor: str, what: str) -> TypeDesc:
+    """A source's declared type: ``tp``, or, without one, what its ``Topic`` declares
+    (a conflict between the two is refused when the app binds its topics,
+    :func:`kspark.bindings.bind_topology`)."""
+    schema = getattr(topic, what) if topic is not None else None
+    if tp is None and schema is not None:
+        return schema  # type: ignore[no-any-return]
+    return _declared(tp, processor, what)
 
 
 def _topic_arg(topic: object) -> tuple[str, n.TopicSpec | None]:

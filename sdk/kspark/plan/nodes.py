@@ -16,8 +16,8 @@ import attrs
 
 from kspark._paths import resolve_path
 from kspark._typing import TopicFormat, TopicLayout
-from kspark.errors import InvalidArgumentError, InvalidTopologyError
-from kspark.plan.types import Dynamic, TypeDesc
+from kspark.errors import InvalidArgumentError, InvalidTopologyError, TypeMappingError
+from kspark.plan.types import Dynamic, TypeDesc, describe_type
 
 __all__ = [
     "Branch",
@@ -58,6 +58,24 @@ def _check_name(name: str) -> None:
         raise InvalidArgumentError("a processor name must not be empty", parameter="name")
 
 
+def _schema_type(tp: Any, topic: str, what: str) -> TypeDesc | None:
+    """A topic's declared ``key_type`` or ``value_type`` as a type description."""
+    if tp is None:
+        return None
+    try:
+        return describe_type(tp)
+    except TypeMappingError as exc:
+        raise TypeMappingError(f"topic {topic!r}: {what}: {exc.message}") from exc
+
+
+def _type_desc(tp: Any) -> TypeDesc | None:
+    """A ``TopicSpec``'s ``key_type`` or ``value_type``: a type description, or a Python
+    type to describe."""
+    if tp is None or isinstance(tp, TypeDesc):
+        return tp
+    return describe_type(tp)
+
+
 @attrs.frozen(kw_only=True)
 class TopicSpec:
     """Where a topic lives: a file directory, a Spark table, or Kafka (``kspark.Topic``).
@@ -84,6 +102,11 @@ class TopicSpec:
         With ``layout="value"``, the columns to take the key and the timestamp from.
     options
         ``(name, value)`` pairs passed to Spark's reader and writer.
+    key_type, value_type
+        The topic's schema, if it declares one (the factories take Python types). A source
+        of the topic whose topology declares no types reads them; a sink converts dynamic
+        keys and values to them, and a record that does not convert goes to the
+        production exception handler under the sink's name.
 
     Examples
     --------
@@ -101,6 +124,8 @@ class TopicSpec:
     key_field: str | None = None
     timestamp_field: str | None = None
     options: tuple[tuple[str, str], ...] = ()
+    key_type: TypeDesc | None = attrs.field(default=None, repr=False, converter=_type_desc)
+    value_type: TypeDesc | None = attrs.field(default=None, repr=False, converter=_type_desc)
 
     def __attrs_post_init__(self) -> None:
         if not self.name:
@@ -152,6 +177,8 @@ class TopicSpec:
         layout: TopicLayout = "envelope",
         key_field: str | None = None,
         timestamp_field: str | None = None,
+        key_type: Any = None,
+        value_type: Any = None,
     ) -> TopicSpec:
         """A directory of JSON-lines files.
 
@@ -163,6 +190,8 @@ class TopicSpec:
             The directory.
         layout, key_field, timestamp_field
             As for :class:`TopicSpec`.
+        key_type, value_type
+            The topic's schema (:class:`TopicSpec`); None: none declared.
 
         Returns
         -------
@@ -181,6 +210,8 @@ class TopicSpec:
             layout=layout,
             key_field=key_field,
             timestamp_field=timestamp_field,
+            key_type=_schema_type(key_type, name, "key_type"),
+            value_type=_schema_type(value_type, name, "value_type"),
         )
 
     @classmethod
@@ -192,6 +223,8 @@ class TopicSpec:
         layout: TopicLayout = "envelope",
         key_field: str | None = None,
         timestamp_field: str | None = None,
+        key_type: Any = None,
+        value_type: Any = None,
     ) -> TopicSpec:
         """A directory of Parquet files.
 
@@ -203,6 +236,8 @@ class TopicSpec:
             The directory.
         layout, key_field, timestamp_field
             As for :class:`TopicSpec`.
+        key_type, value_type
+            The topic's schema (:class:`TopicSpec`); None: none declared.
 
         Returns
         -------
@@ -221,6 +256,8 @@ class TopicSpec:
             layout=layout,
             key_field=key_field,
             timestamp_field=timestamp_field,
+            key_type=_schema_type(key_type, name, "key_type"),
+            value_type=_schema_type(value_type, name, "value_type"),
         )
 
     @classmethod
@@ -232,6 +269,8 @@ class TopicSpec:
         key_field: str | None = None,
         timestamp_field: str | None = None,
         header: bool = True,
+        key_type: Any = None,
+        value_type: Any = None,
     ) -> TopicSpec:
         """A directory of CSV files; each row is a value (``layout='value'``).
 
@@ -245,6 +284,8 @@ class TopicSpec:
             The columns to take the key and the timestamp from.
         header
             Whether the files' first line names the columns.
+        key_type, value_type
+            The topic's schema (:class:`TopicSpec`); None: none declared.
 
         Returns
         -------
@@ -264,6 +305,8 @@ class TopicSpec:
             key_field=key_field,
             timestamp_field=timestamp_field,
             options=(("header", str(header).lower()),),
+            key_type=_schema_type(key_type, name, "key_type"),
+            value_type=_schema_type(value_type, name, "value_type"),
         )
 
     @classmethod
@@ -275,6 +318,8 @@ class TopicSpec:
         layout: TopicLayout = "envelope",
         key_field: str | None = None,
         timestamp_field: str | None = None,
+        key_type: Any = None,
+        value_type: Any = None,
     ) -> TopicSpec:
         """A Spark table (``spark.readStream.table``), by default the table named ``name``.
 
@@ -286,6 +331,8 @@ class TopicSpec:
             The Spark table's name; None: ``name``.
         layout, key_field, timestamp_field
             As for :class:`TopicSpec`.
+        key_type, value_type
+            The topic's schema (:class:`TopicSpec`); None: none declared.
 
         Returns
         -------
@@ -304,10 +351,20 @@ class TopicSpec:
             layout=layout,
             key_field=key_field,
             timestamp_field=timestamp_field,
+            key_type=_schema_type(key_type, name, "key_type"),
+            value_type=_schema_type(value_type, name, "value_type"),
         )
 
     @classmethod
-    def kafka(cls, name: str, bootstrap_servers: str, **options: str) -> TopicSpec:
+    def kafka(
+        cls,
+        name: str,
+        bootstrap_servers: str,
+        *,
+        key_type: Any = None,
+        value_type: Any = None,
+        **options: str,
+    ) -> TopicSpec:
         """A Kafka topic.
 
         Parameters
@@ -316,6 +373,8 @@ class TopicSpec:
             The Kafka topic's name, which is also its name in the topology.
         bootstrap_servers
             The cluster, ``host:port[,host:port...]``.
+        key_type, value_type
+            The topic's schema (:class:`TopicSpec`); None: none declared.
         **options
             Passed through to Spark's Kafka source or sink (``startingOffsets``, ...).
 
@@ -331,7 +390,13 @@ class TopicSpec:
         'localhost:9092'
         """
         opts = {"kafka.bootstrap.servers": bootstrap_servers, **options}
-        return cls(name=name, format="kafka", options=tuple(sorted(opts.items())))
+        return cls(
+            name=name,
+            format="kafka",
+            options=tuple(sorted(opts.items())),
+            key_type=_schema_type(key_type, name, "key_type"),
+            value_type=_schema_type(value_type, name, "value_type"),
+        )
 
 
 @attrs.frozen(kw_only=True)

@@ -11,7 +11,16 @@ import attrs
 from kspark._typing import TopicRole
 from kspark.errors import InvalidTopologyError
 from kspark.plan import graph, render
-from kspark.plan.nodes import Node, Sink, Source, TableSource, TopicSpec
+from kspark.plan.nodes import (
+    Node,
+    Sink,
+    Source,
+    StreamStreamJoin,
+    StreamTableJoin,
+    TableSource,
+    TopicSpec,
+)
+from kspark.plan.types import TypeDesc
 
 __all__ = ["Topology"]
 
@@ -163,6 +172,39 @@ class Topology:
                 changes["topic"] = fn(node.topic_name, node.topic, "source")
             elif isinstance(node, Sink):
                 changes["topic"] = fn(node.topic_name, node.topic, "sink")
+            return attrs.evolve(node, **changes)
+
+        sinks: tuple[Node, ...] = self.sinks
+        new = graph.map_nodes(sinks, _parents, remap)
+        return Topology(sinks=tuple(new(s) for s in self.sinks))  # type: ignore[misc]
+
+    def with_source_types(
+        self, fn: Callable[[Source | TableSource], tuple[TypeDesc, TypeDesc]]
+    ) -> Topology:
+        """A copy whose sources have the key and value types ``fn(source)``, and whose
+        processors that keep their input's key or value type (a filter, a dedup, a sink;
+        the key through ``map_values``...) keep the new one. A processor that makes its
+        own key or value (``map``, a joiner) keeps the type it has."""
+
+        def remap(node: Node, new: Callable[[Node], Node]) -> Node:
+            changes: dict[str, Any] = {}
+            for a in attrs.fields(type(node)):
+                value = getattr(node, a.name)
+                if isinstance(value, Node):
+                    changes[a.name] = new(value)
+                elif isinstance(value, tuple) and value and all(isinstance(v, Node) for v in value):
+                    changes[a.name] = tuple(new(v) for v in value)
+            if isinstance(node, Source | TableSource):
+                changes["key_type"], changes["value_type"] = fn(node)
+            elif node.parents:
+                old, now = node.parents[0], new(node.parents[0])
+                if not node.changes_key and node.key_type == old.key_type:
+                    changes["key_type"] = now.key_type
+                keeps_value = not node.changes_value and not isinstance(
+                    node, StreamTableJoin | StreamStreamJoin
+                )
+                if keeps_value and node.value_type == old.value_type:
+                    changes["value_type"] = now.value_type
             return attrs.evolve(node, **changes)
 
         sinks: tuple[Node, ...] = self.sinks

@@ -264,6 +264,12 @@ def _type(tp: Any) -> TypeDesc:
     return DYNAMIC if tp is None else describe_type(tp)
 
 
+def _written(have: TypeDesc | None, schema: TypeDesc | None) -> TypeDesc:
+    """The type a sink writes: its records', or, for dynamic ones, its Topic's schema."""
+    have = have or DYNAMIC
+    return schema if isinstance(have, Dynamic) and schema is not None else have
+
+
 class TopologyTestDriver:
     """Runs a topology on a real Spark server, one micro-batch per :meth:`process`.
 
@@ -291,6 +297,9 @@ class TopologyTestDriver:
         # every name, bound or not, becomes the driver's own folder; the config's bindings
         # are for deployments, so they are dropped
         topic_names(topology)  # refuses a name the topology binds to two Topics
+        # ... but a binding's schema (key_type=, value_type=) is the topology's business
+        # too: the driver's folders keep it
+        self._schemas = base.topic_bindings
         self.topology = topology.with_topics(self._rewire)
         dlq = base.dead_letter_queue_topic
         self.config = base.with_(
@@ -312,9 +321,15 @@ class TopologyTestDriver:
         #: whether a micro-batch ran: the plan is fixed from then on
         self._started = False
 
-    def _rewire(self, name: str, _topic: TopicSpec | None, role: str) -> TopicSpec:
+    def _rewire(self, name: str, topic: TopicSpec | None, role: str) -> TopicSpec:
         opts = (("kspark.ordered", "true"),) if role == "sink" else ()
-        return attrs.evolve(Topic.parquet(name, self._topic_path(name)), options=opts)
+        schema = topic or self._schemas.get(name)
+        return attrs.evolve(
+            Topic.parquet(name, self._topic_path(name)),
+            options=opts,
+            key_type=schema.key_type if schema is not None else None,
+            value_type=schema.value_type if schema is not None else None,
+        )
 
     def _topic_path(self, name: str) -> str:
         return os.path.join(self._workdir, "topics", name)
@@ -385,7 +400,9 @@ class TopologyTestDriver:
         topology does not declare) is converted to them, so ``value_type=Order`` reads a
         dict as an ``Order``. Without them, records are read as the topology wrote them.
         """
-        sinks = {s.topic_name: s for s in self.topology.sinks}
+        # the app's bound topology: sources typed by their Topic's schema, and so what
+        # keeps their types
+        sinks = {s.topic_name: s for s in self.app.topology.sinks}
         dlq = self.config.dead_letter_queue_topic
         if name not in sinks and (dlq is None or dlq.name != name):
             known = sorted({*sinks, *([dlq.name] if dlq is not None else [])})
@@ -393,9 +410,14 @@ class TopologyTestDriver:
                 f"topic {name!r} is not a sink of the topology; sinks: {known}"
             )
         sink = sinks.get(name)
-        stored = (
-            (sink.key_type or DYNAMIC, sink.value_type or DYNAMIC) if sink is not None else None
-        )
+        stored: tuple[TypeDesc, TypeDesc] | None = None
+        if sink is not None:
+            # a dynamic record that the sink's Topic declares a type for is written as that
+            schema = sink.topic or Topic.parquet(name, "/")
+            stored = (
+                _written(sink.key_type, schema.key_type),
+                _written(sink.value_type, schema.value_type),
+            )
         if stored is not None and not self._started and (key_type, value_type) != (None, None):
             # the sink itself converts its dynamic records to the declared types, as a
             # typed sink would: one that does not convert goes to the production handler
