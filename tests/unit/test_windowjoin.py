@@ -49,9 +49,23 @@ class _List(_Value):
         self.store.setdefault(self.name, []).append(v)
 
 
+class _Map(_Value):
+    def getValue(self, key: tuple[Any, ...]) -> Any:
+        return self.store.get(self.name, {}).get(key)
+
+    def updateValue(self, key: tuple[Any, ...], v: tuple[Any, ...]) -> None:
+        self.store.setdefault(self.name, {})[key] = v
+
+    def removeKey(self, key: tuple[Any, ...]) -> None:
+        self.store.get(self.name, {}).pop(key, None)
+
+
 class _Handle:
     def __init__(self, store: dict[str, Any]) -> None:
         self.store = store
+
+    def getMapState(self, name: str, key_schema: Any, schema: Any) -> _Map:
+        return _Map(self.store, name)
 
     def getValueState(self, name: str, schema: Any) -> _Value:
         return _Value(self.store, name)
