@@ -115,7 +115,7 @@ def encode_chunks(
 
     >>> from kspark_server import stateenc
     >>> pairs = [(stateenc.pack(k), stateenc.pack([1, 2])) for k in "abc"]
-    >>> len(encode_chunks({"stream_time": 1}, pairs, 6)), len(encode_chunks({}, [], 6))
+    >>> len(encode_chunks({"stream_time": 1}, pairs, 10)), len(encode_chunks({}, [], 10))
     (2, 1)
     """
     return list(iter_chunks(sc, pairs, limit))

@@ -168,4 +168,9 @@ def test_the_client_never_unpickles_state() -> None:
 def test_a_migration_reads_a_pickled_format_4_state() -> None:
     old = {"format": 4, "stream_time": 3, "seen": {"a": 1}, "hash": {"a": 4}}
     st = taskstate.materialize("dedup", False, pickle.dumps(old), [], allow_pickle=True)
-    assert st == {"format": taskstate.STATE_FORMAT, "stream_time": 3, "seen": {"a": 1}, "hash": {"a": 4}}
+    assert st == {
+        "format": taskstate.STATE_FORMAT,
+        "stream_time": 3,
+        "seen": {"a": 1},
+        "hash": {"a": 4},
+    }

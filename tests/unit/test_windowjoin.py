@@ -217,6 +217,8 @@ def test_matches_reference_model(
         data = sorted(data, key=lambda r: (r[0], r[3]))
     mp = pytest.MonkeyPatch()
     mp.setenv("KSPARK_CHECK_STATE_LOG", "1")
+    # bases of several chunks: restarts rebuild the local store chunk by chunk
+    mp.setenv("KSPARK_BASE_CHUNK_BYTES", "64")
     try:
         numbered = list(enumerate(data))
         # each stream in offset order, the two interleaved as they arrived
