@@ -80,15 +80,15 @@ def no_log(exc: BaseException, store: str) -> bool:
 
 def _base_change(r: Any) -> tuple[int, int, bytes | None]:
     """(task key, chunk number, chunk or None) of a row of the base's change feed: of a
-    map state (format 6: the key holds the task key and the chunk number) or of a value
-    state (format 5: chunk 0)."""
-    key, value = r["key"], r["value"]
-    if value is not None and "user_map_value" in value.asDict():
-        value = value["user_map_value"]
+    map state (format 6: ``user_map_key`` is the chunk number) or of a value state
+    (format 5: chunk 0)."""
+    fields = r.asDict()
+    if "user_map_key" in fields:
+        number, value = int(r["user_map_key"][0]), r["user_map_value"]
+    else:
+        number, value = 0, r["value"]
     blob = None if r["change_type"] == "delete" or value is None else value[0]
-    if "user_map_key" in key.asDict():
-        return int(key["key"][0]), int(key["user_map_key"][0]), blob
-    return int(key[0]), 0, blob
+    return int(r["key"][0]), number, blob
 
 
 def _state_reader(spark: Any, op: int, var: str) -> Any:
@@ -441,9 +441,14 @@ class StoreReplica:
             # first (each chunk number changes at most once a batch), then the log's
             # clearing, then its append (the order the operator writes them in)
             events: list[tuple[int, int, int, int, bytes | None]] = []
-            for r in (
-                self._feed(reader, last).select("batch_id", "change_type", "key", "value").collect()
-            ):
+            feed = self._feed(reader, last)
+            for r in feed.select(
+                "batch_id",
+                "change_type",
+                "key",
+                *(["user_map_key", "user_map_value"] if "user_map_key" in feed.columns else []),
+                *(["value"] if "value" in feed.columns else []),
+            ).collect():
                 task, number, blob = _base_change(r)
                 events.append((int(r["batch_id"]), 0, task, number, blob))
             for r in self._log_feed(op, last):
