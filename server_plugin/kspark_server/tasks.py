@@ -543,7 +543,13 @@ class TaskProcessor(StatefulProcessor):
     def _check(self, local: localstore.TaskStore) -> None:
         """Tests: the durable base and log read back as the local store's state."""
         ver = self.version.get()
-        base = list(self._chunks(0 if ver is None else int(ver[5])))
+        n = 0 if ver is None else int(ver[5])
+        base = list(self._chunks(n))
+        if self.base.containsKey((n,)):
+            raise AssertionError(
+                f"{self.spec.processor}: chunk {n} of a base of {n} chunks is left over "
+                "(a new base with fewer chunks did not remove the old one's extra chunks)"
+            )
         log = [t[0] for t in self.log.get()] if self.log.exists() else []
         s, pairs = taskstate.merge_pairs(base, log)
         if pairs != dict(local.pairs()) or s != local.scalars():
