@@ -257,7 +257,7 @@ class TaskStore:
                 txn.cursor(db=self.entries).putmulti([(k, e) for k, e in pairs if e is not None])
                 if index_of is not None:
                     txn.cursor(db=self.index).putmulti(
-                        [(index_of(k, e), b"") for k, e in pairs if e is not None]
+                        sorted((index_of(k, e), b"") for k, e in pairs if e is not None)
                     )
         last: dict[str, Any] | None = None
         changes: dict[bytes, bytes | None] = {}
