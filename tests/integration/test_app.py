@@ -140,3 +140,21 @@ def test_same_output_for_any_micro_batch_split(spark: Any, app_id: str) -> None:
             )
     assert outputs[0] == outputs[1]
     assert len(outputs[0]) > 20
+
+
+def test_a_new_session_is_the_active_one(spark: Any, spark_server: Any) -> None:
+    """A session kspark hands out becomes the thread's active session, also when another
+    one is active: after a server restart the old one is dead, and pyspark builds an
+    operator's UDFs through the active session (the fail-over bench resumes that way)."""
+    from pyspark.sql import SparkSession
+
+    if spark_server is None:
+        pytest.skip("needs the embedded server")
+    assert spark is not None
+    fresh = spark_server.session()
+    try:
+        assert SparkSession.getActiveSession() is fresh
+        # a UDF's schema is parsed through the active session
+        assert fresh.range(3).mapInArrow(lambda it: it, "id long").count() == 3
+    finally:
+        fresh.stop()
