@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 BLOCKER = os.path.join(os.path.dirname(__file__), "support", "blocker")
+#: The test server's base chunk size (kspark_server.taskstate.BASE_CHUNK_BYTES is 32 MiB)
+TEST_CHUNK_BYTES = 4096
 
 # pytest runs with --doctest-modules (pyproject.toml), which imports every .py file it
 # collects: keep it out of the server-side import blocker and the mypy-only typing checks.
@@ -40,8 +42,13 @@ def spark_server(
     server = EmbeddedServer(
         conf={"spark.sql.shuffle.partitions": "2"},
         # KSPARK_CHECK_STATE_LOG: stateful operators check that each change they log
-        # reads back as the task state it stands for (kspark_server.taskstate)
-        env={"PYTHONPATH": BLOCKER, "KSPARK_CHECK_STATE_LOG": "1"},
+        # reads back as the task state it stands for (kspark_server.taskstate);
+        # KSPARK_BASE_CHUNK_BYTES: bases of more than a few entries span several chunks
+        env={
+            "PYTHONPATH": BLOCKER,
+            "KSPARK_CHECK_STATE_LOG": "1",
+            "KSPARK_BASE_CHUNK_BYTES": str(TEST_CHUNK_BYTES),
+        },
         # the tests' tables and metastore, apart from the user's ~/.kspark
         home=str(tmp_path_factory.mktemp("kspark-home")),
     ).start()

@@ -48,7 +48,7 @@ import shutil
 import sys
 import tempfile
 import types
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import lmdb
@@ -229,6 +229,54 @@ class TaskStore:
             icur = txn.cursor(db=self.index)
             icur.putmulti((k, b"") for k in index)
             txn.put(b"s", stateenc.pack(scalars), db=self.meta)
+            txn.put(b"v", stateenc.pack(list(version)), db=self.meta)
+
+    def rebuild(
+        self,
+        chunks: Iterable[bytes],
+        log: Iterable[bytes],
+        version: tuple[str, int],
+        index_of: Callable[[bytes, bytes], bytes] | None = None,
+    ) -> None:
+        """Replace everything with a durable base (its chunks, read one at a time) and log
+        (:mod:`kspark_server.taskstate`): a rebuild that holds one chunk in memory, not the
+        whole base. ``index_of(key, entry)`` gives an entry's time-index key.
+
+        The version is written last, in its own transaction: a rebuild cut short leaves a
+        store without a version, which the next batch rebuilds again.
+        """
+        with self.env.begin(write=True) as txn:
+            for db in (self.entries, self.index, self.meta):
+                txn.drop(db, delete=False)
+        scalars: dict[str, Any] = {}
+        for i, frame in enumerate(chunks):
+            sc, pairs = stateenc.decode_frame(frame)
+            if i == 0:
+                scalars = dict(sc)
+            with self.env.begin(write=True) as txn:
+                txn.cursor(db=self.entries).putmulti([(k, e) for k, e in pairs if e is not None])
+                if index_of is not None:
+                    txn.cursor(db=self.index).putmulti(
+                        sorted((index_of(k, e), b"") for k, e in pairs if e is not None)
+                    )
+        last: dict[str, Any] | None = None
+        changes: dict[bytes, bytes | None] = {}
+        for frame in log:
+            last, pairs = stateenc.decode_frame(frame)
+            changes.update(pairs)
+        with self.env.begin(write=True) as txn:
+            for k, e in changes.items():
+                if index_of is not None:
+                    old = txn.get(k, db=self.entries)
+                    if old is not None:
+                        txn.delete(index_of(k, old), db=self.index)
+                    if e is not None:
+                        txn.put(index_of(k, e), b"", db=self.index)
+                if e is None:
+                    txn.delete(k, db=self.entries)
+                else:
+                    txn.put(k, e, db=self.entries)
+            txn.put(b"s", stateenc.pack(scalars if last is None else last), db=self.meta)
             txn.put(b"v", stateenc.pack(list(version)), db=self.meta)
 
     def close(self) -> None:

@@ -5,7 +5,11 @@ reader and runs these functions over them with ``mapInPandas``, so that a lookup
 key sends the client one entry, whatever the size of the store. What they return is
 MessagePack (:mod:`kspark_server.stateenc`), never pickle.
 
-Input rows: ``blob`` (a task's base) and ``log`` (its changes, oldest first; may be null).
+Input rows, one per base chunk (:mod:`kspark_server.taskstate`): ``blob`` (the chunk, or
+a format-5 task's whole base), ``first`` (whether it is the task's chunk 0; true when the
+column is missing) and ``log`` (the task's changes, oldest first; may be null). Each row
+stands for its share of the task (:func:`kspark_server.taskstate.share`), so no function
+here holds more than one chunk and the log at a time.
 """
 
 from __future__ import annotations
@@ -23,12 +27,18 @@ ENTRY_SCHEMA = "scalars binary, key binary, entry binary"
 COUNT_SCHEMA = "entries long"
 
 
-def _tasks(frames: Iterator[pd.DataFrame]) -> Iterator[tuple[dict[str, Any], dict[bytes, bytes]]]:
+def shares(frames: Iterator[pd.DataFrame]) -> Iterator[tuple[dict[str, Any], dict[bytes, bytes]]]:
+    """The (scalars, encoded pairs) of each row's share of its task."""
     for frame in frames:
-        logs = frame["log"].tolist() if "log" in frame else [None] * len(frame)
-        for blob, log in zip(frame["blob"].tolist(), logs, strict=True):
+        n = len(frame)
+        logs = frame["log"].tolist() if "log" in frame else [None] * n
+        firsts = frame["first"].tolist() if "first" in frame else [True] * n
+        for blob, first, log in zip(frame["blob"].tolist(), firsts, logs, strict=True):
             if blob is not None:
-                yield taskstate.merge_pairs(blob, [] if log is None else list(log))
+                yield taskstate.share(blob, bool(first), [] if log is None else list(log))
+
+
+_tasks = shares
 
 
 def lookup(keys: list[bytes]) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:

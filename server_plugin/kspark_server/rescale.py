@@ -1,9 +1,11 @@
 """Re-splitting stateful operators' task states from N to M tasks (``kspark rescale``).
 
-A task's state (see :mod:`kspark_server.tasks`) is stored as a base and a log of changes
-(:mod:`kspark_server.taskstate`); the split reads both. It also reads the pickled states of
-formats 3 and 4, and writes format 5: a rescale, even to the same number of partitions,
-is how an older checkpoint migrates. This job runs on the app's own server. Every entry in it
+A task's state (see :mod:`kspark_server.tasks`) is stored as a base of chunks and a log of
+changes (:mod:`kspark_server.taskstate`); the split reads both, one chunk's share of a task
+at a time. It also reads the single-value bases of format 5 and the pickled states of
+formats 3 and 4, and writes format 6: a rescale, even to the same number of partitions,
+is how an older checkpoint migrates. Every base it writes is in chunks, so no value it
+writes passes the chunk size by more than one entry. This job runs on the app's own server. Every entry in it
 keeps the Spark hash of its partitioning column, so the entry's task under M tasks is
 ``pmod(hash, M)``, the same rule the app's plan applies to new records. Rescaling is
 two pure functions, run as Spark jobs over the state reader's rows:
@@ -26,14 +28,18 @@ import pandas as pd
 
 from kspark_server import placement, stateenc, taskstate
 
-#: Column layout of :func:`split_states`' output: per part its new task, its base, its
-#: entries and checksum; per old task (``ks_task`` -1) its entries and checksum.
+#: Column layout of :func:`split_states`' output: per part chunk its new task, the chunk,
+#: its entries and checksum; per share of an old task (``ks_task`` -1 for a task's first
+#: chunk, :data:`OLD_SHARE` for the others) its entries and checksum.
 PARTS_SCHEMA = (
     "ks_task int, part binary, entries long, old_entries long, checksum long, old_checksum long"
 )
+#: ``ks_task`` of an old task's share after its first (counted in entries, not in tasks).
+OLD_SHARE = -2
 #: Column layout of :func:`merge_states`' output (the new app's initial state): the task
-#: key (:mod:`kspark_server.placement`), its base, its entries, its checksum.
-STATES_SCHEMA = "ks_task int, blob binary, entries long, checksum long"
+#: key (:mod:`kspark_server.placement`), one chunk of its base and the chunk's number, and
+#: the chunk's entries and checksum (they add up to the task's).
+STATES_SCHEMA = "ks_task int, chunk int, blob binary, entries long, checksum long"
 #: Column layout of :func:`check_states`' output: a written task state read back.
 CHECK_SCHEMA = "ks_task int, entries long, checksum long"
 
@@ -178,32 +184,48 @@ def merge(kind: str, versioned: bool, parts: list[dict[str, Any]]) -> dict[str, 
 def split_states(
     kind: str, versioned: bool, m: int
 ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The ``mapInPandas`` function over the state reader's ``blob`` column."""
+    """The ``mapInPandas`` function over the state reader's rows (``blob``, ``first``,
+    ``log``: see :mod:`kspark_server.queries`), one old task's chunk at a time."""
 
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for frame in frames:
             rows: list[tuple[int, bytes | None, int, int, int, int]] = []
-            logs = frame["log"].tolist() if "log" in frame else [None] * len(frame)
-            for blob, log in zip(frame["blob"].tolist(), logs, strict=True):
+            n = len(frame)
+            logs = frame["log"].tolist() if "log" in frame else [None] * n
+            firsts = frame["first"].tolist() if "first" in frame else [True] * n
+            for blob, first, log in zip(frame["blob"].tolist(), firsts, logs, strict=True):
                 if blob is None:
                     continue
-                st = taskstate.materialize(
-                    kind, versioned, blob, [] if log is None else list(log), allow_pickle=True
-                )
+                changes = [] if log is None else list(log)
+                if stateenc.is_frame(blob):
+                    st = taskstate.from_pairs(
+                        kind, versioned, *taskstate.share(blob, bool(first), changes)
+                    )
+                else:  # a pickled state (formats 3 and 4): one value per task
+                    st = taskstate.materialize(kind, versioned, blob, changes, allow_pickle=True)
                 rows.append(
-                    (-1, None, 0, entries(kind, versioned, st), 0, checksum(kind, versioned, st))
+                    (
+                        -1 if first else OLD_SHARE,
+                        None,
+                        0,
+                        entries(kind, versioned, st),
+                        0,
+                        checksum(kind, versioned, st),
+                    )
                 )
                 for task, p in split(kind, versioned, st, m).items():
-                    rows.append(
-                        (
-                            task,
-                            taskstate.encode_base(kind, versioned, p),
-                            entries(kind, versioned, p),
-                            0,
-                            checksum(kind, versioned, p),
-                            0,
+                    # a part in chunks (with the task's entries and checksum on its first)
+                    for i, chunk in enumerate(taskstate.base_chunks(kind, versioned, p)):
+                        rows.append(
+                            (
+                                task,
+                                chunk,
+                                entries(kind, versioned, p) if i == 0 else 0,
+                                0,
+                                checksum(kind, versioned, p) if i == 0 else 0,
+                                0,
+                            )
                         )
-                    )
             yield pd.DataFrame(
                 rows,
                 columns=["ks_task", "part", "entries", "old_entries", "checksum", "old_checksum"],
@@ -219,13 +241,15 @@ def merge_states(kind: str, versioned: bool, m: int) -> Callable[[pd.DataFrame],
         task = int(frame["ks_task"].iat[0])
         parts = [taskstate.materialize(kind, versioned, b, []) for b in frame["part"].tolist()]
         st = merge(kind, versioned, parts)
-        blob = taskstate.encode_base(kind, versioned, st)
+        blobs = taskstate.base_chunks(kind, versioned, st)
+        counted = [taskstate.materialize(kind, versioned, b, []) for b in blobs]
         return pd.DataFrame(
             {
-                "ks_task": [placement.task_keys(m)[task]],
-                "blob": [blob],
-                "entries": [entries(kind, versioned, st)],
-                "checksum": [checksum(kind, versioned, st)],
+                "ks_task": [placement.task_keys(m)[task]] * len(blobs),
+                "chunk": list(range(len(blobs))),
+                "blob": blobs,
+                "entries": [entries(kind, versioned, c) for c in counted],
+                "checksum": [checksum(kind, versioned, c) for c in counted],
             }
         )
 
@@ -236,7 +260,8 @@ def check_states(
     kind: str, versioned: bool
 ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
     """The ``mapInPandas`` function that reads written task states back (``ks_task``,
-    ``blob``) and gives each one's entries and checksum, to verify the rewrite."""
+    ``blob``: one row per chunk) and gives each chunk's entries and checksum, to verify the
+    rewrite (a task's are the sums over its chunks)."""
 
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for frame in frames:

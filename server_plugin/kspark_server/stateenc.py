@@ -1,4 +1,4 @@
-"""How state is encoded (state format 5): MessagePack with a few extension types, no pickle.
+"""How state is encoded (state formats 5 and 6): MessagePack with a few extension types, no pickle.
 
 Every byte string that a stateful operator writes to Spark's state store, and that a
 client, a replica or a rescale reads back, is MessagePack (https://msgpack.org), written
@@ -25,9 +25,9 @@ dict, keys not str  ext 5: an array of ``[key, value]`` arrays
 
 A task's state is stored as *pairs* ``(key bytes, entry bytes)``: each half encoded on its
 own, so that the executor-local store (:mod:`kspark_server.localstore`) can use them as
-they are, without decoding, and an entry of None (a removed key) is a nil. A *base* and a
-*change* (:mod:`kspark_server.taskstate`) share one layout, a map framed by
-:data:`MAGIC`::
+they are, without decoding, and an entry of None (a removed key) is a nil. A *chunk* of a
+base and a *change* (:mod:`kspark_server.taskstate`) share one layout, a map framed by
+:data:`MAGIC` (its ``format`` is the frame layout's, 5, in state formats 5 and 6)::
 
     MAGIC + msgpack({"format": 5, "scalars": {...}, "pairs": [[key, entry or nil], ...]})
 
@@ -55,7 +55,8 @@ from typing import Any, Protocol, cast
 
 import msgspec
 
-#: The state format these functions write (the stateful operators' ``STATE_FORMAT``).
+#: The layout of the frames these functions write (state format 6, whose bases are in
+#: chunks, keeps format 5's frames: see :mod:`kspark_server.taskstate`).
 FORMAT = 5
 #: The first bytes of every base and change of format 5; a pickled one (formats 3 and 4)
 #: starts with ``\x80``.

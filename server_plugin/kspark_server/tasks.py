@@ -56,6 +56,8 @@ from kspark_server.spec import AggregateSpec, DedupSpec, JoinSpec, StatefulSpec,
 from kspark_server.versioned import VersionedStore
 
 _BLOB = StructType([StructField("blob", BinaryType(), True)])
+#: The key of a base chunk in the ``<store>`` map state: its number.
+_CHUNK = StructType([StructField("chunk", IntegerType(), True)])
 _VERSION = StructType(
     [
         StructField("incarnation", StringType(), True),
@@ -63,12 +65,14 @@ _VERSION = StructType(
         StructField("base_bytes", LongType(), True),
         StructField("log_bytes", LongType(), True),
         StructField("log_len", IntegerType(), True),
+        StructField("base_chunks", IntegerType(), True),
     ]
 )
 
 #: The layout of the task state (:mod:`kspark_server.taskstate`); rescale and the state
-#: reader check it. 5: MessagePack base and log, cached in an executor-local store; 4 and 3
-#: (pickled) are read only by the rescale job that migrates them.
+#: reader check it. 6: MessagePack base in chunks and log, cached in an executor-local
+#: store; 5 (a base of one value) is read by the readers and the rescale job that migrates
+#: it; 4 and 3 (pickled) only by the rescale job.
 STATE_FORMAT = taskstate.STATE_FORMAT
 
 
@@ -393,7 +397,7 @@ class TaskProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         store = self.spec.store
-        self.state = handle.getValueState(store, _BLOB)
+        self.base = handle.getMapState(store, _CHUNK, _BLOB)
         self.log = handle.getListState(taskstate.log_name(store), _BLOB)
         self.version = handle.getValueState(taskstate.version_name(store), _VERSION)
         self.kind = self.spec.kind
@@ -404,6 +408,8 @@ class TaskProcessor(StatefulProcessor):
         self.check_log = os.environ.get("KSPARK_CHECK_STATE_LOG") == "1"
         # ... and log changes against small bases too, so tests take the log path
         self.min_base = 0 if self.check_log else taskstate.MIN_BASE_BYTES
+        #: the size of a base chunk (``$KSPARK_BASE_CHUNK_BYTES`` lowers it in tests)
+        self.chunk_bytes = taskstate.chunk_bytes()
         self.guard = handling.Guard(self.spec.handling, handling.json_columns(self.spec))
         packed = self.spec.packed
         # msgspec parses JSON text about three times as fast as the json module
@@ -436,29 +442,38 @@ class TaskProcessor(StatefulProcessor):
 
     def _open(self, task: int) -> tuple[localstore.TaskStore, str, list[int], bool]:
         """The task's local store at the durable state's version: (store, incarnation,
-        [batches, base bytes, log bytes, log length], whether the task has state)."""
+        [batches, base bytes, log bytes, log length, base chunks], whether the task has
+        state)."""
         ver = self.version.get() if self.version.exists() else None
-        has_base = self.state.exists()
-        if ver is None:
-            # a new task, or one that starts from a rescale's initial state
-            inc, sizes = uuid.uuid4().hex, [0, 0, 0, 0]
+        if ver is None:  # a new task
+            inc, sizes = uuid.uuid4().hex, [0, 0, 0, 0, 0]
         else:
-            inc, sizes = str(ver[0]), [int(v) for v in ver[1:]]
+            inc, sizes = str(ver[0]), [int(v or 0) for v in ver[1:]]
         local = localstore.TaskStore.open(localstore.root_dir(), self.spec.store, inc, task)
-        if local.version != (inc, sizes[0]) or ver is None:
-            got = self.state.get() if has_base else None
-            base = None if got is None else got[0]
-            log = [t[0] for t in self.log.get()] if has_base and self.log.exists() else []
-            s, pairs = taskstate.merge_pairs(base, log)
-            index = (
-                [localstore.time_key(self.time_of(stateenc.unpack(e)), k) for k, e in pairs.items()]
-                if self.time_indexed
-                else []
-            )
-            local.reset(sorted(pairs.items()), s, (inc, sizes[0]), index=sorted(index))
-            if base is not None and ver is None:
-                sizes[1] = len(base)  # a rescale's base: no log yet
-        return local, inc, sizes, has_base
+        if ver is None:
+            local.reset([], {}, (inc, 0))
+        elif local.version != (inc, sizes[0]):
+            log = [t[0] for t in self.log.get()] if sizes[3] else []
+            index_of = None
+            if self.time_indexed:
+                time_of, unpack = self.time_of, stateenc.unpack
+
+                def index_of(k: bytes, e: bytes) -> bytes:
+                    return localstore.time_key(time_of(unpack(e)), k)
+
+            local.rebuild(self._chunks(sizes[4]), log, (inc, sizes[0]), index_of)
+        return local, inc, sizes, ver is not None
+
+    def _chunks(self, n: int) -> Iterator[bytes]:
+        """The durable base's chunks, one at a time, chunk 0 first."""
+        for i in range(n):
+            got = self.base.getValue((i,))
+            if got is None or got[0] is None:
+                raise stateenc.StateFormatError(
+                    f"{self.spec.processor}: chunk {i} of {n} of store {self.spec.store}'s "
+                    "base is missing from the checkpoint"
+                )
+            yield got[0]
 
     def _partial(self, local: localstore.TaskStore, batch: Batch | None) -> Any:
         """The task state with the entries of the batch's keys only."""
@@ -506,22 +521,35 @@ class TaskProcessor(StatefulProcessor):
         pairs.extend((k, None) for k in expired)
         change = stateenc.encode_frame(sc, pairs)
         base_bytes, log_bytes, log_len = sizes[1], sizes[2] + len(change), sizes[3] + 1
+        n_chunks = sizes[4]
         if not has_base or taskstate.should_compact(base_bytes, log_bytes, log_len, self.min_base):
-            base = stateenc.encode_frame(sc, local.pairs())
-            self.state.update((base,))
+            # the new base, chunk by chunk from the local store (never whole in memory)
+            base_bytes, written = 0, 0
+            for chunk in taskstate.iter_chunks(sc, local.pairs(), self.chunk_bytes):
+                self.base.updateValue((written,), (chunk,))
+                base_bytes += len(chunk)
+                written += 1
+            for i in range(written, n_chunks):  # the old base's extra chunks
+                self.base.removeKey((i,))
             if sizes[3]:  # the log's length as of the last batch
                 self.log.clear()
-            base_bytes, log_bytes, log_len = len(base), 0, 0
+            n_chunks, log_bytes, log_len = written, 0, 0
         else:
             self.log.appendValue((change,))
-        self.version.update((inc, n, base_bytes, log_bytes, log_len))
+        self.version.update((inc, n, base_bytes, log_bytes, log_len, n_chunks))
         if self.check_log:
             self._check(local)
 
     def _check(self, local: localstore.TaskStore) -> None:
         """Tests: the durable base and log read back as the local store's state."""
-        got = self.state.get()
-        base = None if got is None else got[0]
+        ver = self.version.get()
+        n = 0 if ver is None else int(ver[5])
+        base = list(self._chunks(n))
+        if self.base.containsKey((n,)):
+            raise AssertionError(
+                f"{self.spec.processor}: chunk {n} of a base of {n} chunks is left over "
+                "(a new base with fewer chunks did not remove the old one's extra chunks)"
+            )
         log = [t[0] for t in self.log.get()] if self.log.exists() else []
         s, pairs = taskstate.merge_pairs(base, log)
         if pairs != dict(local.pairs()) or s != local.scalars():
@@ -531,12 +559,28 @@ class TaskProcessor(StatefulProcessor):
             )
 
     def handleInitialState(self, key: Any, initialState: pd.DataFrame, timerValues: Any) -> None:
-        # a rescaled app starts from the old app's state, re-split by task (kspark rescale)
-        blobs = [b for b in initialState["blob"].tolist() if b is not None]
-        if blobs:
-            self.state.update((blobs[0],))
-            self.log.clear()
-            self.version.clear()
+        # a rescaled app starts from the old app's state, re-split by task (kspark rescale):
+        # the task's base chunks, possibly over several calls
+        numbers = (
+            initialState["chunk"].tolist() if "chunk" in initialState else [0] * len(initialState)
+        )
+        rows = [
+            (int(c), b)
+            for c, b in zip(numbers, initialState["blob"].tolist(), strict=True)
+            if b is not None
+        ]
+        if not rows:
+            return
+        ver = self.version.get() if self.version.exists() else None
+        inc = uuid.uuid4().hex if ver is None else str(ver[0])
+        n_chunks = 0 if ver is None else int(ver[5])
+        base_bytes = 0 if ver is None else int(ver[2])
+        for c, blob in rows:
+            self.base.updateValue((c,), (blob,))
+            n_chunks = max(n_chunks, c + 1)
+            base_bytes += len(blob)
+        # batch 0 of a new incarnation: no local store has it, so the first batch rebuilds
+        self.version.update((inc, 0, base_bytes, 0, 0, n_chunks))
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any

@@ -1,21 +1,32 @@
-"""A task's durable state: a base plus a log of per-batch changes (state format 5).
+"""A task's durable state: a chunked base plus a log of per-batch changes (state format 6).
 
 A stateful operator's task keeps its state in three state variables of Spark's state
 store:
 
-- ``<store>``: a value state, the *base*: the whole state as of some batch;
+- ``<store>``: a map state, the *base*: the whole state as of some batch, as a sequence of
+  *chunks* keyed by their number (0, 1, ...), each a frame of at most about
+  :data:`BASE_CHUNK_BYTES` holding a subset of the keys (:func:`encode_chunks`);
 - ``<store>__log``: a list state, one *change* per later batch: the batch's scalar fields
   (stream time, grace buffer) and the new entry of every key the batch changed (nil:
   the key was removed);
 - ``<store>__version``: a value state, the state's version (see
-  :mod:`kspark_server.localstore`) and the sizes that decide when to write a new base.
+  :mod:`kspark_server.localstore`), the sizes that decide when to write a new base, and
+  the number of chunks of the base.
 
-A base and a change are frames of :mod:`kspark_server.stateenc` (MessagePack, no pickle).
+A chunk and a change are frames of :mod:`kspark_server.stateenc` (MessagePack, no pickle).
+Chunks hold disjoint sets of keys, so they can be read in any order and one at a time:
+no reader needs the whole base in one value. Chunk 0 carries the task's scalar fields;
+the others carry them without the grace buffer (so a buffered record is in one chunk
+only). Format 5 kept the base as one value (``<store>`` was a value state): a task state
+past Spark's 2 GiB value limit failed the app. Its single base reads as a base of one
+chunk (:func:`materialize` takes either).
+
 The operator works on the executor-local copy (:mod:`kspark_server.localstore`) and reads
-the base and log only to rebuild it. A batch appends its change, which holds only the
-keys it changed, until the log has grown past half the base (or :data:`MAX_LOG`
-changes); then it writes a new base and clears the log, so the log's replay costs at most
-half the state, and writing bases costs at most twice the changes.
+the base and log only to rebuild it, chunk by chunk. A batch appends its change, which
+holds only the keys it changed, until the log has grown past half the base (or
+:data:`MAX_LOG` changes, or :data:`MAX_LOG_BYTES`); then it writes a new base and clears
+the log, so the log's replay costs at most half the state, and writing bases costs at most
+twice the changes.
 
 An *entry* is the list of a key's values in each of the state's per-key maps
 (:func:`maps`): ``[timestamp, hash]`` for deduplication, ``[value, hash]`` for a
@@ -23,32 +34,39 @@ latest-value table, ``[[timestamps, values], hash]`` for a versioned table,
 ``[buffers, hash]`` for a stream-stream join (:mod:`kspark_server.windowjoin`), where
 ``hash`` is the Spark hash of the key's partitioning column (for rescaling).
 
-Every reader of the whole state uses :func:`materialize`: the interactive-query readers,
-the replicas and the rescale job.
+Every reader of the whole state uses :func:`materialize` (the replicas, the rescale job)
+or :func:`share` (the interactive-query readers, which take one chunk at a time).
 
 Examples
 --------
 >>> from kspark_server import stateenc
 >>> st = empty("dedup", False)
->>> st["seen"]["a"] = 5; st["hash"]["a"] = 11; st["stream_time"] = 5
->>> base = stateenc.encode_frame(scalars("dedup", False, st), change_pairs("dedup", False, st, ["a"]))
->>> st["seen"]["b"] = 7; st["hash"]["b"] = 12; del st["seen"]["a"]; del st["hash"]["a"]
+>>> st["seen"].update(a=5, b=6); st["hash"].update(a=11, b=12); st["stream_time"] = 6
+>>> base = encode_chunks(scalars("dedup", False, st), change_pairs("dedup", False, st, ["a", "b"]), 1)
+>>> len(base)  # a tiny chunk size: one key per chunk
+2
+>>> st["seen"]["c"] = 7; st["hash"]["c"] = 13; del st["seen"]["a"]; del st["hash"]["a"]
 >>> st["stream_time"] = 7
->>> change = stateenc.encode_frame(scalars("dedup", False, st), change_pairs("dedup", False, st, ["a", "b"]))
+>>> change = stateenc.encode_frame(scalars("dedup", False, st), change_pairs("dedup", False, st, ["a", "c"]))
 >>> materialize("dedup", False, base, [change]) == st
 True
 """
 
 from __future__ import annotations
 
+import os
 import pickle
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from kspark_server import stateenc
 
-#: The layout of the task state these functions read and write.
-STATE_FORMAT = stateenc.FORMAT
+#: The layout of the task state these functions read and write: 6, a base of chunks
+#: (5: a base of one value; 3 and 4: pickled).
+STATE_FORMAT = 6
+#: A base chunk holds keys until its pairs pass this many bytes (one entry larger than
+#: this is a chunk of its own). ``$KSPARK_BASE_CHUNK_BYTES`` overrides it (tests lower it).
+BASE_CHUNK_BYTES = 32 << 20
 #: The kind of a windowed stream-stream join (:mod:`kspark_server.windowjoin`): an entry
 #: holds both streams' buffered records of one key.
 WINDOW_JOIN = "windowjoin"
@@ -60,8 +78,65 @@ VERSION_SUFFIX = "__version"
 MAX_LOG = 512
 #: ... or once the log's bytes pass this fraction of the base's.
 LOG_FRACTION = 0.5
+#: ... or once the log's bytes pass this, however large the base: Spark's RocksDB state
+#: store keeps a list state as one value, which must stay well under 2 GiB.
+MAX_LOG_BYTES = 256 << 20
 #: Bases smaller than this are rewritten rather than logged against (cheap either way).
 MIN_BASE_BYTES = 4096
+#: A base as stored: its chunks, chunk 0 first; a single frame (format 5); or None.
+Base = Sequence[bytes] | bytes | None
+
+
+def chunk_bytes() -> int:
+    """The size of a base chunk: ``$KSPARK_BASE_CHUNK_BYTES``, or :data:`BASE_CHUNK_BYTES`."""
+    return int(os.environ.get("KSPARK_BASE_CHUNK_BYTES") or BASE_CHUNK_BYTES)
+
+
+def chunks(base: Base) -> list[bytes]:
+    """A base's chunks, chunk 0 first (a format-5 base is one chunk).
+
+    >>> chunks(None), chunks(b"x"), chunks([b"x", b"y"])
+    ([], [b'x'], [b'x', b'y'])
+    """
+    if base is None:
+        return []
+    if isinstance(base, bytes | bytearray | memoryview):
+        return [bytes(base)]
+    return list(base)
+
+
+def encode_chunks(
+    sc: dict[str, Any], pairs: Iterable[tuple[bytes, bytes]], limit: int | None = None
+) -> list[bytes]:
+    """A base as chunks of at most about ``limit`` bytes (default :func:`chunk_bytes`).
+
+    Chunk 0 carries the scalars ``sc``; the others carry them without the grace buffer.
+    A base always has a chunk 0, even with no pairs.
+
+    >>> from kspark_server import stateenc
+    >>> pairs = [(stateenc.pack(k), stateenc.pack([1, 2])) for k in "abc"]
+    >>> len(encode_chunks({"stream_time": 1}, pairs, 10)), len(encode_chunks({}, [], 10))
+    (2, 1)
+    """
+    return list(iter_chunks(sc, pairs, limit))
+
+
+def iter_chunks(
+    sc: dict[str, Any], pairs: Iterable[tuple[bytes, bytes]], limit: int | None = None
+) -> Iterator[bytes]:
+    """:func:`encode_chunks`, one chunk at a time (the operator writes each as it comes)."""
+    bound = chunk_bytes() if limit is None else limit
+    rest = {k: v for k, v in sc.items() if k != "buffer"}
+    batch: list[tuple[bytes, bytes | None]] = []
+    size, n = 0, 0
+    for k, e in pairs:
+        batch.append((k, e))
+        size += len(k) + len(e) + 2
+        if size >= bound:
+            yield stateenc.encode_frame(sc if n == 0 else rest, batch)
+            batch, size, n = [], 0, n + 1
+    if batch or n == 0:
+        yield stateenc.encode_frame(sc if n == 0 else rest, batch)
 
 
 def log_name(store: str) -> str:
@@ -152,8 +227,11 @@ def fill(
                 m[k] = v
 
 
-def apply_frame(kind: str, versioned: bool, st: dict[str, Any], frame: bytes) -> None:
-    """Apply a base or change (a frame of :mod:`kspark_server.stateenc`) to ``st``."""
+def apply_frame(
+    kind: str, versioned: bool, st: dict[str, Any], frame: bytes, *, with_scalars: bool = True
+) -> None:
+    """Apply a chunk or change (a frame of :mod:`kspark_server.stateenc`) to ``st``; its
+    scalars too, unless not ``with_scalars`` (a base chunk after the first)."""
     s, pairs = stateenc.decode_frame(frame)
     ms = maps(kind, versioned, st)
     unpack = stateenc.unpack
@@ -168,17 +246,21 @@ def apply_frame(kind: str, versioned: bool, st: dict[str, Any], frame: bytes) ->
                     m.pop(k, None)
                 else:
                     m[k] = v
-    set_scalars(kind, versioned, st, s)
+    if with_scalars:
+        set_scalars(kind, versioned, st, s)
 
 
-def merge_pairs(
-    base: bytes | None, log: Iterable[bytes]
-) -> tuple[dict[str, Any], dict[bytes, bytes]]:
-    """The scalars and encoded pairs of a base with its log applied, without decoding the
-    entries (an executor-local store's rebuild)."""
+def merge_pairs(base: Base, log: Iterable[bytes]) -> tuple[dict[str, Any], dict[bytes, bytes]]:
+    """The scalars and encoded pairs of a base (its chunks, or one format-5 frame) with its
+    log applied, without decoding the entries (tests check the operator's log with it)."""
     out: dict[bytes, bytes] = {}
     s: dict[str, Any] = {}
-    for frame in ([] if base is None else [base]) + list(log):
+    for i, frame in enumerate(chunks(base)):
+        sc, pairs = stateenc.decode_frame(frame)
+        if i == 0:
+            s = sc
+        out.update((kb, eb) for kb, eb in pairs if eb is not None)
+    for frame in log:
         s, pairs = stateenc.decode_frame(frame)
         for kb, eb in pairs:
             if eb is None:
@@ -186,6 +268,64 @@ def merge_pairs(
             else:
                 out[kb] = eb
     return s, out
+
+
+def merge_log(log: Iterable[bytes]) -> tuple[dict[str, Any] | None, dict[bytes, bytes | None]]:
+    """The last scalars of a log (None: empty) and each key's last change in it (None: the
+    key was removed)."""
+    s: dict[str, Any] | None = None
+    out: dict[bytes, bytes | None] = {}
+    for frame in log:
+        s, pairs = stateenc.decode_frame(frame)
+        out.update(pairs)
+    return s, out
+
+
+def share(
+    chunk: bytes, first: bool, log: Sequence[bytes]
+) -> tuple[dict[str, Any], dict[bytes, bytes]]:
+    """One chunk's share of its task's state, its log applied: the chunk's keys that the
+    log leaves alone, and, for chunk 0 (``first``), every key the log sets. The shares of a
+    task's chunks are disjoint and make up its state, so a reader can take the chunks as
+    separate rows. Scalars are the task's latest; the grace buffer only in chunk 0's share.
+
+    >>> from kspark_server import stateenc
+    >>> p = lambda k, e: (stateenc.pack(k), None if e is None else stateenc.pack(e))
+    >>> c0 = stateenc.encode_frame({"stream_time": 1, "buffer": [1]}, [p("a", 1), p("b", 1)])
+    >>> c1 = stateenc.encode_frame({"stream_time": 1}, [p("c", 1), p("d", 1)])
+    >>> log = [stateenc.encode_frame({"stream_time": 2, "buffer": [2]}, [p("c", 2), p("a", None), p("e", 2)])]
+    >>> [(s, sorted(stateenc.unpack(k) for k in pairs)) for s, pairs in
+    ...  (share(c0, True, log), share(c1, False, log))]
+    [({'stream_time': 2, 'buffer': [2]}, ['b', 'c', 'e']), ({'stream_time': 2}, ['d'])]
+    """
+    s, pairs = stateenc.decode_frame(chunk)
+    out = {kb: eb for kb, eb in pairs if eb is not None}
+    ls, logged = merge_log(log)
+    if ls is not None:
+        s = ls
+    for kb in logged:
+        out.pop(kb, None)
+    if first:
+        out.update((kb, eb) for kb, eb in logged.items() if eb is not None)
+    else:
+        s = {k: v for k, v in s.items() if k != "buffer"}
+    return s, out
+
+
+def from_pairs(
+    kind: str, versioned: bool, sc: dict[str, Any], pairs: dict[bytes, bytes]
+) -> dict[str, Any]:
+    """A task state (or a share of one) from its scalars and encoded pairs."""
+    st = empty(kind, versioned)
+    set_scalars(kind, versioned, st, sc)
+    ms = maps(kind, versioned, st)
+    unpack = stateenc.unpack
+    for kb, eb in pairs.items():
+        k = unpack(kb)
+        for m, v in zip(ms, unpack(eb), strict=True):
+            if v is not None:
+                m[k] = v
+    return st
 
 
 def _materialize_pickled(
@@ -217,31 +357,48 @@ def _materialize_pickled(
 def materialize(
     kind: str,
     versioned: bool,
-    base: bytes | None,
+    base: Base,
     log: Iterable[bytes],
     *,
     allow_pickle: bool = False,
 ) -> dict[str, Any]:
-    """A task's whole state: its base with its log applied, oldest change first.
+    """A task's whole state: its base (its chunks, chunk 0 first, or a format-5 frame) with
+    its log applied, oldest change first.
 
     A pickled state of an older kspark (formats 3 and 4) raises
     :class:`~kspark_server.stateenc.StateFormatError`, unless ``allow_pickle`` (only the
     server-side migration passes it).
     """
-    if base is not None and not stateenc.is_frame(base) and allow_pickle:
-        return _materialize_pickled(kind, versioned, base, log)
+    parts = chunks(base)
+    if len(parts) == 1 and not stateenc.is_frame(parts[0]) and allow_pickle:
+        return _materialize_pickled(kind, versioned, parts[0], log)
     st = empty(kind, versioned)
-    for frame in ([] if base is None else [base]) + list(log):
+    for i, frame in enumerate(parts):
+        apply_frame(kind, versioned, st, frame, with_scalars=i == 0)
+    for frame in log:
         apply_frame(kind, versioned, st, frame)
     return st
 
 
-def encode_base(kind: str, versioned: bool, st: dict[str, Any]) -> bytes:
-    """A whole task state as a base frame (a rescale's new task states)."""
-    return stateenc.encode_frame(
+def base_chunks(
+    kind: str, versioned: bool, st: dict[str, Any], limit: int | None = None
+) -> list[bytes]:
+    """A whole task state as base chunks (a rescale's new task states)."""
+    return encode_chunks(
         scalars(kind, versioned, st),
-        change_pairs(kind, versioned, st, list(maps(kind, versioned, st)[0])),
+        [
+            (k, e)
+            for k, e in change_pairs(kind, versioned, st, list(maps(kind, versioned, st)[0]))
+            if e is not None
+        ],
+        limit,
     )
+
+
+def encode_base(kind: str, versioned: bool, st: dict[str, Any]) -> bytes:
+    """A whole task state as one frame (a base of one chunk, whatever its size)."""
+    (frame,) = base_chunks(kind, versioned, st, limit=1 << 62)
+    return frame
 
 
 def should_compact(
@@ -257,5 +414,12 @@ def should_compact(
     True
     >>> should_compact(100, 10, 1)
     True
+    >>> should_compact(10 << 30, MAX_LOG_BYTES + 1, 3)  # a huge base: the log stays bounded
+    True
     """
-    return base_bytes < min_base or log_len > MAX_LOG or log_bytes > LOG_FRACTION * base_bytes
+    return (
+        base_bytes < min_base
+        or log_len > MAX_LOG
+        or log_bytes > LOG_FRACTION * base_bytes
+        or log_bytes > MAX_LOG_BYTES
+    )

@@ -171,3 +171,21 @@ def test_an_app_starts_while_pyspark_active_session_is_a_dead_one(
             assert report.input_records == 20
     finally:
         SparkSession._default_session, SparkSession._active_session.session = saved
+
+
+def test_a_new_session_is_the_active_one(spark: Any, spark_server: Any) -> None:
+    """A session kspark hands out becomes the thread's active session, also when another
+    one is active: after a server restart the old one is dead, and pyspark builds an
+    operator's UDFs through the active session (the fail-over bench resumes that way)."""
+    from pyspark.sql import SparkSession
+
+    if spark_server is None:
+        pytest.skip("needs the embedded server")
+    assert spark is not None
+    fresh = spark_server.session()
+    try:
+        assert SparkSession.getActiveSession() is fresh
+        # a UDF's schema is parsed through the active session
+        assert fresh.range(3).mapInArrow(lambda it: it, "id long").count() == 3
+    finally:
+        fresh.stop()

@@ -179,3 +179,113 @@ def test_a_checkpoint_of_an_older_state_format_is_refused_then_migrated(
     migrating.run_until_caught_up(progress=False)
     out = spark.read.json(str(tmp_path / "out")).select("value").collect()
     assert sorted(r["value"] for r in out) == sorted(["a1", "b1", "c1", "d1"])
+
+
+def rates_topology() -> Any:
+    from kspark import Materialized
+
+    b = StreamsBuilder()
+    rates = b.table(
+        Topic.jsonl("rates", "/unused"),
+        key_type=str,
+        value_type=str,
+        materialized=Materialized.as_versioned("rates", timedelta(days=1)),
+    )
+    b.stream(Topic.jsonl("payments", "/unused"), key_type=str, value_type=str).join(
+        rates, lambda amount, rate: f"{amount}@{rate}", value_type=str
+    ).to(Topic.jsonl("out", "/unused"))
+    return b.build()
+
+
+def _rate(n: int, k: int) -> str:
+    return f"rate-{n}-{k}-" + "x" * 40
+
+
+@pytest.mark.cluster
+def test_a_base_of_several_chunks_restarts_reads_and_rescales_alike(
+    spark: Any, spark_server: Any, app_id: str
+) -> None:
+    """State format 6: a task's base spans several chunks (the test server's chunks are 4
+    KiB). A rebuild from them (local stores wiped), the store's readers (a lookup, as of a
+    time, the versions, the count, a replica) and a rescale give the answers of the state
+    itself."""
+    from kspark.runtime.stores import _base_rows, _operator_id
+
+    root = _local_dir(spark_server)
+    n_keys = 300
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2)
+    with TopologyTestDriver(rates_topology(), cfg, session=spark) as d:
+        rates = d.create_input_topic("rates", key_type=str, value_type=str)
+        pay = d.create_input_topic("payments", key_type=str, value_type=str)
+        out = d.create_output_topic("out", key_type=str, value_type=str)
+        # version n of key k from n * 10 s; payments join as of their time
+        for k in range(n_keys):
+            rates.pipe_input(f"c{k}", _rate(0, k), timestamp=k)
+        d.process()
+        for k in range(0, n_keys, 10):
+            rates.pipe_input(f"c{k}", _rate(1, k), timestamp=10 * S + k)
+        d.process()
+
+        app = d.app
+        ckpt = app.checkpoint_location
+        op = _operator_id(spark, ckpt, "rates")
+        chunks = _base_rows(spark, ckpt, op, "rates").groupBy("key").count().collect()
+        assert len(chunks) == 2 and all(r["count"] > 1 for r in chunks), chunks
+
+        def answers(store: Any) -> Any:
+            probe = [f"c{k}" for k in (0, 1, 10, 157, 290, 299)] + ["nope"]
+            return (
+                store.approximate_num_entries(),
+                [store.get(k) for k in probe],
+                [store.get(k, as_of=5 * S) for k in probe],
+                [store.versions(k) for k in probe],
+            )
+
+        expected_get = [
+            (_rate(1, k) if k % 10 == 0 else _rate(0, k), 10 * S + k if k % 10 == 0 else k)
+            for k in (0, 1, 10, 157, 290, 299)
+        ]
+        before = answers(d.store("rates"))
+        assert before[0] == n_keys
+        assert [None if v is None else (v.value, v.timestamp) for v in before[1]] == [
+            *expected_get,
+            None,
+        ]
+        assert [v.value for v in before[2][:-1]] == [_rate(0, k) for k in (0, 1, 10, 157, 290, 299)]
+        replica = app.replica("rates")
+        assert answers(replica) == before
+
+        # a rebuild from the chunks: a new executor finds no local store
+        for name in os.listdir(root):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        for k in (0, 1, 157, 290):
+            pay.pipe_input(f"c{k}", f"p{k}", timestamp=20 * S)
+            pay.pipe_input(f"c{k}", f"old{k}", timestamp=5 * S)
+        d.process()
+        replica.refresh()
+        assert answers(d.store("rates")) == before
+        assert answers(replica) == before
+
+        # most keys change: the batch writes a new base, whose chunks the replica follows
+        for k in range(0, n_keys, 2):
+            rates.pipe_input(f"c{k}", _rate(2, k), timestamp=30 * S + k)
+        d.process()
+        replica.refresh()
+        before = answers(d.store("rates"))
+        assert [v.value for v in before[1][:3]] == [_rate(2, 0), _rate(0, 1), _rate(2, 10)]
+        assert answers(replica) == before
+
+        report = d.rescale(3)
+        assert {s.store: (s.entries_before, s.entries_after) for s in report.stores} == {
+            "rates": (n_keys, n_keys)
+        }
+        for k in (10, 299):
+            pay.pipe_input(f"c{k}", f"p{k}", timestamp=20 * S)
+        d.process()
+        assert answers(d.store("rates")) == before
+        got = sorted(out.read_values())
+    assert got == sorted(
+        [f"p{k}@{_rate(1 if k % 10 == 0 else 0, k)}" for k in (0, 1, 157, 290)]
+        + [f"old{k}@{_rate(0, k)}" for k in (0, 1, 157, 290)]
+        + [f"p10@{_rate(1, 10)}", f"p299@{_rate(0, 299)}"]
+    )

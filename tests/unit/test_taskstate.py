@@ -71,7 +71,7 @@ def dedup_step(
 @settings(max_examples=80, deadline=None)
 @given(batches=dedup_ops, big=st.booleans())
 def test_dedup_state_reads_back_from_base_and_log(batches: list[Any], big: bool) -> None:
-    initial = {"format": 5, "stream_time": None, "seen": {}, "hash": {}}
+    initial = {"format": taskstate.STATE_FORMAT, "stream_time": None, "seen": {}, "hash": {}}
     if big:  # a base big enough that changes are logged, not rewritten
         initial["seen"] = {f"x{i}": i for i in range(2000)}
         initial["hash"] = {f"x{i}": i for i in range(2000)}
@@ -108,7 +108,7 @@ def join_step(
 @given(batches=join_ops)
 def test_versioned_join_state_reads_back_with_expiry(batches: list[Any]) -> None:
     initial = {
-        "format": 5,
+        "format": taskstate.STATE_FORMAT,
         "stream_time": None,
         "buffer": [],
         "hash": {f"x{i}": 1 for i in range(300)},
@@ -120,7 +120,7 @@ def test_versioned_join_state_reads_back_with_expiry(batches: list[Any]) -> None
 def test_expiry_without_a_recorded_key_is_caught() -> None:
     """The check can fail: a change that misses an expired key does not read back."""
     state = {
-        "format": 5,
+        "format": taskstate.STATE_FORMAT,
         "stream_time": None,
         "buffer": [],
         "hash": {"a": 1},
@@ -136,7 +136,7 @@ def test_expiry_without_a_recorded_key_is_caught() -> None:
 
 
 def test_rescale_reads_the_log() -> None:
-    state = {"format": 5, "stream_time": 1, "seen": {"a": 1}, "hash": {"a": 4}}
+    state = {"format": taskstate.STATE_FORMAT, "stream_time": 1, "seen": {"a": 1}, "hash": {"a": 4}}
     base = taskstate.encode_base("dedup", False, state)
     state["seen"]["b"] = 2
     state["hash"]["b"] = 5
@@ -168,4 +168,9 @@ def test_the_client_never_unpickles_state() -> None:
 def test_a_migration_reads_a_pickled_format_4_state() -> None:
     old = {"format": 4, "stream_time": 3, "seen": {"a": 1}, "hash": {"a": 4}}
     st = taskstate.materialize("dedup", False, pickle.dumps(old), [], allow_pickle=True)
-    assert st == {"format": 5, "stream_time": 3, "seen": {"a": 1}, "hash": {"a": 4}}
+    assert st == {
+        "format": taskstate.STATE_FORMAT,
+        "stream_time": 3,
+        "seen": {"a": 1},
+        "hash": {"a": 4},
+    }

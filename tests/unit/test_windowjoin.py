@@ -49,9 +49,26 @@ class _List(_Value):
         self.store.setdefault(self.name, []).append(v)
 
 
+class _Map(_Value):
+    def getValue(self, key: tuple[Any, ...]) -> Any:
+        return self.store.get(self.name, {}).get(key)
+
+    def updateValue(self, key: tuple[Any, ...], v: tuple[Any, ...]) -> None:
+        self.store.setdefault(self.name, {})[key] = v
+
+    def containsKey(self, key: tuple[Any, ...]) -> bool:
+        return key in self.store.get(self.name, {})
+
+    def removeKey(self, key: tuple[Any, ...]) -> None:
+        self.store.get(self.name, {}).pop(key, None)
+
+
 class _Handle:
     def __init__(self, store: dict[str, Any]) -> None:
         self.store = store
+
+    def getMapState(self, name: str, key_schema: Any, schema: Any) -> _Map:
+        return _Map(self.store, name)
 
     def getValueState(self, name: str, schema: Any) -> _Value:
         return _Value(self.store, name)
@@ -203,6 +220,8 @@ def test_matches_reference_model(
         data = sorted(data, key=lambda r: (r[0], r[3]))
     mp = pytest.MonkeyPatch()
     mp.setenv("KSPARK_CHECK_STATE_LOG", "1")
+    # bases of several chunks: restarts rebuild the local store chunk by chunk
+    mp.setenv("KSPARK_BASE_CHUNK_BYTES", "64")
     try:
         numbered = list(enumerate(data))
         # each stream in offset order, the two interleaved as they arrived
@@ -329,3 +348,28 @@ def test_rescale_moves_each_keys_buffers_to_the_task_of_its_hash(
             found[k] = task
         assert st_["stream_time"] is not None
     assert sorted(found) == sorted(keys)
+
+
+def test_a_smaller_base_removes_the_old_bases_extra_chunks(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """State format 6: a base of many chunks, then one of fewer: the durable map holds
+    exactly the new base's chunks (a left-over chunk would put old keys back for every
+    reader), and a restart rebuilds the state from them."""
+    monkeypatch.setenv("KSPARK_BASE_CHUNK_BYTES", "64")
+    runner = Runner(make_spec("inner", 5, 5, 0), tmp_path, monkeypatch)
+    runner.run([(i, (0, f"key-{i}", f"value-{i}", 10)) for i in range(30)])
+
+    def chunks() -> list[int]:
+        version = runner.durable["join-store__version"]
+        numbers = sorted(n for (n,) in runner.durable["join-store"])
+        assert numbers == list(range(version[5]))
+        return numbers
+
+    assert len(chunks()) > 5
+    # stream time 1000: every buffered record's window closes, the state empties
+    runner.run([(30, (1, "other", "r", 1000))])
+    assert len(chunks()) == 1
+    runner.restart()
+    assert runner.run([(31, (0, "other", "l", 1001))]) == [("other", "l+r", 1001)]
+    assert runner.run([(32, (1, "key-3", "late", 12))]) == []  # its partner expired

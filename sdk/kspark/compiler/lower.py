@@ -735,11 +735,11 @@ def _stateful(
     )
     initial = None
     if resume is not None and spec.store in resume.initial_state:
-        initial = (
-            spark.read.parquet(resume.initial_state[spec.store])
-            .select("ks_task", "blob")
-            .groupBy("ks_task")
-        )
+        warm = spark.read.parquet(resume.initial_state[spec.store])
+        # each row one chunk of a task's base (a rescale of state format 5 wrote one
+        # whole base per task: chunk 0)
+        chunk = F.col("chunk") if "chunk" in warm.columns else F.lit(0).alias("chunk")
+        initial = warm.select("ks_task", chunk, "blob").groupBy("ks_task")
     out_schema = _schema(spec.output_schema)
     # records leave the operator packed too, one row per task, and are unpacked by a
     # vectorised step (kspark_server.transport)

@@ -60,7 +60,8 @@ class Generation:
     #: the generation it was rescaled from, with its partitions (for the report)
     previous: int | None = None
     #: the layout of its stateful operators' state (``kspark_server.taskstate``); None for
-    #: a generation recorded before state format 5, whose state a rescale must migrate
+    #: the state format of the generation's checkpoint (None: recorded before state
+    #: format 5); one older than the current format is migrated by a rescale
     state_format: int | None = None
 
     def resume(self, committed: bool) -> Resume | None:

@@ -236,7 +236,7 @@ def _rescale(
         try:
             counts = parts.agg(
                 F.sum("old_entries").alias("entries"),
-                F.sum(F.when(F.col("ks_task") < 0, 1).otherwise(0)).alias("tasks"),
+                F.sum(F.when(F.col("ks_task") == -1, 1).otherwise(0)).alias("tasks"),
                 F.sum("old_checksum").alias("checksum"),
             ).collect()[0]
             before, tasks_before = int(counts["entries"] or 0), int(counts["tasks"] or 0)
@@ -275,7 +275,7 @@ def _rescale(
         written = spark.read.parquet(path)
         check = written.agg(
             F.sum("entries").alias("entries"),
-            F.count("ks_task").alias("tasks"),
+            F.countDistinct("ks_task").alias("tasks"),
             F.sum(
                 F.when(~F.col("ks_task").isin(list(task_keys(partitions))), 1).otherwise(0)
             ).alias("bad"),
@@ -290,6 +290,7 @@ def _rescale(
             )
         # content, task by task: each written state read back must hold exactly the
         # entries its parts held, and the parts all the old tasks' entries
+        # (a task's base is in chunks, one row each: its counts are their sums)
         got = {
             int(r["ks_task"]): (int(r["entries"]), int(r["checksum"]))
             for r in written.select("ks_task", "blob")
@@ -297,6 +298,8 @@ def _rescale(
                 server_rescale.check_states(kind, versioned),
                 flat_schema(server_rescale.CHECK_SCHEMA),
             )
+            .groupBy("ks_task")
+            .agg(F.sum("entries").alias("entries"), F.sum("checksum").alias("checksum"))
             .collect()
         }
         new_sum = sum(c for _, c in expected.values())

@@ -210,6 +210,13 @@ def _remote_session(url: str) -> Any:
     from pyspark.sql import SparkSession
 
     session = SparkSession.builder.remote(url).create()
+    # pyspark makes a new session this thread's active one only when there is none: after
+    # a server restart the old, dead session stayed active, and building an operator
+    # (pyspark parses a UDF's schema through the active session) failed with
+    # NO_ACTIVE_SESSION. The session kspark hands out is the one its calls use.
+    active = getattr(type(session), "_active_session", None)
+    if active is not None:
+        active.session = session
     _track(session, url)
     return session
 

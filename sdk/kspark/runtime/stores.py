@@ -79,6 +79,19 @@ def no_log(exc: BaseException, store: str) -> bool:
     return "STATE_VAR" in str(exc) or taskstate.log_name(store) in str(exc)
 
 
+def _base_change(r: Any) -> tuple[int, int, bytes | None]:
+    """(task key, chunk number, chunk or None) of a row of the base's change feed: of a
+    map state (format 6: ``user_map_key`` is the chunk number) or of a value state
+    (format 5: chunk 0)."""
+    fields = r.asDict()
+    if "user_map_key" in fields:
+        number, value = int(r["user_map_key"][0]), r["user_map_value"]
+    else:
+        number, value = 0, r["value"]
+    blob = None if r["change_type"] == "delete" or value is None else value[0]
+    return int(r["key"][0]), number, blob
+
+
 def _state_reader(spark: Any, op: int, var: str) -> Any:
     """Spark's state reader of state variable ``var`` of stateful operator ``op``."""
     return spark.read.format("statestore").option("operatorId", op).option("stateVarName", var)
@@ -105,18 +118,37 @@ def _task_logs(
     return {int(r["key"][0]): [e[0] for e in (r["list_value"] or [])] for r in rows}
 
 
+def _base_rows(spark: Any, checkpoint: str, op: int, name: str) -> Any:
+    """Store ``name``'s base, one row per chunk: ``key`` (the task key), ``blob``, its
+    number ``chunk`` and ``first`` (chunk 0). State format 6 keeps the chunks in a map state; format 5 and
+    older, one whole base in a value state (a single chunk 0)."""
+    from pyspark.sql import functions as F
+
+    raw = _state_reader(spark, op, name).load(checkpoint)
+    if "user_map_key" in raw.columns:
+        return raw.select(
+            "key",
+            F.col("user_map_value.blob").alias("blob"),
+            (F.col("user_map_key.chunk") == 0).alias("first"),
+            F.col("user_map_key.chunk").alias("chunk"),
+        )
+    return raw.select(
+        "key",
+        F.col("value.blob").alias("blob"),
+        F.lit(True).alias("first"),
+        F.lit(0).alias("chunk"),
+    )
+
+
 def task_frame(spark: Any, checkpoint: str, op: int, name: str) -> Any:
-    """A DataFrame of each task's ``blob`` (its base) and ``log`` (its changes) of store
-    ``name``, read on the server with Spark's state reader."""
+    """A DataFrame of store ``name``'s base chunks, one row each: ``blob`` (the chunk),
+    ``first`` (whether it is its task's chunk 0) and ``log`` (the task's changes), read on
+    the server with Spark's state reader (:mod:`kspark_server.queries`)."""
     from pyspark.sql import functions as F
 
     from kspark_server import taskstate
 
-    base = (
-        _state_reader(spark, op, name)
-        .load(checkpoint)
-        .select("key", F.col("value.blob").alias("blob"))
-    )
+    base = _base_rows(spark, checkpoint, op, name)
     try:
         log = (
             _state_reader(spark, op, taskstate.log_name(name))
@@ -127,9 +159,9 @@ def task_frame(spark: Any, checkpoint: str, op: int, name: str) -> Any:
         log.columns  # noqa: B018 -- analyses the read now: a format-3 checkpoint has no log
     except Exception as exc:
         if no_log(exc, name):
-            return base.select("blob")
+            return base.select("blob", "first")
         raise
-    return base.join(log, "key", "left").select("blob", "log")
+    return base.join(log, "key", "left").select("blob", "first", "log")
 
 
 class _Source:
@@ -378,8 +410,8 @@ class StoreReplica:
         self._checkpoint = checkpoint
         self._spec: JoinSpec | AggregateSpec = stage.spec
         self._tasks: dict[int, Any] = {}
-        # each task's state as stored: its base and its log of changes
-        self._bases: dict[int, bytes] = {}
+        # each task's state as stored: its base's chunks (by number) and its log of changes
+        self._bases: dict[int, dict[int, bytes]] = {}
         self._logs: dict[int, list[bytes]] = {}
         self._view: Any = None
         #: the last micro-batch whose state the replica holds (None before the first load)
@@ -403,20 +435,27 @@ class StoreReplica:
         kind, versioned = self._spec.kind, self._spec.versioned
         dirty: set[int] = set()
         if self.as_of_batch is None:
-            for r in reader.load(self._checkpoint).select("key", "value").collect():
-                if r["value"][0] is not None:
-                    self._bases[int(r["key"][0])] = r["value"][0]
+            rows = _base_rows(self._spark, self._checkpoint, op, self.name)
+            for r in rows.select("key", "chunk", "blob").collect():
+                if r["blob"] is not None:
+                    self._bases.setdefault(int(r["key"][0]), {})[int(r["chunk"])] = r["blob"]
             self._logs = _task_logs(self._spark, self._checkpoint, op, self.name)
             dirty = set(self._bases)
         else:
-            # (batch, rank, task, bytes): within a batch a new base comes first, then the
-            # log's clearing, then its append (the order the operator writes them in)
-            events: list[tuple[int, int, int, bytes | None]] = []
-            for r in (
-                self._feed(reader, last).select("batch_id", "change_type", "key", "value").collect()
-            ):
-                blob = None if r["change_type"] == "delete" or r["value"] is None else r["value"][0]
-                events.append((int(r["batch_id"]), 0, int(r["key"][0]), blob))
+            # (batch, rank, task, chunk, bytes): within a batch a base's chunks come
+            # first (each chunk number changes at most once a batch), then the log's
+            # clearing, then its append (the order the operator writes them in)
+            events: list[tuple[int, int, int, int, bytes | None]] = []
+            feed = self._feed(reader, last)
+            for r in feed.select(
+                "batch_id",
+                "change_type",
+                "key",
+                *(["user_map_key", "user_map_value"] if "user_map_key" in feed.columns else []),
+                *(["value"] if "value" in feed.columns else []),
+            ).collect():
+                task, number, blob = _base_change(r)
+                events.append((int(r["batch_id"]), 0, task, number, blob))
             for r in self._log_feed(op, last):
                 append = r["change_type"] == "append" and r["list_element"] is not None
                 events.append(
@@ -424,28 +463,31 @@ class StoreReplica:
                         int(r["batch_id"]),
                         2 if append else 1,
                         int(r["key"][0]),
+                        0,
                         r["list_element"][0] if append else None,
                     )
                 )
-            events.sort(key=lambda e: e[:3])
-            for _, rank, task, blob in events:
+            events.sort(key=lambda e: e[:4])
+            for _, rank, task, number, blob in events:
                 dirty.add(task)
                 if rank == 0:
                     if blob is None:
-                        self._bases.pop(task, None)
-                        self._logs.pop(task, None)
+                        self._bases.get(task, {}).pop(number, None)
                     else:
-                        self._bases[task] = blob
+                        self._bases.setdefault(task, {})[number] = blob
                 elif rank == 1:
                     self._logs.pop(task, None)
                 elif blob is not None:
                     self._logs.setdefault(task, []).append(blob)
         for task in dirty:
-            if task in self._bases:
+            chunks = self._bases.get(task)
+            if chunks and 0 in chunks:
                 self._tasks[task] = taskstate.materialize(
-                    kind, versioned, self._bases[task], self._logs.get(task, ())
+                    kind, versioned, [chunks[i] for i in sorted(chunks)], self._logs.get(task, ())
                 )
             else:
+                self._bases.pop(task, None)
+                self._logs.pop(task, None)
                 self._tasks.pop(task, None)
         changed = len(dirty)
         self.as_of_batch = last
