@@ -161,13 +161,7 @@ class Topology:
         ``"sink"``. Names and everything else stay the same."""
 
         def remap(node: Node, new: Callable[[Node], Node]) -> Node:
-            changes: dict[str, Any] = {}
-            for a in attrs.fields(type(node)):
-                value = getattr(node, a.name)
-                if isinstance(value, Node):
-                    changes[a.name] = new(value)
-                elif isinstance(value, tuple) and value and all(isinstance(v, Node) for v in value):
-                    changes[a.name] = tuple(new(v) for v in value)
+            changes = _new_parents(node, new)
             if isinstance(node, Source | TableSource):
                 changes["topic"] = fn(node.topic_name, node.topic, "source")
             elif isinstance(node, Sink):
@@ -187,13 +181,7 @@ class Topology:
         own key or value (``map``, a joiner) keeps the type it has."""
 
         def remap(node: Node, new: Callable[[Node], Node]) -> Node:
-            changes: dict[str, Any] = {}
-            for a in attrs.fields(type(node)):
-                value = getattr(node, a.name)
-                if isinstance(value, Node):
-                    changes[a.name] = new(value)
-                elif isinstance(value, tuple) and value and all(isinstance(v, Node) for v in value):
-                    changes[a.name] = tuple(new(v) for v in value)
+            changes = _new_parents(node, new)
             if isinstance(node, Source | TableSource):
                 changes["key_type"], changes["value_type"] = fn(node)
             elif node.parents:
@@ -239,3 +227,16 @@ class Topology:
     def to_dot(self) -> str:
         """The topology in Graphviz DOT."""
         return render.topology_dot(self)
+
+
+def _new_parents(node: Node, new: Callable[[Node], Node]) -> dict[str, Any]:
+    """The changes that give ``node`` the parents ``new`` makes of its own (for
+    ``attrs.evolve``)."""
+    changes: dict[str, Any] = {}
+    for a in attrs.fields(type(node)):
+        value = getattr(node, a.name)
+        if isinstance(value, Node):
+            changes[a.name] = new(value)
+        elif isinstance(value, tuple) and value and all(isinstance(v, Node) for v in value):
+            changes[a.name] = tuple(new(v) for v in value)
+    return changes
