@@ -203,3 +203,16 @@ def test_the_test_driver_keeps_a_bindings_schema() -> None:
         assert sink.topic is not None and sink.topic.value_type == describe_type(int)
     finally:
         driver.close()
+
+
+def test_a_topic_bound_twice_with_other_types_says_which_types() -> None:
+    """Two Topics that differ only in their schema must not look alike in the error."""
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("orders", "/d/orders", value_type=int)).to("out")
+    cfg = StreamsConfig(
+        application_id="a",
+        data_dir="/d",
+        topics={"orders": Topic.jsonl("orders", "/d/orders", value_type=str)},
+    )
+    with pytest.raises(ConfigError, match=r"value_type=int\).*value_type=str\)"):
+        bind_topology(b.build(), cfg)

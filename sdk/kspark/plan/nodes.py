@@ -76,6 +76,10 @@ def _type_desc(tp: Any) -> TypeDesc | None:
     return describe_type(tp)
 
 
+def _type_repr(tp: TypeDesc | None) -> str:
+    return "None" if tp is None else tp.display()
+
+
 @attrs.frozen(kw_only=True)
 class TopicSpec:
     """Where a topic lives: a file directory, a Spark table, or Kafka (``kspark.Topic``).
@@ -112,7 +116,9 @@ class TopicSpec:
     --------
     >>> from kspark import Topic
     >>> Topic.jsonl("payments", "/data/payments")
-    TopicSpec(name='payments', format='jsonl', path='/data/payments', layout='envelope', key_field=None, timestamp_field=None, options=())
+    TopicSpec(name='payments', format='jsonl', path='/data/payments', layout='envelope', key_field=None, timestamp_field=None, options=(), key_type=None, value_type=None)
+    >>> Topic.jsonl("counts", "/data/counts", value_type=int).value_type.display()
+    'int'
     >>> Topic(name="rates", format="parquet", path="/data/rates", layout="value", key_field="ccy").key_field
     'ccy'
     """
@@ -124,8 +130,10 @@ class TopicSpec:
     key_field: str | None = None
     timestamp_field: str | None = None
     options: tuple[tuple[str, str], ...] = ()
-    key_type: TypeDesc | None = attrs.field(default=None, repr=False, converter=_type_desc)
-    value_type: TypeDesc | None = attrs.field(default=None, repr=False, converter=_type_desc)
+    # shown by their names: two Topics that differ only in their schema must not look alike
+    # in an error message
+    key_type: TypeDesc | None = attrs.field(default=None, repr=_type_repr, converter=_type_desc)
+    value_type: TypeDesc | None = attrs.field(default=None, repr=_type_repr, converter=_type_desc)
 
     def __attrs_post_init__(self) -> None:
         if not self.name:
