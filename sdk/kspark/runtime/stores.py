@@ -119,25 +119,17 @@ def _task_logs(
 
 
 def _base_rows(spark: Any, checkpoint: str, op: int, name: str) -> Any:
-    """Store ``name``'s base, one row per chunk: ``key`` (the task key), ``blob``, its
-    number ``chunk`` and ``first`` (chunk 0). State format 6 keeps the chunks in a map state; format 5 and
-    older, one whole base in a value state (a single chunk 0)."""
+    """Store ``name``'s base, one row per chunk: ``key`` (the task key), ``blob`` and its
+    number ``chunk``. State format 6 keeps the chunks in a map state; format 5 and older,
+    one whole base in a value state (a single chunk 0)."""
     from pyspark.sql import functions as F
 
     raw = _state_reader(spark, op, name).load(checkpoint)
     if "user_map_key" in raw.columns:
-        return raw.select(
-            "key",
-            F.col("user_map_value.blob").alias("blob"),
-            (F.col("user_map_key.chunk") == 0).alias("first"),
-            F.col("user_map_key.chunk").alias("chunk"),
-        )
-    return raw.select(
-        "key",
-        F.col("value.blob").alias("blob"),
-        F.lit(True).alias("first"),
-        F.lit(0).alias("chunk"),
-    )
+        blob, chunk = F.col("user_map_value.blob"), F.col("user_map_key.chunk")
+    else:
+        blob, chunk = F.col("value.blob"), F.lit(0)
+    return raw.select("key", blob.alias("blob"), chunk.alias("chunk"))
 
 
 def task_frame(spark: Any, checkpoint: str, op: int, name: str) -> Any:
@@ -148,7 +140,7 @@ def task_frame(spark: Any, checkpoint: str, op: int, name: str) -> Any:
 
     from kspark_server import taskstate
 
-    base = _base_rows(spark, checkpoint, op, name)
+    base = _base_rows(spark, checkpoint, op, name).withColumn("first", F.col("chunk") == 0)
     try:
         log = (
             _state_reader(spark, op, taskstate.log_name(name))
