@@ -8,7 +8,6 @@ rule fails loudly.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -171,20 +170,35 @@ class _Compiler:
             deserialization=self.deserialization,
         )
 
-    def flush(self, p: _Pending, boundary: str) -> st.Stage:
+    def flush(self, p: _Pending) -> st.Stage:
         """The stage with ``p``'s pending steps applied; types must be known here."""
-        key_type = _known(p.key_type)
-        value_type = _known(p.value_type)
         if not p.steps:
             return p.base
-        spec = sp.ChainSpec(
-            input=_kv(p.base.key_type, p.base.value_type),
-            output=_kv(key_type, value_type),
-            steps=p.steps,
-            output_schema=_envelope_json(key_type, value_type),
-            handling=self.handling(p.subtopology),
+        return self.chain(
+            p.base, _known(p.key_type), _known(p.value_type), self.handling(p.subtopology), p.steps
         )
-        return st.Chain(input=p.base, spec=spec, key_type=key_type, value_type=value_type)
+
+    def chain(
+        self,
+        stage: st.Stage,
+        key_type: TypeDesc,
+        value_type: TypeDesc,
+        handling: sp.Handling,
+        steps: tuple[sp.Step, ...] = (),
+        **extra: Any,
+    ) -> st.Chain:
+        """A chain of ``steps`` after ``stage`` whose records come out as ``key_type`` and
+        ``value_type`` (a chain without steps converts dynamic keys or values to them);
+        ``extra`` are further :class:`~kspark_server.spec.ChainSpec` fields."""
+        spec = sp.ChainSpec(
+            input=_kv(stage.key_type, stage.value_type),
+            output=_kv(key_type, value_type),
+            steps=steps,
+            output_schema=_envelope_json(key_type, value_type),
+            handling=handling,
+            **extra,
+        )
+        return st.Chain(input=stage, spec=spec, key_type=key_type, value_type=value_type)
 
     def sink_stage(self, sink: n.Sink, topic: n.TopicSpec) -> st.Stage:
         """What ``sink`` writes. Into Kafka, through a chain that hands each record over
@@ -197,26 +211,13 @@ class _Compiler:
                 p, base=typed, steps=(), key_type=typed.key_type, value_type=typed.value_type
             )
         if topic.format != "kafka":
-            return self.flush(p, sink.name)
+            return self.flush(p)
         limit = sp.RecordLimit(
             processor=sink.name, topic=topic.name, max_bytes=kafka_record_limit(topic)
         )
-        if p.steps:
-            chain = self.flush(p, sink.name)
-            assert isinstance(chain, st.Chain)
-            return attrs.evolve(chain, spec=dataclasses.replace(chain.spec, record_limit=limit))
-        stage = p.base
-        spec = sp.ChainSpec(
-            input=_kv(stage.key_type, stage.value_type),
-            output=_kv(stage.key_type, stage.value_type),
-            steps=(),
-            output_schema=_envelope_json(stage.key_type, stage.value_type),
-            handling=self.handling(p.subtopology),
-            record_limit=limit,
-        )
-        return st.Chain(
-            input=stage, spec=spec, key_type=stage.key_type, value_type=stage.value_type
-        )
+        key_type, value_type = _known(p.key_type), _known(p.value_type)
+        handling = self.handling(p.subtopology)
+        return self.chain(p.base, key_type, value_type, handling, p.steps, record_limit=limit)
 
     def typed_sink(self, sink: n.Sink, p: _Pending) -> st.Stage | None:
         """``p`` converted to the types declared for ``sink``'s topic (``sink_types``)
@@ -247,29 +248,14 @@ class _Compiler:
         )
         if (out_key, out_value) == (have_key, have_value):
             return None
-        stage = self.flush(p, sink.name)
-        spec = sp.ChainSpec(
-            input=_kv(have_key, have_value),
-            output=_kv(out_key, out_value),
-            steps=(),
-            output_schema=_envelope_json(out_key, out_value),
-            handling=self.handling(p.subtopology),
-            sink=sink.name,
-        )
-        return st.Chain(input=stage, spec=spec, key_type=out_key, value_type=out_value)
+        handling = self.handling(p.subtopology)
+        return self.chain(self.flush(p), out_key, out_value, handling, sink=sink.name)
 
     def convert_key(self, stage: st.Stage, key_type: TypeDesc, node: n.Node) -> st.Stage:
         """``stage`` with its dynamic keys converted to ``key_type``; a key that does not
         convert is a failure of ``node`` (its processing exception handler)."""
-        spec = sp.ChainSpec(
-            input=_kv(stage.key_type, stage.value_type),
-            output=_kv(key_type, stage.value_type),
-            steps=(),
-            output_schema=_envelope_json(key_type, stage.value_type),
-            handling=self.handling_at(node),
-            converts_for=node.name,
-        )
-        return st.Chain(input=stage, spec=spec, key_type=key_type, value_type=stage.value_type)
+        handling = self.handling_at(node)
+        return self.chain(stage, key_type, stage.value_type, handling, converts_for=node.name)
 
     def _start(self, stage: st.Stage, node: n.Node) -> _Pending:
         return _Pending(
@@ -295,7 +281,7 @@ class _Compiler:
 
     def stage_of(self, parent: n.Node, node: n.Node) -> st.Stage:
         """``parent``'s output as a stage, its pending steps flushed, for ``node`` to read."""
-        return self.flush(self.visit(parent), node.name)
+        return self.flush(self.visit(parent))
 
     def handling_at(self, node: n.Node) -> sp.Handling:
         return self.handling(self.subtopology_of.get(node.name, 0))
