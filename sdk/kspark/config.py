@@ -67,32 +67,22 @@ def _check_app_id(_inst: object, _attr: object, value: Any) -> None:
     check_application_id(value)
 
 
-def _check_timestamp_policy(_inst: object, _attr: object, value: Any) -> None:
-    if value not in get_args(TimestampPolicy):
-        raise ConfigError(
-            f"timestamp_policy must be one of {list(get_args(TimestampPolicy))}, got {value!r}",
-            option="timestamp_policy",
-        )
+def _one_of(name: str, choices: Any) -> Any:
+    """A validator of option ``name``: one of the values of the ``Literal`` ``choices``."""
 
-
-def _check_kafka_client(_inst: object, _attr: object, value: Any) -> None:
-    if value not in get_args(KafkaClient):
-        raise ConfigError(
-            f"kafka_client must be one of {list(get_args(KafkaClient))}, got {value!r}",
-            option="kafka_client",
-        )
-
-
-def _check_file_sink(_inst: object, _attr: object, value: Any) -> None:
-    if value not in get_args(FileSink):
-        raise ConfigError(
-            f"file_sink must be one of {list(get_args(FileSink))}, got {value!r}",
-            option="file_sink",
-        )
-
-
-def _positive_int(name: str) -> Any:
     def check(_inst: object, _attr: object, value: object) -> None:
+        if value not in get_args(choices):
+            raise ConfigError(
+                f"{name} must be one of {list(get_args(choices))}, got {value!r}", option=name
+            )
+
+    return check
+
+
+def _positive_int(name: str, *, optional: bool = False) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if optional and value is None:
+            return
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{name} must be a positive int, got {value!r}", option=name)
 
@@ -103,14 +93,6 @@ def _bool(name: str) -> Any:
     def check(_inst: object, _attr: object, value: object) -> None:
         if not isinstance(value, bool):
             raise ConfigError(f"{name} must be True or False, got {value!r}", option=name)
-
-    return check
-
-
-def _optional_positive_int(name: str) -> Any:
-    def check(inst: object, attr: object, value: object) -> None:
-        if value is not None:
-            _positive_int(name)(inst, attr, value)
 
     return check
 
@@ -177,6 +159,16 @@ def _file_types(name: str, fields: dict[str, Any]) -> None:
             ) from exc
 
 
+def _topic_fields(name: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``TopicSpec`` fields of topic ``name`` given as a table of a config file:
+    its ``options`` as sorted pairs, its ``key_type`` and ``value_type`` as types."""
+    fields = dict(data)
+    if isinstance(fields.get("options"), Mapping):
+        fields["options"] = _conf_tuple(fields["options"])
+    _file_types(name, fields)
+    return fields
+
+
 def _topic_from_mapping(name: str, data: Any) -> TopicSpec:
     """A binding read from a config file: ``{"format": "jsonl", "path": "/data/x"}``."""
     if not isinstance(data, Mapping):
@@ -184,11 +176,7 @@ def _topic_from_mapping(name: str, data: Any) -> TopicSpec:
             f"topics.{name} must be a table of Topic fields (format, path, ...), got {data!r}",
             option="topics",
         )
-    fields = dict(data)
-    fields.setdefault("name", name)
-    if isinstance(fields.get("options"), Mapping):
-        fields["options"] = tuple(sorted((str(k), str(v)) for k, v in fields["options"].items()))
-    _file_types(name, fields)
+    fields = _topic_fields(name, {"name": name, **data})
     try:
         return TopicSpec(**fields)
     except (TypeError, ValueError) as exc:
@@ -298,10 +286,7 @@ def _topic(value: object) -> object:
     """A topic given as a table of a config file (``{name=..., format=..., path=...}``)."""
     if not isinstance(value, Mapping):
         return value
-    fields = dict(value)
-    if isinstance(fields.get("options"), Mapping):
-        fields["options"] = tuple(sorted((str(k), str(v)) for k, v in fields["options"].items()))
-    _file_types(str(fields.get("name", "?")), fields)
+    fields = _topic_fields(str(value.get("name", "?")), value)
     try:
         return TopicSpec(**fields)
     except (TypeError, KSparkError) as exc:
@@ -456,10 +441,10 @@ class StreamsConfig:
     checkpoint_dir: str = attrs.field(default=None)
     num_partitions: int = attrs.field(default=4, validator=_positive_int("num_partitions"))
     shuffle_partitions: int | None = attrs.field(
-        default=None, validator=_optional_positive_int("shuffle_partitions")
+        default=None, validator=_positive_int("shuffle_partitions", optional=True)
     )
     max_files_per_trigger: int | None = attrs.field(
-        default=None, validator=_optional_positive_int("max_files_per_trigger")
+        default=None, validator=_positive_int("max_files_per_trigger", optional=True)
     )
     trigger_interval: timedelta | None = None
     processing_exception_handler: Any = attrs.field(default=None, converter=_processing_handler)
@@ -472,10 +457,12 @@ class StreamsConfig:
         default=False, validator=_bool("dead_letter_dropped_records")
     )
     timestamp_policy: TimestampPolicy = attrs.field(
-        default="fail", validator=_check_timestamp_policy
+        default="fail", validator=_one_of("timestamp_policy", TimestampPolicy)
     )
-    kafka_client: KafkaClient = attrs.field(default="auto", validator=_check_kafka_client)
-    file_sink: FileSink = attrs.field(default="auto", validator=_check_file_sink)
+    kafka_client: KafkaClient = attrs.field(
+        default="auto", validator=_one_of("kafka_client", KafkaClient)
+    )
+    file_sink: FileSink = attrs.field(default="auto", validator=_one_of("file_sink", FileSink))
     state_snapshot_min_deltas: int = attrs.field(
         default=5, validator=_positive_int("state_snapshot_min_deltas")
     )
@@ -490,7 +477,7 @@ class StreamsConfig:
         default=False, validator=_bool("state_compact_on_commit")
     )
     state_memory_mb: int | None = attrs.field(
-        default=None, validator=_optional_positive_int("state_memory_mb")
+        default=None, validator=_positive_int("state_memory_mb", optional=True)
     )
     topics: tuple[tuple[str, TopicSpec], ...] = attrs.field(default=None, converter=_topics_tuple)
     bootstrap_servers: str | None = attrs.field(

@@ -157,6 +157,12 @@ class _Handler:
     def configure(self, config: Any) -> None:
         """Called once with the app's :class:`~kspark.StreamsConfig` before it starts."""
 
+    def handle(
+        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
+    ) -> Response:
+        """The answer to ``exception``, raised on ``record`` (override it)."""
+        raise NotImplementedError
+
 
 class ProcessingExceptionHandler(_Handler):
     """Decides what happens when a user function raises on a record (KIP-1033).
@@ -167,32 +173,17 @@ class ProcessingExceptionHandler(_Handler):
 
     _kind = "processing"
 
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        raise NotImplementedError
-
 
 class DeserializationExceptionHandler(_Handler):
     """Decides what happens to a record whose key or value cannot be read as its type."""
 
     _kind = "deserialization"
 
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        raise NotImplementedError
-
 
 class ProductionExceptionHandler(_Handler):
     """Decides what happens to a record that cannot be written to its sink."""
 
     _kind = "production"
-
-    def handle(
-        self, context: ErrorHandlerContext, record: dict[str, Any], exception: Exception
-    ) -> Response:
-        raise NotImplementedError
 
 
 def _log_failure(kind: str, context: ErrorHandlerContext, exception: Exception, then: str) -> None:

@@ -192,16 +192,8 @@ def _status_in(spark: Any, handle: SubmittedApp) -> tuple[AppStatus, bool]:
 
 def _record_final(handle: SubmittedApp, result: AppStatus, live: bool) -> None:
     """Keep how the app ended in its handle: the server forgets it an hour later."""
-    if (
-        handle.path
-        and handle.final is None
-        and live
-        and result.state
-        in (
-            State.NOT_RUNNING,
-            State.ERROR,
-        )
-    ):
+    ended = result.state in (State.NOT_RUNNING, State.ERROR)
+    if handle.path and handle.final is None and live and ended:
         attrs.evolve(handle, final=result.to_dict()).save()
 
 
