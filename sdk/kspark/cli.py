@@ -261,23 +261,18 @@ def main(argv: list[str] | None = None) -> int:
                     args.format
                 ]()
             )
-        elif args.command == "run":
+        elif args.command in ("run", "rescale"):
             from kspark.runtime import StreamsApp, connect
 
-            topo = load_topology(args.topology)
+            topo = load_topology(args.topology if args.command == "run" else args.app)
             app = StreamsApp(
                 topo, load_config(args.config, args.app_id), session=connect(args.remote)
             )
-            print(app.run_until_caught_up().summary())
-        elif args.command == "rescale":
-            from kspark.runtime import StreamsApp, connect
-
-            topo = load_topology(args.app)
-            app = StreamsApp(
-                topo, load_config(args.config, args.app_id), session=connect(args.remote)
-            )
-            app.rescale(args.partitions, progress=True)  # prints the phases and the summary
-            print(f"run the app with num_partitions={args.partitions} from now on")
+            if args.command == "run":
+                print(app.run_until_caught_up().summary())
+            else:
+                app.rescale(args.partitions, progress=True)  # prints the phases and summary
+                print(f"run the app with num_partitions={args.partitions} from now on")
         elif args.command == "submit":
             from kspark.runtime import submit as remote
 

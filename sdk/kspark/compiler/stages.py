@@ -27,6 +27,17 @@ class Stage:
 
 
 @attrs.frozen(kw_only=True, eq=False)
+class _OneInput(Stage):
+    """A stage of one input stage."""
+
+    input: Stage
+
+    @property
+    def inputs(self) -> tuple[Stage, ...]:
+        return (self.input,)
+
+
+@attrs.frozen(kw_only=True, eq=False)
 class Read(Stage):
     """Read a topic into envelope form."""
 
@@ -47,43 +58,28 @@ class Read(Stage):
 
 
 @attrs.frozen(kw_only=True, eq=False)
-class Chain(Stage):
+class Chain(_OneInput):
     """A fused run of stateless steps: one ``mapInArrow`` pass."""
 
-    input: Stage
     spec: ChainSpec
-
-    @property
-    def inputs(self) -> tuple[Stage, ...]:
-        return (self.input,)
 
 
 @attrs.frozen(kw_only=True, eq=False)
-class SqlFilter(Stage):
+class SqlFilter(_OneInput):
     """``filter_expr``: a Spark SQL condition evaluated in the JVM, no Python pass."""
 
-    input: Stage
     processor: str
     condition: str
     #: the columns the condition sees: ``(name, source)``, where the source is an
     #: envelope column (``key``, ``timestamp``, ``value``) or ``value.<field>``
     scope: tuple[tuple[str, str], ...]
 
-    @property
-    def inputs(self) -> tuple[Stage, ...]:
-        return (self.input,)
-
 
 @attrs.frozen(kw_only=True, eq=False)
-class IdStage(Stage):
+class IdStage(_OneInput):
     """Adds ``ks_id`` for ``deduplicate``'s repartition by id."""
 
-    input: Stage
     spec: DedupIdSpec
-
-    @property
-    def inputs(self) -> tuple[Stage, ...]:
-        return (self.input,)
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -96,15 +92,10 @@ class Union(Stage):
 
 
 @attrs.frozen(kw_only=True, eq=False)
-class Shuffle(Stage):
+class Shuffle(_OneInput):
     """Redistribute records by key hash over ``num_partitions``."""
 
-    input: Stage
     num_partitions: int
-
-    @property
-    def inputs(self) -> tuple[Stage, ...]:
-        return (self.input,)
 
 
 @attrs.frozen(kw_only=True, eq=False)

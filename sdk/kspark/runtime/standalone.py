@@ -139,9 +139,13 @@ def _write_token(directory: str) -> str:
     return token
 
 
+def _ident() -> str:
+    """What Spark's scripts name their pid file and logs after."""
+    return os.environ.get("SPARK_IDENT_STRING") or os.environ.get("USER") or "kspark"
+
+
 def _pid_file(directory: str) -> str:
-    ident = os.environ.get("SPARK_IDENT_STRING") or os.environ.get("USER") or "kspark"
-    return os.path.join(directory, f"spark-{ident}-{_CLASS}-1.pid")
+    return os.path.join(directory, f"spark-{_ident()}-{_CLASS}-1.pid")
 
 
 def _script_env(directory: str, home: str, python: str, token: str) -> dict[str, str]:
@@ -151,9 +155,7 @@ def _script_env(directory: str, home: str, python: str, token: str) -> dict[str,
             # spark-daemon.sh keeps its pid file and log here, not in /tmp and SPARK_HOME
             "SPARK_PID_DIR": directory,
             "SPARK_LOG_DIR": os.path.join(directory, "logs"),
-            "SPARK_IDENT_STRING": os.environ.get("SPARK_IDENT_STRING")
-            or os.environ.get("USER")
-            or "kspark",
+            "SPARK_IDENT_STRING": _ident(),
         }
     )
     return env
@@ -218,7 +220,8 @@ def start(
     python = worker_python or sys.executable
     if shutil.which(python) is None:
         raise ServerError(f"--worker-python {python!r} is not an executable", python=python)
-    if _listening("127.0.0.1" if host == "0.0.0.0" else host, port):
+    probe_host = "127.0.0.1" if host == "0.0.0.0" else host
+    if _listening(probe_host, port):
         raise ServerError(f"port {port} is in use; choose another with --port", port=port)
     home = spark_home()
     os.makedirs(directory, mode=0o700, exist_ok=True)
@@ -268,7 +271,6 @@ def start(
     )
     state.save()
     deadline = time.monotonic() + timeout
-    probe_host = "127.0.0.1" if host == "0.0.0.0" else host
     while time.monotonic() < deadline:
         if not _alive(pid):
             _forget(directory)

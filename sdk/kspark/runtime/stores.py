@@ -350,18 +350,28 @@ class ReadOnlyKeyValueStore(_ReadOnlyStore[K, V]):
 def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any:
     """The read-only view of store ``name`` of a compiled app whose query checkpoint is
     ``checkpoint``."""
-    stage = _find_stage(output, name)
-    spec = stage.spec
+    spec = _table_spec(output, name, "answer interactive queries")
+    return _view(name, _CheckpointSource(spark, checkpoint, name), spec)
+
+
+def _table_spec(output: st.Output, name: str, what: str) -> JoinSpec | AggregateSpec:
+    """The spec of the operator that holds store ``name``, a table's store (a table's
+    join, or an aggregation): only those ``what``."""
+    spec = _find_stage(output, name).spec
+    if not isinstance(spec, JoinSpec | AggregateSpec):
+        raise StoreError(
+            f"store {name!r} belongs to {spec.processor} ({spec.kind}); only table stores {what}"
+        )
+    return spec
+
+
+def _view(name: str, source: _Source, spec: JoinSpec | AggregateSpec) -> Any:
+    """The read-only view of table store ``name`` over ``source``."""
     if isinstance(spec, AggregateSpec):
         from kspark.runtime.agg_stores import open_aggregate_store
 
-        return open_aggregate_store(name, _CheckpointSource(spark, checkpoint, name), spec)
-    if not isinstance(spec, JoinSpec):
-        raise StoreError(
-            f"store {name!r} belongs to {spec.processor} ({spec.kind}); only table "
-            "stores answer interactive queries"
-        )
-    source = _CheckpointSource(spark, checkpoint, name)
+        # an aggregation's entries have a latest-value table's layout
+        return open_aggregate_store(name, source, spec)
     if spec.versioned:
         return ReadOnlyVersionedStore(name, source, spec)
     return ReadOnlyKeyValueStore(name, source, spec)
@@ -392,15 +402,10 @@ class StoreReplica:
     """
 
     def __init__(self, spark: Any, checkpoint: str, output: st.Output, name: str) -> None:
-        stage = _find_stage(output, name)
-        if not isinstance(stage.spec, JoinSpec | AggregateSpec):
-            raise StoreError(
-                f"store {name!r} belongs to {stage.spec.processor}; only table stores have replicas"
-            )
         self.name = name
         self._spark = spark
         self._checkpoint = checkpoint
-        self._spec: JoinSpec | AggregateSpec = stage.spec
+        self._spec = _table_spec(output, name, "have replicas")
         self._tasks: dict[int, Any] = {}
         # each task's state as stored: its base's chunks (by number) and its log of changes
         self._bases: dict[int, dict[int, bytes]] = {}
@@ -483,15 +488,7 @@ class StoreReplica:
                 self._tasks.pop(task, None)
         changed = len(dirty)
         self.as_of_batch = last
-        source = _MemorySource(self._tasks, versioned)
-        if isinstance(self._spec, AggregateSpec):
-            from kspark.runtime.agg_stores import open_aggregate_store
-
-            # an aggregation's entries have a latest-value table's layout
-            self._view = open_aggregate_store(self.name, source, self._spec)
-        else:
-            view_cls = ReadOnlyVersionedStore if self._spec.versioned else ReadOnlyKeyValueStore
-            self._view = view_cls(self.name, source, self._spec)
+        self._view = _view(self.name, _MemorySource(self._tasks, versioned), self._spec)
         return changed
 
     def _feed(self, reader: Any, last: int) -> Any:
