@@ -57,7 +57,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -421,8 +421,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._admin = AdminClient(dict(self._config.client))
         return self._admin
 
-    def _partitions(self) -> tuple[dict[str, list[int]], list[str]]:
-        """The partitions of each subscribed topic that exists, and the missing topics.
+    def _partitions(
+        self, known: Container[str] = ()
+    ) -> tuple[dict[str, list[int]], list[TopicPartitionKey]]:
+        """The partitions of each subscribed topic, by topic and all of them. A subscribed
+        topic that does not exist is an error, unless it is in ``known`` (read before: it
+        was deleted, which the caller handles as data loss).
 
         It lists every topic rather than asking for the subscribed ones by name, because
         asking by name makes brokers with auto-creation create them.
@@ -438,11 +442,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         missing: list[str] = []
         for topic in self._config.topics:
             meta = metadata.topics.get(topic)
-            if meta is None or meta.error is not None or not meta.partitions:
-                missing.append(topic)
-            else:
+            if meta is not None and meta.error is None and meta.partitions:
                 found[topic] = sorted(int(p) for p in meta.partitions)
-        return found, missing
+            elif topic not in known:
+                missing.append(topic)
+        if missing:
+            names = ", ".join(repr(t) for t in missing)
+            raise KafkaTopicMissingError(
+                f"subscribed Kafka topic(s) {names} do not exist at "
+                f"{self._config.client['bootstrap.servers']}; create them before starting "
+                "the query (kspark_kafka does not create topics)"
+            )
+        return found, [(t, p) for t, parts in found.items() for p in parts]
 
     def _list_offsets(
         self, tps: Iterable[TopicPartitionKey], earliest: bool
@@ -480,21 +491,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ) from exc
         return out
 
-    def _missing_error(self, missing: Sequence[str]) -> KafkaTopicMissingError:
-        names = ", ".join(repr(t) for t in missing)
-        return KafkaTopicMissingError(
-            f"subscribed Kafka topic(s) {names} do not exist at "
-            f"{self._config.client['bootstrap.servers']}; create them before starting the "
-            "query (kspark_kafka does not create topics)"
-        )
-
     # -- offsets -------------------------------------------------------------------------------
 
     def initialOffset(self) -> Offsets:
-        found, missing = self._partitions()
-        if missing:
-            raise self._missing_error(missing)
-        tps = [(t, p) for t, parts in found.items() for p in parts]
+        found, tps = self._partitions()
         starting = self._config.starting
         if starting.lower() == "earliest":
             offsets = self._list_offsets(tps, earliest=True)
@@ -554,12 +554,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _current_end(self, start: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
         """The end offset of every partition now, with deleted topics handled as data loss."""
-        found, missing = self._partitions()
-        known_topics = {t for t, _ in start}
-        never_seen = [t for t in missing if t not in known_topics]
-        if never_seen:
-            raise self._missing_error(never_seen)
-        tps = [(t, p) for t, parts in found.items() for p in parts]
+        _, tps = self._partitions(known={t for t, _ in start})
         gone = sorted(tp for tp in start if tp[0] in self._config.topics and tp not in set(tps))
         if gone:
             self._data_loss(
@@ -624,12 +619,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._reported
 
     def prepareForTriggerAvailableNow(self) -> None:
-        found, missing = self._partitions()
-        if missing:
-            raise self._missing_error(missing)
-        self._target = self._list_offsets(
-            [(t, p) for t, parts in found.items() for p in parts], earliest=False
-        )
+        self._target = self._list_offsets(self._partitions()[1], earliest=False)
 
     def partitions(self, start: Offsets, end: Offsets) -> list[KafkaInputPartition]:
         begin = _flatten(start)
