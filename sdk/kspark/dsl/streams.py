@@ -59,6 +59,7 @@ VR = TypeVar("VR")
 VT = TypeVar("VT")
 VO = TypeVar("VO")
 ID = TypeVar("ID")
+N = TypeVar("N", bound=n.Node)
 
 
 class StreamsBuilder:
@@ -276,9 +277,7 @@ class StreamsBuilder:
         ('KTABLE-SOURCE-0000000000', 'rates')
         """
         topic_name, bound = _topic_arg(topic)
-        mat = materialized or Materialized()
         name, seq = self._next("KTABLE-SOURCE", named)
-        store = mat.store_name or self._store_name("KTABLE-SOURCE")
         node = n.TableSource(
             name=name,
             seq=seq,
@@ -286,13 +285,20 @@ class StreamsBuilder:
             topic=bound,
             key_type=_source_type(key_type, bound, name, "key_type"),
             value_type=_source_type(value_type, bound, name, "value_type"),
-            store_name=store,
-            versioned=mat.versioned,
-            history_retention_ms=(
-                to_ms(mat.history_retention, "history_retention") if mat.history_retention else 0
-            ),
+            **self._table_store(materialized, "KTABLE-SOURCE"),
         )
         return KTable(self, node)
+
+    def _table_store(self, materialized: Materialized | None, prefix: str) -> dict[str, Any]:
+        """A table's store, as its node's fields: named by ``materialized`` (else a name
+        generated from ``prefix``), versioned or not, and its history retention."""
+        mat = materialized or Materialized()
+        retention = mat.history_retention
+        return {
+            "store_name": mat.store_name or self._store_name(prefix),
+            "versioned": mat.versioned,
+            "history_retention_ms": to_ms(retention, "history_retention") if retention else 0,
+        }
 
     def _add_sink(self, sink: n.Sink) -> None:
         self._sinks.append(sink)
@@ -352,6 +358,13 @@ def _check_vectorized(fn: Callable[..., Any], processor: str, what: str) -> None
         )
 
 
+def _after(parent: n.Node, cls: Callable[..., N], name: str, seq: int, **fields: Any) -> N:
+    """A new processor ``cls`` after ``parent``: ``fields`` are its own; its key and value
+    types are ``parent``'s unless ``fields`` say otherwise."""
+    types = {"key_type": parent.key_type, "value_type": parent.value_type}
+    return cls(name=name, seq=seq, parent=parent, **types | fields)
+
+
 def _declared(tp: Any, processor: str, what: str) -> TypeDesc:
     """The declared type ``tp``; dynamic (any JSON-compatible value) when None."""
     if tp is None:
@@ -398,8 +411,9 @@ class KStream(Generic[K, V]):
     def _wrap(self, node: n.Node) -> KStream[Any, Any]:
         return KStream(self._builder, node)
 
-    def _same_types(self) -> dict[str, Any]:
-        return {"key_type": self._node.key_type, "value_type": self._node.value_type}
+    def _child(self, cls: type[n.Node], name: str, seq: int, **fields: Any) -> KStream[Any, Any]:
+        """The stream of a new processor ``cls`` after this one (:func:`_after`)."""
+        return self._wrap(_after(self._node, cls, name, seq, **fields))
 
     # -- stateless --------------------------------------------------------------------
     @overload
@@ -466,16 +480,7 @@ class KStream(Generic[K, V]):
         _infer.check_callable(predicate, "predicate", name)
         if vectorized:
             _check_vectorized(predicate, name, "predicate")
-        return self._wrap(
-            n.Filter(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                fn=predicate,
-                vectorized=vectorized,
-                **self._same_types(),
-            )
-        )
+        return self._child(n.Filter, name, seq, fn=predicate, vectorized=vectorized)
 
     def filter_not(
         self, predicate: Callable[[K, V], bool], named: Named | None = None
@@ -504,16 +509,7 @@ class KStream(Generic[K, V]):
         """
         name, seq = self._builder._next("KSTREAM-FILTER", named)
         _infer.check_callable(predicate, "predicate", name)
-        return self._wrap(
-            n.Filter(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                fn=predicate,
-                negate=True,
-                **self._same_types(),
-            )
-        )
+        return self._child(n.Filter, name, seq, fn=predicate, negate=True)
 
     def filter_expr(self, condition: str, named: Named | None = None) -> KStream[K, V]:
         """Keeps the records for which the Spark SQL ``condition`` is true, evaluated by
@@ -573,15 +569,7 @@ class KStream(Generic[K, V]):
         "key LIKE 'eu-%' AND amount > 100"
         """
         name, seq = self._builder._next("KSTREAM-FILTER", named)
-        return self._wrap(
-            n.FilterExpr(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                condition=condition,
-                **self._same_types(),
-            )
-        )
+        return self._child(n.FilterExpr, name, seq, condition=condition)
 
     def map(
         self,
@@ -621,15 +609,13 @@ class KStream(Generic[K, V]):
         name, seq = self._builder._next("KSTREAM-MAP", named)
         _infer.check_callable(mapper, "mapper", name)
         hk, hv = _infer.pair_hints(_infer.return_hint(mapper))
-        return self._wrap(
-            n.Map(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                fn=mapper,
-                key_type=_infer.resolve(key_type, hk, name, "key_type"),
-                value_type=_infer.resolve(value_type, hv, name, "value_type"),
-            )
+        return self._child(
+            n.Map,
+            name,
+            seq,
+            fn=mapper,
+            key_type=_infer.resolve(key_type, hk, name, "key_type"),
+            value_type=_infer.resolve(value_type, hv, name, "value_type"),
         )
 
     @overload
@@ -725,22 +711,16 @@ class KStream(Generic[K, V]):
                     processor=name,
                     parameter="value_type",
                 )
-        return self._wrap(
-            n.MapValues(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                fn=mapper,
-                with_key=not vectorized and _infer.takes_key(mapper, 1, name, "mapper"),
-                vectorized=vectorized,
-                key_type=self._node.key_type,
-                value_type=_infer.resolve(
-                    value_type,
-                    None if vectorized else _infer.return_hint(mapper),
-                    name,
-                    "value_type",
-                ),
-            )
+        return self._child(
+            n.MapValues,
+            name,
+            seq,
+            fn=mapper,
+            with_key=not vectorized and _infer.takes_key(mapper, 1, name, "mapper"),
+            vectorized=vectorized,
+            value_type=_infer.resolve(
+                value_type, None if vectorized else _infer.return_hint(mapper), name, "value_type"
+            ),
         )
 
     def flat_map(
@@ -779,15 +759,13 @@ class KStream(Generic[K, V]):
         name, seq = self._builder._next("KSTREAM-FLATMAP", named)
         _infer.check_callable(mapper, "mapper", name)
         hk, hv = _infer.pair_hints(_infer.element_hint(_infer.return_hint(mapper)))
-        return self._wrap(
-            n.FlatMap(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                fn=mapper,
-                key_type=_infer.resolve(key_type, hk, name, "key_type"),
-                value_type=_infer.resolve(value_type, hv, name, "value_type"),
-            )
+        return self._child(
+            n.FlatMap,
+            name,
+            seq,
+            fn=mapper,
+            key_type=_infer.resolve(key_type, hk, name, "key_type"),
+            value_type=_infer.resolve(value_type, hv, name, "value_type"),
         )
 
     @overload
@@ -843,16 +821,13 @@ class KStream(Generic[K, V]):
         name, seq = self._builder._next("KSTREAM-FLATMAPVALUES", named)
         _infer.check_callable(mapper, "mapper", name)
         hint = _infer.element_hint(_infer.return_hint(mapper))
-        return self._wrap(
-            n.FlatMapValues(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                fn=mapper,
-                with_key=_infer.takes_key(mapper, 1, name, "mapper"),
-                key_type=self._node.key_type,
-                value_type=_infer.resolve(value_type, hint, name, "value_type"),
-            )
+        return self._child(
+            n.FlatMapValues,
+            name,
+            seq,
+            fn=mapper,
+            with_key=_infer.takes_key(mapper, 1, name, "mapper"),
+            value_type=_infer.resolve(value_type, hint, name, "value_type"),
         )
 
     def select_key(
@@ -893,15 +868,12 @@ class KStream(Generic[K, V]):
     ) -> KStream[Any, V]:
         name, seq = self._builder._next("KSTREAM-KEY-SELECT", named)
         _infer.check_callable(fn, what, name)
-        return self._wrap(
-            n.SelectKey(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                fn=fn,
-                key_type=_infer.resolve(key_type, _infer.return_hint(fn), name, "key_type"),
-                value_type=self._node.value_type,
-            )
+        return self._child(
+            n.SelectKey,
+            name,
+            seq,
+            fn=fn,
+            key_type=_infer.resolve(key_type, _infer.return_hint(fn), name, "key_type"),
         )
 
     def peek(self, action: Callable[[K, V], object], named: Named | None = None) -> KStream[K, V]:
@@ -929,9 +901,7 @@ class KStream(Generic[K, V]):
         """
         name, seq = self._builder._next("KSTREAM-PEEK", named)
         _infer.check_callable(action, "action", name)
-        return self._wrap(
-            n.Peek(name=name, seq=seq, parent=self._node, fn=action, **self._same_types())
-        )
+        return self._child(n.Peek, name, seq, fn=action)
 
     def merge(self, other: KStream[K, V], named: Named | None = None) -> KStream[K, V]:
         """The records of both streams. Both must have the same key and value types.
@@ -1037,15 +1007,7 @@ class KStream(Generic[K, V]):
         """
         opts = repartitioned or Repartitioned()
         name, seq = self._builder._next("KSTREAM-REPARTITION", opts.name)
-        return self._wrap(
-            n.Repartition(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                num_partitions=opts.num_partitions,
-                **self._same_types(),
-            )
-        )
+        return self._child(n.Repartition, name, seq, num_partitions=opts.num_partitions)
 
     def to(self, topic: str | n.TopicSpec, named: Named | None = None) -> None:
         """Writes the stream to ``topic``.
@@ -1074,16 +1036,8 @@ class KStream(Generic[K, V]):
         """
         topic_name, bound = _topic_arg(topic)
         name, seq = self._builder._next("KSTREAM-SINK", named)
-        self._builder._add_sink(
-            n.Sink(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                topic_name=topic_name,
-                topic=bound,
-                **self._same_types(),
-            )
-        )
+        sink = _after(self._node, n.Sink, name, seq, topic_name=topic_name, topic=bound)
+        self._builder._add_sink(sink)
 
     # -- joins ------------------------------------------------------------------------
     @overload
@@ -1529,22 +1483,9 @@ class KStream(Generic[K, V]):
                     f"to_table takes one Materialized and one Named, got {arg!r}",
                     parameter="materialized",
                 )
-        mat = mat or Materialized()
         name, seq = self._builder._next("KSTREAM-TOTABLE", nm)
-        store = mat.store_name or self._builder._store_name("KSTREAM-TOTABLE")
-        node = n.ToTable(
-            name=name,
-            seq=seq,
-            parent=self._node,
-            store_name=store,
-            versioned=mat.versioned,
-            history_retention_ms=(
-                to_ms(mat.history_retention, "history_retention") if mat.history_retention else 0
-            ),
-            key_type=self._node.key_type,
-            value_type=self._node.value_type,
-        )
-        return KTable(self._builder, node)
+        store = self._builder._table_store(mat, "KSTREAM-TOTABLE")
+        return KTable(self._builder, _after(self._node, n.ToTable, name, seq, **store))
 
     # -- deduplication (KIP-655) --------------------------------------------------------
     def deduplicate_by_key(
@@ -1675,17 +1616,14 @@ class KStream(Generic[K, V]):
                 parameter="interval",
             )
         store = opts.store_name or self._builder._store_name("KSTREAM-DEDUPLICATE")
-        return self._wrap(
-            n.Deduplicate(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                mode=mode,
-                interval_ms=interval // timedelta(milliseconds=1),
-                id_selector=id_selector,
-                store_name=store,
-                **self._same_types(),
-            )
+        return self._child(
+            n.Deduplicate,
+            name,
+            seq,
+            mode=mode,
+            interval_ms=interval // timedelta(milliseconds=1),
+            id_selector=id_selector,
+            store_name=store,
         )
 
 
@@ -1800,17 +1738,9 @@ class BranchedKStream(Generic[K, V]):
             if key in out:
                 raise InvalidTopologyError(f"{self._split_name}: branch name {key!r} used twice")
             name, seq = self._builder._next("KSTREAM-BRANCHCHILD", key)
-            node = n.Branch(
-                name=name,
-                seq=seq,
-                parent=self._stream._node,
-                predicates=preds,
-                index=index,
-                split=self._split_name,
-                key_type=self._stream._node.key_type,
-                value_type=self._stream._node.value_type,
+            out[key] = self._stream._child(
+                n.Branch, name, seq, predicates=preds, index=index, split=self._split_name
             )
-            out[key] = KStream(self._builder, node)
         return out
 
 
@@ -1844,6 +1774,10 @@ class KTable(Generic[K, V]):
     def name(self) -> str:
         """The name of the processor that produces this table."""
         return self._node.name
+
+    def _child(self, cls: type[n.Node], name: str, seq: int, **fields: Any) -> KTable[Any, Any]:
+        """The table of a new processor ``cls`` after this one (:func:`_after`)."""
+        return KTable(self._builder, _after(self._node, cls, name, seq, **fields))
 
     @property
     def store_name(self) -> str:
@@ -1890,17 +1824,7 @@ class KTable(Generic[K, V]):
                 f"suppress takes a Suppressed, got {suppressed!r}", parameter="suppressed"
             )
         name, seq = self._builder._next("KTABLE-SUPPRESS", suppressed.name)
-        return KTable(
-            self._builder,
-            Suppress(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                suppress_name=suppressed.name,
-                key_type=self._node.key_type,
-                value_type=self._node.value_type,
-            ),
-        )
+        return self._child(Suppress, name, seq, suppress_name=suppressed.name)
 
     def filter(self, predicate: Callable[[K, V], bool], named: Named | None = None) -> KTable[K, V]:
         """Keeps the rows for which ``predicate(key, value)`` is true; others are deleted.
@@ -1927,17 +1851,7 @@ class KTable(Generic[K, V]):
         """
         name, seq = self._builder._next("KTABLE-FILTER", named)
         _infer.check_callable(predicate, "predicate", name)
-        return KTable(
-            self._builder,
-            n.TableFilter(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                fn=predicate,
-                key_type=self._node.key_type,
-                value_type=self._node.value_type,
-            ),
-        )
+        return self._child(n.TableFilter, name, seq, fn=predicate)
 
     def filter_not(
         self, predicate: Callable[[K, V], bool], named: Named | None = None
@@ -1966,18 +1880,7 @@ class KTable(Generic[K, V]):
         """
         name, seq = self._builder._next("KTABLE-FILTER", named)
         _infer.check_callable(predicate, "predicate", name)
-        return KTable(
-            self._builder,
-            n.TableFilter(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                fn=predicate,
-                negate=True,
-                key_type=self._node.key_type,
-                value_type=self._node.value_type,
-            ),
-        )
+        return self._child(n.TableFilter, name, seq, fn=predicate, negate=True)
 
     @overload
     def map_values(
@@ -2031,19 +1934,13 @@ class KTable(Generic[K, V]):
         """
         name, seq = self._builder._next("KTABLE-MAPVALUES", named)
         _infer.check_callable(mapper, "mapper", name)
-        return KTable(
-            self._builder,
-            n.TableMapValues(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                fn=mapper,
-                with_key=_infer.takes_key(mapper, 1, name, "mapper"),
-                key_type=self._node.key_type,
-                value_type=_infer.resolve(
-                    value_type, _infer.return_hint(mapper), name, "value_type"
-                ),
-            ),
+        return self._child(
+            n.TableMapValues,
+            name,
+            seq,
+            fn=mapper,
+            with_key=_infer.takes_key(mapper, 1, name, "mapper"),
+            value_type=_infer.resolve(value_type, _infer.return_hint(mapper), name, "value_type"),
         )
 
     @overload
@@ -2095,14 +1992,7 @@ class KTable(Generic[K, V]):
             mapper, named = None, mapper
         name, seq = self._builder._next("KTABLE-TOSTREAM", named)
         stream: KStream[Any, Any] = KStream(
-            self._builder,
-            n.ToStream(
-                name=name,
-                seq=seq,
-                parent=self._node,
-                key_type=self._node.key_type,
-                value_type=self._node.value_type,
-            ),
+            self._builder, _after(self._node, n.ToStream, name, seq)
         )
         if mapper is None:
             return stream
