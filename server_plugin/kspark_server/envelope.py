@@ -43,15 +43,18 @@ __all__ = [
     "struct_json",
 ]
 
+
+def field(name: str, type_: Any) -> dict[str, Any]:
+    """One nullable struct field in Spark's JSON form."""
+    return {"name": name, "type": type_, "nullable": True, "metadata": {}}
+
+
 #: Headers: ``(key, value)`` pairs, values as bytes.
 HEADERS: dict[str, Any] = {
     "type": "array",
     "elementType": {
         "type": "struct",
-        "fields": [
-            {"name": "key", "type": "string", "nullable": True, "metadata": {}},
-            {"name": "value", "type": "binary", "nullable": True, "metadata": {}},
-        ],
+        "fields": [field("key", "string"), field("value", "binary")],
     },
     "containsNull": True,
 }
@@ -95,11 +98,6 @@ class SideKind(enum.StrEnum):
     EXPIRED_PUTS = "expired_puts"
     #: records a windowed operator dropped because their window had closed (late)
     LATE_RECORDS = "late_records"
-
-
-def field(name: str, type_: Any) -> dict[str, Any]:
-    """One nullable struct field in Spark's JSON form."""
-    return {"name": name, "type": type_, "nullable": True, "metadata": {}}
 
 
 #: The contents of a side row.

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from kspark_server.envelope import HEADERS, SIDE, SIDE_IDENTITY, SideKind
+from kspark_server.envelope import HEADERS, SIDE, SIDE_IDENTITY, SideKind, field
 from kspark_server.lease import Lease, lease_dir
 from kspark_server.spec import SinkSpec, SinksSpec, TopicRef, check_spec
 
@@ -208,19 +208,15 @@ def _columns(schema: StructType) -> list[tuple[str, str]]:
 
 def table_sink_schema(key: DataType, value: DataType) -> StructType:
     """The columns of a table that kspark creates for a sink of these key and value types."""
-    return StructType.fromJson(
-        {
-            "type": "struct",
-            "fields": [
-                {"name": "key", "type": key.jsonValue(), "nullable": True, "metadata": {}},
-                {"name": "value", "type": value.jsonValue(), "nullable": True, "metadata": {}},
-                {"name": "timestamp", "type": "long", "nullable": True, "metadata": {}},
-                {"name": "headers", "type": HEADERS, "nullable": True, "metadata": {}},
-                {"name": "partition", "type": "integer", "nullable": True, "metadata": {}},
-                {"name": "batch_id", "type": "long", "nullable": True, "metadata": {}},
-            ],
-        }
-    )
+    columns = [
+        ("key", key.jsonValue()),
+        ("value", value.jsonValue()),
+        ("timestamp", "long"),
+        ("headers", HEADERS),
+        ("partition", "integer"),
+        ("batch_id", "long"),
+    ]
+    return StructType.fromJson({"type": "struct", "fields": [field(*c) for c in columns]})
 
 
 def table_problem(spark: Any, table: str, expected: StructType | None) -> str | None:
