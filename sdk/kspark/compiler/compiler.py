@@ -62,16 +62,12 @@ def compile_topology(
     return compiler.compile()
 
 
-def resolve_handler(value: Any, base: type, what: str, config: StreamsConfig) -> Any:
-    """An instance of a handler given as an instance or a class, configured."""
+def resolve_handler(value: Any, config: StreamsConfig) -> Any:
+    """An instance of a handler given as an instance or a class (which ``StreamsConfig``
+    has checked to be a handler of its option's kind), configured."""
     if value is None:
         return None
     handler = value() if isinstance(value, type) else value
-    if not callable(getattr(handler, "handle", None)):
-        raise errors.ConfigError(
-            f"{what} must be a {base.__name__} (an instance or a class), got {value!r}",
-            option=what,
-        )
     configure = getattr(handler, "configure", None)
     if callable(configure):
         configure(config)
@@ -87,18 +83,8 @@ class _Compiler:
         self.subtopology_of = {
             node.name: i for i, group in enumerate(topology.subtopologies()) for node in group
         }
-        self.processing_handler = resolve_handler(
-            config.processing_exception_handler,
-            errors.ProcessingExceptionHandler,
-            "processing_exception_handler",
-            config,
-        )
-        self.production_handler = resolve_handler(
-            config.production_exception_handler,
-            errors.ProductionExceptionHandler,
-            "production_exception_handler",
-            config,
-        )
+        self.processing_handler = resolve_handler(config.processing_exception_handler, config)
+        self.production_handler = resolve_handler(config.production_exception_handler, config)
         for handler in (self.processing_handler, self.production_handler):
             if (
                 handler is not None

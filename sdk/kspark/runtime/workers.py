@@ -152,9 +152,7 @@ def requirements() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             continue
         for name, spec in parse_requirements(lines, extras).items():
-            out[name] = (
-                f"{out[name]},{spec}" if out.get(name) and spec else spec or out.get(name, "")
-            )
+            out[name] = _both(out.get(name, ""), spec)
     return out
 
 
