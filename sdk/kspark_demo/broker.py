@@ -30,9 +30,11 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
+
+from kspark.runtime.server import _free_port
 
 ENV_BIN = "KSPARK_TANSU_BIN"
 #: producer settings that keep tansu's latest offsets right (see the module docstring)
@@ -76,13 +78,6 @@ def find_tansu() -> str:
     )
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @dataclass
 class Broker:
     """A running tansu broker."""
@@ -106,22 +101,16 @@ class Broker:
     def stop(self) -> None:
         """Stop the broker's process group: SIGTERM, then SIGKILL after 5 s."""
         if self.process.poll() is None:
-            try:
+            with suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
             try:
                 self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                try:
+                with suppress(ProcessLookupError):
                     os.killpg(self.process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 self.process.wait(timeout=5)
-        try:
+        with suppress(OSError):
             os.unlink(self.log_path)
-        except OSError:
-            pass
 
     def __enter__(self) -> Broker:
         return self
