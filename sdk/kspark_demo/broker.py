@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -34,7 +33,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from kspark.runtime.server import _free_port
+from kspark.runtime.server import accepts_connections, free_port
 
 ENV_BIN = "KSPARK_TANSU_BIN"
 #: producer settings that keep tansu's latest offsets right (see the module docstring)
@@ -130,15 +129,13 @@ def _wait_ready(broker: Broker, timeout: float) -> None:
             raise BrokerUnavailable(
                 f"tansu exited with code {broker.process.returncode}: {broker.log()[-2000:]}"
             )
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.5):
-                break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise BrokerUnavailable(
-                    f"tansu did not open {broker.bootstrap} in {timeout:g} s: {broker.log()[-2000:]}"
-                ) from None
-            time.sleep(0.05)
+        if accepts_connections(host, int(port), 0.5):
+            break
+        if time.monotonic() > deadline:
+            raise BrokerUnavailable(
+                f"tansu did not open {broker.bootstrap} in {timeout:g} s: {broker.log()[-2000:]}"
+            )
+        time.sleep(0.05)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     while True:
         remaining = deadline - time.monotonic()
@@ -165,7 +162,7 @@ def start_broker(timeout: float = 30.0, attempts: int = 3) -> Broker:
     binary = find_tansu()
     last: BrokerUnavailable | None = None
     for _ in range(attempts):  # another process may grab the free port before tansu does
-        port = _free_port()
+        port = free_port()
         url = f"tcp://127.0.0.1:{port}"
         command = [
             binary,

@@ -11,6 +11,7 @@ reporter. The figures come from :mod:`kspark.runtime.metrics`.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -268,10 +269,8 @@ def watch(
             done = bool(query.awaitTermination(wait))
         except BaseException:
             # show the batches before the failure, but never let that hide the failure
-            try:
+            with contextlib.suppress(Exception):
                 _feed(query, reporter, seen)
-            except Exception:
-                pass
             raise
         _feed(query, reporter, seen)
         if done:

@@ -142,7 +142,8 @@ def server_arguments(
     return args
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A free TCP port on loopback (another process may take it before it is used)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -243,7 +244,8 @@ def _track(session: Any, url: str) -> None:
     atexit.register(_drop_orphaned_sessions)
 
 
-def _accepts_connections(host: str, port: int, timeout: float) -> bool:
+def accepts_connections(host: str, port: int, timeout: float) -> bool:
+    """Whether something listens at ``host:port``."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
@@ -267,7 +269,7 @@ def _drop_orphaned_sessions(timeout: float = _EXIT_PROBE_TIMEOUT) -> list[Any]:
     dropped = []
     for session, (host, port) in list(_sessions.items()):
         client = getattr(session, "client", None)
-        if client is None or client.is_closed or _accepts_connections(host, port, timeout):
+        if client is None or client.is_closed or accepts_connections(host, port, timeout):
             continue
         with contextlib.suppress(Exception):
             # no retries for anything still in flight, then close the channel; close()
@@ -322,7 +324,7 @@ def _start_watchdog(server_pid: int) -> subprocess.Popen[bytes]:
 
 def _answers_as_our_server(port: int, token: str, timeout: float) -> bool:
     """Whether a Spark Connect server that accepts ``token`` answers on ``port``: a bare
-    open port may be another program's, which took it after :func:`_free_port`."""
+    open port may be another program's, which took it after :func:`free_port`."""
     import grpc  # type: ignore[import-untyped]  # pyspark's Spark Connect client needs it
     from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
 
@@ -412,7 +414,7 @@ class EmbeddedServer:
         """
         home = spark_home()
         if not (same_port and self.port):
-            self.port = _free_port()
+            self.port = free_port()
         self._workdir = tempfile.mkdtemp(prefix="kspark-server-")
         self.log_path = os.path.join(self._workdir, "server.log")
         env = server_environment(
@@ -462,10 +464,10 @@ class EmbeddedServer:
                     f"{self.log_path}, last lines:\n{tail}",
                     log=self.log_path,
                 )
-            # not just an open port: another process may have taken it since _free_port();
+            # not just an open port: another process may have taken it since free_port();
             # the first request also creates the server's first session, which takes a while
             left = max(deadline - time.monotonic(), 0.5)
-            if _accepts_connections("127.0.0.1", self.port, 0.5) and _answers_as_our_server(
+            if accepts_connections("127.0.0.1", self.port, 0.5) and _answers_as_our_server(
                 self.port, self.token, timeout=min(left, 15.0)
             ):
                 return self

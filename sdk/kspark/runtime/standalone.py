@@ -21,7 +21,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ import attrs
 from kspark.errors import ServerError
 from kspark.runtime.home import kspark_home
 from kspark.runtime.server import (
+    accepts_connections,
     default_server_conf,
     server_arguments,
     server_environment,
@@ -119,12 +119,6 @@ def _alive(pid: int) -> bool:
     with contextlib.suppress(OSError, IndexError), open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     return True
-
-
-def _listening(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
 
 
 def _write_token(directory: str) -> str:
@@ -221,7 +215,7 @@ def start(
     if shutil.which(python) is None:
         raise ServerError(f"--worker-python {python!r} is not an executable", python=python)
     probe_host = "127.0.0.1" if host == "0.0.0.0" else host
-    if _listening(probe_host, port):
+    if accepts_connections(probe_host, port, 0.5):
         raise ServerError(f"port {port} is in use; choose another with --port", port=port)
     home = spark_home()
     os.makedirs(directory, mode=0o700, exist_ok=True)
@@ -279,7 +273,7 @@ def start(
                 f"{_tail(log_dir)}",
                 log=log_dir,
             )
-        if _listening(probe_host, port):
+        if accepts_connections(probe_host, port, 0.5):
             return state
         time.sleep(0.5)
     stop(directory)
