@@ -10,11 +10,11 @@ and bring back only the entries asked for (:mod:`kspark_server.queries`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kspark.errors import StoreError
+from kspark.runtime.stores import _StoreView
 from kspark_server.spec import AggregateSpec
 
 if TYPE_CHECKING:
@@ -34,27 +34,15 @@ V = TypeVar("V")
 MAX_FETCH_WINDOWS = 100_000
 
 
-class _AggregateView(Generic[K, V]):
+class _AggregateView(_StoreView[K, V]):
     def __init__(self, name: str, source: _Source, spec: AggregateSpec) -> None:
-        from kspark_server import codec
-
-        self.name = name
-        self._source = source
+        super().__init__(name, source, spec.input.key, spec.output.value, spec.packed.out)
         self._spec = spec
-        self._kenc = codec.encoder(spec.input.key, "key")
-        dec = codec.decoder(spec.output.value)
-        self._vdec: Any = (lambda v: dec(json.loads(v))) if spec.packed.out else dec
-        self._hashable = codec.hashable
 
     def _key(self, key: K) -> Hashable:
         if key is None:
             raise StoreError(f"store {self.name}: a None key has no aggregate")
-        hk = self._kenc(key)
-        return hk if type(hk) is str else self._hashable(hk)
-
-    def approximate_num_entries(self) -> int:
-        """Entries in the store: keys, or (key, window) pairs of a windowed store."""
-        return self._source.count()
+        return self._hashable(self._kenc(key))  # type: ignore[no-any-return]
 
 
 class ReadOnlyAggregateStore(_AggregateView[K, V]):

@@ -9,13 +9,14 @@ same :class:`kspark_server.versioned.VersionedStore` code wraps the state read b
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable, Iterator
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from kspark.compiler import stages as st
 from kspark.compiler.lower import flat_schema
 from kspark.errors import StoreError
-from kspark_server.spec import AggregateSpec, JoinSpec
+from kspark_server.spec import AggregateSpec, JoinSpec, TypeSpec
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -244,35 +245,35 @@ class _MemorySource(_Source):
                 yield k, (time, v)
 
 
-def _value_decoder(spec: JoinSpec) -> Any:
-    """Table values as the store keeps them (JSON text when packed) to the value type."""
-    import json
+class _StoreView(Generic[K, V]):
+    """What the read-only views of a store share: entries from a :class:`_Source`, keys
+    encoded as the operator stores them, values decoded to their type (from JSON text
+    when ``packed``)."""
 
-    from kspark_server import codec
-
-    dec = codec.decoder(spec.table.value)
-    if spec.packed.tvalue:
-        return lambda v: dec(json.loads(v))
-    return dec
-
-
-class _ReadOnlyStore(Generic[K, V]):
-    """What the two views of a table's store share: keys encoded as the join stores
-    them, values decoded to the table's value type, entries from a :class:`_Source`."""
-
-    def __init__(self, name: str, source: _Source, spec: JoinSpec) -> None:
+    def __init__(
+        self, name: str, source: _Source, key: TypeSpec, value: TypeSpec, packed: bool
+    ) -> None:
         from kspark_server import codec
 
         self.name = name
-        self._retention = spec.history_retention_ms
         self._source = source
-        self._kenc = codec.encoder(spec.table.key, "key")
-        self._vdec = _value_decoder(spec)
+        self._kenc = codec.encoder(key, "key")
+        dec = codec.decoder(value)
+        self._vdec: Any = (lambda v: dec(json.loads(v))) if packed else dec
         self._hashable = codec.hashable
 
     def approximate_num_entries(self) -> int:
-        """Keys with a value (or, in a versioned store, at least one version)."""
+        """Keys with a value (a versioned store's: with a version; a windowed
+        aggregation's: (key, window) pairs)."""
         return self._source.count()
+
+
+class _ReadOnlyStore(_StoreView[K, V]):
+    """What the two views of a table's store share: a join's table keys and values."""
+
+    def __init__(self, name: str, source: _Source, spec: JoinSpec) -> None:
+        super().__init__(name, source, spec.table.key, spec.table.value, spec.packed.tvalue)
+        self._retention = spec.history_retention_ms
 
 
 class ReadOnlyVersionedStore(_ReadOnlyStore[K, V]):
