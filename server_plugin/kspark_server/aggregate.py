@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from kspark_server import codec, stateenc
-from kspark_server.envelope import SideKind
+from kspark_server.envelope import SideKind, side_row
 from kspark_server.spec import AggregateSpec, JsonSpec, PrimSpec
 from kspark_server.tasks import Batch, Emitter, TaskProcessor
 from kspark_server.windows import windows_for
@@ -533,14 +533,8 @@ class AggregateProcessor(TaskProcessor):
             )
 
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
-        return [
-            {
-                "kind": SideKind.STORE_ENTRIES,
-                "processor": self.spec.store,
-                "task": f"{self.guard.subtopology}_{task}",
-                "count": entries,
-            }
-        ]
+        task_id = f"{self.guard.subtopology}_{task}"
+        return [side_row(SideKind.STORE_ENTRIES, self.spec.store, task_id, entries)]
 
 
 def _hashable(key: Any) -> Any:

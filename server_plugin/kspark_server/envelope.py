@@ -39,6 +39,7 @@ __all__ = [
     "envelope_fields",
     "envelope_json",
     "field",
+    "side_row",
     "stored_fields",
     "struct_json",
 ]
@@ -123,6 +124,12 @@ SIDE: dict[str, Any] = {
         field("reason", "string"),
     ],
 }
+
+
+def side_row(kind: SideKind, processor: str, task: str, count: int, **more: Any) -> dict[str, Any]:
+    """A side row (:data:`SIDE`): ``count`` records of ``kind`` at ``processor`` (a store,
+    for a store's gauges) in ``task``, and ``more`` of its fields."""
+    return {"kind": kind, "processor": processor, "task": task, "count": count, **more}
 
 
 #: The fields that identify a side row. Copies of one side row (a stage that Spark ran

@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from kspark_server.envelope import SideKind
+from kspark_server.envelope import SideKind, side_row
 from kspark_server.handlers import (
     Action,
     DeadLetterRecord,
@@ -341,25 +341,25 @@ class Guard:
         pos = (ctx["processor_node_id"], row.get("ks_seq"), row.get("ks_sub"))
         n = self._letters.get(pos, 0)
         self._letters[pos] = n + 1
-        return {
-            "kind": SideKind.DLQ,
-            "processor": ctx["processor_node_id"],
-            "task": ctx["task_id"],
-            "count": 1,
-            "dlq_key": key,
-            "dlq_value": value,
-            "dlq_headers": list(row.get("headers") or []),
-            "exception_class": f"{type(exc).__module__}.{type(exc).__qualname__}",
-            "exception_message": str(exc),
-            "stack_trace": "".join(traceback.format_exception(exc)),
-            "src_topic": ctx["topic"],
-            "src_partition": ctx["partition"],
-            "src_offset": ctx["offset"],
-            "src_timestamp": ctx["timestamp"],
-            "reason": reason,
+        return side_row(
+            SideKind.DLQ,
+            ctx["processor_node_id"],
+            ctx["task_id"],
+            1,
+            dlq_key=key,
+            dlq_value=value,
+            dlq_headers=list(row.get("headers") or []),
+            exception_class=f"{type(exc).__module__}.{type(exc).__qualname__}",
+            exception_message=str(exc),
+            stack_trace="".join(traceback.format_exception(exc)),
+            src_topic=ctx["topic"],
+            src_partition=ctx["partition"],
+            src_offset=ctx["offset"],
+            src_timestamp=ctx["timestamp"],
+            reason=reason,
             # the dead letter's identity: the same on every path that runs this processor
-            "_at": f"{pos[1]}:{pos[2]}:{n}",
-        }
+            _at=f"{pos[1]}:{pos[2]}:{n}",
+        )
 
     def _letter_json(self, row: Any, given: Any, columns: tuple[str, ...]) -> str | None:
         """A dead letter's key or value as JSON text: ``given``, or with None the record's
@@ -388,15 +388,7 @@ class Guard:
         """
         rows = list(self.side)
         for (processor, task, reason), n in sorted(self.dropped.items()):
-            rows.append(
-                {
-                    "kind": SideKind.DROPPED,
-                    "processor": processor,
-                    "task": task,
-                    "count": n,
-                    "reason": reason,
-                }
-            )
+            rows.append(side_row(SideKind.DROPPED, processor, task, n, reason=reason))
         for r in rows:
             at = r.pop("_at", None)
             r["chunk"] = f"{r['processor']}:{chunk}:{r.get('reason')}" + (

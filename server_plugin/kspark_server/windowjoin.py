@@ -36,7 +36,7 @@ import json
 from typing import Any
 
 from kspark_server import codec, stateenc
-from kspark_server.envelope import SideKind
+from kspark_server.envelope import SideKind, side_row
 from kspark_server.localstore import TaskStore
 from kspark_server.spec import WindowJoinSpec
 from kspark_server.tasks import Batch, DictRow, Emitter, TaskProcessor, headers_from_text
@@ -299,21 +299,7 @@ class WindowJoinProcessor(TaskProcessor):
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         late, self.late = self.late, 0
         t = f"{self.guard.subtopology}_{task}"
-        rows = [
-            {
-                "kind": SideKind.STORE_ENTRIES,
-                "processor": self.spec.store,
-                "task": t,
-                "count": entries,
-            }
-        ]
+        rows = [side_row(SideKind.STORE_ENTRIES, self.spec.store, t, entries)]
         if late:
-            rows.append(
-                {
-                    "kind": SideKind.LATE_RECORDS,
-                    "processor": self.processor,
-                    "task": t,
-                    "count": late,
-                }
-            )
+            rows.append(side_row(SideKind.LATE_RECORDS, self.processor, t, late))
         return rows
