@@ -37,26 +37,19 @@ OPERATOR = "kspark task operator (transformWithStateInPandas, per-task state)"
 @attrs.frozen(kw_only=True)
 class TimeWindowsDef:
     """Tumbling (``advance_ms == size_ms``) or hopping time windows, with a grace period
-    for out-of-order records."""
+    for out-of-order records. ``kspark.TimeWindows`` makes them, and checks that each
+    duration is positive (the grace period: not negative)."""
 
     size_ms: int
     advance_ms: int
     grace_ms: int
 
     def __attrs_post_init__(self) -> None:
-        if self.size_ms <= 0:
-            raise InvalidArgumentError(
-                f"a window size must be positive, got {self.size_ms} ms", parameter="size"
-            )
         if not 0 < self.advance_ms <= self.size_ms:
             raise InvalidArgumentError(
                 f"a window advance must be positive and at most the size ({self.size_ms} ms), "
                 f"got {self.advance_ms} ms",
                 parameter="advance",
-            )
-        if self.grace_ms < 0:
-            raise InvalidArgumentError(
-                f"a grace period must not be negative, got {self.grace_ms} ms", parameter="grace"
             )
 
     @property
@@ -67,20 +60,12 @@ class TimeWindowsDef:
 
 @attrs.frozen(kw_only=True)
 class SessionWindowsDef:
-    """Session windows: a key's records less than ``gap_ms`` apart share a session."""
+    """Session windows: a key's records less than ``gap_ms`` apart share a session.
+    ``kspark.SessionWindows`` makes them, and checks the gap (positive) and the grace
+    period (not negative)."""
 
     gap_ms: int
     grace_ms: int
-
-    def __attrs_post_init__(self) -> None:
-        if self.gap_ms <= 0:
-            raise InvalidArgumentError(
-                f"an inactivity gap must be positive, got {self.gap_ms} ms", parameter="gap"
-            )
-        if self.grace_ms < 0:
-            raise InvalidArgumentError(
-                f"a grace period must not be negative, got {self.grace_ms} ms", parameter="grace"
-            )
 
 
 _LONG = Primitive(py=int, spark="long")
