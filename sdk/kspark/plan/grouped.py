@@ -86,7 +86,8 @@ def windowed_type(key: TypeDesc) -> Record:
 class Aggregate(_Unary):
     """``count``, ``reduce(reducer)`` or ``aggregate(initializer, aggregator)`` of the
     records grouped by key, into a table; per time window when ``windows`` is set (the
-    table's key is then ``Windowed``)."""
+    table's key is then ``Windowed``). The grouped streams of :mod:`kspark.dsl.grouped`
+    give each ``op`` its functions (the operator's spec checks them again)."""
 
     changes_value: ClassVar[bool] = True
 
@@ -106,25 +107,6 @@ class Aggregate(_Unary):
     #: a table made by an aggregation keeps the latest value per key
     versioned: ClassVar[bool] = False
     history_retention_ms: ClassVar[int] = 0
-
-    def __attrs_post_init__(self) -> None:
-        if self.op not in ("count", "reduce", "aggregate"):
-            raise InvalidTopologyError(f"{self.name}: unknown aggregation {self.op!r}")
-        if (self.op == "reduce") != (self.reducer is not None) or (self.op == "aggregate") != (
-            self.initializer is not None and self.aggregator is not None
-        ):
-            raise InvalidTopologyError(
-                f"{self.name}: reduce takes a reducer, aggregate an initializer and an "
-                "aggregator, count neither",
-                processor=self.name,
-            )
-        if (isinstance(self.windows, SessionWindowsDef) and self.op == "aggregate") != (
-            self.merger is not None
-        ):
-            raise InvalidTopologyError(
-                f"{self.name}: a session-windowed aggregate takes a merger, nothing else does",
-                processor=self.name,
-            )
 
     def stores(self) -> tuple[str, ...]:
         return (self.store_name,)

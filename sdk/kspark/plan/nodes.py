@@ -562,14 +562,6 @@ class MapValues(_Unary):
     with_key: bool = False
     vectorized: bool = False
 
-    def __attrs_post_init__(self) -> None:
-        if self.vectorized and self.with_key:
-            raise InvalidArgumentError(
-                f"{self.name}: a vectorized mapper takes the values only, not the keys",
-                processor=self.name,
-                parameter="mapper",
-            )
-
 
 @attrs.frozen(kw_only=True)
 class FlatMap(_Unary):
@@ -612,12 +604,6 @@ class Branch(_Unary):
     index: int
     #: the split's processor name, which a failing predicate is reported under
     split: str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if not 0 <= self.index <= len(self.predicates):
-            raise InvalidTopologyError(
-                f"branch index {self.index} out of range", processor=self.name
-            )
 
 
 @attrs.frozen(kw_only=True)
@@ -731,14 +717,10 @@ class StreamStreamJoin(Node):
     store_name: str
 
     def __attrs_post_init__(self) -> None:
+        # the windows are checked by kspark.JoinWindows, which makes them
         if self.mode not in ("inner", "left", "outer"):
             raise InvalidTopologyError(
                 f"{self.name}: unknown stream-stream join mode {self.mode!r}", processor=self.name
-            )
-        if self.before_ms + self.after_ms < 0 or self.grace_ms < 0:
-            raise InvalidTopologyError(
-                f"{self.name}: a join window needs before + after >= 0 and grace >= 0",
-                processor=self.name,
             )
 
     @property
