@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -33,7 +32,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from kspark.runtime.server import accepts_connections, free_port
+from kspark.runtime.server import accepts_connections, free_port, stop_process_group
 
 ENV_BIN = "KSPARK_TANSU_BIN"
 #: producer settings that keep tansu's latest offsets right (see the module docstring)
@@ -99,15 +98,7 @@ class Broker:
 
     def stop(self) -> None:
         """Stop the broker's process group: SIGTERM, then SIGKILL after 5 s."""
-        if self.process.poll() is None:
-            with suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                with suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=5)
+        stop_process_group(self.process, 5)
         with suppress(OSError):
             os.unlink(self.log_path)
 

@@ -502,15 +502,7 @@ class EmbeddedServer:
             watchdog.wait(10)
         if proc is None:
             return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        stop_process_group(proc, timeout)
         if self._workdir and not keep_files:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
@@ -523,6 +515,21 @@ class EmbeddedServer:
 
     def session(self) -> Any:
         return _remote_session(self.url)
+
+
+def stop_process_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM to the process group ``proc`` leads, then SIGKILL if ``proc`` has not ended
+    after ``timeout`` seconds."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
 
 
 def embedded_server() -> EmbeddedServer:
