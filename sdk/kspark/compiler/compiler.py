@@ -584,12 +584,8 @@ class _Compiler:
     def _aggregate(self, node: Aggregate, *, suppress: bool) -> _Pending:
         stream = self.stage_of(node.parent, node)
         key_type = stream.key_type
-        if node.op == "count":
-            out_value: TypeDesc = _known(node.value_type)
-        elif node.op == "reduce":
-            out_value = stream.value_type
-        else:
-            out_value = _known(node.value_type)
+        # a reduction's values keep their type; a count's and an aggregate's are the node's
+        out_value = stream.value_type if node.op == "reduce" else _known(node.value_type)
         windows = node.windows
         w = windows if isinstance(windows, TimeWindowsDef) else None
         sw = windows if isinstance(windows, SessionWindowsDef) else None
@@ -686,11 +682,11 @@ def kafka_record_limit(topic: n.TopicSpec) -> int:
     ... )
     2048
     """
-    limit = KAFKA_MAX_MESSAGE_BYTES
     opts = topic.option_dict()
     # message.max.bytes for librdkafka (kspark's own client), max.request.size for the Java
     # producer of Spark's Kafka connector: the smaller one given wins
     given = [o for o in ("kafka.message.max.bytes", "kafka.max.request.size") if o in opts]
+    limits = []
     for option in given:
         raw = opts[option]
         try:
@@ -702,8 +698,8 @@ def kafka_record_limit(topic: n.TopicSpec) -> int:
                 f"topic {topic.name!r}: {option} must be a positive number of bytes, not {raw!r}",
                 option=option,
             )
-        limit = value if option == given[0] else min(limit, value)
-    return limit
+        limits.append(value)
+    return min(limits, default=KAFKA_MAX_MESSAGE_BYTES)
 
 
 def _known(tp: TypeDesc | None) -> TypeDesc:
