@@ -39,11 +39,11 @@ from kspark.dsl.options import (
     Repartitioned,
     to_ms,
 )
-from kspark.errors import InvalidArgumentError, InvalidTopologyError, TypeMappingError
+from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan import nodes as n
 from kspark.plan.grouped import Aggregate, Suppress
 from kspark.plan.topology import Topology
-from kspark.plan.types import DYNAMIC, TypeDesc, describe_type
+from kspark.plan.types import TypeDesc
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -331,7 +331,7 @@ def _source_type(tp: Any, topic: n.TopicSpec | None, processor: str, what: str) 
     schema = getattr(topic, what) if topic is not None else None
     if tp is None and schema is not None:
         return schema  # type: ignore[no-any-return]
-    return _declared(tp, processor, what)
+    return _infer.resolve(tp, None, processor, what)
 
 
 def _topic_arg(topic: object) -> tuple[str, n.TopicSpec | None]:
@@ -363,16 +363,6 @@ def _after(parent: n.Node, cls: Callable[..., N], name: str, seq: int, **fields:
     types are ``parent``'s unless ``fields`` say otherwise."""
     types = {"key_type": parent.key_type, "value_type": parent.value_type}
     return cls(name=name, seq=seq, parent=parent, **types | fields)
-
-
-def _declared(tp: Any, processor: str, what: str) -> TypeDesc:
-    """The declared type ``tp``; dynamic (any JSON-compatible value) when None."""
-    if tp is None:
-        return DYNAMIC
-    try:
-        return describe_type(tp)
-    except TypeMappingError as exc:
-        raise TypeMappingError(f"{processor}: {what}: {exc.message}", processor=processor) from exc
 
 
 class KStream(Generic[K, V]):
