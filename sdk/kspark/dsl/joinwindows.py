@@ -27,18 +27,12 @@ from kspark.errors import InvalidArgumentError
 __all__ = ["JoinWindows", "StreamJoined"]
 
 
-def _duration(value: object, what: str) -> timedelta:
-    if not isinstance(value, timedelta):
-        raise InvalidArgumentError(
-            f"{what} must be a datetime.timedelta, got {type(value).__name__}", parameter=what
-        )
-    return value
-
-
-def _ms(d: timedelta) -> int:
+def _ms(d: object) -> int:
     # before and after may be negative (an asymmetric window that lies wholly on one side);
-    # to_ms refuses negatives, so it checks the magnitude
-    return -to_ms(-d, "time difference") if d < timedelta(0) else to_ms(d, "time difference")
+    # to_ms refuses negatives (and what is no timedelta), so it checks the magnitude
+    if isinstance(d, timedelta) and d < timedelta(0):
+        return -to_ms(-d, "time_difference")
+    return to_ms(d, "time_difference")
 
 
 @attrs.frozen(kw_only=True)
@@ -155,7 +149,7 @@ class JoinWindows:
         >>> JoinWindows.of_time_difference_with_no_grace(timedelta(seconds=10)).before(timedelta(0))
         JoinWindows(before=0:00:00, after=0:00:10, grace=0:00:00)
         """
-        d = _ms(_duration(time_difference, "time_difference"))
+        d = _ms(time_difference)
         return attrs.evolve(self, before_ms=d)
 
     def after(self, time_difference: timedelta) -> JoinWindows:
@@ -179,7 +173,7 @@ class JoinWindows:
         >>> JoinWindows.of_time_difference_with_no_grace(timedelta(seconds=10)).after(timedelta(0))
         JoinWindows(before=0:00:10, after=0:00:00, grace=0:00:00)
         """
-        d = _ms(_duration(time_difference, "time_difference"))
+        d = _ms(time_difference)
         return attrs.evolve(self, after_ms=d)
 
     @property

@@ -94,7 +94,7 @@ def optional_name(what: str) -> Any:
     return attrs.field(default=None, validator=lambda _i, _a, v: _valid_name(v, what))
 
 
-def to_ms(d: timedelta, what: str, *, allow_zero: bool = True) -> int:
+def to_ms(d: object, what: str, *, allow_zero: bool = True) -> int:
     """A non-negative :class:`~datetime.timedelta` in whole milliseconds."""
     if not isinstance(d, timedelta):
         raise InvalidArgumentError(
