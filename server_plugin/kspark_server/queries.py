@@ -27,18 +27,22 @@ ENTRY_SCHEMA = "scalars binary, key binary, entry binary"
 COUNT_SCHEMA = "entries long"
 
 
-def shares(frames: Iterator[pd.DataFrame]) -> Iterator[tuple[dict[str, Any], dict[bytes, bytes]]]:
-    """The (scalars, encoded pairs) of each row's share of its task."""
+def chunks(frames: Iterator[pd.DataFrame]) -> Iterator[tuple[bytes, bool, list[bytes]]]:
+    """Each row's chunk (a format-5 row: its task's whole base), whether it is its task's
+    chunk 0, and its task's log."""
     for frame in frames:
         n = len(frame)
         logs = frame["log"].tolist() if "log" in frame else [None] * n
         firsts = frame["first"].tolist() if "first" in frame else [True] * n
         for blob, first, log in zip(frame["blob"].tolist(), firsts, logs, strict=True):
             if blob is not None:
-                yield taskstate.share(blob, bool(first), [] if log is None else list(log))
+                yield blob, bool(first), [] if log is None else list(log)
 
 
-_tasks = shares
+def shares(frames: Iterator[pd.DataFrame]) -> Iterator[tuple[dict[str, Any], dict[bytes, bytes]]]:
+    """The (scalars, encoded pairs) of each row's share of its task."""
+    for blob, first, log in chunks(frames):
+        yield taskstate.share(blob, first, log)
 
 
 def lookup(keys: list[bytes]) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
@@ -47,7 +51,7 @@ def lookup(keys: list[bytes]) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.
 
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         rows: list[tuple[bytes, bytes, bytes]] = []
-        for s, pairs in _tasks(frames):
+        for s, pairs in shares(frames):
             packed = stateenc.pack(s)
             rows.extend((packed, k, pairs[k]) for k in wanted if k in pairs)
         yield pd.DataFrame(rows, columns=["scalars", "key", "entry"])
@@ -59,7 +63,7 @@ def scan() -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
     """Every entry, with its task's scalars."""
 
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for s, pairs in _tasks(frames):
+        for s, pairs in shares(frames):
             packed = stateenc.pack(s)
             yield pd.DataFrame(
                 [(packed, k, e) for k, e in pairs.items()], columns=["scalars", "key", "entry"]
@@ -72,6 +76,6 @@ def count() -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
     """The number of entries of each task."""
 
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        yield pd.DataFrame({"entries": [len(pairs) for _, pairs in _tasks(frames)]}, dtype="int64")
+        yield pd.DataFrame({"entries": [len(pairs) for _, pairs in shares(frames)]}, dtype="int64")
 
     return run

@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from kspark_server import placement, stateenc, taskstate
+from kspark_server import placement, queries, stateenc, taskstate
 
 #: Column layout of :func:`split_states`' output: per part chunk its new task, the chunk,
 #: its entries and checksum; per share of an old task (``ks_task`` -1 for a task's first
@@ -188,44 +188,35 @@ def split_states(
     ``log``: see :mod:`kspark_server.queries`), one old task's chunk at a time."""
 
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for frame in frames:
-            rows: list[tuple[int, bytes | None, int, int, int, int]] = []
-            n = len(frame)
-            logs = frame["log"].tolist() if "log" in frame else [None] * n
-            firsts = frame["first"].tolist() if "first" in frame else [True] * n
-            for blob, first, log in zip(frame["blob"].tolist(), firsts, logs, strict=True):
-                if blob is None:
-                    continue
-                changes = [] if log is None else list(log)
-                if stateenc.is_frame(blob):
-                    st = taskstate.from_pairs(
-                        kind, versioned, *taskstate.share(blob, bool(first), changes)
-                    )
-                else:  # a pickled state (formats 3 and 4): one value per task
-                    st = taskstate.materialize(kind, versioned, blob, changes, allow_pickle=True)
-                rows.append(
-                    (
-                        -1 if first else OLD_SHARE,
-                        None,
-                        0,
-                        entries(kind, versioned, st),
-                        0,
-                        checksum(kind, versioned, st),
-                    )
+        for blob, first, log in queries.chunks(frames):
+            if stateenc.is_frame(blob):
+                st = taskstate.from_pairs(kind, versioned, *taskstate.share(blob, first, log))
+            else:  # a pickled state (formats 3 and 4): one value per task
+                st = taskstate.materialize(kind, versioned, blob, log, allow_pickle=True)
+            rows: list[tuple[int, bytes | None, int, int, int, int]] = [
+                (
+                    -1 if first else OLD_SHARE,
+                    None,
+                    0,
+                    entries(kind, versioned, st),
+                    0,
+                    checksum(kind, versioned, st),
                 )
-                for task, p in split(kind, versioned, st, m).items():
-                    # a part in chunks (with the task's entries and checksum on its first)
-                    for i, chunk in enumerate(taskstate.base_chunks(kind, versioned, p)):
-                        rows.append(
-                            (
-                                task,
-                                chunk,
-                                entries(kind, versioned, p) if i == 0 else 0,
-                                0,
-                                checksum(kind, versioned, p) if i == 0 else 0,
-                                0,
-                            )
+            ]
+            for task, p in split(kind, versioned, st, m).items():
+                # a part in chunks (with the task's entries and checksum on its first)
+                for i, chunk in enumerate(taskstate.base_chunks(kind, versioned, p)):
+                    rows.append(
+                        (
+                            task,
+                            chunk,
+                            entries(kind, versioned, p) if i == 0 else 0,
+                            0,
+                            checksum(kind, versioned, p) if i == 0 else 0,
+                            0,
                         )
+                    )
+            # one frame per chunk read: no more than a chunk's share of a task at a time
             yield pd.DataFrame(
                 rows,
                 columns=["ks_task", "part", "entries", "old_entries", "checksum", "old_checksum"],
