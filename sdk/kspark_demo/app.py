@@ -142,15 +142,15 @@ def demo_config(data_dir: str, num_partitions: int = 4, kafka: str | None = None
     topic is the Kafka topic of its name; otherwise the generated feeds in ``data_dir``
     (one JSON document per line, key and timestamp among its fields) and, through
     ``data_dir``, ``converted`` and ``totals`` as JSON lines in ``<data_dir>/<name>``."""
+    config = StreamsConfig(
+        application_id="kspark-demo",
+        checkpoint_dir=os.path.join(data_dir, "checkpoint"),
+        num_partitions=num_partitions,
+        deserialization_exception_handler=DeadLetterQueueDeserializationExceptionHandler,
+    )
     if kafka is not None:
-        return StreamsConfig(
-            application_id="kspark-demo",
-            checkpoint_dir=os.path.join(data_dir, "checkpoint"),
-            num_partitions=num_partitions,
-            deserialization_exception_handler=DeadLetterQueueDeserializationExceptionHandler,
-            dead_letter_queue_topic=Topic.kafka("dlq", bootstrap_servers=kafka),
-            bootstrap_servers=kafka,
-        )
+        dlq = Topic.kafka("dlq", bootstrap_servers=kafka)
+        return config.with_(dead_letter_queue_topic=dlq, bootstrap_servers=kafka)
     feeds = {
         name: Topic.jsonl(
             name,
@@ -161,15 +161,8 @@ def demo_config(data_dir: str, num_partitions: int = 4, kafka: str | None = None
         )
         for name, key_field in (("rates", "currency"), ("payments", "account"))
     }
-    return StreamsConfig(
-        application_id="kspark-demo",
-        checkpoint_dir=os.path.join(data_dir, "checkpoint"),
-        num_partitions=num_partitions,
-        deserialization_exception_handler=DeadLetterQueueDeserializationExceptionHandler,
-        dead_letter_queue_topic=Topic.parquet("dlq", os.path.join(data_dir, "out", "dlq")),
-        topics=feeds,
-        data_dir=data_dir,
-    )
+    dlq = Topic.parquet("dlq", os.path.join(data_dir, "out", "dlq"))
+    return config.with_(dead_letter_queue_topic=dlq, topics=feeds, data_dir=data_dir)
 
 
 def generate(data_dir: str, n_payments: int = 2000, seed: int = 7, part: int = 0) -> dict[str, Any]:
@@ -181,9 +174,8 @@ def generate(data_dir: str, n_payments: int = 2000, seed: int = 7, part: int = 0
     rates = []
     for c in CURRENCIES:
         level = BASE_RATES[c]
-        for minute in range(
-            -10, 60, 10
-        ):  # a new rate every 10 minutes, from before the first payment
+        # a new rate every 10 minutes, from before the first payment
+        for minute in range(-10, 60, 10):
             level *= 1 + rng.uniform(-0.03, 0.03)
             rates.append(Rate(c, round(level, 6), start + minute * 60_000))
     payments: list[Payment] = []
@@ -206,13 +198,8 @@ def generate(data_dir: str, n_payments: int = 2000, seed: int = 7, part: int = 0
         shown = dataclasses.replace(p, ts=p.ts - rng.randrange(delay)) if rng.random() < 0.1 else p
         lines.append(json.dumps(dataclasses.asdict(shown)))
         if rng.random() < 0.08:  # a retransmission seconds later
-            lines.append(
-                json.dumps(
-                    dataclasses.asdict(
-                        dataclasses.replace(shown, ts=shown.ts + rng.randrange(30_000))
-                    )
-                )
-            )
+            again = dataclasses.replace(shown, ts=shown.ts + rng.randrange(30_000))
+            lines.append(json.dumps(dataclasses.asdict(again)))
             duplicates += 1
     malformed = [
         '{"payment_id": "bad-1", "amount": "twelve"',
