@@ -123,16 +123,9 @@ def _produce_part(bootstrap: str, data_dir: str, part: int) -> None:
                 out.append((key, line.encode(), None, None, ts))
         return out
 
-    produce(
-        bootstrap,
-        "rates",
-        records(os.path.join(data_dir, "rates", f"rates-{part:03d}.jsonl"), "currency"),
-    )
-    produce(
-        bootstrap,
-        "payments",
-        records(os.path.join(data_dir, "payments", f"payments-{part:03d}.jsonl"), "account"),
-    )
+    for topic, key_field in (("rates", "currency"), ("payments", "account")):
+        path = os.path.join(data_dir, topic, f"{topic}-{part:03d}.jsonl")
+        produce(bootstrap, topic, records(path, key_field))
 
 
 def _run(
@@ -175,19 +168,7 @@ def _run(
             ],
             columns=["currency", "start", "value"],
         )
-        dead_rows = consume_all(bootstrap, "dlq")
-        dead = pd.DataFrame(
-            [
-                {
-                    "offset": dict(r["headers"] or []).get("__streams.errors.offset", b"").decode(),
-                    "value": (r["value"] or b"").decode(errors="replace"),
-                    "exception_class": dict(r["headers"] or [])
-                    .get("__streams.errors.exception", b"")
-                    .decode(),
-                }
-                for r in dead_rows
-            ]
-        )
+        dead = pd.DataFrame([_dead_letter(r) for r in consume_all(bootstrap, "dlq")])
     else:
         converted = (
             spark.read.json(os.path.join(data_dir, "converted"))
@@ -270,6 +251,16 @@ def _run(
     w.write(f"\ndone in {time.perf_counter() - t0:.1f}s\n")
     w.flush()
     return summary
+
+
+def _dead_letter(r: dict[str, Any]) -> dict[str, Any]:
+    """A dead letter read from Kafka, its error in its headers (KIP-1034)."""
+    headers = dict(r["headers"] or [])
+    return {
+        "offset": headers.get("__streams.errors.offset", b"").decode(),
+        "value": (r["value"] or b"").decode(errors="replace"),
+        "exception_class": headers.get("__streams.errors.exception", b"").decode(),
+    }
 
 
 def _total_row(key: dict[str, Any], value: Any) -> dict[str, Any]:
