@@ -31,6 +31,7 @@ rescaled.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Literal
 
 from kspark.errors import ConfigError
@@ -88,14 +89,10 @@ def spark_sink_blocker(output: st.Output, generation: Generation) -> str | None:
     return None
 
 
-def _has_log(spark: Any, topic: TopicRef) -> bool:
+def _has(spark: Any, topic: TopicRef, name: str) -> bool:
+    """Whether file topic ``topic``'s folder holds ``name`` (a glob)."""
     assert topic.path is not None
-    return _exists(spark, f"{topic.path.rstrip('/')}/{SPARK_LOG}")
-
-
-def _has_batch_folders(spark: Any, topic: TopicRef) -> bool:
-    assert topic.path is not None
-    return _exists(spark, f"{topic.path.rstrip('/')}/batch_id=*")
+    return _exists(spark, f"{topic.path.rstrip('/')}/{name}")
 
 
 def choose(
@@ -126,7 +123,7 @@ def choose(
     topics = file_topics(output)
     if wanted == "spark" or (wanted == "auto" and blocker is None and not stateful):
         topic = topics[0]
-        if not _has_batch_folders(spark, topic):
+        if not _has(spark, topic, "batch_id=*"):
             return "spark"
         if wanted == "spark":
             raise ConfigError(
@@ -137,7 +134,7 @@ def choose(
                 option="file_sink",
             )
     for topic in topics:
-        if _has_log(spark, topic):
+        if _has(spark, topic, SPARK_LOG):
             raise ConfigError(
                 f"app {app}: topic {topic.name} ({topic.path}) was written by Spark's file "
                 f"sink (it has a {SPARK_LOG} log), and Spark's readers would not see the "
@@ -157,10 +154,7 @@ def spark_writer(df: Any, output: st.Output) -> Any:
     spec = output.writer_spec
     topic = spec.sinks[0].topic
     assert topic.path is not None
-    parts = [sink_rows(df, s) for s in spec.sinks]
-    rows = parts[0]
-    for p in parts[1:]:
-        rows = rows.unionByName(p)
+    rows = functools.reduce(lambda a, b: a.unionByName(b), [sink_rows(df, s) for s in spec.sinks])
     # records leave in the order each partition processed them: Spark cannot sort a
     # stream, and the batch-folder writer's sort is only a normalisation of that order;
     # a topic that must be read in that order (the test driver's) keeps the sort columns
