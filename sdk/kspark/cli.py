@@ -201,19 +201,17 @@ def main(argv: list[str] | None = None) -> int:
     desc.add_argument("--format", choices=["text", "mermaid", "dot"], default="text")
     run = sub.add_parser("run", help="run a topology until caught up")
     run.add_argument("topology", help="module:attr")
-    run.add_argument("--remote", help="sc://host:port (default: embedded server)")
-    run.add_argument(
-        "--config", help="a JSON or TOML file of StreamsConfig options (handlers by name)"
-    )
-    run.add_argument("--app-id", default="kspark-app")
     resc = sub.add_parser(
         "rescale", help="move a stopped app's state to a new number of partitions"
     )
     resc.add_argument("--app", required=True, help="module:attr of the app's topology")
     resc.add_argument("--partitions", type=int, required=True, help="the new num_partitions")
-    resc.add_argument("--remote", help="sc://host:port (default: embedded server)")
-    resc.add_argument("--config", help="a JSON or TOML file of StreamsConfig options")
-    resc.add_argument("--app-id", default="kspark-app")
+    for p in (run, resc):
+        p.add_argument("--remote", help="sc://host:port (default: embedded server)")
+        p.add_argument(
+            "--config", help="a JSON or TOML file of StreamsConfig options (handlers by name)"
+        )
+        p.add_argument("--app-id", default="kspark-app")
     submit = sub.add_parser(
         "submit", help="start a topology on a remote Spark Connect server and leave it running"
     )
