@@ -35,6 +35,7 @@ import attrs
 
 from kspark.errors import TypeMappingError
 from kspark_server import codec
+from kspark_server.envelope import field
 from kspark_server.spec import JsonSpec, ListSpec, MapSpec, PrimSpec, RecordSpec, TypeSpec
 
 __all__ = [
@@ -135,10 +136,7 @@ class Record:
     def spark_json(self) -> Any:
         return {
             "type": "struct",
-            "fields": [
-                {"name": f.name, "type": f.type.spark_json(), "nullable": True, "metadata": {}}
-                for f in self.fields
-            ],
+            "fields": [field(f.name, f.type.spark_json()) for f in self.fields],
         }
 
     def spec(self) -> TypeSpec:
@@ -236,7 +234,7 @@ def _describe_record(cls: type) -> Record:
     try:
         # the operators rebuild records through __init__: refuse a class they cannot
         # rebuild now, not on the server at its first record
-        codec.init_args(cls)
+        names = list(codec.init_args(cls))  # every field, in order
     except codec.UnsupportedRecordError as exc:
         raise TypeMappingError(
             f"{exc}. kspark decodes a record by calling its __init__ with its fields",
@@ -249,11 +247,6 @@ def _describe_record(cls: type) -> Record:
         raise TypeMappingError(
             f"cannot resolve the field types of {cls.__qualname__}: {exc}", type=cls.__qualname__
         ) from exc
-    names: list[str]
-    if dataclasses.is_dataclass(cls):
-        names = [f.name for f in dataclasses.fields(cls)]
-    else:
-        names = [a.name for a in attrs.fields(cls)]
     fields = []
     for name in names:
         ftype, nullable = _strip_optional(hints[name])
