@@ -14,29 +14,9 @@ Examples
 from __future__ import annotations
 
 import kspark._deps  # noqa: F401  (first: names the install command if pyspark is missing)
+from kspark import dsl
 from kspark.config import StreamsConfig
-from kspark.dsl import (
-    Branched,
-    BranchedKStream,
-    BufferConfig,
-    Deduplicated,
-    Grouped,
-    Joined,
-    JoinWindows,
-    KGroupedStream,
-    KStream,
-    KTable,
-    Materialized,
-    Named,
-    Repartitioned,
-    SessionWindowedKStream,
-    SessionWindows,
-    StreamJoined,
-    StreamsBuilder,
-    Suppressed,
-    TimeWindowedKStream,
-    TimeWindows,
-)
+from kspark.dsl import *  # noqa: F403  (the DSL: its __all__)
 from kspark.plan.nodes import Topic
 from kspark.plan.topology import Topology
 from kspark.runtime.app import State, StreamsApp
@@ -46,29 +26,10 @@ from kspark_server.windows import Window, Windowed
 __version__ = "0.1.0"
 
 __all__ = [
-    "Branched",
-    "BranchedKStream",
-    "BufferConfig",
-    "Deduplicated",
-    "Grouped",
-    "JoinWindows",
-    "Joined",
-    "KGroupedStream",
-    "KStream",
-    "KTable",
-    "Materialized",
-    "Named",
-    "Repartitioned",
-    "SessionWindowedKStream",
-    "SessionWindows",
+    *dsl.__all__,
     "State",
-    "StreamJoined",
     "StreamsApp",
-    "StreamsBuilder",
     "StreamsConfig",
-    "Suppressed",
-    "TimeWindowedKStream",
-    "TimeWindows",
     "Topic",
     "Topology",
     "Window",
