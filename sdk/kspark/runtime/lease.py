@@ -10,7 +10,6 @@ clock, so this works against a remote server as well as the embedded one.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any
@@ -86,18 +85,11 @@ class RescaleLock:
     def _write(self, state: str) -> None:
         from pyspark.sql import functions as F
 
-        doc = json.dumps({"id": self.id, "state": state})
+        # stamped with the server's clock, which the lock's readers compare it with
+        now = F.unix_millis(F.current_timestamp()).alias("at_ms")
         (
-            self.spark.createDataFrame([(doc,)], "value string")
-            .select(
-                F.to_json(
-                    F.struct(
-                        F.get_json_object("value", "$.id").alias("id"),
-                        F.get_json_object("value", "$.state").alias("state"),
-                        F.unix_millis(F.current_timestamp()).alias("at_ms"),
-                    )
-                ).alias("value")
-            )
+            self.spark.createDataFrame([(self.id, state)], "id string, state string")
+            .select(F.to_json(F.struct("id", "state", now)).alias("value"))
             .coalesce(1)
             .write.mode("overwrite")
             .text(f"{self.folder}/{self.id}")
