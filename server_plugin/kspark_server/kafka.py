@@ -259,21 +259,16 @@ class _SourceConfig:
         )
 
     def consumer_conf(self) -> dict[str, Any]:
-        conf: dict[str, Any] = {
+        return {
             # librdkafka wants a group id; the source never joins the group or commits to it
             "group.id": "kspark-kafka-source",
             "isolation.level": "read_uncommitted",
+            **self.client,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
         }
-        conf.update(self.client)
-        conf.update(
-            {
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "enable.partition.eof": True,
-                "auto.offset.reset": "error",
-            }
-        )
-        return conf
 
 
 # ---------------------------------------------------------------------------------------------
@@ -959,9 +954,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         _check_sink_schema(schema, self._default_topic)
 
     def _producer_conf(self) -> dict[str, Any]:
-        conf: dict[str, Any] = {"enable.idempotence": True, "partitioner": "murmur2_random"}
-        conf.update(self._client)
-        return conf
+        return {"enable.idempotence": True, "partitioner": "murmur2_random", **self._client}
 
     def write(self, iterator: Iterator[Any]) -> KafkaWriterCommitMessage:
         from confluent_kafka import Producer
