@@ -69,24 +69,22 @@ def server_environment(*, home: str, python: str, token: str, workdir: str) -> d
     """The environment of a Spark Connect server that kspark starts (embedded or with
     ``kspark server start``): this process's, without its Spark Connect and ``PYTHONPATH``
     settings, so that the workers see only what ``python`` has."""
-    env = {
+    inherited = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith("SPARK_CONNECT") and k not in ("SPARK_REMOTE", "PYTHONPATH")
     }
-    env.update(
-        {
-            "SPARK_HOME": home,
-            "PYSPARK_PYTHON": python,
-            "PYSPARK_DRIVER_PYTHON": python,
-            # in the environment, not on the command line, where ps would show it
-            "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
-            # the stateful operators' executor-local stores (kspark_server.localstore):
-            # caches of the checkpoint's state, gone with the server
-            "KSPARK_LOCAL_STATE_DIR": os.path.join(workdir, "local-state"),
-        }
-    )
-    return env
+    return {
+        **inherited,
+        "SPARK_HOME": home,
+        "PYSPARK_PYTHON": python,
+        "PYSPARK_DRIVER_PYTHON": python,
+        # in the environment, not on the command line, where ps would show it
+        "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
+        # the stateful operators' executor-local stores (kspark_server.localstore):
+        # caches of the checkpoint's state, gone with the server
+        "KSPARK_LOCAL_STATE_DIR": os.path.join(workdir, "local-state"),
+    }
 
 
 def server_arguments(

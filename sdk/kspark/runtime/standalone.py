@@ -143,16 +143,13 @@ def _pid_file(directory: str) -> str:
 
 
 def _script_env(directory: str, home: str, python: str, token: str) -> dict[str, str]:
-    env = server_environment(home=home, python=python, token=token, workdir=directory)
-    env.update(
-        {
-            # spark-daemon.sh keeps its pid file and log here, not in /tmp and SPARK_HOME
-            "SPARK_PID_DIR": directory,
-            "SPARK_LOG_DIR": os.path.join(directory, "logs"),
-            "SPARK_IDENT_STRING": _ident(),
-        }
-    )
-    return env
+    return {
+        **server_environment(home=home, python=python, token=token, workdir=directory),
+        # spark-daemon.sh keeps its pid file and log here, not in /tmp and SPARK_HOME
+        "SPARK_PID_DIR": directory,
+        "SPARK_LOG_DIR": os.path.join(directory, "logs"),
+        "SPARK_IDENT_STRING": _ident(),
+    }
 
 
 def status(directory: str | None = None) -> ServerState | None:
