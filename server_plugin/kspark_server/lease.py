@@ -17,11 +17,14 @@ file systems the check falls back to the caller's own session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import threading
 import time
+
+from kspark_server.paths import normalize_path
 
 __all__ = ["FRESH_MS", "HEARTBEAT_SECONDS", "Lease", "lease_dir", "local_path"]
 
@@ -47,13 +50,8 @@ def local_path(path: str) -> str | None:
     >>> local_path("file:///tmp/x"), local_path("/tmp/x"), local_path("hdfs://nn/x")
     ('/tmp/x', '/tmp/x', None)
     """
-    if path.startswith("file://"):
-        return path[len("file://") :]
-    if path.startswith("file:"):
-        return path[len("file:") :]
-    if "://" in path:
-        return None
-    return path
+    normal = normalize_path(path)
+    return None if "://" in normal else normal
 
 
 class Lease:
@@ -91,7 +89,6 @@ class Lease:
     def _beat(self) -> None:
         while True:
             time.sleep(HEARTBEAT_SECONDS)
-            try:
+            # a failed renewal: the next micro-batch renews it, or it expires (never fail)
+            with contextlib.suppress(OSError):
                 self.renew()
-            except OSError:
-                pass  # the next micro-batch renews it, or it expires: never fail the app
