@@ -86,11 +86,8 @@ class _Compiler:
         self.processing_handler = resolve_handler(config.processing_exception_handler, config)
         self.production_handler = resolve_handler(config.production_exception_handler, config)
         for handler in (self.processing_handler, self.production_handler):
-            if (
-                handler is not None
-                and _needs_dlq(handler)
-                and config.dead_letter_queue_topic is None
-            ):
+            writes = getattr(handler, "writes_dead_letters", False)  # False for None
+            if writes and config.dead_letter_queue_topic is None:
                 raise errors.ConfigError(
                     f"{type(handler).__name__} writes dead-letter records; set "
                     "StreamsConfig(dead_letter_queue_topic=Topic...)",
@@ -108,23 +105,18 @@ class _Compiler:
                 self.visit(node)
         parts = []
         sink_specs = []
+        partitions = self.config.num_partitions
         for i, sink in enumerate(self.topology.sinks):
             topic = _bound(sink)
             stage = self.sink_stage(sink, topic)
             parts.append(st.SinkPart(index=i, processor=sink.name, topic=topic, stage=stage))
-            sink_specs.append(
-                sp.SinkSpec(
-                    index=i,
-                    topic=_topic_ref(topic),
-                    num_partitions=self.config.num_partitions,
-                )
-            )
+            ref = _topic_ref(topic)
+            sink_specs.append(sp.SinkSpec(index=i, topic=ref, num_partitions=partitions))
         dlq = self.config.dead_letter_queue_topic
-        _check_destinations(parts, _topic_ref(dlq) if dlq is not None else None)
+        dlq_ref = _topic_ref(dlq) if dlq is not None else None
+        _check_destinations(parts, dlq_ref)
         writer = sp.SinksSpec(
-            sinks=tuple(sink_specs),
-            dlq=_topic_ref(dlq) if dlq is not None else None,
-            kafka_client=self.config.kafka_client,
+            sinks=tuple(sink_specs), dlq=dlq_ref, kafka_client=self.config.kafka_client
         )
         return st.Output(
             sinks=tuple(parts),
@@ -656,10 +648,6 @@ def _deserialization_mode(config: StreamsConfig) -> str:
             option="dead_letter_queue_topic",
         )
     return modes[cls]
-
-
-def _needs_dlq(handler: Any) -> bool:
-    return bool(getattr(handler, "writes_dead_letters", False))
 
 
 #: librdkafka's default ``message.max.bytes``, the limit of a Kafka sink that sets none.
