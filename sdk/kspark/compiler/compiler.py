@@ -185,9 +185,7 @@ class _Compiler:
         p = self.visit(sink.parent)
         typed = self.typed_sink(sink, p)
         if typed is not None:
-            p = attrs.evolve(
-                p, base=typed, steps=(), key_type=typed.key_type, value_type=typed.value_type
-            )
+            p = self._start(typed, sink)  # the sink's own sub-topology: its parent's
         if topic.format != "kafka":
             return self.flush(p)
         limit = sp.RecordLimit(
