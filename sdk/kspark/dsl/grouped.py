@@ -286,16 +286,14 @@ class Suppressed:
         return attrs.evolve(self, name=name)
 
 
-def _store(
-    builder: StreamsBuilder, materialized: Materialized | None, prefix: str, processor: str
-) -> str:
+def _store(builder: StreamsBuilder, materialized: Materialized | None, prefix: str) -> str:
     if materialized is not None and not isinstance(materialized, Materialized):
         raise InvalidArgumentError(
             f"materialized must be a Materialized, got {materialized!r}", parameter="materialized"
         )
     if materialized is not None and materialized.versioned:
         raise InvalidArgumentError(
-            f"{processor}: an aggregation's table keeps its latest value per key; "
+            f"{prefix}: an aggregation's table keeps its latest value per key; "
             "Materialized.as_versioned is not supported here, use Materialized.as_(name)",
             parameter="materialized",
         )
@@ -338,7 +336,7 @@ class _Aggregating(Generic[K, V, KT]):
         from kspark.dsl.streams import KTable
 
         # Kafka Streams names the store before the processor
-        store = _store(self._builder, materialized, prefix, prefix)
+        store = _store(self._builder, materialized, prefix)
         name, seq = self._builder._next(prefix, named)
         for what, fn in fns.items():
             _infer.check_callable(fn, what, name)
