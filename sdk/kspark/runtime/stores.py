@@ -98,20 +98,19 @@ def _state_reader(spark: Any, op: int, var: str) -> Any:
     return spark.read.format("statestore").option("operatorId", op).option("stateVarName", var)
 
 
-def _task_logs(
-    spark: Any, checkpoint: str, op: int, name: str, batch: int | None = None
-) -> dict[int, list[bytes]]:
-    """Each task's log of changes (state format 4), oldest first; empty for a checkpoint
-    written before logs existed."""
+def _log_reader(spark: Any, op: int, name: str) -> Any:
+    """Spark's state reader of store ``name``'s log, each task's list of changes whole."""
     from kspark_server import taskstate
 
-    reader = _state_reader(spark, op, taskstate.log_name(name)).option(
-        "flattenCollectionTypes", "false"
-    )
-    if batch is not None:
-        reader = reader.option("batchId", batch)
+    reader = _state_reader(spark, op, taskstate.log_name(name))
+    return reader.option("flattenCollectionTypes", "false")
+
+
+def _task_logs(spark: Any, checkpoint: str, op: int, name: str) -> dict[int, list[bytes]]:
+    """Each task's log of changes (state format 4), oldest first; empty for a checkpoint
+    written before logs existed."""
     try:
-        rows = reader.load(checkpoint).select("key", "list_value").collect()
+        rows = _log_reader(spark, op, name).load(checkpoint).select("key", "list_value").collect()
     except Exception as exc:
         if no_log(exc, name):
             return {}
@@ -139,13 +138,10 @@ def task_frame(spark: Any, checkpoint: str, op: int, name: str) -> Any:
     the server with Spark's state reader (:mod:`kspark_server.queries`)."""
     from pyspark.sql import functions as F
 
-    from kspark_server import taskstate
-
     base = _base_rows(spark, checkpoint, op, name).withColumn("first", F.col("chunk") == 0)
     try:
         log = (
-            _state_reader(spark, op, taskstate.log_name(name))
-            .option("flattenCollectionTypes", "false")
+            _log_reader(spark, op, name)
             .load(checkpoint)
             .select("key", F.col("list_value.blob").alias("log"))
         )
