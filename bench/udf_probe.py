@@ -98,6 +98,27 @@ def main() -> None:
         return F.arrow_udf(fn, rtype)
 
     map_u = chain_udf(map_spec, "long", False)
+
+    def all_udf(spec: Any, names: list[str]) -> Any:
+        cache: list[Any] = []
+
+        def fn(*arrays: pa.Array) -> pa.Array:
+            n = len(arrays[0])
+            cols = dict(zip(names, arrays))
+            cols.setdefault("ks_side", pa.nulls(n, pa.string()))
+            cols.setdefault("ks_sub", pa.array([0] * n, pa.int64()))
+            batch = pa.RecordBatch.from_pydict(cols)
+            if not cache:
+                cache.append(make_chain(spec))
+            return list(cache[0]([batch]))[0].column("value")
+
+        return F.arrow_udf(fn, "long")
+
+    ALL = ["key", "value", "timestamp", "headers", "topic", "partition", "offset", "ks_seq", "ks_sub", "ks_side"]
+    LONGS = ["key", "value", "timestamp", "partition", "offset", "ks_seq", "ks_sub", "ks_side"]
+    all_u, longs_u = all_udf(map_spec, ALL), all_udf(map_spec, LONGS)
+    TOPIC, HDR = LONGS + ["topic"], LONGS + ["headers"]
+    topic_u, hdr_u = all_udf(map_spec, TOPIC), all_udf(map_spec, HDR)
     filter_u = chain_udf(filter_spec, "boolean", True)
 
     def noop(df: Any) -> None:
@@ -108,6 +129,10 @@ def main() -> None:
         "sql map (envelope)": lambda: noop(env_df(src).withColumn("value", F.col("value.value") * 2)),
         "mapInArrow chain map": lambda: noop(env_df(src).mapInArrow(make_chain(map_spec), out_schema(map_spec))),
         "arrow_udf chain map": lambda: noop(env_df(src).withColumn("value", map_u("key", "value", "ks_seq"))),
+        "arrow_udf all cols map": lambda: noop(env_df(src).withColumn("value", all_u(*ALL))),
+        "arrow_udf no hdr/topic map": lambda: noop(env_df(src).withColumn("value", longs_u(*LONGS))),
+        "arrow_udf +topic map": lambda: noop(env_df(src).withColumn("value", topic_u(*TOPIC))),
+        "arrow_udf +headers map": lambda: noop(env_df(src).withColumn("value", hdr_u(*HDR))),
         "sql filter (envelope)": lambda: noop(env_df(src).where(F.col("value.value") % 2 == 0)),
         "mapInArrow chain filter": lambda: noop(env_df(src).mapInArrow(make_chain(filter_spec), out_schema(filter_spec))),
         "arrow_udf chain filter": lambda: noop(env_df(src).where(filter_u("key", "value", "ks_seq"))),
