@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import _common as common
 
+import kspark_server
 from kspark import StreamsBuilder, StreamsConfig, Topic
 from kspark.compiler import stages
 from kspark.compiler.compiler import compile_topology
@@ -70,6 +71,8 @@ def main() -> None:
 
     cloudpickle.register_pickle_by_value(common)  # the workers import no bench module
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    # as StreamsApp does: the workers run this tree's kspark_server, not the installed one
+    cloudpickle.register_pickle_by_value(kspark_server)
     logging.disable(logging.WARNING)
     headers = StructType.fromJson(
         {"type": "struct", "fields": [envelope.field("h", envelope.HEADERS)]}

@@ -1087,10 +1087,12 @@ def _chain_udf(
         keep = at.is_valid() if at is not None else pa.array(np.ones(n, bool))
         if pos is not None:
             keep = pc.or_(keep, is_side)
-        sides: list[list[str] | None] = [None] * n
+        texts = pa.list_(pa.string())
+        sides = pa.nulls(n, texts)
         if (guard.side or guard.dropped) and n:
-            sides[0] = [handling.side_json(r) for r in guard.side_rows(_chunk(batch))]
-        cols += [keep, pa.array(sides, pa.list_(pa.string()))]
+            new = [handling.side_json(r) for r in guard.side_rows(_chunk(batch))]
+            sides = pa.array([new] + [None] * (n - 1), texts)
+        cols += [keep, sides]
         return pa.StructArray.from_arrays(cols, names=[*outputs, "keep", "sides"])
 
     return udf
