@@ -17,7 +17,6 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.envelopes import udf_chain
 
 from kspark import StreamsBuilder, StreamsConfig, Topic
 from kspark.compiler import stages
@@ -31,7 +30,7 @@ from kspark.errors import (
 )
 from kspark.plan.types import describe_type
 from kspark_server import codec, envelope
-from kspark_server.chain import arrow_schema, make_chain, make_record_chain, udf_outputs
+from kspark_server.chain import arrow_schema, make_chain, make_record_chain
 from kspark_server.handling import ProcessingFailed
 from kspark_server.spec import ChainSpec
 
@@ -100,8 +99,6 @@ def _run(
 def _same(spec: ChainSpec, batch: pa.RecordBatch) -> list[dict[str, Any]]:
     columnar = _run(make_chain, spec, batch)
     assert columnar == _run(make_record_chain, spec, batch)
-    if udf_outputs(spec) is not None:  # and the chain as Spark runs it, a scalar Arrow UDF
-        assert columnar == _run(udf_chain, spec, batch)
     return columnar[0]
 
 

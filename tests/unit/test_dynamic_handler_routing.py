@@ -14,7 +14,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from support.envelopes import compiled_chain
 
 from kspark import Materialized, StreamsBuilder, StreamsConfig, Topic
 from kspark.bindings import bind_topology
@@ -34,7 +33,6 @@ from kspark_server.spec import ChainSpec, JsonSpec, PrimSpec
 MAKERS: dict[str, Callable[[ChainSpec], Callable[[Any], Iterator[pa.RecordBatch]]]] = {
     "columnar": make_chain,
     "record-by-record": make_record_chain,
-    "as compiled": compiled_chain,  # a scalar Arrow UDF where the chain has one
 }
 
 

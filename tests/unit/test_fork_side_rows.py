@@ -4,8 +4,7 @@ Each path below a fork runs the steps before it in its own chain (docs/concepts.
 record that fails there fails on every path. The side rows each path makes for it must be
 identical, so that the writer keeps one dead letter and the observed metrics count one
 drop (the writer keeps one side row per ``SIDE_IDENTITY``; the observation keeps a set).
-The chains run here in-process, on the batches Spark would hand each path, each as the
-compiler runs it (a flat map's as a ``mapInArrow``, the others as scalar Arrow UDFs).
+The chains run here in-process, on the batches Spark would hand each path.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from collections import Counter
 from typing import Any
 
 import pyarrow as pa
-from support.envelopes import compiled_chain, envelope_batch
+from support.envelopes import envelope_batch
 
 from kspark import StreamsBuilder, StreamsConfig, Topic
 from kspark.compiler import stages
@@ -24,6 +23,7 @@ from kspark.errors import (
     DeadLetterQueueProcessingExceptionHandler,
     LogAndContinueProcessingExceptionHandler,
 )
+from kspark_server.chain import make_chain
 from kspark_server.envelope import SIDE_IDENTITY
 
 
@@ -64,7 +64,7 @@ def _side_rows(handler: Any) -> list[dict[str, Any]]:
     side = []
     for part in parts:
         assert isinstance(part.stage, stages.Chain)
-        for out in compiled_chain(part.stage.spec)(iter(batches)):
+        for out in make_chain(part.stage.spec)(iter(batches)):
             side.extend(json.loads(s) for s in out.column("ks_side").to_pylist() if s)
     return side
 
@@ -109,7 +109,7 @@ def test_a_failing_split_predicate_is_the_splits_failure_once_per_record() -> No
     side = []
     for part in compile_topology(b.build(), config).sinks:
         assert isinstance(part.stage, stages.Chain)
-        for out in compiled_chain(part.stage.spec)(iter([_batch([1, 0, 5, 0])])):
+        for out in make_chain(part.stage.spec)(iter([_batch([1, 0, 5, 0])])):
             side.extend(json.loads(x) for x in out.column("ks_side").to_pylist() if x)
     assert len(side) == 2 * 3
     (proc,) = {x["processor"] for x in side}

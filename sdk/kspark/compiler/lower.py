@@ -16,9 +16,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    ArrayType,
     BinaryType,
-    BooleanType,
     DataType,
     IntegerType,
     LongType,
@@ -37,7 +35,6 @@ from kspark_server.paths import normalize_path, normalized_path_column
 
 if TYPE_CHECKING:
     from kspark.runtime.checkpoints import Resume
-    from kspark_server.spec import ChainSpec
 
 __all__ = ["INPUT_METRICS_PREFIX", "SIDE_METRICS", "build_dataframe", "writer_function"]
 
@@ -806,14 +803,16 @@ def build_dataframe(
 ) -> DataFrame:
     """The app's streaming DataFrame: the union of every sink's records and side rows,
     tagged by ``ks_sink``, with the side rows' metrics observed."""
-    from kspark_server.chain import make_id_stage
+    from kspark_server.chain import make_chain, make_id_stage
 
     def lower(stage: st.Stage, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:
         df: DataFrame
         if isinstance(stage, st.Read):
             df = _read(stage, spark, resume)
         elif isinstance(stage, st.Chain):
-            df = chain(df_of(stage.input), stage.spec)
+            df = df_of(stage.input).mapInArrow(
+                make_chain(stage.spec), _schema(stage.spec.output_schema)
+            )
         elif isinstance(stage, st.SqlFilter):
             df = sql_filter(df_of(stage.input), stage)
         elif isinstance(stage, st.IdStage):
@@ -863,51 +862,6 @@ def build_dataframe(
             )
         ).alias("side"),
         F.count(F.when(F.col("ks_side").isNull(), 1)).alias("records"),
-    )
-
-
-def chain(df: DataFrame, spec: ChainSpec) -> DataFrame:
-    """A chain of stateless steps over ``df``. One that keeps at most one record per input
-    record runs as a scalar Arrow UDF (:func:`kspark_server.chain.make_chain_udf`): Spark
-    ships the envelope to Python and keeps it, and only the changed key and value, a
-    keep flag and the new side rows come back (docs/performance.md). Other chains run as a
-    ``mapInArrow`` over the whole envelope."""
-    from pyspark.sql.pandas.functions import arrow_udf
-
-    from kspark_server.chain import UDF_INPUT, make_chain, make_chain_udf, udf_outputs
-
-    schema = _schema(spec.output_schema)
-    outputs = udf_outputs(spec)
-    if outputs is None:
-        return df.mapInArrow(make_chain(spec), schema)
-    texts = ArrayType(StringType())
-    rtype = StructType(
-        [schema[n] for n in outputs]
-        + [StructField("keep", BooleanType()), StructField("sides", texts)]
-    )
-    # empty headers (every file topic's) cross as nulls, which cost less; the same to handlers
-    args = [F.when(F.size(c) > 0, F.col(c)) if c == "headers" else F.col(c) for c in UDF_INPUT]
-    # nondeterministic: Spark must not run it twice (user functions may have side effects)
-    make_udf: Any = arrow_udf  # its overloads do not cover a function of any arity
-    run = make_udf(make_chain_udf(spec), rtype).asNondeterministic()
-    # a row per record kept (a null) and per new side row (its JSON)
-    rows = F.concat(
-        F.when(F.col("ks_r.keep"), F.array(F.lit(None).cast("string"))).otherwise(
-            F.array().cast(texts)
-        ),
-        F.coalesce(F.col("ks_r.sides"), F.array().cast(texts)),
-    )
-    out = df.select(*UDF_INPUT, run(*args).alias("ks_r")).select(
-        "*", F.explode(rows).alias("ks_new")
-    )
-    record = F.col("ks_new").isNull()
-    return out.select(
-        *[
-            F.when(record, F.col(f"ks_r.{c}" if c in outputs else c)).alias(c)
-            for c in schema.names
-            if c != "ks_side"
-        ],
-        F.coalesce(F.col("ks_new"), F.col("ks_side")).alias("ks_side"),
     )
 
 

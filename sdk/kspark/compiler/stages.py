@@ -48,7 +48,7 @@ class Read(Stage):
 
 @attrs.frozen(kw_only=True, eq=False)
 class Chain(Stage):
-    """A fused run of stateless steps: one Python pass (a scalar Arrow UDF or a ``mapInArrow``)."""
+    """A fused run of stateless steps: one ``mapInArrow`` pass."""
 
     input: Stage
     spec: ChainSpec
