@@ -26,7 +26,6 @@ rescale can move entries to ``pmod(hash, M)`` without knowing the key's Spark ty
 from __future__ import annotations
 
 import base64
-import heapq
 import json
 import os
 import uuid
@@ -87,44 +86,35 @@ def _ints(table: pa.Table, name: str, fill: int) -> np.ndarray[Any, Any]:
 def order(frame: pa.Table | pd.DataFrame) -> np.ndarray[Any, Any]:
     """Positions of ``frame``'s rows in processing order: offset order within each
     (topic, partition); head-timestamp order across them, a table's head before a
-    stream's at equal timestamps."""
+    stream's at equal timestamps.
+
+    The merge by head is done in numpy: a queue's record goes out once it is the queue's
+    head and the smallest head, so it goes out with the largest merge key of the records
+    before it in its queue (the key that held it back). Sorting by that running maximum
+    (then by position in the queue) gives the merge's order without a per-record heap.
+    """
     table = as_table(frame)
+    n = table.num_rows
     seq = _ints(table, "ks_seq", 0)
     sub = _ints(table, "ks_sub", 0)
     topics = table.column("topic").combine_chunks().dictionary_encode()
     topic_code = np.asarray(pc.fill_null(topics.indices, -1).to_numpy(), dtype="int64")
     part = _ints(table, "partition", -1)
     queue = pd.factorize(topic_code * (1 << 32) + part, use_na_sentinel=False)[0]
-    if table.num_rows == 0 or int(queue.max()) == 0:
+    if n == 0 or int(queue.max()) == 0:
         return np.lexsort((sub, seq))
     ts = _ints(table, "timestamp", 0)
     # at equal timestamps, a table update goes before a stream record (0 before 1): the join
     # then sees the version valid from that time, as an as-of lookup (validFrom <= t) does
     side = 1 - _ints(table, "ks_jside", 0)
+    by_key = np.lexsort((queue, sub, seq, side, ts))
+    rank = np.empty(n, dtype="int64")
+    rank[by_key] = np.arange(n, dtype="int64")
     by_queue = np.lexsort((sub, seq, queue))
-    q_sorted, ts_sorted = queue[by_queue], ts[by_queue]
-    same = q_sorted[1:] == q_sorted[:-1]
-    if not np.any(same & (ts_sorted[1:] < ts_sorted[:-1])):
-        # every queue's timestamps rise in offset order (the usual case): the merge by head
-        # timestamp is then a sort by (timestamp, position, queue), done in numpy
-        return np.lexsort((queue, sub, seq, side, ts))
-    lists = []
-    heads: list[tuple[int, int, int, int, int, int]] = []
-    for q in range(int(queue.max()) + 1):
-        pos = np.flatnonzero(queue == q)
-        pos = pos[np.lexsort((sub[pos], seq[pos]))].tolist()
-        lists.append(pos)
-        p = pos[0]
-        heads.append((int(ts[p]), int(side[p]), int(seq[p]), int(sub[p]), q, 0))
-    heapq.heapify(heads)
-    out: list[int] = []
-    while heads:
-        _, _, _, _, q, j = heapq.heappop(heads)
-        out.append(lists[q][j])
-        if j + 1 < len(lists[q]):
-            p = lists[q][j + 1]
-            heapq.heappush(heads, (int(ts[p]), int(side[p]), int(seq[p]), int(sub[p]), q, j + 1))
-    return np.asarray(out, dtype="int64")
+    q = queue[by_queue].astype("int64") * n
+    # the running maximum restarts at each queue: later queues' ranks are offset above
+    held = np.maximum.accumulate(rank[by_queue] + q) - q
+    return by_queue[np.lexsort((np.arange(n), held))]
 
 
 def headers_from_text(text: Any) -> list[dict[str, Any]]:
