@@ -771,9 +771,10 @@ class JoinProcessor(TaskProcessor):
         self.versioned = s.versioned
         self.retention = s.history_retention_ms
         self.grace = s.grace_ms
-        self.skdec = codec.decoder(s.stream.key)
-        self.svdec = codec.decoder(s.stream.value)
-        self.tvdec = codec.decoder(s.table.value)
+        # the batch's cells are plain Python (parsed JSON text, Arrow's to_pylist)
+        self.skdec = codec.decoder(s.stream.key, plain=True)
+        self.svdec = codec.decoder(s.stream.value, plain=True)
+        self.tvdec = codec.decoder(s.table.value, plain=True)
         self.venc = codec.encoder(s.output.value, "value")
         self.joiner = s.joiner
         self.with_key = s.joiner_with_key
