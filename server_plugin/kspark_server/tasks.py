@@ -26,6 +26,7 @@ rescale can move entries to ``pmod(hash, M)`` without knowing the key's Spark ty
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import os
 import uuid
@@ -254,6 +255,89 @@ def interleave(tables: list[tuple[list[int], pa.Table]]) -> pa.Table:
     where = np.concatenate([np.asarray(p, dtype="int64") for p, _ in tables])
     both = pa.concat_tables([t for _, t in tables])
     return both.take(pa.array(np.argsort(where, kind="stable")))
+
+
+def _runs(codes: np.ndarray[Any, Any]) -> list[tuple[int, int, int]]:
+    """(value, start, end) of each run of equal values in ``codes``."""
+    if not len(codes):
+        return []
+    starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
+    ends = np.append(starts[1:], len(codes))
+    return list(zip(codes[starts].tolist(), starts.tolist(), ends.tolist(), strict=True))
+
+
+def _last_per_time(tss: list[int], vals: list[Any], into: Any) -> Any:
+    """``into``'s lists set to the versions ``tss``/``vals`` (times not falling), the last
+    of equal times kept (a second put at a time replaces the first); ``into`` returned."""
+    if any(a == b for a, b in itertools.pairwise(tss)):
+        keep = [j for j in range(len(tss)) if j + 1 == len(tss) or tss[j + 1] != tss[j]]
+        tss, vals = [tss[j] for j in keep], [vals[j] for j in keep]
+    if into[0] is not tss:
+        into[0][:] = tss
+        into[1][:] = vals
+    return into
+
+
+def asof_lookup(
+    p_code: np.ndarray[Any, Any],
+    p_pos: np.ndarray[Any, Any],
+    p_ts: np.ndarray[Any, Any],
+    p_val: list[Any],
+    loaded: list[tuple[int, Any]],
+    q_code: np.ndarray[Any, Any],
+    q_pos: np.ndarray[Any, Any],
+    q_ts: np.ndarray[Any, Any],
+) -> list[Any]:
+    """Each stream record's table value as of its time, for a whole batch at once.
+
+    A stream record ``(q_code, q_pos, q_ts)`` (key code, position in processing order,
+    time) sees the loaded versions (``loaded``: ``(code, [timestamps, values])``, by
+    code) and the batch's versions put before it: ``p_*``, sorted by code and, within a
+    code, by position and (the caller checks) time. Its value is the version with the
+    largest time ``<= q_ts``; at equal times the batch's (a later put replaces an
+    earlier one). None: no version, or a tombstone.
+    """
+    nq = len(q_code)
+    if not nq:
+        return []
+
+    def last_at_or_before(codes: np.ndarray[Any, Any], times: np.ndarray[Any, Any]) -> Any:
+        # for each stream record, the index of the last entry (sorted by code, time) of its
+        # code with a time <= its own; -1 where there is none
+        both_code = np.concatenate((codes, q_code))
+        kind = np.concatenate((np.zeros(len(codes), bool), np.ones(nq, bool)))
+        order = np.lexsort((kind, np.concatenate((times, q_ts)), both_code))
+        before = np.cumsum(~kind[order]) - 1
+        idx = np.empty(nq, dtype="int64")
+        idx[order[kind[order]] - len(codes)] = before[kind[order]]
+        first = np.searchsorted(codes, q_code, side="left")
+        return np.where(idx >= first, idx, -1)
+
+    # the batch's versions: the last put before the record in processing order, and the
+    # last with a time <= its own; times rise with position within a code, so the earlier
+    # of the two is the newest version it can see
+    by_ts = last_at_or_before(p_code, p_ts)
+    width = int(max(p_pos.max(initial=0), q_pos.max(initial=0))) + 1
+    by_pos = np.searchsorted(p_code * width + p_pos, q_code * width + q_pos, side="left") - 1
+    first = np.searchsorted(p_code, q_code, side="left")
+    b = np.minimum(by_ts, np.where(by_pos >= first, by_pos, -1))
+    l_code: list[int] = []
+    l_ts: list[int] = []
+    l_val: list[Any] = []
+    for c, (tss, vals) in loaded:
+        l_code.extend([c] * len(tss))
+        l_ts.extend(tss)
+        l_val.extend(vals)
+    lc, lt = np.asarray(l_code, dtype="int64"), np.asarray(l_ts, dtype="int64")
+    li = last_at_or_before(lc, lt) if len(lc) else np.full(nq, -1)
+    bt = np.where(b >= 0, p_ts[np.maximum(b, 0)], 0) if len(p_ts) else np.zeros(nq, "int64")
+    lt_at = np.where(li >= 0, lt[np.maximum(li, 0)], 0) if len(lt) else np.zeros(nq, "int64")
+    # a batch version at the same time as a loaded one replaced it
+    use_b = ((b >= 0) & ((li < 0) | (bt >= lt_at))).tolist()
+    return [
+        p_val[i] if u else (l_val[j] if j >= 0 else None)
+        for u, i, j in zip(use_b, b.tolist(), li.tolist(), strict=True)
+    ]
 
 
 class Batch:
@@ -827,6 +911,9 @@ class JoinProcessor(TaskProcessor):
         jside = batch.col("ks_jside")
         values = batch.col("value")
         tvalues = batch.col("ks_tvalue")
+        if self.versioned and not self.grace:
+            if self._process_asof(st, batch, task, out, jside, values, tvalues):
+                return
         keys, tss, hashes = batch.keys, batch.ts, batch.hashes
         store = self.store(st) if self.versioned else None
         table = st["table"]
@@ -916,6 +1003,147 @@ class JoinProcessor(TaskProcessor):
         elif len(khash) > len(table):
             for hk in [hk for hk in khash if hk not in table]:
                 del khash[hk]
+
+    def _process_asof(
+        self,
+        st: Any,
+        batch: Batch,
+        task: int,
+        out: Emitter,
+        jside: list[Any],
+        values: list[Any],
+        tvalues: list[Any],
+    ) -> bool:
+        """:meth:`process` for a versioned table without grace, columnar: every stream
+        record's table value is found at once (:func:`asof_lookup`), then the joiner runs
+        over the stream records in order, then the batch's versions go into the state.
+
+        Returns False, having changed nothing, for a batch this does not cover (a table
+        update without a key or older than the history retention, or one key's updates
+        out of time order): :meth:`process` then takes it record by record."""
+        n = batch.n
+        side = np.asarray(jside, dtype="int64") == 1
+        ts = np.asarray(batch.ts, dtype="int64")
+        hashable, keys = codec.hashable, batch.keys
+        hks = [k if type(k) is str or k is None else hashable(k) for k in keys]
+        puts = np.flatnonzero(side)
+        loaded_time = st["table"]["time"]
+        lowest = np.iinfo(np.int64).min
+        # the store's observed stream time after each record (table updates move it)
+        time = np.maximum.accumulate(np.where(side, ts, lowest))
+        if loaded_time is not None:
+            time = np.maximum(time, int(loaded_time))
+        known = time > lowest
+        bound = np.where(known, time, 0) - self.retention
+        if any(hks[i] is None for i in puts.tolist()) or np.any(
+            known[puts] & (ts[puts] < bound[puts])
+        ):
+            return False
+        codes_of: dict[Any, int] = {}
+        code = np.fromiter(
+            (-1 if k is None else codes_of.setdefault(k, len(codes_of)) for k in hks),
+            dtype="int64",
+            count=n,
+        )
+        # the batch's versions, by key, in processing order: their times must rise
+        p = puts[np.argsort(code[puts], kind="stable")]
+        p_code, p_ts = code[p], ts[p]
+        if np.any((p_code[1:] == p_code[:-1]) & (p_ts[1:] < p_ts[:-1])):
+            return False
+        plain = codec.plain if self.store_plain else _identity
+        p_val = [None if tvalues[i] is None else plain(tvalues[i]) for i in p.tolist()]
+        data = st["table"]["data"]
+        names = list(codes_of)
+        loaded = [(c, data[k]) for c, k in enumerate(names) if data.get(k)]
+        q = np.flatnonzero(~side & (code >= 0))
+        found = asof_lookup(p_code, p, p_ts, p_val, loaded, code[q], q, ts[q])
+        tv_at: list[Any] = [None] * n
+        for i, tv in zip(q.tolist(), found, strict=True):
+            tv_at[i] = tv
+        too_old = (known & (ts < bound)).tolist()
+        stream = np.flatnonzero(~side).tolist()
+        self._join_stream(batch, task, out, stream, values, tv_at, too_old)
+        # the batch's versions into the state, as VersionedStore.put leaves them
+        for c, a, b in _runs(p_code):
+            k = names[c]
+            new_ts, new_val = p_ts[a:b].tolist(), p_val[a:b]
+            old = data.get(k)
+            if old is None:
+                data[k] = _last_per_time(new_ts, new_val, ([], []))
+            elif not old[0] or old[0][-1] < new_ts[0]:
+                old[0].extend(new_ts)
+                old[1].extend(new_val)
+                _last_per_time(old[0], old[1], old)
+            else:
+                merged = dict(zip(old[0], old[1], strict=True))
+                merged.update(zip(new_ts, new_val, strict=True))
+                old[0][:] = sorted(merged)
+                old[1][:] = [merged[t] for t in old[0]]
+        if len(puts):
+            top = int(ts[puts].max())
+            st["table"]["time"] = top if loaded_time is None else max(top, int(loaded_time))
+            khash: dict[Any, int] = st["hash"]
+            hashes = batch.hashes
+            khash.update((hks[i], hashes[i]) for i in puts.tolist())
+            self.touched.update(hks[i] for i in puts.tolist())
+        top_ts = int(ts.max())
+        old_st = st["stream_time"]
+        st["stream_time"] = top_ts if old_st is None else max(top_ts, old_st)
+        store = self.store(st)
+        store.expire(self.touched)
+        khash = st["hash"]
+        if len(khash) > len(data):
+            for hk in [hk for hk in khash if hk not in data]:
+                del khash[hk]
+        return True
+
+    def _join_stream(
+        self,
+        batch: Batch,
+        task: int,
+        out: Emitter,
+        stream: list[int],
+        values: list[Any],
+        tv_at: list[Any],
+        too_old: list[bool],
+    ) -> None:
+        """The joiner over the stream records ``stream`` (positions, in order), each with
+        its table value ``tv_at[i]``; ``too_old[i]``: older than the history retention."""
+        keys = batch.keys
+        left, joiner, with_key = self.left, self.joiner, self.with_key
+        skdec, svdec, tvdec, venc, pack = (
+            self.skdec,
+            self.svdec,
+            self.tvdec,
+            self.venc,
+            self.pack_out,
+        )
+        unpack_value, unpack_table = self.unpack_value, self.unpack_table
+        for i in stream:
+            key, value = keys[i], values[i]
+            if value is None or (key is None and not left):
+                self._drop(task, "null-value" if value is None else "null-key", batch, i)
+                continue
+            tv = tv_at[i]
+            if tv is None and not left:
+                if too_old[i]:
+                    self._drop(task, "expired-stream-record", batch, i)
+                continue
+            origin = "KEY"
+            try:  # a class's constructor or validator may refuse a stored value
+                k = skdec(key)
+                origin = "VALUE"
+                v = svdec(unpack_value(value))
+                t = None if tv is None else tvdec(unpack_table(tv))
+            except Exception as exc:
+                self.guard.decode_failed(self.processor, batch.row(i), exc, origin)
+                continue
+            try:
+                res = pack(venc(joiner(k, v, t) if with_key else joiner(v, t)))
+            except Exception as exc:
+                self.guard.on_error(self.processor, (k, v), batch.row(i), exc)
+                continue
+            out.take(i, res)
 
     def _flush(self, st: Any, store: VersionedStore | None, out: Emitter, task: int) -> None:
         limit = st["stream_time"] - self.grace
