@@ -26,7 +26,6 @@ rescale can move entries to ``pmod(hash, M)`` without knowing the key's Spark ty
 from __future__ import annotations
 
 import base64
-import itertools
 import json
 import os
 import uuid
@@ -266,16 +265,25 @@ def _runs(codes: np.ndarray[Any, Any]) -> list[tuple[int, int, int]]:
     return list(zip(codes[starts].tolist(), starts.tolist(), ends.tolist(), strict=True))
 
 
-def _last_per_time(tss: list[int], vals: list[Any], into: Any) -> Any:
-    """``into``'s lists set to the versions ``tss``/``vals`` (times not falling), the last
-    of equal times kept (a second put at a time replaces the first); ``into`` returned."""
-    if any(a == b for a, b in itertools.pairwise(tss)):
-        keep = [j for j in range(len(tss)) if j + 1 == len(tss) or tss[j + 1] != tss[j]]
-        tss, vals = [tss[j] for j in keep], [vals[j] for j in keep]
-    if into[0] is not tss:
-        into[0][:] = tss
-        into[1][:] = vals
-    return into
+def _key_codes(column: pa.ChunkedArray, keys: list[Any]) -> tuple[Any, list[Any]]:
+    """A code per key (-1: None) and the keys (as state keys) by code. String keys are
+    coded by Arrow; others through :func:`kspark_server.codec.hashable`."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        enc = column.combine_chunks().dictionary_encode()
+        codes = np.asarray(pc.fill_null(enc.indices, -1).to_numpy(), dtype="int64")
+        names: list[Any] = enc.dictionary.to_pylist()
+        return codes, names
+    hashable = codec.hashable
+    of: dict[Any, int] = {}
+    codes = np.fromiter(
+        (
+            -1 if k is None else of.setdefault(k if type(k) is str else hashable(k), len(of))
+            for k in keys
+        ),
+        dtype="int64",
+        count=len(keys),
+    )
+    return codes, list(of)
 
 
 def asof_lookup(
@@ -908,12 +916,11 @@ class JoinProcessor(TaskProcessor):
         )
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
+        if self.versioned and not self.grace and self._process_asof(st, batch, task, out):
+            return
         jside = batch.col("ks_jside")
         values = batch.col("value")
         tvalues = batch.col("ks_tvalue")
-        if self.versioned and not self.grace:
-            if self._process_asof(st, batch, task, out, jside, values, tvalues):
-                return
         keys, tss, hashes = batch.keys, batch.ts, batch.hashes
         store = self.store(st) if self.versioned else None
         table = st["table"]
@@ -1004,16 +1011,7 @@ class JoinProcessor(TaskProcessor):
             for hk in [hk for hk in khash if hk not in table]:
                 del khash[hk]
 
-    def _process_asof(
-        self,
-        st: Any,
-        batch: Batch,
-        task: int,
-        out: Emitter,
-        jside: list[Any],
-        values: list[Any],
-        tvalues: list[Any],
-    ) -> bool:
+    def _process_asof(self, st: Any, batch: Batch, task: int, out: Emitter) -> bool:
         """:meth:`process` for a versioned table without grace, columnar: every stream
         record's table value is found at once (:func:`asof_lookup`), then the joiner runs
         over the stream records in order, then the batch's versions go into the state.
@@ -1021,11 +1019,10 @@ class JoinProcessor(TaskProcessor):
         Returns False, having changed nothing, for a batch this does not cover (a table
         update without a key or older than the history retention, or one key's updates
         out of time order): :meth:`process` then takes it record by record."""
-        n = batch.n
-        side = np.asarray(jside, dtype="int64") == 1
+        table, pos = batch.table, batch.pos
+        side = _ints(table, "ks_jside", 0)[pos] == 1
         ts = np.asarray(batch.ts, dtype="int64")
-        hashable, keys = codec.hashable, batch.keys
-        hks = [k if type(k) is str or k is None else hashable(k) for k in keys]
+        code, names = _key_codes(table.column("key").take(batch._pos), batch.keys)
         puts = np.flatnonzero(side)
         loaded_time = st["table"]["time"]
         lowest = np.iinfo(np.int64).min
@@ -1035,63 +1032,62 @@ class JoinProcessor(TaskProcessor):
             time = np.maximum(time, int(loaded_time))
         known = time > lowest
         bound = np.where(known, time, 0) - self.retention
-        if any(hks[i] is None for i in puts.tolist()) or np.any(
-            known[puts] & (ts[puts] < bound[puts])
-        ):
-            return False
-        codes_of: dict[Any, int] = {}
-        code = np.fromiter(
-            (-1 if k is None else codes_of.setdefault(k, len(codes_of)) for k in hks),
-            dtype="int64",
-            count=n,
-        )
         # the batch's versions, by key, in processing order: their times must rise
         p = puts[np.argsort(code[puts], kind="stable")]
         p_code, p_ts = code[p], ts[p]
-        if np.any((p_code[1:] == p_code[:-1]) & (p_ts[1:] < p_ts[:-1])):
+        same_key = p_code[1:] == p_code[:-1]
+        if (
+            np.any(code[puts] < 0)
+            or np.any(known[puts] & (ts[puts] < bound[puts]))
+            or np.any(same_key & (p_ts[1:] < p_ts[:-1]))
+        ):
             return False
-        plain = codec.plain if self.store_plain else _identity
-        p_val = [None if tvalues[i] is None else plain(tvalues[i]) for i in p.tolist()]
+        p_val = table.column("ks_tvalue").take(pa.array(pos[p])).to_pylist()
+        if self.store_plain:
+            p_val = [None if v is None else codec.plain(v) for v in p_val]
         data = st["table"]["data"]
-        names = list(codes_of)
         loaded = [(c, data[k]) for c, k in enumerate(names) if data.get(k)]
-        q = np.flatnonzero(~side & (code >= 0))
+        stream = np.flatnonzero(~side)
+        keyed = np.flatnonzero(code[stream] >= 0)
+        q = stream[keyed]
+        tvs: list[Any] = [None] * len(stream)
         found = asof_lookup(p_code, p, p_ts, p_val, loaded, code[q], q, ts[q])
-        tv_at: list[Any] = [None] * n
-        for i, tv in zip(q.tolist(), found, strict=True):
-            tv_at[i] = tv
-        too_old = (known & (ts < bound)).tolist()
-        stream = np.flatnonzero(~side).tolist()
-        self._join_stream(batch, task, out, stream, values, tv_at, too_old)
-        # the batch's versions into the state, as VersionedStore.put leaves them
-        for c, a, b in _runs(p_code):
+        for j, tv in zip(keyed.tolist(), found, strict=True):
+            tvs[j] = tv
+        too_old = known & (ts < bound)
+        self._join_stream(batch, task, out, stream, tvs, too_old[stream])
+        # the batch's versions into the state, as VersionedStore.put leaves them: a second
+        # put at a time replaces the first
+        last = np.ones(len(p), dtype=bool)
+        last[:-1] = ~(same_key & (p_ts[1:] == p_ts[:-1]))
+        kept = np.flatnonzero(last).tolist()
+        k_ts, k_val = p_ts[kept].tolist(), [p_val[j] for j in kept]
+        k_code = p_code[kept]
+        hashes = _ints(table, "ks_hash", 0)[pos[p[kept]]].tolist()
+        khash: dict[Any, int] = st["hash"]
+        for c, a, b in _runs(k_code):
             k = names[c]
-            new_ts, new_val = p_ts[a:b].tolist(), p_val[a:b]
+            new_ts, new_val = k_ts[a:b], k_val[a:b]
+            khash[k] = hashes[b - 1]
             old = data.get(k)
             if old is None:
-                data[k] = _last_per_time(new_ts, new_val, ([], []))
+                data[k] = (new_ts, new_val)
             elif not old[0] or old[0][-1] < new_ts[0]:
                 old[0].extend(new_ts)
                 old[1].extend(new_val)
-                _last_per_time(old[0], old[1], old)
             else:
                 merged = dict(zip(old[0], old[1], strict=True))
                 merged.update(zip(new_ts, new_val, strict=True))
                 old[0][:] = sorted(merged)
                 old[1][:] = [merged[t] for t in old[0]]
+        self.touched.update(names[c] for c in np.unique(k_code).tolist())
         if len(puts):
             top = int(ts[puts].max())
             st["table"]["time"] = top if loaded_time is None else max(top, int(loaded_time))
-            khash: dict[Any, int] = st["hash"]
-            hashes = batch.hashes
-            khash.update((hks[i], hashes[i]) for i in puts.tolist())
-            self.touched.update(hks[i] for i in puts.tolist())
         top_ts = int(ts.max())
-        old_st = st["stream_time"]
-        st["stream_time"] = top_ts if old_st is None else max(top_ts, old_st)
-        store = self.store(st)
-        store.expire(self.touched)
-        khash = st["hash"]
+        was = st["stream_time"]
+        st["stream_time"] = top_ts if was is None else max(top_ts, was)
+        self.store(st).expire(self.touched)
         if len(khash) > len(data):
             for hk in [hk for hk in khash if hk not in data]:
                 del khash[hk]
@@ -1102,31 +1098,26 @@ class JoinProcessor(TaskProcessor):
         batch: Batch,
         task: int,
         out: Emitter,
-        stream: list[int],
-        values: list[Any],
-        tv_at: list[Any],
-        too_old: list[bool],
+        stream: np.ndarray[Any, Any],
+        tvs: list[Any],
+        too_old: np.ndarray[Any, Any],
     ) -> None:
-        """The joiner over the stream records ``stream`` (positions, in order), each with
-        its table value ``tv_at[i]``; ``too_old[i]``: older than the history retention."""
-        keys = batch.keys
+        """The joiner over the stream records at positions ``stream`` (in order), each with
+        its table value ``tvs[j]``; ``too_old[j]``: older than the history retention."""
+        rows = pa.array(batch.pos[stream])
+        keys = batch.table.column("key").take(rows).to_pylist()
+        values = batch.table.column("value").take(rows).to_pylist()
         left, joiner, with_key = self.left, self.joiner, self.with_key
-        skdec, svdec, tvdec, venc, pack = (
-            self.skdec,
-            self.svdec,
-            self.tvdec,
-            self.venc,
-            self.pack_out,
-        )
-        unpack_value, unpack_table = self.unpack_value, self.unpack_table
-        for i in stream:
-            key, value = keys[i], values[i]
+        skdec, svdec, tvdec, venc = self.skdec, self.svdec, self.tvdec, self.venc
+        pack, unpack_value, unpack_table = self.pack_out, self.unpack_value, self.unpack_table
+        old = too_old.tolist()
+        taken, results = out.idx.append, out.values.append
+        for i, key, value, tv, expired in zip(stream.tolist(), keys, values, tvs, old, strict=True):
             if value is None or (key is None and not left):
                 self._drop(task, "null-value" if value is None else "null-key", batch, i)
                 continue
-            tv = tv_at[i]
             if tv is None and not left:
-                if too_old[i]:
+                if expired:
                     self._drop(task, "expired-stream-record", batch, i)
                 continue
             origin = "KEY"
@@ -1143,7 +1134,8 @@ class JoinProcessor(TaskProcessor):
             except Exception as exc:
                 self.guard.on_error(self.processor, (k, v), batch.row(i), exc)
                 continue
-            out.take(i, res)
+            taken(i)
+            results(res)
 
     def _flush(self, st: Any, store: VersionedStore | None, out: Emitter, task: int) -> None:
         limit = st["stream_time"] - self.grace
