@@ -1048,13 +1048,14 @@ class JoinProcessor(TaskProcessor):
         data = st["table"]["data"]
         loaded = [(c, data[k]) for c, k in enumerate(names) if data.get(k)]
         stream = np.flatnonzero(~side)
-        keyed = np.flatnonzero(code[stream] >= 0)
+        too_old = known & (ts < bound)
+        # a record older than the history retention finds nothing (VersionedStore.value_at)
+        keyed = np.flatnonzero((code[stream] >= 0) & ~too_old[stream])
         q = stream[keyed]
         tvs: list[Any] = [None] * len(stream)
         found = asof_lookup(p_code, p, p_ts, p_val, loaded, code[q], q, ts[q])
         for j, tv in zip(keyed.tolist(), found, strict=True):
             tvs[j] = tv
-        too_old = known & (ts < bound)
         self._join_stream(batch, task, out, stream, tvs, too_old[stream])
         # the batch's versions into the state, as VersionedStore.put leaves them: a second
         # put at a time replaces the first

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_windowjoin import _Handle, close_local_stores
 
@@ -124,13 +124,21 @@ records = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@example(  # a stream record older than the history retention finds no version
+    data=[(1, "k", "x", 0, 0), (1, "k", "y", 35, 0), (0, "k", "a", 2, 0), (0, "k", "b", 30, 0)],
+    cuts=[2],
+    restarts=[False] * 4,
+    left=True,
+    retention=10,
+    table_times="any",
+)
 @given(
     data=records,
     cuts=st.lists(st.integers(1, 39), max_size=3, unique=True),
     restarts=st.lists(st.booleans(), min_size=4, max_size=4),
     left=st.booleans(),
-    retention=st.integers(0, 30),
+    retention=st.integers(0, 15),
     table_times=st.sampled_from(["any", "rising", "rising-per-batch"]),
 )
 def test_the_columnar_join_matches_the_record_by_record_join(
