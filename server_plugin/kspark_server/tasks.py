@@ -26,6 +26,7 @@ rescale can move entries to ``pmod(hash, M)`` without knowing the key's Spark ty
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import uuid
@@ -265,23 +266,25 @@ def _runs(codes: np.ndarray[Any, Any]) -> list[tuple[int, int, int]]:
     return list(zip(codes[starts].tolist(), starts.tolist(), ends.tolist(), strict=True))
 
 
-def _key_codes(column: pa.ChunkedArray, keys: list[Any]) -> tuple[Any, list[Any]]:
-    """A code per key (-1: None) and the keys (as state keys) by code. String keys are
-    coded by Arrow; others through :func:`kspark_server.codec.hashable`."""
+def _key_codes(batch: Batch) -> tuple[Any, list[Any]]:
+    """A code per record's key, in processing order (-1: None), and the keys (as state
+    keys) by code. String keys are coded by Arrow; others through
+    :func:`kspark_server.codec.hashable`."""
+    column = batch.table.column("key")
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         enc = column.combine_chunks().dictionary_encode()
         codes = np.asarray(pc.fill_null(enc.indices, -1).to_numpy(), dtype="int64")
         names: list[Any] = enc.dictionary.to_pylist()
-        return codes, names
+        return codes[batch.pos], names
     hashable = codec.hashable
     of: dict[Any, int] = {}
     codes = np.fromiter(
         (
             -1 if k is None else of.setdefault(k if type(k) is str else hashable(k), len(of))
-            for k in keys
+            for k in batch.keys
         ),
         dtype="int64",
-        count=len(keys),
+        count=batch.n,
     )
     return codes, list(of)
 
@@ -366,13 +369,23 @@ class Batch:
         self.decoders = decoders
         self.columns = columns
         self.n = table.num_rows
-        self.ts = _ints(table, "timestamp", 0)[self.pos].tolist()
-        self.keys = self.col("key")
-        self.hashes = (
-            _ints(table, "ks_hash", 0)[self.pos].tolist()
-            if "ks_hash" in table.column_names
-            else [0] * self.n
-        )
+        #: the timestamps in processing order, as numpy (:attr:`ts` as Python ints)
+        self.ts_array = _ints(table, "timestamp", 0)[self.pos]
+
+    # read when an operator first asks: a columnar operator never makes these lists
+    @functools.cached_property
+    def ts(self) -> list[int]:
+        stamps: list[int] = self.ts_array.tolist()
+        return stamps
+
+    @functools.cached_property
+    def keys(self) -> list[Any]:
+        return self.col("key")
+
+    @functools.cached_property
+    def hashes(self) -> list[int]:
+        found: list[int] = _ints(self.table, "ks_hash", 0)[self.pos].tolist()
+        return found
 
     def col(self, name: str) -> list[Any]:
         """Column ``name``'s cells in processing order, as Python objects (None for null)."""
@@ -878,7 +891,11 @@ class JoinProcessor(TaskProcessor):
     def keys(self, st: Any, batch: Batch) -> list[Any]:
         # the batch's keys (both sides) and those of stream records buffered for grace
         hashable = codec.hashable
-        found = {k if type(k) is str else hashable(k) for k in batch.keys if k is not None}
+        column = batch.table.column("key")
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            found = set(pc.unique(column).drop_null().to_pylist())
+        else:
+            found = {k if type(k) is str else hashable(k) for k in batch.keys if k is not None}
         for r in st["buffer"]:
             k = r.get("key")
             if k is not None:
@@ -1021,8 +1038,8 @@ class JoinProcessor(TaskProcessor):
         out of time order): :meth:`process` then takes it record by record."""
         table, pos = batch.table, batch.pos
         side = _ints(table, "ks_jside", 0)[pos] == 1
-        ts = np.asarray(batch.ts, dtype="int64")
-        code, names = _key_codes(table.column("key").take(batch._pos), batch.keys)
+        ts = batch.ts_array
+        code, names = _key_codes(batch)
         puts = np.flatnonzero(side)
         loaded_time = st["table"]["time"]
         lowest = np.iinfo(np.int64).min
