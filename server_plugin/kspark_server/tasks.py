@@ -26,7 +26,6 @@ rescale can move entries to ``pmod(hash, M)`` without knowing the key's Spark ty
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import os
 import uuid
@@ -372,20 +371,28 @@ class Batch:
         #: the timestamps in processing order, as numpy (:attr:`ts` as Python ints)
         self.ts_array = _ints(table, "timestamp", 0)[self.pos]
 
-    # read when an operator first asks: a columnar operator never makes these lists
-    @functools.cached_property
+        self._lists: dict[str, list[Any]] = {}
+
+    # made when an operator first reads them: a columnar operator never makes these lists
+    # (not functools.cached_property: its lock cannot be pickled, and this module travels
+    # to the workers by value)
+    @property
     def ts(self) -> list[int]:
-        stamps: list[int] = self.ts_array.tolist()
-        return stamps
+        if "ts" not in self._lists:
+            self._lists["ts"] = self.ts_array.tolist()
+        return self._lists["ts"]
 
-    @functools.cached_property
+    @property
     def keys(self) -> list[Any]:
-        return self.col("key")
+        if "key" not in self._lists:
+            self._lists["key"] = self.col("key")
+        return self._lists["key"]
 
-    @functools.cached_property
+    @property
     def hashes(self) -> list[int]:
-        found: list[int] = _ints(self.table, "ks_hash", 0)[self.pos].tolist()
-        return found
+        if "ks_hash" not in self._lists:
+            self._lists["ks_hash"] = _ints(self.table, "ks_hash", 0)[self.pos].tolist()
+        return self._lists["ks_hash"]
 
     def col(self, name: str) -> list[Any]:
         """Column ``name``'s cells in processing order, as Python objects (None for null)."""

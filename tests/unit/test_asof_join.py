@@ -213,3 +213,20 @@ def test_a_batch_puts_versions_older_than_the_loaded_ones(
         assert fast.state() == slow.state()
     finally:
         close_local_stores()
+
+
+def test_the_join_operator_pickles_by_value() -> None:
+    """The client ships kspark_server by value (cloudpickle): everything the operator's
+    classes hold must pickle (a functools.cached_property, with its lock, does not)."""
+    import pickle
+
+    from pyspark import cloudpickle
+
+    import kspark_server
+
+    cloudpickle.register_pickle_by_value(kspark_server)
+    try:
+        proc = pickle.loads(cloudpickle.dumps(JoinProcessor(make_spec(True, 10))))
+    finally:
+        cloudpickle.unregister_pickle_by_value(kspark_server)
+    assert type(proc).__name__ == "JoinProcessor"
