@@ -47,8 +47,12 @@ def _long(x: Any) -> Any:
     return int(x) if type(x) is float else x
 
 
-def decoder(t: TypeSpec, nested: bool = False) -> Codec:
-    """A function from a column value to the Python object of type spec ``t``."""
+def decoder(t: TypeSpec, nested: bool = False, plain: bool = False) -> Codec:
+    """A function from a column value to the Python object of type spec ``t``.
+
+    ``plain``: the values are plain Python already (parsed JSON, Arrow's ``to_pylist``),
+    never numpy or pandas scalars, so a record's primitive fields are taken as they are.
+    """
     if isinstance(t, PrimSpec):
         if nested and t.spark in ("double", "float"):
             # a JSON number without a fraction (a dynamic value converted) is still a float
@@ -59,10 +63,10 @@ def decoder(t: TypeSpec, nested: bool = False) -> Codec:
     if isinstance(t, JsonSpec):
         return _json_decode
     if isinstance(t, ListSpec):
-        elem = decoder(t.element, nested=True)
+        elem = decoder(t.element, nested=True, plain=plain)
         return lambda x: None if x is None else [elem(e) for e in x]
     if isinstance(t, MapSpec):
-        kd, vd = decoder(t.key, True), decoder(t.value, True)
+        kd, vd = decoder(t.key, True, plain), decoder(t.value, True, plain)
 
         def dec_map(x: Any) -> Any:
             if x is None:
@@ -80,14 +84,24 @@ def decoder(t: TypeSpec, nested: bool = False) -> Codec:
     for name, ft in t.fields:
         arg = init[name]
         if arg is None:
-            after.append((name, decoder(ft, nested=True)))
+            after.append((name, decoder(ft, nested=True, plain=plain)))
         else:
-            by_arg.append((arg, name, decoder(ft, nested=True)))
+            by_arg.append((arg, name, decoder(ft, nested=True, plain=plain)))
+    # plain values: when every field's decoder is ``native`` (the identity on them), the
+    # fields are taken as they are
+    as_is = (
+        [(arg, name) for arg, name, _ in by_arg]
+        if plain and all(dec is native for _, _, dec in by_arg)
+        else None
+    )
 
     def dec_record(x: Any) -> Any:
         if x is None:
             return None
-        obj = cls(**{arg: dec(x[name]) for arg, name, dec in by_arg})
+        if as_is is not None:
+            obj = cls(**{arg: x[name] for arg, name in as_is})
+        else:
+            obj = cls(**{arg: dec(x[name]) for arg, name, dec in by_arg})
         for name, dec in after:
             # frozen and slotted classes too: the value is the one that was encoded
             object.__setattr__(obj, name, dec(x[name]))

@@ -64,6 +64,7 @@ MAGIC = b"KSS5"
 
 _TUPLE, _DECIMAL, _DATETIME, _DATE, _MAP = 1, 2, 3, 4, 5
 _SCALAR = (str, int, float, bool, bytes, type(None))
+_SCALARS = frozenset(_SCALAR)
 
 _HOLDER = "_kspark_stateenc_codec"
 
@@ -96,9 +97,11 @@ def _tag(x: Any) -> Any:
     if t in _SCALAR:
         return x
     if t is tuple:
+        if _SCALARS.issuperset(map(type, x)):  # no element to tag (a version list)
+            return msgspec.msgpack.Ext(_TUPLE, _codec().enc.encode(x))
         return msgspec.msgpack.Ext(_TUPLE, _codec().enc.encode([_tag(v) for v in x]))
     if t is list:
-        return [_tag(v) for v in x]
+        return x if _SCALARS.issuperset(map(type, x)) else [_tag(v) for v in x]
     if t is dict:
         if all(type(k) is str for k in x):
             return {k: _tag(v) for k, v in x.items()}

@@ -26,7 +26,6 @@ rescale can move entries to ``pmod(hash, M)`` without knowing the key's Spark ty
 from __future__ import annotations
 
 import base64
-import heapq
 import json
 import os
 import uuid
@@ -87,44 +86,35 @@ def _ints(table: pa.Table, name: str, fill: int) -> np.ndarray[Any, Any]:
 def order(frame: pa.Table | pd.DataFrame) -> np.ndarray[Any, Any]:
     """Positions of ``frame``'s rows in processing order: offset order within each
     (topic, partition); head-timestamp order across them, a table's head before a
-    stream's at equal timestamps."""
+    stream's at equal timestamps.
+
+    The merge by head is done in numpy: a queue's record goes out once it is the queue's
+    head and the smallest head, so it goes out with the largest merge key of the records
+    before it in its queue (the key that held it back). Sorting by that running maximum
+    (then by position in the queue) gives the merge's order without a per-record heap.
+    """
     table = as_table(frame)
+    n = table.num_rows
     seq = _ints(table, "ks_seq", 0)
     sub = _ints(table, "ks_sub", 0)
     topics = table.column("topic").combine_chunks().dictionary_encode()
     topic_code = np.asarray(pc.fill_null(topics.indices, -1).to_numpy(), dtype="int64")
     part = _ints(table, "partition", -1)
     queue = pd.factorize(topic_code * (1 << 32) + part, use_na_sentinel=False)[0]
-    if table.num_rows == 0 or int(queue.max()) == 0:
+    if n == 0 or int(queue.max()) == 0:
         return np.lexsort((sub, seq))
     ts = _ints(table, "timestamp", 0)
     # at equal timestamps, a table update goes before a stream record (0 before 1): the join
     # then sees the version valid from that time, as an as-of lookup (validFrom <= t) does
     side = 1 - _ints(table, "ks_jside", 0)
+    by_key = np.lexsort((queue, sub, seq, side, ts))
+    rank = np.empty(n, dtype="int64")
+    rank[by_key] = np.arange(n, dtype="int64")
     by_queue = np.lexsort((sub, seq, queue))
-    q_sorted, ts_sorted = queue[by_queue], ts[by_queue]
-    same = q_sorted[1:] == q_sorted[:-1]
-    if not np.any(same & (ts_sorted[1:] < ts_sorted[:-1])):
-        # every queue's timestamps rise in offset order (the usual case): the merge by head
-        # timestamp is then a sort by (timestamp, position, queue), done in numpy
-        return np.lexsort((queue, sub, seq, side, ts))
-    lists = []
-    heads: list[tuple[int, int, int, int, int, int]] = []
-    for q in range(int(queue.max()) + 1):
-        pos = np.flatnonzero(queue == q)
-        pos = pos[np.lexsort((sub[pos], seq[pos]))].tolist()
-        lists.append(pos)
-        p = pos[0]
-        heads.append((int(ts[p]), int(side[p]), int(seq[p]), int(sub[p]), q, 0))
-    heapq.heapify(heads)
-    out: list[int] = []
-    while heads:
-        _, _, _, _, q, j = heapq.heappop(heads)
-        out.append(lists[q][j])
-        if j + 1 < len(lists[q]):
-            p = lists[q][j + 1]
-            heapq.heappush(heads, (int(ts[p]), int(side[p]), int(seq[p]), int(sub[p]), q, j + 1))
-    return np.asarray(out, dtype="int64")
+    q = queue[by_queue].astype("int64") * n
+    # the running maximum restarts at each queue: later queues' ranks are offset above
+    held = np.maximum.accumulate(rank[by_queue] + q) - q
+    return by_queue[np.lexsort((np.arange(n), held))]
 
 
 def headers_from_text(text: Any) -> list[dict[str, Any]]:
@@ -266,6 +256,100 @@ def interleave(tables: list[tuple[list[int], pa.Table]]) -> pa.Table:
     return both.take(pa.array(np.argsort(where, kind="stable")))
 
 
+def _runs(codes: np.ndarray[Any, Any]) -> list[tuple[int, int, int]]:
+    """(value, start, end) of each run of equal values in ``codes``."""
+    if not len(codes):
+        return []
+    starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
+    ends = np.append(starts[1:], len(codes))
+    return list(zip(codes[starts].tolist(), starts.tolist(), ends.tolist(), strict=True))
+
+
+def _key_codes(batch: Batch) -> tuple[Any, list[Any]]:
+    """A code per record's key, in processing order (-1: None), and the keys (as state
+    keys) by code. String keys are coded by Arrow; others through
+    :func:`kspark_server.codec.hashable`."""
+    column = batch.table.column("key")
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        enc = column.combine_chunks().dictionary_encode()
+        codes = np.asarray(pc.fill_null(enc.indices, -1).to_numpy(), dtype="int64")
+        names: list[Any] = enc.dictionary.to_pylist()
+        return codes[batch.pos], names
+    hashable = codec.hashable
+    of: dict[Any, int] = {}
+    codes = np.fromiter(
+        (
+            -1 if k is None else of.setdefault(k if type(k) is str else hashable(k), len(of))
+            for k in batch.keys
+        ),
+        dtype="int64",
+        count=batch.n,
+    )
+    return codes, list(of)
+
+
+def asof_lookup(
+    p_code: np.ndarray[Any, Any],
+    p_pos: np.ndarray[Any, Any],
+    p_ts: np.ndarray[Any, Any],
+    p_val: list[Any],
+    loaded: list[tuple[int, Any]],
+    q_code: np.ndarray[Any, Any],
+    q_pos: np.ndarray[Any, Any],
+    q_ts: np.ndarray[Any, Any],
+) -> list[Any]:
+    """Each stream record's table value as of its time, for a whole batch at once.
+
+    A stream record ``(q_code, q_pos, q_ts)`` (key code, position in processing order,
+    time) sees the loaded versions (``loaded``: ``(code, [timestamps, values])``, by
+    code) and the batch's versions put before it: ``p_*``, sorted by code and, within a
+    code, by position and (the caller checks) time. Its value is the version with the
+    largest time ``<= q_ts``; at equal times the batch's (a later put replaces an
+    earlier one). None: no version, or a tombstone.
+    """
+    nq = len(q_code)
+    if not nq:
+        return []
+
+    def last_at_or_before(codes: np.ndarray[Any, Any], times: np.ndarray[Any, Any]) -> Any:
+        # for each stream record, the index of the last entry (sorted by code, time) of its
+        # code with a time <= its own; -1 where there is none
+        both_code = np.concatenate((codes, q_code))
+        kind = np.concatenate((np.zeros(len(codes), bool), np.ones(nq, bool)))
+        order = np.lexsort((kind, np.concatenate((times, q_ts)), both_code))
+        before = np.cumsum(~kind[order]) - 1
+        idx = np.empty(nq, dtype="int64")
+        idx[order[kind[order]] - len(codes)] = before[kind[order]]
+        first = np.searchsorted(codes, q_code, side="left")
+        return np.where(idx >= first, idx, -1)
+
+    # the batch's versions: the last put before the record in processing order, and the
+    # last with a time <= its own; times rise with position within a code, so the earlier
+    # of the two is the newest version it can see
+    by_ts = last_at_or_before(p_code, p_ts)
+    width = int(max(p_pos.max(initial=0), q_pos.max(initial=0))) + 1
+    by_pos = np.searchsorted(p_code * width + p_pos, q_code * width + q_pos, side="left") - 1
+    first = np.searchsorted(p_code, q_code, side="left")
+    b = np.minimum(by_ts, np.where(by_pos >= first, by_pos, -1))
+    l_code: list[int] = []
+    l_ts: list[int] = []
+    l_val: list[Any] = []
+    for c, (tss, vals) in loaded:
+        l_code.extend([c] * len(tss))
+        l_ts.extend(tss)
+        l_val.extend(vals)
+    lc, lt = np.asarray(l_code, dtype="int64"), np.asarray(l_ts, dtype="int64")
+    li = last_at_or_before(lc, lt) if len(lc) else np.full(nq, -1)
+    bt = np.where(b >= 0, p_ts[np.maximum(b, 0)], 0) if len(p_ts) else np.zeros(nq, "int64")
+    lt_at = np.where(li >= 0, lt[np.maximum(li, 0)], 0) if len(lt) else np.zeros(nq, "int64")
+    # a batch version at the same time as a loaded one replaced it
+    use_b = ((b >= 0) & ((li < 0) | (bt >= lt_at))).tolist()
+    return [
+        p_val[i] if u else (l_val[j] if j >= 0 else None)
+        for u, i, j in zip(use_b, b.tolist(), li.tolist(), strict=True)
+    ]
+
+
 class Batch:
     """A task's records of one micro-batch, in processing order, as Arrow columns.
 
@@ -284,13 +368,31 @@ class Batch:
         self.decoders = decoders
         self.columns = columns
         self.n = table.num_rows
-        self.ts = _ints(table, "timestamp", 0)[self.pos].tolist()
-        self.keys = self.col("key")
-        self.hashes = (
-            _ints(table, "ks_hash", 0)[self.pos].tolist()
-            if "ks_hash" in table.column_names
-            else [0] * self.n
-        )
+        #: the timestamps in processing order, as numpy (:attr:`ts` as Python ints)
+        self.ts_array = _ints(table, "timestamp", 0)[self.pos]
+
+        self._lists: dict[str, list[Any]] = {}
+
+    # made when an operator first reads them: a columnar operator never makes these lists
+    # (not functools.cached_property: its lock cannot be pickled, and this module travels
+    # to the workers by value)
+    @property
+    def ts(self) -> list[int]:
+        if "ts" not in self._lists:
+            self._lists["ts"] = self.ts_array.tolist()
+        return self._lists["ts"]
+
+    @property
+    def keys(self) -> list[Any]:
+        if "key" not in self._lists:
+            self._lists["key"] = self.col("key")
+        return self._lists["key"]
+
+    @property
+    def hashes(self) -> list[int]:
+        if "ks_hash" not in self._lists:
+            self._lists["ks_hash"] = _ints(self.table, "ks_hash", 0)[self.pos].tolist()
+        return self._lists["ks_hash"]
 
     def col(self, name: str) -> list[Any]:
         """Column ``name``'s cells in processing order, as Python objects (None for null)."""
@@ -781,9 +883,10 @@ class JoinProcessor(TaskProcessor):
         self.versioned = s.versioned
         self.retention = s.history_retention_ms
         self.grace = s.grace_ms
-        self.skdec = codec.decoder(s.stream.key)
-        self.svdec = codec.decoder(s.stream.value)
-        self.tvdec = codec.decoder(s.table.value)
+        # the batch's cells are plain Python (parsed JSON text, Arrow's to_pylist)
+        self.skdec = codec.decoder(s.stream.key, plain=True)
+        self.svdec = codec.decoder(s.stream.value, plain=True)
+        self.tvdec = codec.decoder(s.table.value, plain=True)
         self.venc = codec.encoder(s.output.value, "value")
         self.joiner = s.joiner
         self.with_key = s.joiner_with_key
@@ -795,7 +898,11 @@ class JoinProcessor(TaskProcessor):
     def keys(self, st: Any, batch: Batch) -> list[Any]:
         # the batch's keys (both sides) and those of stream records buffered for grace
         hashable = codec.hashable
-        found = {k if type(k) is str else hashable(k) for k in batch.keys if k is not None}
+        column = batch.table.column("key")
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            found = set(pc.unique(column).drop_null().to_pylist())
+        else:
+            found = {k if type(k) is str else hashable(k) for k in batch.keys if k is not None}
         for r in st["buffer"]:
             k = r.get("key")
             if k is not None:
@@ -833,6 +940,8 @@ class JoinProcessor(TaskProcessor):
         )
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
+        if self.versioned and not self.grace and self._process_asof(st, batch, task, out):
+            return
         jside = batch.col("ks_jside")
         values = batch.col("value")
         tvalues = batch.col("ks_tvalue")
@@ -925,6 +1034,133 @@ class JoinProcessor(TaskProcessor):
         elif len(khash) > len(table):
             for hk in [hk for hk in khash if hk not in table]:
                 del khash[hk]
+
+    def _process_asof(self, st: Any, batch: Batch, task: int, out: Emitter) -> bool:
+        """:meth:`process` for a versioned table without grace, columnar: every stream
+        record's table value is found at once (:func:`asof_lookup`), then the joiner runs
+        over the stream records in order, then the batch's versions go into the state.
+
+        Returns False, having changed nothing, for a batch this does not cover (a table
+        update without a key or older than the history retention, or one key's updates
+        out of time order): :meth:`process` then takes it record by record."""
+        table, pos = batch.table, batch.pos
+        side = _ints(table, "ks_jside", 0)[pos] == 1
+        ts = batch.ts_array
+        code, names = _key_codes(batch)
+        puts = np.flatnonzero(side)
+        loaded_time = st["table"]["time"]
+        lowest = np.iinfo(np.int64).min
+        # the store's observed stream time after each record (table updates move it)
+        time = np.maximum.accumulate(np.where(side, ts, lowest))
+        if loaded_time is not None:
+            time = np.maximum(time, int(loaded_time))
+        known = time > lowest
+        bound = np.where(known, time, 0) - self.retention
+        # the batch's versions, by key, in processing order: their times must rise
+        p = puts[np.argsort(code[puts], kind="stable")]
+        p_code, p_ts = code[p], ts[p]
+        same_key = p_code[1:] == p_code[:-1]
+        if (
+            np.any(code[puts] < 0)
+            or np.any(known[puts] & (ts[puts] < bound[puts]))
+            or np.any(same_key & (p_ts[1:] < p_ts[:-1]))
+        ):
+            return False
+        p_val = table.column("ks_tvalue").take(pa.array(pos[p])).to_pylist()
+        if self.store_plain:
+            p_val = [None if v is None else codec.plain(v) for v in p_val]
+        data = st["table"]["data"]
+        loaded = [(c, data[k]) for c, k in enumerate(names) if data.get(k)]
+        stream = np.flatnonzero(~side)
+        too_old = known & (ts < bound)
+        # a record older than the history retention finds nothing (VersionedStore.value_at)
+        keyed = np.flatnonzero((code[stream] >= 0) & ~too_old[stream])
+        q = stream[keyed]
+        tvs: list[Any] = [None] * len(stream)
+        found = asof_lookup(p_code, p, p_ts, p_val, loaded, code[q], q, ts[q])
+        for j, tv in zip(keyed.tolist(), found, strict=True):
+            tvs[j] = tv
+        self._join_stream(batch, task, out, stream, tvs, too_old[stream])
+        # the batch's versions into the state, as VersionedStore.put leaves them: a second
+        # put at a time replaces the first
+        last = np.ones(len(p), dtype=bool)
+        last[:-1] = ~(same_key & (p_ts[1:] == p_ts[:-1]))
+        kept = np.flatnonzero(last).tolist()
+        k_ts, k_val = p_ts[kept].tolist(), [p_val[j] for j in kept]
+        k_code = p_code[kept]
+        hashes = _ints(table, "ks_hash", 0)[pos[p[kept]]].tolist()
+        khash: dict[Any, int] = st["hash"]
+        for c, a, b in _runs(k_code):
+            k = names[c]
+            new_ts, new_val = k_ts[a:b], k_val[a:b]
+            khash[k] = hashes[b - 1]
+            old = data.get(k)
+            if old is None:
+                data[k] = (new_ts, new_val)
+            elif not old[0] or old[0][-1] < new_ts[0]:
+                old[0].extend(new_ts)
+                old[1].extend(new_val)
+            else:
+                merged = dict(zip(old[0], old[1], strict=True))
+                merged.update(zip(new_ts, new_val, strict=True))
+                old[0][:] = sorted(merged)
+                old[1][:] = [merged[t] for t in old[0]]
+        self.touched.update(names[c] for c in np.unique(k_code).tolist())
+        if len(puts):
+            top = int(ts[puts].max())
+            st["table"]["time"] = top if loaded_time is None else max(top, int(loaded_time))
+        top_ts = int(ts.max())
+        was = st["stream_time"]
+        st["stream_time"] = top_ts if was is None else max(top_ts, was)
+        self.store(st).expire(self.touched)
+        if len(khash) > len(data):
+            for hk in [hk for hk in khash if hk not in data]:
+                del khash[hk]
+        return True
+
+    def _join_stream(
+        self,
+        batch: Batch,
+        task: int,
+        out: Emitter,
+        stream: np.ndarray[Any, Any],
+        tvs: list[Any],
+        too_old: np.ndarray[Any, Any],
+    ) -> None:
+        """The joiner over the stream records at positions ``stream`` (in order), each with
+        its table value ``tvs[j]``; ``too_old[j]``: older than the history retention."""
+        rows = pa.array(batch.pos[stream])
+        keys = batch.table.column("key").take(rows).to_pylist()
+        values = batch.table.column("value").take(rows).to_pylist()
+        left, joiner, with_key = self.left, self.joiner, self.with_key
+        skdec, svdec, tvdec, venc = self.skdec, self.svdec, self.tvdec, self.venc
+        pack, unpack_value, unpack_table = self.pack_out, self.unpack_value, self.unpack_table
+        old = too_old.tolist()
+        taken, results = out.idx.append, out.values.append
+        for i, key, value, tv, expired in zip(stream.tolist(), keys, values, tvs, old, strict=True):
+            if value is None or (key is None and not left):
+                self._drop(task, "null-value" if value is None else "null-key", batch, i)
+                continue
+            if tv is None and not left:
+                if expired:
+                    self._drop(task, "expired-stream-record", batch, i)
+                continue
+            origin = "KEY"
+            try:  # a class's constructor or validator may refuse a stored value
+                k = skdec(key)
+                origin = "VALUE"
+                v = svdec(unpack_value(value))
+                t = None if tv is None else tvdec(unpack_table(tv))
+            except Exception as exc:
+                self.guard.decode_failed(self.processor, batch.row(i), exc, origin)
+                continue
+            try:
+                res = pack(venc(joiner(k, v, t) if with_key else joiner(v, t)))
+            except Exception as exc:
+                self.guard.on_error(self.processor, (k, v), batch.row(i), exc)
+                continue
+            taken(i)
+            results(res)
 
     def _flush(self, st: Any, store: VersionedStore | None, out: Emitter, task: int) -> None:
         limit = st["stream_time"] - self.grace

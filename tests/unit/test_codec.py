@@ -128,14 +128,21 @@ def _values(tp: Any) -> st.SearchStrategy[Any]:
 def _through_arrow(desc: TypeDesc, values: list[Any]) -> list[Any]:
     """Encode ``values``, write them to an Arrow batch of their Spark type, read them back
     and decode them: what a record meets between two operators."""
+    dec = codec.decoder(desc.spec())
+    return [dec(row["v"]) for row in _arrow_rows(desc, values)]
+
+
+def _arrow_rows(desc: TypeDesc, values: list[Any]) -> list[dict[str, Any]]:
+    """``values`` encoded, as the rows of an Arrow batch of their Spark type."""
     fields = [{"name": "v", "type": desc.spark_json(), "nullable": True, "metadata": {}}]
     # Spark's Python workers get timestamps as UTC instants
     schema = to_arrow_schema(
         StructType.fromJson({"type": "struct", "fields": fields}), timezone="UTC"
     )
-    enc, dec = codec.encoder(desc.spec()), codec.decoder(desc.spec())
+    enc = codec.encoder(desc.spec())
     batch = pa.RecordBatch.from_pylist([{"v": enc(v)} for v in values], schema=schema)
-    return [dec(row["v"]) for row in batch.to_pylist()]
+    rows: list[dict[str, Any]] = batch.to_pylist()
+    return rows
 
 
 @settings(
@@ -148,6 +155,23 @@ def test_records_come_back_equal_through_arrow(data: st.DataObject) -> None:
     cls = data.draw(_record_classes(2), label="class")
     values = data.draw(st.lists(_values(cls), min_size=1, max_size=3), label="values")
     assert _through_arrow(describe_type(cls), values) == values
+
+
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.data())
+def test_the_plain_decoder_gives_the_same_records(data: st.DataObject) -> None:
+    """``decoder(plain=True)``, for cells that are plain Python already (Arrow's
+    ``to_pylist``), builds the records the general decoder builds."""
+    cls = data.draw(_record_classes(2), label="class")
+    values = data.draw(st.lists(_values(cls), min_size=1, max_size=3), label="values")
+    desc = describe_type(cls)
+    cells = [row["v"] for row in _arrow_rows(desc, values)]
+    fast, general = codec.decoder(desc.spec(), plain=True), codec.decoder(desc.spec())
+    assert [fast(c) for c in cells] == [general(c) for c in cells] == values
 
 
 @settings(
