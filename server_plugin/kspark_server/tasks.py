@@ -29,7 +29,7 @@ import base64
 import json
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -54,6 +54,8 @@ from kspark_server.envelope import SideKind
 from kspark_server.spec import AggregateSpec, DedupSpec, JoinSpec, StatefulSpec, check_spec
 from kspark_server.versioned import VersionedStore
 
+#: what a join of one record returns when the exception handler took the record
+_HANDLED = object()
 _BLOB = StructType([StructField("blob", BinaryType(), True)])
 #: The key of a base chunk in the ``<store>`` map state: its number.
 _CHUNK = StructType([StructField("chunk", IntegerType(), True)])
@@ -939,6 +941,33 @@ class JoinProcessor(TaskProcessor):
             self.processor, lambda *a: pack(venc(joiner(*a))), args, row, record=(k, v)
         )
 
+    def _join_one(self, batch: Batch) -> Callable[[int, Any, Any, Any], Any]:
+        """The join of one stream record of ``batch`` (its position, key, value and table
+        value): the packed output value, or ``_HANDLED`` where the decoding or the joiner
+        failed and the exception handler took the record. One closure per batch, shared
+        by the record-by-record and the columnar paths."""
+        joiner, with_key, guard, processor = self.joiner, self.with_key, self.guard, self.processor
+        skdec, svdec, tvdec, venc = self.skdec, self.svdec, self.tvdec, self.venc
+        pack, unpack_value, unpack_table = self.pack_out, self.unpack_value, self.unpack_table
+
+        def join_one(i: int, key: Any, value: Any, tv: Any) -> Any:
+            origin = "KEY"
+            try:  # a class's constructor or validator may refuse a stored value
+                k = skdec(key)
+                origin = "VALUE"
+                v = svdec(unpack_value(value))
+                t = None if tv is None else tvdec(unpack_table(tv))
+            except Exception as exc:
+                guard.decode_failed(processor, batch.row(i), exc, origin)
+                return _HANDLED
+            try:
+                return pack(venc(joiner(k, v, t) if with_key else joiner(v, t)))
+            except Exception as exc:
+                guard.on_error(processor, (k, v), batch.row(i), exc)
+                return _HANDLED
+
+        return join_one
+
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         if self.versioned and not self.grace and self._process_asof(st, batch, task, out):
             return
@@ -953,15 +982,8 @@ class JoinProcessor(TaskProcessor):
         grace = self.grace
         stream_time = st["stream_time"]
         hashable, plain, store_plain = codec.hashable, codec.plain, self.store_plain
-        left, joiner, with_key = self.left, self.joiner, self.with_key
-        skdec, svdec, tvdec, venc, pack = (
-            self.skdec,
-            self.svdec,
-            self.tvdec,
-            self.venc,
-            self.pack_out,
-        )
-        unpack_value, unpack_table = self.unpack_value, self.unpack_table
+        left = self.left
+        join_one = self._join_one(batch)
         for i in range(batch.n):
             ts = tss[i]
             if stream_time is None or ts > stream_time:
@@ -1006,21 +1028,9 @@ class JoinProcessor(TaskProcessor):
                         # too old to look up: the inner join drops it, and says so
                         self._drop(task, "expired-stream-record", batch, i)
                     continue
-                origin = "KEY"
-                try:  # a class's constructor or validator may refuse a stored value
-                    k = skdec(key)
-                    origin = "VALUE"
-                    v = svdec(unpack_value(values[i]))
-                    t = None if tv is None else tvdec(unpack_table(tv))
-                except Exception as exc:
-                    self.guard.decode_failed(self.processor, batch.row(i), exc, origin)
-                    continue
-                try:
-                    res = pack(venc(joiner(k, v, t) if with_key else joiner(v, t)))
-                except Exception as exc:
-                    self.guard.on_error(self.processor, (k, v), batch.row(i), exc)
-                    continue
-                out.take(i, res)
+                res = join_one(i, key, values[i], tv)
+                if res is not _HANDLED:
+                    out.take(i, res)
             if grace > 0 and st["buffer"]:
                 st["stream_time"] = stream_time
                 self._flush(st, store, out, task)
@@ -1132,9 +1142,8 @@ class JoinProcessor(TaskProcessor):
         rows = pa.array(batch.pos[stream])
         keys = batch.table.column("key").take(rows).to_pylist()
         values = batch.table.column("value").take(rows).to_pylist()
-        left, joiner, with_key = self.left, self.joiner, self.with_key
-        skdec, svdec, tvdec, venc = self.skdec, self.svdec, self.tvdec, self.venc
-        pack, unpack_value, unpack_table = self.pack_out, self.unpack_value, self.unpack_table
+        left = self.left
+        join_one = self._join_one(batch)
         old = too_old.tolist()
         taken, results = out.idx.append, out.values.append
         for i, key, value, tv, expired in zip(stream.tolist(), keys, values, tvs, old, strict=True):
@@ -1145,22 +1154,10 @@ class JoinProcessor(TaskProcessor):
                 if expired:
                     self._drop(task, "expired-stream-record", batch, i)
                 continue
-            origin = "KEY"
-            try:  # a class's constructor or validator may refuse a stored value
-                k = skdec(key)
-                origin = "VALUE"
-                v = svdec(unpack_value(value))
-                t = None if tv is None else tvdec(unpack_table(tv))
-            except Exception as exc:
-                self.guard.decode_failed(self.processor, batch.row(i), exc, origin)
-                continue
-            try:
-                res = pack(venc(joiner(k, v, t) if with_key else joiner(v, t)))
-            except Exception as exc:
-                self.guard.on_error(self.processor, (k, v), batch.row(i), exc)
-                continue
-            taken(i)
-            results(res)
+            res = join_one(i, key, value, tv)
+            if res is not _HANDLED:
+                taken(i)
+                results(res)
 
     def _flush(self, st: Any, store: VersionedStore | None, out: Emitter, task: int) -> None:
         limit = st["stream_time"] - self.grace
