@@ -200,8 +200,8 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
                 "startingOffsets", json.dumps({t.name: resume.kafka_offsets[t.name]})
             )
         raw = reader.load()
-        key, bad_key = _kafka_decode(F.col("key"), stage.key_type)
-        value, bad_value = _kafka_decode(F.col("value"), stage.value_type)
+        key, undecoded_key = _kafka_decode(F.col("key"), stage.key_type)
+        value, undecoded_value = _kafka_decode(F.col("value"), stage.value_type)
         out = raw.select(
             key.alias("key"),
             value.alias("value"),
@@ -212,7 +212,7 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             F.col("offset").cast("long").alias("offset"),
             *_tail(F.col("offset")),
             F.when(
-                bad_key | bad_value,
+                undecoded_key | undecoded_value,
                 F.concat(
                     F.lit("key="),
                     F.coalesce(F.make_valid_utf8(F.col("key").cast("string")), F.lit("null")),

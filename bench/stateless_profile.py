@@ -1,4 +1,19 @@
-"""Probe: where the stateless app's wall time goes (helper sl)."""
+"""Where a stateless app's time goes, stage by stage, against Spark SQL.
+
+    PYTHONPATH=sdk:server_plugin python bench/stateless_profile.py [--rows N] [--repeat R]
+        [--variants native,native10,none,map,map10,map:nosize]  [--explain 1]
+    JFR=1 ...   also records a Java Flight Recording of each variant's last run in the temp folder
+
+Starts its own embedded server with Spark's UI (port 4077) and reads, for each run, the
+new stages' task metrics (executor run and CPU time) and the last run's SQL metrics
+(per operator: codegen stages, the Python pass's times and bytes) from Spark's REST API,
+and the server's JVM and Python CPU time. Variants: ``native`` (Spark SQL into a Parquet
+sink), ``none`` (a kspark app ``source -> to``), ``map`` (``source -> map_values -> to``,
+the ``passthrough`` bench), ``native10``/``map10`` (one file per micro-batch: ten
+batches); ``:nosize`` sets ``spark.sql.execution.arrow.maxBytesPerBatch`` to its maximum,
+which turns off Spark's per-row size check of Arrow batches (docs/performance.md,
+session 11).
+"""
 
 from __future__ import annotations
 
@@ -157,8 +172,33 @@ def main() -> None:
                 c0 = cpu_by_kind(srv.pid)
                 t0 = time.perf_counter()
                 vname, _, knock = name.partition(":")
-                os.environ["KS_KNOCK"] = knock
+                spark.conf.set(
+                    "spark.sql.execution.arrow.maxBytesPerBatch",
+                    "2147483647" if "nosize" in knock else "67108864b",
+                )
+                jfr = os.environ.get("JFR") and rep == a.repeat - 1
+                if jfr:
+                    import subprocess
+
+                    subprocess.run(
+                        [
+                            "jcmd",
+                            str(srv.pid),
+                            "JFR.start",
+                            "name=sl",
+                            "settings=profile",
+                            f"filename={os.path.join(tempfile.gettempdir(), name.replace(':', '_'))}.jfr",
+                        ],
+                        check=True,
+                        capture_output=True,
+                    )
                 prog = variants[vname]()
+                if jfr:
+                    subprocess.run(
+                        ["jcmd", str(srv.pid), "JFR.stop", "name=sl"],
+                        check=True,
+                        capture_output=True,
+                    )
                 wall = time.perf_counter() - t0
                 c1 = cpu_by_kind(srv.pid)
                 print(
