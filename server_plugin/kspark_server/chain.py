@@ -390,7 +390,8 @@ def with_constants(
     before) gets the constants instead, which no reader of side rows looks at.
 
     ``constants_json``: a JSON list of ``[name, position, Spark type (JSON), value]``,
-    positions in the input batch's column order, ascending.
+    positions in the input batch's column order, ascending; a value ``{"same_as": c}``
+    is a copy of the batch's column ``c`` (``ks_seq``, a file record's ``offset``).
     """
     import json
 
@@ -404,12 +405,18 @@ def with_constants(
         if n not in cache:
             if len(cache) > 8:  # batches are mostly of one size; keep a few
                 cache.clear()
-            cache[n] = [pa.array([v] * n, type=t) for _, _, t, v in constants]
+            cache[n] = [
+                pa.nulls(0) if isinstance(v, dict) else pa.array([v] * n, type=t)
+                for _, _, t, v in constants
+            ]
         return cache[n]
 
     def widened(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for (name, pos, type_, _), array in zip(constants, arrays(batch.num_rows), strict=True):
+            for (name, pos, type_, v), array in zip(constants, arrays(batch.num_rows), strict=True):
+                if isinstance(v, dict):
+                    array = batch.column(v["same_as"])
+                    array = array if array.type == type_ else array.cast(type_)
                 batch = batch.add_column(pos, pa.field(name, type_), array)
             yield batch
 

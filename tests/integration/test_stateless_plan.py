@@ -54,14 +54,18 @@ class Context(ProcessingExceptionHandler):
         return Response.resume([DeadLetterRecord(key="ctx", value=fields)])
 
 
-def _app(spark: Any, base: str, app_id: str, **config: Any) -> StreamsApp:
+def _app(spark: Any, base: str, app_id: str, fan_out: bool = False, **config: Any) -> StreamsApp:
     b = StreamsBuilder()
     source = Topic.parquet(
         "events", os.path.join(base, "in"), layout="value", key_field="k", timestamp_field="ts"
     )
-    b.stream(source, key_type=str, value_type=Ev).map_values(_inverse, value_type=int).to(
-        Topic.parquet("out", os.path.join(base, "out"))
-    )
+    s = b.stream(source, key_type=str, value_type=Ev)
+    if fan_out:
+        s.flat_map_values(lambda e: [e.v, e.v], value_type=int).to(
+            Topic.parquet("out", os.path.join(base, "out"))
+        )
+    else:
+        s.map_values(_inverse, value_type=int).to(Topic.parquet("out", os.path.join(base, "out")))
     cfg = StreamsConfig(
         application_id=app_id,
         checkpoint_dir=os.path.join(base, "chk"),
@@ -96,7 +100,7 @@ def test_constant_columns_stay_out_of_the_pass_and_the_count_follows_the_checks(
     passed = call[call.index("(") : call.index(")")]
     # the topic's name, partition and (no) headers are the same for every record: they
     # are added after the pass, not converted to Arrow and back
-    for name in ("headers", "topic", "partition"):
+    for name in ("headers", "topic", "partition", "ks_sub", "ks_seq"):
         assert f"{name}#" not in passed, call
     assert "key#" in passed and "value#" in passed and "offset#" in passed
     # the columns' types are the declared ones: nothing can fail to read, no check
@@ -138,3 +142,23 @@ def test_constant_columns_reach_handlers_and_output(spark: Any, app_id: str) -> 
         "headers": [],
         "timestamp": 1000,
     }
+
+
+def test_a_fan_out_numbers_its_records_in_the_pass(spark: Any, app_id: str) -> None:
+    base = tempfile.mkdtemp()
+    _write(base, [1, 2])
+    app = _app(spark, base, app_id, fan_out=True)
+    df = build_dataframe(compile_topology(app.topology, app.config), spark)
+    plan = df._explain_string(extended=True)  # type: ignore[operator]
+    physical = plan[plan.index("== Physical Plan ==") :]
+    (call,) = [line for line in physical.splitlines() if "MapInArrow" in line]
+    passed = call[call.index("(") : call.index(")")]
+    assert "ks_sub#" in passed and "topic#" not in passed, call
+    app.run_until_caught_up(progress=False)
+    out = spark.read.parquet(os.path.join(base, "out")).collect()
+    assert sorted((r["key"], r["value"]) for r in out) == [
+        ("k1", 1),
+        ("k1", 1),
+        ("k2", 2),
+        ("k2", 2),
+    ]

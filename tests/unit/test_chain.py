@@ -452,7 +452,13 @@ def test_constant_columns_left_out_of_the_pass_reach_handlers_and_dead_letters(
     )
     full = _batch(str, Order, ORDERS, side=2)
     n = full.num_rows
-    constants = {"topic": "orders", "partition": 0, "headers": []}
+    constants: dict[str, Any] = {
+        "topic": "orders",
+        "partition": 0,
+        "headers": [],
+        "ks_sub": 0,
+        "ks_seq": {"same_as": "offset"},
+    }
     full = full.set_column(
         full.schema.get_field_index("headers"),
         "headers",
@@ -477,9 +483,13 @@ def test_constant_columns_left_out_of_the_pass_reach_handlers_and_dead_letters(
                 # what Spark does after the pass: the constants as literals
                 for c in sorted(constants, key=order.index):
                     t = full.schema.field(c).type
-                    out = out.add_column(
-                        order.index(c), c, pa.array([constants[c]] * out.num_rows, t)
+                    v = constants[c]
+                    a = (
+                        out.column(v["same_as"])
+                        if isinstance(v, dict)
+                        else pa.array([v] * out.num_rows, t)
                     )
+                    out = out.add_column(order.index(c), c, a)
                 yield out
 
         return put_back
@@ -506,8 +516,14 @@ def test_only_columns_the_source_makes_constant_are_left_out_of_the_pass() -> No
         assert isinstance(chain, stages.Chain) and isinstance(chain.input, stages.Read)
         return chain.input
 
-    every = {"topic": "in", "partition": 0, "headers": []}
+    every = {
+        "topic": "in",
+        "partition": 0,
+        "headers": [],
+        "ks_sub": 0,
+        "ks_seq": {"same_as": "offset"},
+    }
     assert _constants(read(Topic.parquet("in", "/in", layout="value"))) == every
-    # an envelope-layout file topic stores partition and headers: only the name is constant
-    assert _constants(read(Topic.jsonl("in", "/in"))) == {"topic": "in"}
+    # an envelope-layout file topic stores partition, headers and ks_seq
+    assert _constants(read(Topic.jsonl("in", "/in"))) == {"topic": "in", "ks_sub": 0}
     assert _constants(read(Topic.kafka("in", bootstrap_servers="localhost:9092"))) == {}

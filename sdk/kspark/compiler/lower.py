@@ -32,6 +32,7 @@ from kspark.plan.types import Dynamic, Primitive, TypeDesc
 from kspark_server import envelope as env
 from kspark_server.envelope import SideKind
 from kspark_server.paths import normalize_path, normalized_path_column
+from kspark_server.spec import FlatMapStep, FlatMapValuesStep
 
 if TYPE_CHECKING:
     from kspark.runtime.checkpoints import Resume
@@ -826,13 +827,15 @@ def _constants(stage: st.Read) -> dict[str, Any]:
     t = stage.topic
     if t.format == "kafka":
         return {}
-    out: dict[str, Any] = {"topic": t.name}
+    out: dict[str, Any] = {"topic": t.name, "ks_sub": 0}
     if t.layout == "envelope":
         if stage.read_schema is None:  # a table: its columns are not known here
             return out
         stored = {f["name"] for f in json.loads(stage.read_schema)["fields"]}
     else:
         stored = set()
+    if "ks_seq" not in stored:
+        out["ks_seq"] = {"same_as": "offset"}
     if "partition" not in stored:
         out["partition"] = 0
     if "headers" not in stored:
@@ -845,6 +848,8 @@ def _constant_column(name: str, value: Any) -> Column:
     if name == "headers":
         assert value == []
         return F.array().cast(_dtype(env.HEADERS))
+    if isinstance(value, dict):
+        return F.col(value["same_as"])
     return F.lit(value).cast(_dtype(dict(env.ENVELOPE)[name]))
 
 
@@ -856,6 +861,9 @@ def _chain(df: DataFrame, stage: st.Chain, constants: dict[str, Any]) -> DataFra
 
     schema = _schema(stage.spec.output_schema)
     run = make_chain(stage.spec)
+    if any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in stage.spec.steps):
+        # a fan-out numbers a record's outputs in ks_sub
+        constants = {k: v for k, v in constants.items() if k != "ks_sub"}
     if not constants:
         return df.mapInArrow(run, schema)
     order = [name for name, _ in env.ENVELOPE]
