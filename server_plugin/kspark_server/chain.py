@@ -373,6 +373,60 @@ def make_chain(
     return run
 
 
+def with_constants(
+    run: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    constants_json: str,
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``run`` (a chain's ``mapInArrow`` function) over batches that lack envelope columns
+    whose value is the same for every record, such as a file topic's ``topic``,
+    ``partition`` and empty ``headers``.
+
+    Spark's conversion of rows to Arrow and back costs per column and row, an empty
+    ``headers`` array of structs most; such columns are left out of the pass and added
+    back as literals after it (:func:`kspark.compiler.lower.build_dataframe`). Inside,
+    they are put back into each batch before ``run`` sees it, so that handlers' error
+    contexts and dead letters read them as before, and taken out of ``run``'s output.
+    A chain never changes them; a side row that the chain made (null in these columns
+    before) gets the constants instead, which no reader of side rows looks at.
+
+    ``constants_json``: a JSON list of ``[name, position, Spark type (JSON), value]``,
+    positions in the input batch's column order, ascending; a value ``{"same_as": c}``
+    is a copy of the batch's column ``c`` (``ks_seq``, a file record's ``offset``).
+    """
+    import json
+
+    constants = [
+        (str(n), int(i), arrow_type(_dumps(t)), v) for n, i, t, v in json.loads(constants_json)
+    ]
+    names = [n for n, _, _, _ in constants]
+    cache: dict[int, list[pa.Array]] = {}
+
+    def arrays(n: int) -> list[pa.Array]:
+        if n not in cache:
+            if len(cache) > 8:  # batches are mostly of one size; keep a few
+                cache.clear()
+            cache[n] = [
+                pa.nulls(0) if isinstance(v, dict) else pa.array([v] * n, type=t)
+                for _, _, t, v in constants
+            ]
+        return cache[n]
+
+    def widened(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for (name, pos, type_, v), array in zip(constants, arrays(batch.num_rows), strict=True):
+                if isinstance(v, dict):
+                    array = batch.column(v["same_as"])
+                    array = array if array.type == type_ else array.cast(type_)
+                batch = batch.add_column(pos, pa.field(name, type_), array)
+            yield batch
+
+    def wrapped(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for out in run(widened(batches)):
+            yield out.drop_columns(names)
+
+    return wrapped
+
+
 def make_record_chain(
     spec: ChainSpec,
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:

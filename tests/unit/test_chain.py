@@ -30,7 +30,7 @@ from kspark.errors import (
 )
 from kspark.plan.types import describe_type
 from kspark_server import codec, envelope
-from kspark_server.chain import arrow_schema, make_chain, make_record_chain
+from kspark_server.chain import arrow_schema, make_chain, make_record_chain, with_constants
 from kspark_server.handling import ProcessingFailed
 from kspark_server.spec import ChainSpec
 
@@ -432,3 +432,98 @@ def test_dynamic_columns_leave_as_kspark_json_text_even_when_no_step_changes_the
         ('"u1"', '"u1"'),
         ('{"a":2,"b":1}', '{"a":2,"b":1}'),
     ]
+
+
+@pytest.mark.parametrize("make", [make_chain, make_record_chain], ids=["columnar", "record"])
+def test_constant_columns_left_out_of_the_pass_reach_handlers_and_dead_letters(
+    make: Callable[[ChainSpec], Callable[[Any], Iterator[pa.RecordBatch]]],
+) -> None:
+    """A chain given batches without its source's constant columns (topic, partition,
+    headers: kept out of Spark's Arrow pass) gives the same records and the same dead
+    letters, with the same error context, as over the whole envelope."""
+    b = StreamsBuilder()
+    b.stream(Topic.parquet("orders", "/in", layout="value"), key_type=str, value_type=Order).filter(
+        lambda k, v: v is not None
+    ).map_values(_bad, value_type=int).to(Topic.parquet("out", "/out"))
+    (spec,) = _chains(
+        b,
+        processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
+        dead_letter_queue_topic=Topic.jsonl("dlq", "/d"),
+    )
+    full = _batch(str, Order, ORDERS, side=2)
+    n = full.num_rows
+    constants: dict[str, Any] = {
+        "topic": "orders",
+        "partition": 0,
+        "headers": [],
+        "ks_sub": 0,
+        "ks_seq": {"same_as": "offset"},
+    }
+    full = full.set_column(
+        full.schema.get_field_index("headers"),
+        "headers",
+        pa.array([[]] * n, full.schema.field("headers").type),
+    )
+    full = full.set_column(full.schema.get_field_index("topic"), "topic", pa.array(["orders"] * n))
+    full = full.set_column(
+        full.schema.get_field_index("partition"), "partition", pa.array([0] * n, pa.int32())
+    )
+    order = [name for name, _ in envelope.ENVELOPE]
+    described = json.dumps(
+        [[c, order.index(c), dict(envelope.ENVELOPE)[c], constants[c]] for c in constants]
+    )
+    stripped = full.drop_columns(list(constants))
+
+    def without(s: ChainSpec) -> Callable[[Any], Iterator[pa.RecordBatch]]:
+        run = with_constants(make(s), described)
+
+        def put_back(batches: Any) -> Iterator[pa.RecordBatch]:
+            for out in run(batches):
+                assert not set(constants) & set(out.schema.names)
+                # what Spark does after the pass: the constants as literals
+                for c in sorted(constants, key=order.index):
+                    t = full.schema.field(c).type
+                    v = constants[c]
+                    a = (
+                        out.column(v["same_as"])
+                        if isinstance(v, dict)
+                        else pa.array([v] * out.num_rows, t)
+                    )
+                    out = out.add_column(order.index(c), c, a)
+                yield out
+
+        return put_back
+
+    with_all = _run(make, spec, full)
+    assert _run(without, spec, stripped) == with_all
+    dead = [dict(s) for s in with_all[1] if dict(s)["kind"] == "dlq"]
+    assert dead and all(
+        (d["src_topic"], d["src_partition"], d["dlq_headers"]) == ("orders", 0, []) for d in dead
+    )
+
+
+def test_only_columns_the_source_makes_constant_are_left_out_of_the_pass() -> None:
+    from kspark.compiler.lower import _constants
+
+    def read(topic: Topic, value_type: Any = Order) -> stages.Read:
+        b = StreamsBuilder()
+        b.stream(topic, key_type=str, value_type=value_type).map_values(
+            lambda v: 1, value_type=int
+        ).to(Topic.parquet("out", "/out"))
+        (chain,) = [
+            p.stage for p in compile_topology(b.build(), StreamsConfig(application_id="t")).sinks
+        ]
+        assert isinstance(chain, stages.Chain) and isinstance(chain.input, stages.Read)
+        return chain.input
+
+    every = {
+        "topic": "in",
+        "partition": 0,
+        "headers": [],
+        "ks_sub": 0,
+        "ks_seq": {"same_as": "offset"},
+    }
+    assert _constants(read(Topic.parquet("in", "/in", layout="value"))) == every
+    # an envelope-layout file topic stores partition, headers and ks_seq
+    assert _constants(read(Topic.jsonl("in", "/in"))) == {"topic": "in", "ks_sub": 0}
+    assert _constants(read(Topic.kafka("in", bootstrap_servers="localhost:9092"))) == {}

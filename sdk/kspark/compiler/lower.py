@@ -32,6 +32,7 @@ from kspark.plan.types import Dynamic, Primitive, TypeDesc
 from kspark_server import envelope as env
 from kspark_server.envelope import SideKind
 from kspark_server.paths import normalize_path, normalized_path_column
+from kspark_server.spec import FlatMapStep, FlatMapValuesStep
 
 if TYPE_CHECKING:
     from kspark.runtime.checkpoints import Resume
@@ -200,8 +201,8 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
                 "startingOffsets", json.dumps({t.name: resume.kafka_offsets[t.name]})
             )
         raw = reader.load()
-        key, bad_key = _kafka_decode(F.col("key"), stage.key_type)
-        value, bad_value = _kafka_decode(F.col("value"), stage.value_type)
+        key, undecoded_key = _kafka_decode(F.col("key"), stage.key_type)
+        value, undecoded_value = _kafka_decode(F.col("value"), stage.value_type)
         out = raw.select(
             key.alias("key"),
             value.alias("value"),
@@ -212,7 +213,7 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             F.col("offset").cast("long").alias("offset"),
             *_tail(F.col("offset")),
             F.when(
-                bad_key | bad_value,
+                undecoded_key | undecoded_value,
                 F.concat(
                     F.lit("key="),
                     F.coalesce(F.make_valid_utf8(F.col("key").cast("string")), F.lit("null")),
@@ -221,7 +222,9 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
                 ),
             ).alias("_corrupt_record"),
         )
-        return _invalid_timestamps(_corrupt_records(_count_input(out, stage), stage), stage)
+        # counted after the checks, which turn rows into side rows but never remove one,
+        # so that Spark runs the source and the checks as one stage (docs/performance.md)
+        return _count_input(_invalid_timestamps(_corrupt_records(out, stage), stage), stage)
     if t.format == "table":
         raw = spark.readStream.table(t.path or t.name)
     elif t.format in _LINE_FORMATS:
@@ -253,7 +256,7 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
         stamp, bad_stamp = (
             _typed(F.col("timestamp"), LongType(), dtypes["timestamp"])
             if "timestamp" in cols
-            else (F.lit(None).cast("long"), F.lit(False))
+            else (F.lit(None).cast("long"), None)
         )
         line_where = [F.col(c) for c in _LINE_WHERE if c in cols]
         # a row of a topic without a timestamp column (a Spark table) gets the processing
@@ -272,7 +275,7 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             .alias("partition"),
             offset.cast("long").alias("offset"),
             *_tail(offset, seq),
-            *_uncast(raw, bad_key | bad_value | bad_stamp, ["key", "value", "timestamp"]),
+            *_uncast(raw, _either(bad_key, bad_value, bad_stamp), ["key", "value", "timestamp"]),
             *line_where,
         )
     else:
@@ -281,14 +284,14 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
         key, bad_key = (
             _typed(F.col(t.key_field), key_t, dtypes.get(t.key_field, ""))
             if t.key_field
-            else (F.lit(None).cast(key_t), F.lit(False))
+            else (F.lit(None).cast(key_t), None)
         )
         if t.timestamp_field:
             ts, bad_ts = _typed(
                 F.col(t.timestamp_field), LongType(), dtypes.get(t.timestamp_field, "")
             )
         else:
-            ts, bad_ts = F.expr("unix_millis(current_timestamp())"), F.lit(False)
+            ts, bad_ts = F.expr("unix_millis(current_timestamp())"), None
         assert isinstance(value_t, StructType)  # layout="value" needs a record type
         value, bad_value = _typed_fields(
             {c: F.col(c) for c in value_fields}, value_t, {c: dtypes.get(c, "") for c in cols}
@@ -303,39 +306,51 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             F.lit(0).cast("int").alias("partition"),
             offset.alias("offset"),
             *_tail(offset),
-            *_uncast(raw, bad_key | bad_ts | bad_value, value_fields),
+            *_uncast(raw, _either(bad_key, bad_ts, bad_value), value_fields),
             *[F.col(c) for c in _LINE_WHERE if c in cols],
         )
-    out = _count_input(out, stage)
     if "_corrupt_record" in out.columns:
         out = _corrupt_records(out, stage)
-    return _invalid_timestamps(out, stage)
+    # counted after the checks (same count: they turn rows into side rows, never remove
+    # one), so that Spark runs the source and the checks as one stage: an observation
+    # between them split it in two (docs/performance.md)
+    return _count_input(_invalid_timestamps(out, stage), stage)
 
 
-def _typed(c: Column, to: DataType, source: str) -> tuple[Column, Column]:
-    """``c`` as type ``to``, and whether a non-null ``c`` did not convert. A Spark
-    timestamp becomes epoch milliseconds (a cast to long would give seconds); anything
-    else is a ``try_cast``, so that a value of the wrong type goes to the deserialization
-    handler instead of failing the query through an ANSI cast error."""
+def _either(*bads: Column | None) -> Column | None:
+    """Whether any of ``bads`` is true; None when none can be (all None)."""
+    out: Column | None = None
+    for bad in bads:
+        if bad is not None:
+            out = bad if out is None else out | bad
+    return out
+
+
+def _typed(c: Column, to: DataType, source: str) -> tuple[Column, Column | None]:
+    """``c`` as type ``to``, and whether a non-null ``c`` did not convert (None: it
+    cannot fail). A Spark timestamp becomes epoch milliseconds (a cast to long would give
+    seconds); anything else is a ``try_cast``, so that a value of the wrong type goes to
+    the deserialization handler instead of failing the query through an ANSI cast error."""
     if isinstance(to, LongType) and source.startswith("timestamp"):
-        return F.unix_millis(c), F.lit(False)
+        return F.unix_millis(c), None
     if source and _dtype_name(to) == source:
-        return c, F.lit(False)  # already of its type: nothing to convert, nothing to fail
+        return c, None  # already of its type: nothing to convert, nothing to fail
     typed = c.try_cast(to)
     return typed, c.isNotNull() & typed.isNull()
 
 
 def _typed_fields(
     columns: dict[str, Column], to: StructType, sources: dict[str, str]
-) -> tuple[Column, Column]:
+) -> tuple[Column, Column | None]:
     """A struct of ``columns`` as ``to``, field by field (a ``try_cast`` of a whole struct
     nulls a field that does not convert and says nothing), and whether any non-null
-    field did not convert."""
-    fields, bad = [], F.lit(False)
+    field did not convert (None: none can fail)."""
+    fields: list[Column] = []
+    bad: Column | None = None
     for f in to.fields:
         value, failed = _typed(columns[f.name], f.dataType, sources.get(f.name, ""))
         fields.append(value.alias(f.name))
-        bad = bad | failed
+        bad = _either(bad, failed)
     return F.struct(*fields), bad
 
 
@@ -343,14 +358,21 @@ def _dtype_name(t: DataType) -> str:
     return t.simpleString()
 
 
-def _uncast(raw: DataFrame, bad: Column, shown: list[str]) -> list[Column]:
+def _uncast(raw: DataFrame, bad: Column | None, shown: list[str]) -> list[Column]:
     """The ``_corrupt_record`` and ``_corrupt_where`` columns: those of a line that did
     not parse, or, for a row whose columns did not convert to the declared types, the row
-    as JSON text (its ``shown`` columns), for the deserialization handler."""
+    as JSON text (its ``shown`` columns), for the deserialization handler. None when no
+    row can be corrupt (``bad`` None and no line that did not parse): the source then
+    has no deserialization check at all."""
     cols = set(raw.columns)
-    text = F.when(bad, F.to_json(F.struct(*[F.col(c) for c in shown if c in cols])))
-    if "_corrupt_record" in cols:
-        text = F.coalesce(F.col("_corrupt_record"), text)
+    if bad is None:
+        if "_corrupt_record" not in cols:
+            return []
+        text = F.col("_corrupt_record")
+    else:
+        text = F.when(bad, F.to_json(F.struct(*[F.col(c) for c in shown if c in cols])))
+        if "_corrupt_record" in cols:
+            text = F.coalesce(F.col("_corrupt_record"), text)
     out = [text.alias("_corrupt_record")]
     if "_corrupt_where" in cols:
         out.append(F.col("_corrupt_where"))
@@ -798,21 +820,85 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def _constants(stage: st.Read) -> dict[str, Any]:
+    """The envelope columns that :func:`_read` makes the same for every record of
+    ``stage``'s topic, with their value: the topic's name for any topic but Kafka, and a
+    file topic's partition (0) and headers (none) where its rows have no such column."""
+    t = stage.topic
+    if t.format == "kafka":
+        return {}
+    out: dict[str, Any] = {"topic": t.name, "ks_sub": 0}
+    if t.layout == "envelope":
+        if stage.read_schema is None:  # a table: its columns are not known here
+            return out
+        stored = {f["name"] for f in json.loads(stage.read_schema)["fields"]}
+    else:
+        stored = set()
+    if "ks_seq" not in stored:
+        out["ks_seq"] = {"same_as": "offset"}
+    if "partition" not in stored:
+        out["partition"] = 0
+    if "headers" not in stored:
+        out["headers"] = []
+    return out
+
+
+def _constant_column(name: str, value: Any) -> Column:
+    """Envelope column ``name`` as the literal ``value``, typed as in :func:`_read`."""
+    if name == "headers":
+        assert value == []
+        return F.array().cast(_dtype(env.HEADERS))
+    if isinstance(value, dict):
+        return F.col(value["same_as"])
+    return F.lit(value).cast(_dtype(dict(env.ENVELOPE)[name]))
+
+
+def _chain(df: DataFrame, stage: st.Chain, constants: dict[str, Any]) -> DataFrame:
+    """The chain's ``mapInArrow`` pass over ``df``; the ``constants`` columns (name to
+    value, :func:`_constants`) stay out of the pass and are added back after it
+    (:func:`kspark_server.chain.with_constants`, docs/performance.md)."""
+    from kspark_server.chain import make_chain, with_constants
+
+    schema = _schema(stage.spec.output_schema)
+    run = make_chain(stage.spec)
+    if any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in stage.spec.steps):
+        # a fan-out numbers a record's outputs in ks_sub
+        constants = {k: v for k, v in constants.items() if k != "ks_sub"}
+    if not constants:
+        return df.mapInArrow(run, schema)
+    order = [name for name, _ in env.ENVELOPE]
+    described = json.dumps(
+        [
+            [name, order.index(name), dict(env.ENVELOPE)[name], constants[name]]
+            for name in sorted(constants, key=order.index)
+        ]
+    )
+    passed = StructType([f for f in schema.fields if f.name not in constants])
+    out = df.drop(*constants).mapInArrow(with_constants(run, described), passed)
+    return out.select(
+        *[
+            _constant_column(f.name, constants[f.name]).alias(f.name)
+            if f.name in constants
+            else F.col(f.name)
+            for f in schema.fields
+        ]
+    )
+
+
 def build_dataframe(
     output: st.Output, spark: SparkSession, resume: Resume | None = None
 ) -> DataFrame:
     """The app's streaming DataFrame: the union of every sink's records and side rows,
     tagged by ``ks_sink``, with the side rows' metrics observed."""
-    from kspark_server.chain import make_chain, make_id_stage
+    from kspark_server.chain import make_id_stage
 
     def lower(stage: st.Stage, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:
         df: DataFrame
         if isinstance(stage, st.Read):
             df = _read(stage, spark, resume)
         elif isinstance(stage, st.Chain):
-            df = df_of(stage.input).mapInArrow(
-                make_chain(stage.spec), _schema(stage.spec.output_schema)
-            )
+            constants = _constants(stage.input) if isinstance(stage.input, st.Read) else {}
+            df = _chain(df_of(stage.input), stage, constants)
         elif isinstance(stage, st.SqlFilter):
             df = sql_filter(df_of(stage.input), stage)
         elif isinstance(stage, st.IdStage):
