@@ -69,6 +69,16 @@ def _topic(name: str, base: str) -> Topic:
     )
 
 
+def _config(base: str, app_id: str) -> StreamsConfig:
+    return StreamsConfig(
+        application_id=app_id,
+        checkpoint_dir=os.path.join(base, "chk"),
+        num_partitions=2,
+        processing_exception_handler=Context,
+        dead_letter_queue_topic=Topic.jsonl("dlq", os.path.join(base, "dlq")),
+    )
+
+
 def _inverse(e: Ev) -> int:
     return 1000 // e.v  # v == 0 fails
 
@@ -78,13 +88,7 @@ def _dedup_app(spark: Any, base: str, app_id: str) -> StreamsApp:
     b.stream(_topic("events", base), key_type=str, value_type=Ev).deduplicate_by_key(
         timedelta(minutes=1)
     ).map_values(_inverse, value_type=int).to(Topic.parquet("out", os.path.join(base, "out")))
-    cfg = StreamsConfig(
-        application_id=app_id,
-        checkpoint_dir=os.path.join(base, "chk"),
-        num_partitions=2,
-        processing_exception_handler=Context,
-        dead_letter_queue_topic=Topic.jsonl("dlq", os.path.join(base, "dlq")),
-    )
+    cfg = _config(base, app_id)
     return StreamsApp(b.build(), cfg, session=spark)
 
 
@@ -147,13 +151,7 @@ def test_join_keeps_the_constants_both_sources_share(spark: Any, app_id: str) ->
     b.stream(_topic("events", base), key_type=str, value_type=Ev).join(
         rates, _joiner, value_type=int
     ).to(Topic.parquet("out", os.path.join(base, "out")))
-    cfg = StreamsConfig(
-        application_id=app_id,
-        checkpoint_dir=os.path.join(base, "chk"),
-        num_partitions=2,
-        processing_exception_handler=Context,
-        dead_letter_queue_topic=Topic.jsonl("dlq", os.path.join(base, "dlq")),
-    )
+    cfg = _config(base, app_id)
     app = StreamsApp(b.build(), cfg, session=spark)
     packed, unpacked = _passes(spark, app)
     # the two topics' names differ: topic crosses; partition and headers do not
