@@ -106,7 +106,7 @@ def test_dedup_keeps_constant_columns_out_of_its_passes(spark: Any, app_id: str)
     base = tempfile.mkdtemp()
     _write(os.path.join(base, "events"), [("a", 1, 1000)])
     packed, unpacked = _passes(spark, _dedup_app(spark, base, app_id))
-    for name in ("headers", "topic", "partition"):
+    for name in ("headers", "topic", "partition", "ks_seq", "ks_sub"):
         assert f"{name}#" not in packed, packed
         assert f"{name}#" not in unpacked, unpacked
     assert "key#" in packed and "value#" in packed and "offset#" in packed
@@ -156,7 +156,7 @@ def test_join_keeps_the_constants_both_sources_share(spark: Any, app_id: str) ->
     packed, unpacked = _passes(spark, app)
     # the two topics' names differ: topic crosses; partition and headers do not
     assert "topic#" in packed and "topic#" in unpacked
-    for name in ("headers", "partition"):
+    for name in ("headers", "partition", "ks_seq", "ks_sub"):
         assert f"{name}#" not in packed and f"{name}#" not in unpacked
     app.run_until_caught_up(progress=False)
     out = spark.read.parquet(os.path.join(base, "out")).collect()
