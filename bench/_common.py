@@ -52,6 +52,10 @@ def session(a: argparse.Namespace) -> Any:
     kspark apps' number of partitions as Spark's shuffle partitions."""
     spark = kspark.connect(a.remote)
     spark.conf.set("spark.sql.shuffle.partitions", str(PARTITIONS))
+    # experiments: $KSPARK_BENCH_CONF="k=v k2=v2" sets session confs for every variant
+    for kv in os.environ.get("KSPARK_BENCH_CONF", "").split():
+        k, _, v = kv.partition("=")
+        spark.conf.set(k, v)
     return spark
 
 

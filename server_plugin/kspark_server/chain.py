@@ -373,25 +373,19 @@ def make_chain(
     return run
 
 
-def with_constants(
-    run: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+def constant_widener(
     constants_json: str,
-) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """``run`` (a chain's ``mapInArrow`` function) over batches that lack envelope columns
-    whose value is the same for every record, such as a file topic's ``topic``,
-    ``partition`` and empty ``headers``.
-
-    Spark's conversion of rows to Arrow and back costs per column and row, an empty
-    ``headers`` array of structs most; such columns are left out of the pass and added
-    back as literals after it (:func:`kspark.compiler.lower.build_dataframe`). Inside,
-    they are put back into each batch before ``run`` sees it, so that handlers' error
-    contexts and dead letters read them as before, and taken out of ``run``'s output.
-    A chain never changes them; a side row that the chain made (null in these columns
-    before) gets the constants instead, which no reader of side rows looks at.
+) -> tuple[list[str], Callable[[pa.RecordBatch | pa.Table], Any]]:
+    """The names of the constant envelope columns that ``constants_json`` describes, and a
+    function that puts them back into a batch or table that lacks them.
 
     ``constants_json``: a JSON list of ``[name, position, Spark type (JSON), value]``,
-    positions in the input batch's column order, ascending; a value ``{"same_as": c}``
-    is a copy of the batch's column ``c`` (``ks_seq``, a file record's ``offset``).
+    positions in the full batch's column order, ascending; a value ``{"same_as": c}`` is a
+    copy of the batch's column ``c`` (``ks_seq``, a file record's ``offset``).
+
+    >>> names, widen = constant_widener('[["topic", 1, "string", "t"]]')
+    >>> widen(pa.table({"key": ["a", "b"], "ks_seq": [1, 2]})).to_pydict()
+    {'key': ['a', 'b'], 'topic': ['t', 't'], 'ks_seq': [1, 2]}
     """
     import json
 
@@ -411,17 +405,39 @@ def with_constants(
             ]
         return cache[n]
 
-    def widened(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for (name, pos, type_, v), array in zip(constants, arrays(batch.num_rows), strict=True):
-                if isinstance(v, dict):
-                    array = batch.column(v["same_as"])
-                    array = array if array.type == type_ else array.cast(type_)
-                batch = batch.add_column(pos, pa.field(name, type_), array)
-            yield batch
+    def widen(batch: Any) -> Any:
+        for (name, pos, type_, v), array in zip(constants, arrays(batch.num_rows), strict=True):
+            if isinstance(v, dict):
+                array = batch.column(v["same_as"])
+                array = array if array.type == type_ else array.cast(type_)
+            batch = batch.add_column(pos, pa.field(name, type_), array)
+        return batch
+
+    return names, widen
+
+
+def with_constants(
+    run: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    constants_json: str,
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``run`` (a chain's ``mapInArrow`` function) over batches that lack envelope columns
+    whose value is the same for every record, such as a file topic's ``topic``,
+    ``partition`` and empty ``headers``.
+
+    Spark's conversion of rows to Arrow and back costs per column and row, an empty
+    ``headers`` array of structs most; such columns are left out of the pass and added
+    back as literals after it (:func:`kspark.compiler.lower.build_dataframe`). Inside,
+    they are put back into each batch before ``run`` sees it, so that handlers' error
+    contexts and dead letters read them as before, and taken out of ``run``'s output.
+    A chain never changes them; a side row that the chain made (null in these columns
+    before) gets the constants instead, which no reader of side rows looks at.
+
+    ``constants_json``: as :func:`constant_widener` takes it.
+    """
+    names, widen = constant_widener(constants_json)
 
     def wrapped(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for out in run(widened(batches)):
+        for out in run(widen(b) for b in batches):
             yield out.drop_columns(names)
 
     return wrapped

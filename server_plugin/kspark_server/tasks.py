@@ -50,6 +50,7 @@ from kspark_server import (
     timestamps,
     transport,
 )
+from kspark_server.chain import constant_widener
 from kspark_server.envelope import SideKind
 from kspark_server.spec import AggregateSpec, DedupSpec, JoinSpec, StatefulSpec, check_spec
 from kspark_server.versioned import VersionedStore
@@ -492,6 +493,10 @@ class TaskProcessor(StatefulProcessor):
     time_indexed = False
 
     spec: StatefulSpec
+    #: envelope columns left out of the records that cross into and out of the operator,
+    #: the same for every record (``kspark_server.chain.constant_widener``'s JSON; the
+    #: compiler sets it): put back while the operator works, taken out of its output
+    constants_json = ""
 
     def __init__(self, spec: StatefulSpec) -> None:
         self.spec = check_spec(spec)
@@ -693,6 +698,10 @@ class TaskProcessor(StatefulProcessor):
         table = transport.unpack_table(b for f in rows for b in f["ks_rows"].tolist())
         if table is None or not table.num_rows:
             return
+        constant_names: list[str] = []
+        if self.constants_json:
+            constant_names, widen = constant_widener(self.constants_json)
+            table = widen(table)
         is_side = pc.is_valid(table.column("ks_side"))
         n_side = pc.sum(is_side).as_py() or 0
         side_json = table.column("ks_side").filter(is_side).to_pylist() if n_side else []
@@ -740,6 +749,8 @@ class TaskProcessor(StatefulProcessor):
             )
             result = side_table if result is None else pa.concat_tables([result, side_table])
         if result is not None and result.num_rows:
+            if constant_names:
+                result = result.drop_columns(constant_names)
             yield pd.DataFrame({"ks_rows": [transport.pack_table(result)]})
 
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:

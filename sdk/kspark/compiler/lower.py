@@ -749,12 +749,16 @@ def _stateful(
         stream = stream.withColumn("ks_tvalue", F.to_json("ks_tvalue"))
     # records cross into the operator packed, one row per task and Arrow batch
     # (kspark_server.transport: Spark's runner would otherwise handle them row by row)
-    grouped = (
-        stream.withColumn("ks_hash", _hash(stage.task_column))
-        .withColumn("ks_task", _task(stage.task_column, stage.num_partitions))
-        .mapInArrow(pack_by_task, flat_schema(PACKED_SCHEMA_DDL))
-        .groupBy("ks_task")
+    tasked = stream.withColumn("ks_hash", _hash(stage.task_column)).withColumn(
+        "ks_task", _task(stage.task_column, stage.num_partitions)
     )
+    # columns that are the same for every record stay out of both Python passes
+    # (docs/performance.md); the operator puts them back while it works
+    constants = _stateful_constants(stage)
+    if constants:
+        processor.constants_json = _describe_constants(constants, tasked.columns)
+        tasked = tasked.drop(*constants)
+    grouped = tasked.mapInArrow(pack_by_task, flat_schema(PACKED_SCHEMA_DDL)).groupBy("ks_task")
     initial = None
     if resume is not None and spec.store in resume.initial_state:
         warm = spark.read.parquet(resume.initial_state[spec.store])
@@ -771,7 +775,20 @@ def _stateful(
         outputMode="Append",
         timeMode="None",
         initialState=initial,
-    ).mapInArrow(unpack_rows, operator_schema(spec.output_schema, packed.out))
+    )
+    unpacked = operator_schema(spec.output_schema, packed.out)
+    result = result.mapInArrow(
+        unpack_rows, StructType([f for f in unpacked.fields if f.name not in constants])
+    )
+    if constants:
+        result = result.select(
+            *[
+                _constant_column(f.name, constants[f.name]).alias(f.name)
+                if f.name in constants
+                else F.col(f.name)
+                for f in unpacked.fields
+            ]
+        )
     if packed.out:
         value_type: Any = out_schema["value"].dataType  # a struct, list or map (json_packable)
         result = result.withColumn("value", F.from_json("value", value_type))
@@ -853,6 +870,34 @@ def _constant_column(name: str, value: Any) -> Column:
     return F.lit(value).cast(_dtype(dict(env.ENVELOPE)[name]))
 
 
+def _describe_constants(constants: dict[str, Any], columns: list[str]) -> str:
+    """``constants`` (name to value) as :func:`kspark_server.chain.constant_widener` takes
+    them, at their positions in ``columns``."""
+    return json.dumps(
+        [
+            [name, columns.index(name), dict(env.ENVELOPE)[name], constants[name]]
+            for name in sorted(constants, key=columns.index)
+        ]
+    )
+
+
+def _stateful_constants(stage: st.Stateful) -> dict[str, Any]:
+    """The constant envelope columns (:func:`_constants`) that a stateful operator's input
+    and output share: for deduplication and stream-table joins, whose output records are
+    their stream's records, straight after a source (both sources for a join: the
+    constants they agree on). None for the other operators, whose output records they
+    make themselves."""
+    if stage.spec.kind not in ("dedup", "join") or not isinstance(stage.stream, st.Read):
+        return {}
+    found = _constants(stage.stream)
+    if stage.table is not None:
+        if not isinstance(stage.table, st.Read):
+            return {}
+        other = _constants(stage.table)
+        found = {k: v for k, v in found.items() if k in other and other[k] == v}
+    return found
+
+
 def _chain(df: DataFrame, stage: st.Chain, constants: dict[str, Any]) -> DataFrame:
     """The chain's ``mapInArrow`` pass over ``df``; the ``constants`` columns (name to
     value, :func:`_constants`) stay out of the pass and are added back after it
@@ -866,13 +911,7 @@ def _chain(df: DataFrame, stage: st.Chain, constants: dict[str, Any]) -> DataFra
         constants = {k: v for k, v in constants.items() if k != "ks_sub"}
     if not constants:
         return df.mapInArrow(run, schema)
-    order = [name for name, _ in env.ENVELOPE]
-    described = json.dumps(
-        [
-            [name, order.index(name), dict(env.ENVELOPE)[name], constants[name]]
-            for name in sorted(constants, key=order.index)
-        ]
-    )
+    described = _describe_constants(constants, [name for name, _ in env.ENVELOPE])
     passed = StructType([f for f in schema.fields if f.name not in constants])
     out = df.drop(*constants).mapInArrow(with_constants(run, described), passed)
     return out.select(
