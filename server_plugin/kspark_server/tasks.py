@@ -524,6 +524,11 @@ class TaskProcessor(StatefulProcessor):
         # msgspec parses JSON text about three times as fast as the json module
         self.unpack_value = msgspec.json.decode if packed.value else _identity
         self.pack_out = json.dumps if packed.out else _identity
+        #: the constant columns' names and the function that puts them back, built once
+        #: per worker rather than per task and batch
+        self.widener: tuple[list[str], Any] = (
+            constant_widener(self.constants_json) if self.constants_json else ([], None)
+        )
         self.decoders: dict[str, Any] = {"headers": headers_from_text}
         if packed.value:
             self.decoders["value"] = msgspec.json.decode
@@ -698,9 +703,8 @@ class TaskProcessor(StatefulProcessor):
         table = transport.unpack_table(b for f in rows for b in f["ks_rows"].tolist())
         if table is None or not table.num_rows:
             return
-        constant_names: list[str] = []
-        if self.constants_json:
-            constant_names, widen = constant_widener(self.constants_json)
+        constant_names, widen = self.widener
+        if widen is not None:
             table = widen(table)
         is_side = pc.is_valid(table.column("ks_side"))
         n_side = pc.sum(is_side).as_py() or 0

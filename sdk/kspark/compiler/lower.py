@@ -756,7 +756,12 @@ def _stateful(
     # (docs/performance.md); the operator puts them back while it works
     constants = _stateful_constants(stage)
     if constants:
-        processor.constants_json = _describe_constants(constants, tasked.columns)
+        # the packed columns: a source's envelope (and for a join the table's value and
+        # side), then the two above; positions are in this order (no schema round trip)
+        order = [name for name, _ in env.ENVELOPE]
+        if stage.table is not None:
+            order += ["ks_tvalue", "ks_jside"]
+        processor.constants_json = _describe_constants(constants, [*order, "ks_hash", "ks_task"])
         tasked = tasked.drop(*constants)
     grouped = tasked.mapInArrow(pack_by_task, flat_schema(PACKED_SCHEMA_DDL)).groupBy("ks_task")
     initial = None
@@ -780,15 +785,7 @@ def _stateful(
     result = result.mapInArrow(
         unpack_rows, StructType([f for f in unpacked.fields if f.name not in constants])
     )
-    if constants:
-        result = result.select(
-            *[
-                _constant_column(f.name, constants[f.name]).alias(f.name)
-                if f.name in constants
-                else F.col(f.name)
-                for f in unpacked.fields
-            ]
-        )
+    result = _add_constants(result, unpacked, constants)
     if packed.out:
         value_type: Any = out_schema["value"].dataType  # a struct, list or map (json_packable)
         result = result.withColumn("value", F.from_json("value", value_type))
@@ -870,6 +867,21 @@ def _constant_column(name: str, value: Any) -> Column:
     return F.lit(value).cast(_dtype(dict(env.ENVELOPE)[name]))
 
 
+def _add_constants(df: DataFrame, schema: StructType, constants: dict[str, Any]) -> DataFrame:
+    """``df`` with the ``constants`` columns (:func:`_constants`) added back after a Python
+    pass that left them out, in ``schema``'s column order."""
+    if not constants:
+        return df
+    return df.select(
+        *[
+            _constant_column(f.name, constants[f.name]).alias(f.name)
+            if f.name in constants
+            else F.col(f.name)
+            for f in schema.fields
+        ]
+    )
+
+
 def _describe_constants(constants: dict[str, Any], columns: list[str]) -> str:
     """``constants`` (name to value) as :func:`kspark_server.chain.constant_widener` takes
     them, at their positions in ``columns``."""
@@ -914,14 +926,7 @@ def _chain(df: DataFrame, stage: st.Chain, constants: dict[str, Any]) -> DataFra
     described = _describe_constants(constants, [name for name, _ in env.ENVELOPE])
     passed = StructType([f for f in schema.fields if f.name not in constants])
     out = df.drop(*constants).mapInArrow(with_constants(run, described), passed)
-    return out.select(
-        *[
-            _constant_column(f.name, constants[f.name]).alias(f.name)
-            if f.name in constants
-            else F.col(f.name)
-            for f in schema.fields
-        ]
-    )
+    return _add_constants(out, schema, constants)
 
 
 def build_dataframe(
