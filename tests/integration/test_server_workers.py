@@ -9,7 +9,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+pytestmark = pytest.mark.spark
 
+
+# with separate executor JVMs too: their workers get SPARK_HOME from the worker JVM
+@pytest.mark.cluster
 def test_workers_import_pyspark_from_site_packages(spark: Any, spark_server: Any) -> None:
     if spark_server is None:
         pytest.skip("a remote server's workers are its own")
