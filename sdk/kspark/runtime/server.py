@@ -76,7 +76,7 @@ def server_environment(*, home: str, python: str, token: str, workdir: str) -> d
     }
     return {
         **inherited,
-        "SPARK_HOME": home,
+        "SPARK_HOME": workers_spark_home(home, python, workdir),
         "PYSPARK_PYTHON": python,
         "PYSPARK_DRIVER_PYTHON": python,
         # in the environment, not on the command line, where ps would show it
@@ -85,6 +85,68 @@ def server_environment(*, home: str, python: str, token: str, workdir: str) -> d
         # caches of the checkpoint's state, gone with the server
         "KSPARK_LOCAL_STATE_DIR": os.path.join(workdir, "local-state"),
     }
+
+
+#: The file Spark puts first on every Python worker's path (``PythonUtils.sparkPythonPath``).
+_PYSPARK_ZIP = os.path.join("python", "lib", "pyspark.zip")
+
+
+def workers_spark_home(home: str, python: str, workdir: str) -> str:
+    """The ``SPARK_HOME`` of a server kspark starts: ``home``, or a copy of it made of
+    symbolic links, without ``python/lib/pyspark.zip``, in ``workdir/spark-home``.
+
+    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on the path of every Python
+    process it starts, and Python cannot cache the bytecode of modules imported from a
+    zip file: each process compiled pyspark again, about 0.8 s of CPU here, and a query
+    start waits for two of them (the ``foreachBatch`` runner, and the planning runner of
+    ``transformWithStateInPandas``; see docs/performance.md). Without the zip the workers
+    import the same pyspark from ``python``'s site-packages, with its cached bytecode.
+
+    The copy is made only when that pyspark is the same: ``home`` is the installed
+    pyspark package (not a Spark distribution that ``SPARK_HOME`` names) and the workers
+    run this process's Python. Otherwise, or where links cannot be made, ``home``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> home = tempfile.mkdtemp()
+    >>> os.makedirs(os.path.join(home, "python", "lib"))
+    >>> workers_spark_home(home, "/some/other/python", tempfile.mkdtemp()) == home
+    True
+    """
+    import pyspark
+
+    installed = os.path.dirname(os.path.abspath(pyspark.__file__))
+    if os.path.abspath(python) != os.path.abspath(sys.executable) or not _same_dir(home, installed):
+        return home
+    mirror = os.path.join(workdir, "spark-home")
+    if os.path.isdir(mirror) and _same_dir(
+        os.path.join(mirror, "jars"), os.path.join(home, "jars")
+    ):
+        return mirror  # made by an earlier start of this server (``kspark server start``)
+    building = tempfile.mkdtemp(prefix=".spark-home-", dir=workdir)
+    try:
+        for name in os.listdir(home):
+            if name != "python":
+                os.symlink(os.path.join(home, name), os.path.join(building, name))
+        lib = os.path.join(home, "python", "lib")
+        os.makedirs(os.path.join(building, "python", "lib"))
+        for name in os.listdir(lib) if os.path.isdir(lib) else ():
+            if name != os.path.basename(_PYSPARK_ZIP):
+                os.symlink(os.path.join(lib, name), os.path.join(building, "python", "lib", name))
+        shutil.rmtree(mirror, ignore_errors=True)
+        os.rename(building, mirror)
+    except OSError:
+        shutil.rmtree(building, ignore_errors=True)
+        return home
+    return mirror
+
+
+def _same_dir(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def server_arguments(

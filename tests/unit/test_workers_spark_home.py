@@ -1,0 +1,47 @@
+"""The ``SPARK_HOME`` a server kspark starts gets: the installed pyspark without the zip
+that made every Python worker compile pyspark again (``workers_spark_home``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pyspark
+
+from kspark.runtime.server import server_environment, workers_spark_home
+
+INSTALLED = os.path.dirname(os.path.abspath(pyspark.__file__))
+
+
+def test_a_copy_of_links_without_the_zip(tmp_path: Path) -> None:
+    home = workers_spark_home(INSTALLED, sys.executable, str(tmp_path))
+    assert home == str(tmp_path / "spark-home")
+    assert os.path.samefile(os.path.join(home, "jars"), os.path.join(INSTALLED, "jars"))
+    assert os.path.isfile(os.path.join(home, "bin", "spark-submit"))
+    lib = os.listdir(os.path.join(home, "python", "lib"))
+    assert "pyspark.zip" not in lib
+    # py4j's zip stays: Spark puts it on the path too, and it holds no pyspark
+    assert sorted(lib) == sorted(
+        n for n in os.listdir(os.path.join(INSTALLED, "python", "lib")) if n != "pyspark.zip"
+    )
+    # a second start of the same server (kspark server start) reuses it
+    assert workers_spark_home(INSTALLED, sys.executable, str(tmp_path)) == home
+    assert [p.name for p in tmp_path.iterdir()] == ["spark-home"]
+
+
+def test_home_itself_where_the_workers_pyspark_may_differ(tmp_path: Path) -> None:
+    # another Python for the workers: its pyspark (if any) may not be the installed one
+    assert workers_spark_home(INSTALLED, "/opt/other/python", str(tmp_path)) == INSTALLED
+    # a Spark distribution named by SPARK_HOME: its zip is its own pyspark
+    dist = tmp_path / "spark-4.3.0-bin"
+    (dist / "python" / "lib").mkdir(parents=True)
+    assert workers_spark_home(str(dist), sys.executable, str(tmp_path)) == str(dist)
+    assert not (tmp_path / "spark-home").exists()
+
+
+def test_the_server_environment_names_the_copy(tmp_path: Path) -> None:
+    env = server_environment(
+        home=INSTALLED, python=sys.executable, token="t", workdir=str(tmp_path)
+    )
+    assert env["SPARK_HOME"] == str(tmp_path / "spark-home")
