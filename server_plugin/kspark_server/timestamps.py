@@ -21,12 +21,14 @@ Examples
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from kspark_server.handling import ProcessingFailed
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def fill_partition_time(frame: pd.DataFrame, stream_time: int | None, processor: str) -> Any:

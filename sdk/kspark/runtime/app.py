@@ -32,7 +32,7 @@ from kspark.runtime import rescale as rescaling
 from kspark.runtime.checkpoints import (
     Generation,
     current_generation,
-    query_progress,
+    last_committed,
     write_generation,
 )
 from kspark.runtime.display import NullProgress
@@ -360,7 +360,7 @@ class StreamsApp:
         # one read of the checkpoint's commits serves both: whether a rescaled generation
         # still needs its initial state, and whether there is state to restore
         committed = (stateful or bool(gen.initial_state)) and (
-            query_progress(spark, gen.checkpoint, with_files=False).last_committed is not None
+            last_committed(spark, gen.checkpoint) is not None
         )
         if stateful:
             gen = self._check_state_format(gen, committed)

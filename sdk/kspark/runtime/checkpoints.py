@@ -25,6 +25,7 @@ __all__ = [
     "Progress",
     "Resume",
     "current_generation",
+    "last_committed",
     "query_progress",
     "write_generation",
 ]
@@ -113,12 +114,32 @@ def _exists(spark: Any, path: str) -> bool:
     return True
 
 
+def _texts(spark: Any, path: str) -> list[Any]:
+    """``(value, name)`` rows of the text files under ``path`` (a whole file per row,
+    ``name`` its file name); none if ``path`` does not exist.
+
+    One round trip: the read itself says that the path is missing (checking first took a
+    second call, at every app start, for each folder read)."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    try:
+        rows: list[Any] = (
+            spark.read.option("wholetext", "true")
+            .text(path)
+            .select("value", F.col("_metadata.file_name").alias("name"))
+            .collect()
+        )
+    except AnalysisException as exc:
+        if exc.getCondition() == "PATH_NOT_FOUND":
+            return []
+        raise
+    return rows
+
+
 def current_generation(spark: Any, checkpoint_dir: str) -> Generation:
     """The newest generation recorded under ``checkpoint_dir``; generation 0 if none is."""
-    path = _generations_dir(checkpoint_dir)
-    if not _exists(spark, path):
-        return first_generation(checkpoint_dir)
-    rows = spark.read.option("wholetext", "true").text(path).collect()
+    rows = _texts(spark, _generations_dir(checkpoint_dir))
     gens = [Generation.from_json(r["value"]) for r in rows if r["value"].strip()]
     if not gens:
         return first_generation(checkpoint_dir)
@@ -147,22 +168,19 @@ class Progress:
 
 def _batch_files(spark: Any, path: str) -> dict[int, str]:
     """``{batch: text}`` of a metadata log folder (offsets, commits, a file source's log)."""
-    from pyspark.sql import functions as F
-
-    if not _exists(spark, path):
-        return {}
-    rows = (
-        spark.read.option("wholetext", "true")
-        .text(path)
-        .select("value", F.col("_metadata.file_name").alias("name"))
-        .collect()
-    )
     out: dict[int, str] = {}
-    for r in rows:
+    for r in _texts(spark, path):
         name = str(r["name"]).removesuffix(".compact")
         if name.isdigit():
             out[int(name)] = r["value"]
     return out
+
+
+def last_committed(spark: Any, checkpoint: str) -> int | None:
+    """The last batch that query checkpoint ``checkpoint`` committed; None before the first.
+    Reads only the commit log (:func:`query_progress` reads the offsets too)."""
+    commits = _batch_files(spark, f"{checkpoint}/commits")
+    return max(commits) if commits else None
 
 
 def query_progress(spark: Any, checkpoint: str, *, with_files: bool = True) -> Progress:

@@ -418,10 +418,10 @@ class StoreReplica:
 
     def refresh(self) -> int:
         """Catch up with the checkpoint; returns how many task states changed."""
-        from kspark.runtime.checkpoints import query_progress
+        from kspark.runtime.checkpoints import last_committed
         from kspark_server import taskstate
 
-        last = query_progress(self._spark, self._checkpoint, with_files=False).last_committed
+        last = last_committed(self._spark, self._checkpoint)
         if last is None or last == self.as_of_batch:
             return 0
         op = _operator_id(self._spark, self._checkpoint, self.name)
