@@ -62,6 +62,16 @@ def default_server_conf() -> dict[str, str]:
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.connect.grpc.binding.address": "127.0.0.1",
+        # Spark's default checkpoint file manager renames through Hadoop's FileContext,
+        # whose local file system runs `readlink` in a child process for every rename
+        # without Hadoop's native library (pip's pyspark has none): each state store
+        # commit, changelog and offset or commit log entry forked the server's JVM. The
+        # FileSystem-based manager renames in Java; on a local disk (and HDFS) the rename
+        # is as atomic. docs/performance.md measures it.
+        "spark.sql.streaming.checkpointFileManagerClass": (
+            "org.apache.spark.sql.execution.streaming.checkpointing."
+            "FileSystemBasedCheckpointFileManager"
+        ),
     }
 
 
