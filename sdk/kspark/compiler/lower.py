@@ -953,6 +953,10 @@ def _chain_udf(df: DataFrame, stage: st.Chain, constants: dict[str, Any]) -> Dat
         [schema[n] for n in outputs]
         + [StructField("keep", BooleanType()), StructField("sides", texts)]
     )
+    if os.environ.get("KS_UDF_ALLCOLS") == "2":  # all but headers
+        constants = {k: v for k, v in constants.items() if k == "headers"}
+    if os.environ.get("KS_UDF_ALLCOLS") == "3":  # all, headers as they are
+        constants = {}
     if os.environ.get("KS_UDF_ALLCOLS") == "1":  # session 10's form
         constants = {}
         args = [
