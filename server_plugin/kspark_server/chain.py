@@ -1168,7 +1168,11 @@ def _chain_udf(
         texts = pa.list_(pa.string())
         sides = pa.nulls(n, texts)
         if (guard.side or guard.dropped) and n:
-            new = [handling.side_json(r) for r in guard.side_rows(_chunk(batch))]
+            new: list[str | None] = [
+                handling.side_json(r) for r in guard.side_rows(_chunk(batch))
+            ]
+            if keep[0].as_py():  # the first row's own record comes first
+                new.insert(0, None)
             sides = pa.array([new] + [None] * (n - 1), texts)
         cols += [keep, sides]
         return pa.StructArray.from_arrays(cols, names=[*outputs, "keep", "sides"])

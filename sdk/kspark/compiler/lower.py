@@ -968,15 +968,12 @@ def _chain_udf(df: DataFrame, stage: st.Chain, constants: dict[str, Any]) -> Dat
     # nondeterministic: Spark must not run it twice (user functions may have side effects)
     make_udf: Any = arrow_udf  # its overloads do not cover a function of any arity
     run = make_udf(make_chain_udf(spec, described), rtype).asNondeterministic()
-    # a row per record kept (a null) and per new side row (its JSON)
-    rows = F.concat(
-        F.when(F.col("ks_r.keep"), F.array(F.lit(None).cast("string"))).otherwise(
-            F.array().cast(texts)
-        ),
-        F.coalesce(F.col("ks_r.sides"), F.array().cast(texts)),
-    )
-    out = df.select(*UDF_INPUT, run(*args).alias("ks_r")).select(
-        "*", F.explode(rows).alias("ks_new")
+    # the new side rows (JSON) on the batch's first row, after its record (a null) if it
+    # is kept; other rows' sides are null: one row each, then only those kept stay
+    out = (
+        df.select(*UDF_INPUT, run(*args).alias("ks_r"))
+        .select("*", F.explode_outer("ks_r.sides").alias("ks_new"))
+        .where(F.col("ks_r.keep") | F.col("ks_new").isNotNull())
     )
     record = F.col("ks_new").isNull()
     return out.select(
