@@ -16,10 +16,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from kspark_server import codec, columns, handling, recordsize
-from kspark_server.envelope import ENVELOPE
 from kspark_server.handlers import Origin
 from kspark_server.spec import (
     ArrowValues,
@@ -355,7 +353,15 @@ def make_chain(
     without fan-out runs column by column instead (:func:`make_columnar_chain`).
     """
     check_spec(spec)
-    run = make_record_chain(spec) if _record_by_record(spec) else make_columnar_chain(spec)
+    if any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps) or any(
+        # dynamic (JSON) values converted to a declared record, list or map: the record
+        # path converts them; dynamic to dynamic or to a primitive needs no conversion
+        isinstance(i, JsonSpec) and not isinstance(o, JsonSpec | PrimSpec)
+        for i, o in ((spec.input.key, spec.output.key), (spec.input.value, spec.output.value))
+    ):
+        run = make_record_chain(spec)
+    else:
+        run = make_columnar_chain(spec)
     if spec.record_limit is not None:  # it feeds a Kafka sink
         return recordsize.limited(
             spec.record_limit,
@@ -365,16 +371,6 @@ def make_chain(
             handling.json_columns(spec, output=True),
         )
     return run
-
-
-def _record_by_record(spec: ChainSpec) -> bool:
-    """Whether a chain runs record by record: a fan-out, or dynamic (JSON) values converted
-    to a declared record, list or map, which the record path converts (dynamic to dynamic
-    or to a primitive needs no conversion)."""
-    return any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps) or any(
-        isinstance(i, JsonSpec) and not isinstance(o, JsonSpec | PrimSpec)
-        for i, o in ((spec.input.key, spec.output.key), (spec.input.value, spec.output.value))
-    )
 
 
 def constant_widener(
@@ -932,10 +928,11 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
     raise SpecError(f"no columnar form of step op {type(step).__name__!r}")
 
 
-def make_columnar_chain(spec: ChainSpec, udf: tuple[str, ...] | None = None) -> Any:
+def make_columnar_chain(
+    spec: ChainSpec,
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of a chain without fan-out, run step by step over each
-    batch; with ``udf`` (the columns it returns, :func:`udf_outputs`), the body of its
-    scalar Arrow UDF instead (:func:`make_chain_udf`).
+    batch.
 
     Each step loops over the batch's live records (one guarded call each) before the next
     step starts, so a chain's per-record cost is its user functions' and little else:
@@ -1009,24 +1006,18 @@ def make_columnar_chain(spec: ChainSpec, udf: tuple[str, ...] | None = None) -> 
         vs = [x for x, ok in zip(vs, checked, strict=True) if ok]
         return {"key": pa.array(ks, type=ktype), "value": pa.array(vs, type=vtype)}
 
-    def run_steps(records: pa.RecordBatch, schema: pa.Schema) -> tuple[Rows, dict[str, pa.Array]]:
-        """The chain over a batch of records (no side rows): the rows that remain, and the
-        columns it replaced at those rows."""
+    def one_batch(batch: pa.RecordBatch, schema: pa.Schema) -> list[pa.RecordBatch]:
+        out = []
+        side = batch.column("ks_side")
+        has_side = side.null_count < len(side)
+        records = batch.filter(side.is_null()) if has_side else batch
         live = Live(records, guard, vdec, first_processor)
         for step in steps:
             if not live.rows:
                 break
             _retrying(step, live)
         replaced = _retrying(lambda lv: encode(lv, schema), live) if live.rows else {}
-        return live.rows, replaced
-
-    def one_batch(batch: pa.RecordBatch, schema: pa.Schema) -> list[pa.RecordBatch]:
-        out = []
-        side = batch.column("ks_side")
-        has_side = side.null_count < len(side)
-        records = batch.filter(side.is_null()) if has_side else batch
-        rows, replaced = run_steps(records, schema)
-        out.append(_assemble_columns(records, schema, rows, replaced))
+        out.append(_assemble_columns(records, schema, live.rows, replaced))
         if has_side:
             # dead-letter and metric rows pass through, without key and value
             sides = batch.filter(side.is_valid())
@@ -1037,11 +1028,10 @@ def make_columnar_chain(spec: ChainSpec, udf: tuple[str, ...] | None = None) -> 
             }
             out.append(_assemble_columns(sides, schema, range(n), nulls))
         if guard.side or guard.dropped:
-            out.extend(guard.drain_batches(schema, _chunk(batch)))
+            first = batch.slice(0, 1).to_pylist()[0]
+            chunk = f"{first['ks_seq']}:{first['ks_sub']}"
+            out.extend(guard.drain_batches(schema, chunk))
         return out
-
-    if udf is not None:
-        return _chain_udf(run_steps, guard, schema_json, udf)
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         schema = arrow_schema(schema_json)
@@ -1064,126 +1054,10 @@ def make_columnar_chain(spec: ChainSpec, udf: tuple[str, ...] | None = None) -> 
     return run
 
 
-def _chunk(batch: pa.RecordBatch) -> str:
-    """The identity of an input chunk in its side rows: its first record's position."""
-    first = batch.slice(0, 1).to_pylist()[0]
-    return f"{first['ks_seq']}:{first['ks_sub']}"
-
-
-Rows = list[int] | range
-
-#: The envelope's columns, in the order of a chain UDF's arguments (less its constants).
-UDF_INPUT: tuple[str, ...] = tuple(name for name, _ in ENVELOPE)
-
-
-def udf_outputs(spec: ChainSpec) -> tuple[str, ...] | None:
-    """Which of ``key`` and ``value`` a chain's scalar Arrow UDF returns (those a step or
-    the output's encoding may change), or None if the chain must run as a ``mapInArrow``
-    (a fan-out, a conversion record by record, a Kafka sink's record size check)."""
-    if spec.record_limit is not None or _record_by_record(spec):
-        return None
-    ins, outs = spec.input, spec.output
-    key = ins.key != outs.key or isinstance(ins.key, JsonSpec)
-    value = ins.value != outs.value or isinstance(ins.value, JsonSpec)
-    key = key or any(isinstance(s, MapStep | SelectKeyStep) for s in spec.steps)
-    value = value or any(isinstance(s, _SETS_VALUE) for s in spec.steps)
-    return tuple(n for n, on in (("key", key), ("value", value)) if on)
-
-
-_SETS_VALUE = (MapStep, MapValuesStep, TableMapValuesStep, TableFilterStep)
-
-
-def make_chain_udf(spec: ChainSpec, constants_json: str = "[]") -> Callable[..., pa.Array]:
-    """The chain as a scalar Arrow UDF, for a chain that keeps at most one record per
-    input record (:func:`udf_outputs`).
-
-    Spark ships it the envelope's columns (:data:`UDF_INPUT` less the constant ones that
-    ``constants_json`` describes, as :func:`constant_widener` takes it, which it puts
-    back) and keeps them itself, so only what the chain returns crosses back: a struct of
-    the changed key and value (:func:`udf_outputs`), ``keep`` (the record, or a side row
-    passing through, goes on) and ``sides`` (the batch's new side rows as ``ks_side``
-    JSON, on its first row), which the compiler turns back into envelope rows. The steps,
-    handlers and side rows are the ``mapInArrow`` chain's own.
-    """
-    check_spec(spec)
-    outputs = udf_outputs(spec)
-    if outputs is None:
-        raise SpecError("this chain keeps more than one record per input: use make_chain")
-    names, widen = constant_widener(constants_json)
-    passed = [n for n in UDF_INPUT if n not in names]
-    body: Callable[[pa.RecordBatch], pa.Array] = make_columnar_chain(spec, outputs)
-
-    def udf(*arrays: pa.Array) -> pa.Array:
-        return body(widen(pa.RecordBatch.from_arrays(list(arrays), names=passed)))
-
-    return udf
-
-
-def _chain_udf(
-    run_steps: Callable[[pa.RecordBatch, pa.Schema], tuple[Rows, dict[str, pa.Array]]],
-    guard: handling.Guard,
-    schema_json: str,
-    outputs: tuple[str, ...],
-) -> Callable[[pa.RecordBatch], pa.Array]:
-    schemas: list[pa.Schema] = []
-
-    def udf(batch: pa.RecordBatch) -> pa.Array:
-        if not schemas:
-            schemas.append(arrow_schema(schema_json))
-        schema = schemas[0]
-        n = batch.num_rows
-        is_side = batch.column("ks_side").is_valid()
-        records, pos = batch, None
-        if n and is_side.true_count:
-            pos = np.flatnonzero(~is_side.to_numpy(zero_copy_only=False))
-            records = batch.take(pos)
-        collecting = gc.isenabled()  # as in the mapInArrow chain's run
-        gc.disable()
-        try:
-            rows, replaced = run_steps(records, schema)
-        finally:
-            if collecting:
-                gc.enable()
-        kept = np.fromiter(rows, np.int64, len(rows))
-        at = None
-        if len(kept) != n:
-            index = np.full(n, -1, np.int64)
-            index[kept if pos is None else pos[kept]] = np.arange(len(kept))
-            at = pa.array(index, mask=index < 0)
-        cols = []
-        for name in outputs:
-            type_ = schema.field(name).type
-            col = replaced.get(name)
-            if col is None:
-                col = (
-                    records.column(name).take(kept)
-                    if len(kept) != records.num_rows
-                    else records.column(name)
-                )
-                col = col if col.type == type_ else col.cast(type_)
-            cols.append(col if at is None else col.take(at))
-        keep = at.is_valid() if at is not None else pa.array(np.ones(n, bool))
-        if pos is not None:
-            keep = pc.or_(keep, is_side)
-        texts = pa.list_(pa.string())
-        sides = pa.nulls(n, texts)
-        if (guard.side or guard.dropped) and n:
-            new: list[str | None] = [
-                handling.side_json(r) for r in guard.side_rows(_chunk(batch))
-            ]
-            if keep[0].as_py():  # the first row's own record comes first
-                new.insert(0, None)
-            sides = pa.array([new] + [None] * (n - 1), texts)
-        cols += [keep, sides]
-        return pa.StructArray.from_arrays(cols, names=[*outputs, "keep", "sides"])
-
-    return udf
-
-
 def _assemble_columns(
     batch: pa.RecordBatch,
     schema: pa.Schema,
-    rows: Rows,
+    rows: list[int] | range,
     replaced: dict[str, pa.Array],
 ) -> pa.RecordBatch:
     """The output batch: rows ``rows`` of ``batch``, with the ``replaced`` columns new."""

@@ -6,8 +6,6 @@ client API only: no JVM on the client.
 
 from __future__ import annotations
 
-import os
-
 import dataclasses
 import json
 import weakref
@@ -18,9 +16,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    ArrayType,
     BinaryType,
-    BooleanType,
     DataType,
     IntegerType,
     LongType,
@@ -211,6 +207,8 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             key.alias("key"),
             value.alias("value"),
             F.expr("unix_millis(timestamp)").alias("timestamp"),
+            # empty, never null: null lists crossing into a Python pass make Spark's Arrow
+            # batch size check quadratic in the batch's rows (docs/performance.md, session 12)
             F.coalesce(F.col("headers"), F.array().cast(_dtype(env.HEADERS))).alias("headers"),
             F.col("topic"),
             F.col("partition").cast("int").alias("partition"),
@@ -918,11 +916,9 @@ def _chain(df: DataFrame, stage: st.Chain, constants: dict[str, Any]) -> DataFra
     """The chain's ``mapInArrow`` pass over ``df``; the ``constants`` columns (name to
     value, :func:`_constants`) stay out of the pass and are added back after it
     (:func:`kspark_server.chain.with_constants`, docs/performance.md)."""
-    from kspark_server.chain import make_chain, udf_outputs, with_constants
+    from kspark_server.chain import make_chain, with_constants
 
     schema = _schema(stage.spec.output_schema)
-    if udf_outputs(stage.spec) is not None and os.environ.get("KS_NOUDF") != "1":
-        return _chain_udf(df, stage, constants)
     run = make_chain(stage.spec)
     if any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in stage.spec.steps):
         # a fan-out numbers a record's outputs in ks_sub
@@ -933,57 +929,6 @@ def _chain(df: DataFrame, stage: st.Chain, constants: dict[str, Any]) -> DataFra
     passed = StructType([f for f in schema.fields if f.name not in constants])
     out = df.drop(*constants).mapInArrow(with_constants(run, described), passed)
     return _add_constants(out, schema, constants)
-
-
-def _chain_udf(df: DataFrame, stage: st.Chain, constants: dict[str, Any]) -> DataFrame:
-    """A chain that keeps at most one record per input record as a scalar Arrow UDF
-    (:func:`kspark_server.chain.make_chain_udf`): Spark ships the envelope's columns (but
-    the ``constants``) to Python and keeps them, and only the changed key and value, a keep
-    flag and the new side rows come back (docs/performance.md)."""
-    from pyspark.sql.pandas.functions import arrow_udf
-
-    from kspark_server.chain import UDF_INPUT, make_chain_udf, udf_outputs
-
-    spec = stage.spec
-    schema = _schema(spec.output_schema)
-    outputs = udf_outputs(spec)
-    assert outputs is not None
-    texts = ArrayType(StringType())
-    rtype = StructType(
-        [schema[n] for n in outputs]
-        + [StructField("keep", BooleanType()), StructField("sides", texts)]
-    )
-    if os.environ.get("KS_UDF_ALLCOLS") == "2":  # all but headers
-        constants = {k: v for k, v in constants.items() if k == "headers"}
-    if os.environ.get("KS_UDF_ALLCOLS") == "3":  # all, headers as they are
-        constants = {}
-    if os.environ.get("KS_UDF_ALLCOLS") == "1":  # session 10's form
-        constants = {}
-        args = [
-            F.when(F.size(c) > 0, F.col(c)) if c == "headers" else F.col(c) for c in UDF_INPUT
-        ]
-    else:
-        args = [F.col(c) for c in UDF_INPUT if c not in constants]
-    described = _describe_constants(constants, list(UDF_INPUT))
-    # nondeterministic: Spark must not run it twice (user functions may have side effects)
-    make_udf: Any = arrow_udf  # its overloads do not cover a function of any arity
-    run = make_udf(make_chain_udf(spec, described), rtype).asNondeterministic()
-    # the new side rows (JSON) on the batch's first row, after its record (a null) if it
-    # is kept; other rows' sides are null: one row each, then only those kept stay
-    out = (
-        df.select(*UDF_INPUT, run(*args).alias("ks_r"))
-        .select("*", F.explode_outer("ks_r.sides").alias("ks_new"))
-        .where(F.col("ks_r.keep") | F.col("ks_new").isNotNull())
-    )
-    record = F.col("ks_new").isNull()
-    return out.select(
-        *[
-            F.when(record, F.col(f"ks_r.{c}" if c in outputs else c)).alias(c)
-            for c in schema.names
-            if c != "ks_side"
-        ],
-        F.coalesce(F.col("ks_new"), F.col("ks_side")).alias("ks_side"),
-    )
 
 
 def build_dataframe(
