@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pyspark
+import pytest
 
 from kspark.runtime.server import server_environment, workers_spark_home
 
@@ -38,6 +39,17 @@ def test_home_itself_where_the_workers_pyspark_may_differ(tmp_path: Path) -> Non
     (dist / "python" / "lib").mkdir(parents=True)
     assert workers_spark_home(str(dist), sys.executable, str(tmp_path)) == str(dist)
     assert not (tmp_path / "spark-home").exists()
+
+
+def test_home_itself_where_pyspark_is_not_installed_in_site_packages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pyspark found through PYTHONPATH, which the server's environment leaves out: the
+    # workers would find no pyspark without the zip
+    from kspark.runtime import server
+
+    monkeypatch.setattr(server, "_site_dirs", lambda: [str(tmp_path / "elsewhere")])
+    assert workers_spark_home(INSTALLED, sys.executable, str(tmp_path)) == INSTALLED
 
 
 def test_the_server_environment_names_the_copy(tmp_path: Path) -> None:

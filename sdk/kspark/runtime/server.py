@@ -112,9 +112,11 @@ def workers_spark_home(home: str, python: str, workdir: str) -> str:
     ``transformWithStateInPandas``; see docs/performance.md). Without the zip the workers
     import the same pyspark from ``python``'s site-packages, with its cached bytecode.
 
-    The copy is made only when that pyspark is the same: ``home`` is the installed
-    pyspark package (not a Spark distribution that ``SPARK_HOME`` names) and the workers
-    run this process's Python. Otherwise, or where links cannot be made, ``home``.
+    The copy is made only when the workers find that same pyspark without the zip:
+    ``home`` is the pyspark package installed in this Python's site-packages (not a Spark
+    distribution that ``SPARK_HOME`` names, nor a pyspark found through ``PYTHONPATH``,
+    which the server's environment leaves out) and the workers run this Python.
+    Otherwise, or where links cannot be made, ``home``.
 
     Examples
     --------
@@ -128,6 +130,8 @@ def workers_spark_home(home: str, python: str, workdir: str) -> str:
 
     installed = os.path.dirname(os.path.abspath(pyspark.__file__))
     if os.path.abspath(python) != os.path.abspath(sys.executable) or not _same_dir(home, installed):
+        return home
+    if not any(_same_dir(os.path.dirname(installed), d) for d in _site_dirs()):
         return home
     mirror = os.path.join(workdir, "spark-home")
     if os.path.isdir(mirror) and _same_dir(
@@ -150,6 +154,16 @@ def workers_spark_home(home: str, python: str, workdir: str) -> str:
         shutil.rmtree(building, ignore_errors=True)
         return home
     return mirror
+
+
+def _site_dirs() -> list[str]:
+    """Where this Python finds installed packages without ``PYTHONPATH``."""
+    import site
+
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return dirs
 
 
 def _same_dir(a: str, b: str) -> bool:
