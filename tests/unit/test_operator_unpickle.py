@@ -4,51 +4,28 @@ the runner's time, docs/performance.md)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from pyspark import cloudpickle
+from test_spec_contract import _all_specs
 
 import kspark_server
-from kspark import Materialized, StreamsBuilder, StreamsConfig, Topic
-from kspark.compiler import compile_topology
-from kspark.compiler import stages as st
+from kspark_server.spec import DedupSpec, JoinSpec
 from kspark_server.tasks import make_processor
-
-
-@dataclasses.dataclass
-class Payment:
-    amount: float
-
-
-def _specs() -> list[object]:
-    b = StreamsBuilder()
-    rates = b.table(
-        Topic.jsonl("rates", "/tmp/r"),
-        key_type=str,
-        value_type=float,
-        materialized=Materialized.as_versioned("rates", timedelta(hours=2)),
-    )
-    s = b.stream(Topic.jsonl("payments", "/tmp/p"), key_type=str, value_type=Payment)
-    s.deduplicate_by_key(timedelta(seconds=5)).left_join(
-        rates, lambda p, r: p.amount * (r or 1.0), value_type=float
-    ).to(Topic.parquet("o", "/tmp/o"))
-    out = compile_topology(b.build(), StreamsConfig(application_id="a", checkpoint_dir="/tmp/c"))
-    return [s.spec for s in out.stages() if isinstance(s, st.Stateful)]
 
 
 @pytest.mark.parametrize("kind", ["dedup", "join"])
 def test_the_pickled_operator_unpickles_without_pandas(kind: str, tmp_path: Path) -> None:
-    dedup, join = _specs()
-    processor = make_processor(dedup if kind == "dedup" else join)  # type: ignore[arg-type]
-    # as StreamsApp ships it: kspark_server and the user's module by value
-    # (kspark.runtime.shipping)
-    shipped = [kspark_server, sys.modules[__name__]]
+    wanted = DedupSpec if kind == "dedup" else JoinSpec
+    (spec,) = [s for s in _all_specs() if isinstance(s, wanted)]
+    processor = make_processor(spec)
+    # as StreamsApp ships it: kspark_server and the user's module (here the one that
+    # defines the topology) by value (kspark.runtime.shipping)
+    shipped = [kspark_server, sys.modules[_all_specs.__module__]]
     for m in shipped:
         cloudpickle.register_pickle_by_value(m)
     try:

@@ -102,39 +102,35 @@ def first_generation(checkpoint_dir: str) -> Generation:
     return Generation(number=0, checkpoint=f"{checkpoint_dir.rstrip('/')}/query")
 
 
-def _exists(spark: Any, path: str) -> bool:
+def _collect(df: Any) -> list[Any] | None:
+    """``df``'s rows, or None if the path it reads does not exist (the read says so
+    itself: no call to the server first to check)."""
     from pyspark.errors import AnalysisException
 
     try:
-        spark.read.format("text").load(path).limit(0).collect()
+        rows: list[Any] = df.collect()
     except AnalysisException as exc:
         if exc.getCondition() == "PATH_NOT_FOUND":
-            return False
+            return None
         raise
-    return True
+    return rows
+
+
+def _exists(spark: Any, path: str) -> bool:
+    return _collect(spark.read.format("text").load(path).limit(0)) is not None
 
 
 def _texts(spark: Any, path: str) -> list[Any]:
     """``(value, name)`` rows of the text files under ``path`` (a whole file per row,
-    ``name`` its file name); none if ``path`` does not exist.
-
-    One round trip: the read itself says that the path is missing (checking first took a
-    second call, at every app start, for each folder read)."""
-    from pyspark.errors import AnalysisException
+    ``name`` its file name; ``path`` may be a glob); none if nothing is there. One call."""
     from pyspark.sql import functions as F
 
-    try:
-        rows: list[Any] = (
-            spark.read.option("wholetext", "true")
-            .text(path)
-            .select("value", F.col("_metadata.file_name").alias("name"))
-            .collect()
-        )
-    except AnalysisException as exc:
-        if exc.getCondition() == "PATH_NOT_FOUND":
-            return []
-        raise
-    return rows
+    df = (
+        spark.read.option("wholetext", "true")
+        .text(path)
+        .select("value", F.col("_metadata.file_name").alias("name"))
+    )
+    return _collect(df) or []
 
 
 def current_generation(spark: Any, checkpoint_dir: str) -> Generation:
@@ -183,36 +179,27 @@ def last_committed(spark: Any, checkpoint: str) -> int | None:
     return max(commits) if commits else None
 
 
-def query_progress(spark: Any, checkpoint: str, *, with_files: bool = True) -> Progress:
-    """Read ``checkpoint``'s offsets, commits and (``with_files``) file-source logs."""
+def query_progress(spark: Any, checkpoint: str) -> Progress:
+    """Read ``checkpoint``'s offsets, commits and file-source logs."""
     offsets = _batch_files(spark, f"{checkpoint}/offsets")
-    commits = _batch_files(spark, f"{checkpoint}/commits")
-    last_committed = max(commits) if commits else None
+    committed = last_committed(spark, checkpoint)
     per_source: tuple[str | None, ...] = ()
-    if last_committed is not None and last_committed in offsets:
+    if committed is not None and committed in offsets:
         # v1, then the batch's metadata, then one line per source ("-" when it has none)
-        lines = offsets[last_committed].splitlines()[2:]
+        lines = offsets[committed].splitlines()[2:]
         per_source = tuple(None if ln.strip() in ("", "-") else ln for ln in lines)
     files: set[str] = set()
-    if with_files and last_committed is not None and _exists(spark, f"{checkpoint}/sources"):
-        from pyspark.sql import functions as F
-
-        rows = (
-            spark.read.option("wholetext", "true")
-            .text(f"{checkpoint}/sources/*/*")
-            .select("value", F.col("_metadata.file_path").alias("path"))
-            .collect()
-        )
-        for r in rows:
+    if committed is not None:
+        for r in _texts(spark, f"{checkpoint}/sources/*/*"):
             for line in str(r["value"]).splitlines():
                 if not line.startswith("{"):
                     continue
                 entry = json.loads(line)
-                if "path" in entry and int(entry.get("batchId", 0)) <= last_committed:
+                if "path" in entry and int(entry.get("batchId", 0)) <= committed:
                     files.add(normalize_path(entry["path"]))
     return Progress(
         last_planned=max(offsets) if offsets else None,
-        last_committed=last_committed,
+        last_committed=committed,
         offsets=per_source,
         files=tuple(sorted(files)),
     )

@@ -97,8 +97,9 @@ def server_environment(*, home: str, python: str, token: str, workdir: str) -> d
     }
 
 
-#: The file Spark puts first on every Python worker's path (``PythonUtils.sparkPythonPath``).
-_PYSPARK_ZIP = os.path.join("python", "lib", "pyspark.zip")
+#: The file in ``$SPARK_HOME/python/lib`` that Spark puts first on every Python worker's
+#: path (``PythonUtils.sparkPythonPath``).
+_PYSPARK_ZIP = "pyspark.zip"
 
 
 def workers_spark_home(home: str, python: str, workdir: str) -> str:
@@ -146,7 +147,7 @@ def workers_spark_home(home: str, python: str, workdir: str) -> str:
         lib = os.path.join(home, "python", "lib")
         os.makedirs(os.path.join(building, "python", "lib"))
         for name in os.listdir(lib) if os.path.isdir(lib) else ():
-            if name != os.path.basename(_PYSPARK_ZIP):
+            if name != _PYSPARK_ZIP:
                 os.symlink(os.path.join(lib, name), os.path.join(building, "python", "lib", name))
         shutil.rmtree(mirror, ignore_errors=True)
         os.rename(building, mirror)
