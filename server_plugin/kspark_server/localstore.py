@@ -380,11 +380,17 @@ class TaskStore:
             for old, _ in index:
                 if old is not None:
                     keys.index_delete(old)
+            put, delete, entries = txn.put, txn.delete, self.entries
             for k, e in pairs:
-                if e is None:
-                    keys.delete(k)
+                if len(k) > SHORT_KEY:
+                    if e is None:
+                        keys.delete(k)
+                    else:
+                        keys.put(k, e)
+                elif e is None:
+                    delete(k, db=entries)
                 else:
-                    keys.put(k, e)
+                    put(k, e, db=entries)
             for _, new in index:
                 if new is not None:
                     keys.index_put(new)
