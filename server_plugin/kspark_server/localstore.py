@@ -235,12 +235,12 @@ class _Keys:
         """Remove the entries whose index time is older than ``bound``; their keys."""
         out: list[bytes] = []
         for db, is_long in ((self.store.index, False), (self.store.long_index, True)):
-            cur = self.txn.cursor(db=db)
+            cur: Any = self.txn.cursor(db=db)
             if not cur.first():
                 continue
             while True:
                 # a cursor past the last entry has an empty key (LMDB has no empty keys)
-                k = _b(cur.key())
+                k = cur.key()
                 if not k or k[:8] >= bound:
                     break
                 if is_long:
@@ -326,10 +326,12 @@ class TaskStore:
     def get_many(self, keys: Iterable[bytes]) -> list[bytes | None]:
         """The entries of ``keys`` (None where absent), in order."""
         with self._begin(db=self.entries, buffers=False) as txn:
-            get, mapped = txn.get, _Keys(self, txn)
-            return [
-                cast(bytes | None, get(k)) if len(k) <= SHORT_KEY else mapped.get(k) for k in keys
+            get: Any = txn.get
+            mapped = _Keys(self, txn)
+            found: list[bytes | None] = [
+                get(k) if len(k) <= SHORT_KEY else mapped.get(k) for k in keys
             ]
+            return found
 
     def due(self, before: int) -> list[bytes]:
         """The keys whose time-index time is older than ``before``, oldest first: those
