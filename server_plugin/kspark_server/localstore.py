@@ -378,11 +378,16 @@ class TaskStore:
 
         def work(txn: lmdb.Transaction) -> list[bytes]:
             keys = _Keys(self, txn)
+            put, delete, entries, tindex = txn.put, txn.delete, self.entries, self.index
+            longest = SHORT_KEY + 8
             # the old index keys first: a long key's slot is found through its entry
             for old, _ in index:
-                if old is not None:
+                if old is None:
+                    continue
+                if len(old) <= longest:
+                    delete(old, db=tindex)
+                else:
                     keys.index_delete(old)
-            put, delete, entries = txn.put, txn.delete, self.entries
             for k, e in pairs:
                 if len(k) > SHORT_KEY:
                     if e is None:
@@ -394,7 +399,11 @@ class TaskStore:
                 else:
                     put(k, e, db=entries)
             for _, new in index:
-                if new is not None:
+                if new is None:
+                    continue
+                if len(new) <= longest:
+                    put(new, b"", db=tindex)
+                else:
                     keys.index_put(new)
             expired = [] if expire_before is None else keys.expire(_bound(expire_before))
             txn.put(b"s", stateenc.pack(scalars), db=self.meta)
