@@ -138,10 +138,21 @@ def _branch(b: StreamsBuilder, p: str, key_type: type[Any], full: bool) -> None:
     ).to(f"{p}-left")
 
 
+def _expiry(b: StreamsBuilder) -> None:
+    """Over topic ``x``: a batch of null keys only, which moves stream time past every
+    entry, so the local store expires its last entries without a key of the batch."""
+    x = b.stream("x", key_type=str, value_type=str)
+    for ms in (0, 1_000):
+        x.deduplicate_by_key(timedelta(milliseconds=ms)).to(f"x-dedup-{ms}")
+    window = TimeWindows.of_size_with_no_grace(timedelta(milliseconds=SIZE))
+    x.group_by_key().windowed_by(window).count().to_stream().to("x-windowed")
+
+
 def topology() -> Any:
     b = StreamsBuilder()
     _branch(b, "s", str, full=True)
     _branch(b, "b", bytes, full=False)
+    _expiry(b)
     return b.build()
 
 
@@ -161,7 +172,10 @@ SINKS = {
         "outer",
     ],
     "b": ["dedup-key", "count", "final", "versioned-join", "outer"],
+    "x": ["dedup-0", "dedup-1000", "windowed"],
 }
+#: topic x, per batch: a null key, a key, a null key far later (batches 1 to 3)
+EXPIRY = [(None, "n1", 100), ("a", "a1", 200), (None, "n2", 50_000)]
 
 Out = tuple[Any, Any]  # an output record's key and value
 
@@ -207,6 +221,10 @@ def _expected(p: str, sink: str, keys: list[Any]) -> list[list[Out]]:
         return each(lambda n, k: [(k, c)])
 
     batches: list[list[Out]]
+    if p == "x":  # deduplication forwards every record; the count drops the null keys
+        if sink == "windowed":
+            return [[], [(w("a", 0), 1)], [], []]
+        return [[(k, v)] for k, v, _ in EXPIRY] + [[]]
     if sink in ("dedup-key", "dedup-id"):  # a duplicate within 10 s is dropped
         batches = [forwarded(1), [(None, "n:v2"), (None, None)], forwarded(3), forwarded(4)]
     elif sink == "dedup-kv":  # a null id (here: for a null value) is forwarded
@@ -307,6 +325,9 @@ def corpus_run(spark: Any, spark_server: Any) -> dict[str, Any]:
                 d.rescale(2)
             _pipe(d, "s", STR_KEYS, batch)
             _pipe(d, "b", BYTES_KEYS, batch)
+            if batch <= len(EXPIRY):
+                k, v, ts = EXPIRY[batch - 1]
+                d.create_input_topic("x").pipe_input(k, v, timestamp=ts)
             d.process()
             for name, sink in sinks.items():
                 outputs.setdefault(name, []).append([(r.key, r.value) for r in sink.read_records()])
@@ -327,7 +348,7 @@ def corpus_run(spark: Any, spark_server: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("sink", [f"{p}-{s}" for p, names in SINKS.items() for s in names])
 def test_each_key_behaves_as_any_key(corpus_run: dict[str, Any], sink: str) -> None:
     p, name = sink.split("-", 1)
-    keys = STR_KEYS if p == "s" else BYTES_KEYS
+    keys = BYTES_KEYS if p == "b" else STR_KEYS
     got = corpus_run["outputs"][sink]
     want = _expected(p, name, keys)
     for batch, (g, e) in enumerate(zip(got, want, strict=True), start=1):
