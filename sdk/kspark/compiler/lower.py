@@ -712,7 +712,7 @@ def _hash(column: str) -> Column:
 def _stateful(
     stage: st.Stateful, df_of: Any, spark: SparkSession, resume: Resume | None
 ) -> DataFrame:
-    from kspark_server.tasks import make_processor
+    from kspark_server.operators.registry import make_operator
     from kspark_server.transport import (
         OUTPUT_SCHEMA_DDL,
         PACKED_SCHEMA_DDL,
@@ -722,7 +722,7 @@ def _stateful(
     )
 
     spec = stage.spec
-    processor = make_processor(spec)
+    processor = make_operator(spec)
     stream = df_of(stage.stream)
     if stage.table is not None:
         table = df_of(stage.table)
