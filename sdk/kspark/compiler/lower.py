@@ -208,7 +208,7 @@ def _read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> 
             value.alias("value"),
             F.expr("unix_millis(timestamp)").alias("timestamp"),
             # empty, never null: null lists crossing into a Python pass make Spark's Arrow
-            # batch size check quadratic in the batch's rows (docs/performance.md, session 12)
+            # batch size check quadratic in the batch's rows (docs/design/stateless-chain.md)
             F.coalesce(F.col("headers"), F.array().cast(_dtype(env.HEADERS))).alias("headers"),
             F.col("topic"),
             F.col("partition").cast("int").alias("partition"),
