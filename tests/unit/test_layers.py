@@ -59,12 +59,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 
 #: Imports that break the table today, as (importing floor, imported floor): the reason.
 #: An entry that no import needs any more fails the test, so the list stays true.
-KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("compiler", "runtime"): (
-        "lowering types its resume point with kspark.runtime.checkpoints.Resume (under "
-        "TYPE_CHECKING); Resume is to move below the compiler"
-    ),
-}
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 #: Third-party packages that a floor never imports, outside ``if TYPE_CHECKING:``.
 NEVER_AT_RUNTIME: dict[str, set[str]] = {
