@@ -49,11 +49,11 @@ def stateful(
 ) -> DataFrame:
     """The operator of ``stage`` over its input (for a join, the stream and the table in
     one union), its output records unpacked into the envelope's columns."""
-    from kspark_server.tasks import make_processor
+    from kspark_server.operators.registry import make_operator
     from kspark_server.transport import OUTPUT_SCHEMA_DDL, PACKED_SCHEMA_DDL, pack_by_task
 
     spec = stage.spec
-    processor = make_processor(spec)
+    processor = make_operator(spec)
     stream = _json_values(_joined_input(stage, df_of), spec.packed)
     tasked = stream.withColumn("ks_hash", _hash(stage.task_column)).withColumn(
         "ks_task", task_column(stage.task_column, stage.num_partitions)
