@@ -181,30 +181,24 @@ Out = tuple[Any, Any]  # an output record's key and value
 
 
 def _pipe(d: TopologyTestDriver, p: str, keys: list[Any], batch: int) -> None:
-    """Batch ``batch`` (1 to 4) of every key's story, and of the null key's. Values are
-    ``"<key number>:<step>"`` (the null key's number is ``n``)."""
+    """Batch ``batch`` (1 to 4) of every key's story, and of the null key's, in time order
+    across keys (a topic partition is processed in offset order, and a record behind
+    stream time is late for a session). Values are ``"<key number>:<step>"`` (the null
+    key's number is ``n``)."""
     sources = {s.topic_name for s in d.topology.sources()}
     topic = {t: d.create_input_topic(f"{p}{t}") for t in ("", "r", "l", "v") if p + t in sources}
     numbered = [*((str(i), k) for i, k in enumerate(keys)), ("n", None)]
-    for n, k in numbered:
-        if batch == 1:
-            topic["v"].pipe_input(k, f"{n}:T1", timestamp=0)
-            if "l" in topic:
-                topic["l"].pipe_input(k, f"{n}:L1", timestamp=0)
-            topic["r"].pipe_input(k, f"{n}:r1", timestamp=0)
-            topic[""].pipe_input(k, f"{n}:v1", timestamp=0)
-        elif batch == 2:
-            topic["v"].pipe_input(k, f"{n}:T2", timestamp=1_000)
-            topic[""].pipe_input(k, f"{n}:v2", timestamp=1_000)
-            topic[""].pipe_input(k, None, timestamp=1_500)
-            topic[""].pipe_input(k, f"{n}:neg", timestamp=-1)  # dropped at the source
-        elif batch == 3:
-            topic["v"].pipe_input(k, f"{n}:T3", timestamp=15_000)
-            if "l" in topic:
-                topic["l"].pipe_input(k, None, timestamp=15_000)
-            topic[""].pipe_input(k, f"{n}:v3", timestamp=20_000)
-        else:
-            topic[""].pipe_input(k, f"{n}:v4", timestamp=FAR)
+    # per batch: (topic, value or None, timestamp) for each key, one step after the other
+    story: dict[int, list[tuple[str, str | None, int]]] = {
+        1: [("v", "T1", 0), ("l", "L1", 0), ("r", "r1", 0), ("", "v1", 0)],
+        2: [("v", "T2", 1_000), ("", "v2", 1_000), ("", None, 1_500), ("", "neg", -1)],
+        3: [("v", "T3", 15_000), ("l", None, 15_000), ("", "v3", 20_000)],
+        4: [("", "v4", FAR)],
+    }
+    for t, step, ts in story[batch]:
+        for n, k in numbered:
+            if t in topic:  # "neg": dropped at the source (a negative timestamp)
+                topic[t].pipe_input(k, None if step is None else f"{n}:{step}", timestamp=ts)
 
 
 def _expected(p: str, sink: str, keys: list[Any]) -> list[list[Out]]:
