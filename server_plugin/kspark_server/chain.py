@@ -1,14 +1,16 @@
 """Fused stateless stages: a chain of user functions run in one Python pass.
 
-A chain spec (:class:`~kspark_server.spec.ChainSpec`) holds steps (filter, map, ...). :func:`make_chain` turns it into
-a ``mapInArrow`` function: each Arrow batch is decoded once, every record goes through all
-steps, and the results are encoded once. Each user-function call is guarded: an exception
-goes to the processing exception handler (see :mod:`kspark_server.handling`).
+A chain spec (:class:`~kspark_server.spec.ChainSpec`) holds steps (filter, map, flat_map,
+branch, ...). :func:`make_chain` turns it into a ``mapInArrow`` function that runs each
+step over all the live records of an Arrow batch before the next step starts. The live
+records are positions in the batch: a filter drops positions, a fan-out repeats one per
+output, and the envelope (topic, offset, headers, ...) reaches the output with one Arrow
+``take`` of those positions. Each user-function call is guarded: an exception goes to the
+processing exception handler with the record's context (see :mod:`kspark_server.handling`).
 """
 
 from __future__ import annotations
 
-import functools
 import gc
 import itertools
 from collections.abc import Callable, Iterable, Iterator
@@ -42,8 +44,6 @@ from kspark_server.spec import (
 )
 
 Pair = tuple[Any, Any]
-# A step maps one (key, value) to a list of pairs: [] drops, [p] passes one, more fan out.
-StepFn = Callable[[Any, Any, dict[str, Any]], list[Pair]]
 
 
 def arrow_schema(schema_json: str) -> pa.Schema:
@@ -76,127 +76,6 @@ def _pair(result: Any, processor: str) -> Pair:
     )
 
 
-def make_step(step: Step, guard: handling.Guard) -> StepFn:
-    """One step as a function of ``(key, value, row)`` to a list of pairs."""
-    name = step.processor
-    call = guard.call  # (processor, fn, args, row) -> (ok, result)
-
-    if isinstance(step, FilterStep | MapValuesStep) and step.vectorized is not None:
-        return _vectorized_record_step(step, guard)
-    if isinstance(step, FilterStep | TableFilterStep):
-        fn, negate, table = step.fn, step.negate, isinstance(step, TableFilterStep)
-
-        def filter_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            if table and v is None:
-                return [(k, v)]
-            ok, keep = call(name, fn, (k, v), row)
-            if not ok:
-                return []
-            if bool(keep) != negate:
-                return [(k, v)]
-            return [(k, None)] if table else []
-
-        return filter_step
-    if isinstance(step, MapStep):
-        map_fn = step.fn
-
-        def map_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, r = call(name, lambda a, b: _pair(map_fn(a, b), name), (k, v), row)
-            return [r] if ok else []
-
-        return map_step
-    if isinstance(step, MapValuesStep | TableMapValuesStep):
-        mv_fn, with_key = step.fn, step.with_key
-        table = isinstance(step, TableMapValuesStep)
-
-        def map_values_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            if table and v is None:
-                return [(k, None)]
-            ok, r = call(name, mv_fn, (k, v) if with_key else (v,), row)
-            return [(k, r)] if ok else []
-
-        return map_values_step
-    if isinstance(step, FlatMapStep):
-        fm_fn = step.fn
-
-        def flat_map_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, r = call(name, lambda a, b: [_pair(x, name) for x in fm_fn(a, b)], (k, v), row)
-            return r if ok else []
-
-        return flat_map_step
-    if isinstance(step, FlatMapValuesStep):
-        fmv_fn, fmv_with_key = step.fn, step.with_key
-
-        def flat_map_values_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            args = (k, v) if fmv_with_key else (v,)
-            ok, r = call(name, lambda *a: [(k, x) for x in fmv_fn(*a)], args, row)
-            return r if ok else []
-
-        return flat_map_values_step
-    if isinstance(step, SelectKeyStep):
-        sk_fn = step.fn
-
-        def select_key_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, r = call(name, sk_fn, (k, v), row)
-            return [(r, v)] if ok else []
-
-        return select_key_step
-    if isinstance(step, PeekStep):
-        peek_fn = step.fn
-
-        def peek_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, _ = call(name, peek_fn, (k, v), row)
-            return [(k, v)] if ok else []
-
-        return peek_step
-    if isinstance(step, BranchStep):
-        preds, index = step.predicates, step.index
-
-        def first_true(k: Any, v: Any) -> int:
-            for i, p in enumerate(preds):
-                if p(k, v):
-                    return i
-            return len(preds)
-
-        # the predicates are the split's: a failure is the split's, the same on every branch
-        split = step.split or name
-
-        def branch_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, i = call(split, first_true, (k, v), row)
-            return [(k, v)] if ok and i == index else []
-
-        return branch_step
-    raise SpecError(f"unknown step op {type(step).__name__!r}")
-
-
-def _vectorized_record_step(step: FilterStep | MapValuesStep, guard: handling.Guard) -> StepFn:
-    """A vectorized step in a chain that runs record by record (one with a flat map): its
-    function called on one-value arrays."""
-    assert step.vectorized is not None
-    types, fn, name = step.vectorized, step.fn, step.processor
-    is_filter = isinstance(step, FilterStep)
-    negate = isinstance(step, FilterStep) and step.negate
-    arrow = _ArrowTypes(types)
-    enc = codec.encoder(types.before)
-    after_dec = columns.column_decoder(types.after)
-
-    def one(v: Any) -> Any:
-        after_type = pa.bool_() if is_filter else arrow.after
-        res = _vector_result(name, fn(pa.array([enc(v)], type=arrow.before)), 1, after_type)
-        return res[0].as_py() if is_filter else after_dec(res)[0]
-
-    def vectorized_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-        ok, r = guard.call(name, one, (v,), row)
-        if not ok:
-            return []
-        if is_filter:
-            # a null answer is neither true nor false: the record is dropped
-            return [(k, v)] if r is not None and r != negate else []
-        return [(k, r)]
-
-    return vectorized_step
-
-
 class LazyRow:
     """One record of an Arrow batch, read field by field only when asked.
 
@@ -217,33 +96,6 @@ class LazyRow:
 
     def __getitem__(self, name: str) -> Any:
         return self.get(name)
-
-
-def _assemble(
-    batch: pa.RecordBatch,
-    schema: pa.Schema,
-    idx: list[int],
-    replaced: dict[str, list[Any] | pa.Array],
-) -> pa.RecordBatch:
-    """The output batch: rows ``idx`` of ``batch``, with the ``replaced`` columns new."""
-    taken = batch.take(pa.array(idx, pa.int64())) if len(idx) != batch.num_rows else batch
-    cols = []
-    for f in schema:
-        if f.name in replaced:
-            new = replaced[f.name]
-            cols.append(new if isinstance(new, pa.Array) else pa.array(new, type=f.type))
-            continue
-        pos = taken.schema.get_field_index(f.name)
-        if pos < 0:
-            cols.append(pa.nulls(len(idx), f.type))
-        else:
-            col = taken.column(pos)
-            cols.append(col if col.type == f.type else col.cast(f.type))
-    return pa.RecordBatch.from_arrays(cols, schema=schema)
-
-
-def _lazy_row(batch: pa.RecordBatch, idx: list[int], j: int) -> LazyRow:
-    return LazyRow(batch, idx[j])
 
 
 def _unfit(values: list[Any], type_: pa.DataType, what: str) -> pa.Array | dict[int, Exception]:
@@ -346,31 +198,170 @@ def output_encoder(inp: TypeSpec, out: TypeSpec, what: str) -> codec.Codec:
 def make_chain(
     spec: ChainSpec,
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of a chain spec.
+    """The ``mapInArrow`` function of a chain spec, run step by step over each batch.
 
-    Only the key and value columns become Python objects; the rest of the envelope stays in
-    Arrow and is carried over with ``take`` (a fan-out repeats a row's index). A chain
-    without fan-out runs column by column instead (:func:`make_columnar_chain`).
+    Each step loops over the batch's live records (one guarded call each) before the next
+    step starts, so a chain's per-record cost is its user functions' and little else:
+
+    - keys and values become Python objects column by column (:mod:`kspark_server.columns`),
+      and only when a step reads them;
+    - a column that no step replaced (the key through ``map_values``, the value through a
+      ``filter``) goes to the output as the input's Arrow column, taken at the live rows;
+    - a new column is type-checked once per batch (the set of its values' types) and
+      converted by Arrow; if that fails, the batch's records are encoded one by one, so
+      that a wrong value reaches its handler with its record (the processing handler of
+      the step that made it, see :func:`output_owners`).
+
+    A record's outputs leave in the order its steps gave them, each record's after the
+    previous record's. In a chain with a fan-out, output ``j`` of a record gets the
+    ``ks_sub`` ``4096 * ks_sub + j``, which keeps the outputs apart and in order
+    downstream.
     """
     check_spec(spec)
-    if any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps) or any(
-        # dynamic (JSON) values converted to a declared record, list or map: the record
-        # path converts them; dynamic to dynamic or to a primitive needs no conversion
-        isinstance(i, JsonSpec) and not isinstance(o, JsonSpec | PrimSpec)
-        for i, o in ((spec.input.key, spec.output.key), (spec.input.value, spec.output.value))
-    ):
-        run = make_record_chain(spec)
-    else:
-        run = make_columnar_chain(spec)
+    guard = handling.Guard(spec.handling, handling.json_columns(spec))
+    kdec = columns.column_decoder(spec.input.key)
+    vdec = columns.column_decoder(spec.input.value)
+    kcol = _column_output(spec.input.key, spec.output.key, "key")
+    vcol = _column_output(spec.input.value, spec.output.value, "value")
+    kenc = output_encoder(spec.input.key, spec.output.key, "key")
+    venc = output_encoder(spec.input.value, spec.output.value, "value")
+    steps = [_column_step(s, guard, kdec) for s in spec.steps]
+    fans_out = any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps)
+    owners = output_owners(spec)
+    last_processor = spec.steps[-1].processor if spec.steps else spec.sink or "source"
+    first_processor = spec.steps[0].processor if spec.steps else last_processor
+    # a dynamic column is written afresh even when unchanged: what Spark read may not be
+    # kspark's JSON text yet (a JSON string without its quotes, keys unsorted), and equal
+    # values must leave as equal text
+    same_key = spec.input.key == spec.output.key and not isinstance(spec.input.key, JsonSpec)
+    same_value = spec.input.value == spec.output.value and not isinstance(
+        spec.input.value, JsonSpec
+    )
+    schema_json = spec.output_schema
+    json_in = isinstance(spec.input.value, JsonSpec) and not isinstance(spec.output.value, JsonSpec)
+
+    def encode(live: Live, schema: pa.Schema) -> dict[str, pa.Array]:
+        ktype, vtype = schema.field("key").type, schema.field("value").type
+        out: dict[str, pa.Array | None] = {}
+        if live.keys_new or not same_key:
+            out["key"] = kcol(live.keys(kdec), ktype)
+        if live.values_new or not same_value:
+            # JSON text that no step decoded is decoded here, to be converted, not cast
+            values = live.values() if json_in and not live.values_new else live.arrow_values()
+            if isinstance(values, pa.Array):
+                out["value"] = values if values.type == vtype else values.cast(vtype)
+            else:
+                out["value"] = vcol(values, vtype)
+        if all(a is not None for a in out.values()):
+            return {k: a for k, a in out.items() if a is not None}
+        # a value Arrow refused, or of a type the per-value encoder converts: record by
+        # record, each failure to its handler (output_owners)
+        keys, values = live.keys(kdec), live.values()
+        ok_rows: list[bool] = []
+        ks: list[Any] = []
+        vs: list[Any] = []
+        for j, (k, v) in enumerate(zip(keys, values, strict=True)):
+            ok, enc = guard.encode(last_processor, kenc, venc, k, v, live.row(j), owners)
+            ok_rows.append(ok)
+            if ok:
+                ks.append(enc[0])
+                vs.append(enc[1])
+        if not all(ok_rows):
+            live.keep(ok_rows)
+        # encoded, but Arrow may still refuse a value (see _unfit): find it, report it
+        checked = _refuse_unfit(guard, last_processor, ks, vs, schema, live.row)
+        if isinstance(checked, dict):
+            return checked
+        live.keep(checked)
+        ks = list(itertools.compress(ks, checked))
+        vs = list(itertools.compress(vs, checked))
+        return {"key": pa.array(ks, type=ktype), "value": pa.array(vs, type=vtype)}
+
+    def one_batch(batch: pa.RecordBatch, schema: pa.Schema) -> list[pa.RecordBatch]:
+        out = []
+        side = batch.column("ks_side")
+        has_side = side.null_count < len(side)
+        records = batch.filter(side.is_null()) if has_side else batch
+        live = Live(records, guard, vdec, first_processor)
+        for step in steps:
+            if not live.rows:
+                break
+            _retrying(step, live)
+        if fans_out:  # numbered before encoding, as a failed output keeps its number
+            live.subs = _fan_out_subs(records.column("ks_sub"), live.rows)
+        replaced = _retrying(lambda lv: encode(lv, schema), live) if live.rows else {}
+        if fans_out:
+            replaced["ks_sub"] = pa.array(live.subs or [], schema.field("ks_sub").type)
+        out.append(_assemble_columns(records, schema, live.rows, replaced))
+        if has_side:
+            # dead-letter and metric rows pass through, without key and value
+            sides = batch.filter(side.is_valid())
+            n = sides.num_rows
+            nulls = {
+                "key": pa.nulls(n, schema.field("key").type),
+                "value": pa.nulls(n, schema.field("value").type),
+            }
+            out.append(_assemble_columns(sides, schema, range(n), nulls))
+        if guard.side or guard.dropped:
+            first = batch.slice(0, 1).to_pylist()[0]
+            chunk = f"{first['ks_seq']}:{first['ks_sub']}"
+            out.extend(guard.drain_batches(schema, chunk))
+        return out
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        schema = arrow_schema(schema_json)
+        for batch in batches:
+            # A batch makes ten thousand records at once, each one an object the cyclic
+            # garbage collector tracks; its collections then walk every object of the
+            # worker (pyspark's modules...) over and over, which doubled the cost of a
+            # dataclass chain (docs/performance.md). Records hold no cycles of their own,
+            # so the collector waits for the end of the batch, and is never left off
+            # while the batch's output is with Spark.
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                out = one_batch(batch, schema)
+            finally:
+                if collecting:
+                    gc.enable()
+            yield from out
+
     if spec.record_limit is not None:  # it feeds a Kafka sink
         return recordsize.limited(
-            spec.record_limit,
-            spec.handling,
-            run,
-            LazyRow,
-            handling.json_columns(spec, output=True),
+            spec.record_limit, spec.handling, run, LazyRow, handling.json_columns(spec, output=True)
         )
     return run
+
+
+def _fan_out_subs(subs: pa.Array, rows: list[int] | range) -> list[int]:
+    """``4096 * ks_sub + j`` for each live row, ``j`` its rank among the live rows of the
+    same input record (which are next to each other)."""
+    at = np.fromiter(rows, np.int64, len(rows))
+    n = len(at)
+    starts = np.ones(n, bool)
+    starts[1:] = at[1:] != at[:-1]
+    first = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+    sub = subs.take(at).to_numpy(zero_copy_only=False).astype(np.int64)
+    return (sub * 4096 + np.arange(n) - first).tolist()  # type: ignore[no-any-return]
+
+
+def _column_output(inp: TypeSpec, out: TypeSpec, what: str) -> columns.ColumnEncoder:
+    """The chain's column encoder of keys or values of type ``out``: from a dynamic input,
+    values of JSON shape are first converted to the declared type (as
+    :func:`output_encoder` does one by one)."""
+    col = columns.column_encoder(out, what)
+    if not isinstance(inp, JsonSpec) or isinstance(out, JsonSpec | PrimSpec):
+        return col
+    convert = codec.converter(out, what)
+
+    def converting(values: list[Any], type_: pa.DataType) -> pa.Array | None:
+        try:
+            converted = list(map(convert, values))
+        except Exception:  # the per-record encoder finds the value and reports it
+            return None
+        return col(converted, type_)
+
+    return converting
 
 
 def constant_widener(
@@ -441,100 +432,6 @@ def with_constants(
             yield out.drop_columns(names)
 
     return wrapped
-
-
-def make_record_chain(
-    spec: ChainSpec,
-) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of any chain, run record by record: each record goes
-    through every step before the next record starts."""
-    guard = handling.Guard(spec.handling, handling.json_columns(spec))
-    kdec = codec.decoder(spec.input.key)
-    vdec = codec.decoder(spec.input.value)
-    kenc = output_encoder(spec.input.key, spec.output.key, "key")
-    venc = output_encoder(spec.input.value, spec.output.value, "value")
-    steps = [make_step(s, guard) for s in spec.steps]
-    fans_out = any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps)
-    last_processor = spec.steps[-1].processor if spec.steps else spec.sink or "source"
-    first_processor = spec.steps[0].processor if spec.steps else last_processor
-    schema_json = spec.output_schema
-    encode = functools.partial(guard.encode, owners=output_owners(spec))
-
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        schema = arrow_schema(schema_json)
-        for batch in batches:
-            keys = batch.column("key").to_pylist()
-            values = batch.column("value").to_pylist()
-            is_side = batch.column("ks_side").is_valid().to_pylist()
-            subs = batch.column("ks_sub").to_pylist() if fans_out else []
-            idx: list[int] = []
-            out_k: list[Any] = []
-            out_v: list[Any] = []
-            out_sub: list[Any] = []
-            for i in range(batch.num_rows):
-                if is_side[i]:  # dead-letter and metric rows pass through
-                    idx.append(i)
-                    out_k.append(None)
-                    out_v.append(None)
-                    if fans_out:
-                        out_sub.append(subs[i])
-                    continue
-                row: Any = LazyRow(batch, i)
-                origin = "KEY"
-                try:  # a class's constructor or validator may refuse a stored value
-                    k0 = kdec(keys[i])
-                    origin = "VALUE"
-                    pairs: list[Pair] = [(k0, vdec(values[i]))]
-                except Exception as exc:
-                    guard.decode_failed(first_processor, row, exc, origin)
-                    continue
-                for step in steps:
-                    if len(pairs) == 1:
-                        pairs = step(pairs[0][0], pairs[0][1], row)
-                    else:
-                        nxt: list[Pair] = []
-                        for k, v in pairs:
-                            nxt.extend(step(k, v, row))
-                        pairs = nxt
-                    if not pairs:
-                        break
-                for j, (k, v) in enumerate(pairs):
-                    ok, enc = encode(last_processor, kenc, venc, k, v, row)
-                    if not ok:
-                        continue
-                    idx.append(i)
-                    out_k.append(enc[0])
-                    out_v.append(enc[1])
-                    if fans_out:
-                        out_sub.append(subs[i] * 4096 + j)
-            checked = _refuse_unfit(
-                guard,
-                last_processor,
-                out_k,
-                out_v,
-                schema,
-                functools.partial(_lazy_row, batch, idx),
-            )
-            replaced: dict[str, list[Any] | pa.Array]
-            if isinstance(checked, dict):
-                replaced = dict(checked)
-            else:  # some records refused: the others go on
-                idx, out_k, out_v = (
-                    [x for x, ok in zip(col, checked, strict=True) if ok]
-                    for col in (idx, out_k, out_v)
-                )
-                if fans_out:
-                    out_sub = [x for x, ok in zip(out_sub, checked, strict=True) if ok]
-                replaced = {"key": out_k, "value": out_v}
-            if fans_out:
-                replaced["ks_sub"] = out_sub
-            yield _assemble(batch, schema, idx, replaced)
-            if guard.side or guard.dropped:
-                first = batch.slice(0, 1).to_pylist()[0]
-                chunk = f"{first['ks_seq']}:{first['ks_sub']}"
-                yield from guard.drain_batches(schema, chunk)
-
-    return run
 
 
 def make_id_stage(
@@ -642,10 +539,11 @@ def _retrying(fn: Callable[[Live], Any], live: Live) -> Any:
 class Live:
     """The records of one batch that are still alive, column by column.
 
-    ``rows`` are their positions in ``batch``. Keys and values are decoded only when a step
-    reads them; until a step replaces them, they are the batch's own columns, which the
-    output carries over by reference. Values are a Python list, or an Arrow array after
-    a vectorized step.
+    ``rows`` are their positions in ``batch``, ascending; a fan-out repeats a position once
+    per output, so that each output keeps its input record's envelope and error context.
+    Keys and values are decoded only when a step reads them; until a step replaces them,
+    they are the batch's own columns, which the output carries over by reference. Values
+    are a Python list, or an Arrow array after a vectorized step.
     """
 
     __slots__ = (
@@ -658,6 +556,7 @@ class Live:
         "keys_new",
         "reader",
         "rows",
+        "subs",
         "values_new",
         "vdec",
     )
@@ -679,6 +578,8 @@ class Live:
         self._values: list[Any] | pa.Array | None = None
         self.keys_new = self.values_new = False
         self._cols: dict[str, pa.Array | None] = {}
+        #: the output ``ks_sub`` of each live record, once a fanned-out chain numbers them
+        self.subs: list[int] | None = None
 
     def cell(self, name: str, i: int, default: Any) -> Any:
         """Field ``name`` of the batch's row ``i``, for an error context: the columns are
@@ -693,7 +594,7 @@ class Live:
     def column(self, name: str) -> pa.Array:
         """The batch's column ``name`` at the live rows."""
         col = self.batch.column(name)
-        if len(self.rows) == len(col):
+        if isinstance(self.rows, range):  # every row, once
             return col
         return col.take(np.fromiter(self.rows, np.int64, len(self.rows)))
 
@@ -759,6 +660,27 @@ class Live:
             self._values = self._values.filter(pa.array(mask, pa.bool_()))
         elif self._values is not None:
             self._values = list(itertools.compress(self._values, mask))
+        if self.subs is not None:
+            self.subs = list(itertools.compress(self.subs, mask))
+
+    def fan_out(self, results: list[Any], keys: list[Any] | None) -> None:
+        """Each live record becomes its ``results`` (:data:`_FAILED`: none): (key, value)
+        pairs, or, with its ``keys``, values under the record's key."""
+        rows: list[int] = []
+        ks: list[Any] = []
+        vs: list[Any] = []
+        for i, k, res in zip(self.rows, keys or [None] * len(results), results, strict=True):
+            if res is _FAILED or not res:
+                continue
+            rows.extend(itertools.repeat(i, len(res)))
+            if keys is None:
+                ks.extend(p[0] for p in res)
+                vs.extend(p[1] for p in res)
+            else:
+                ks.extend(itertools.repeat(k, len(res)))
+                vs.extend(res)
+        self.rows, self._keys, self._values, self.values_new = rows, ks, vs, True
+        self.keys_new = self.keys_new or keys is None
 
 
 class _Row:
@@ -826,7 +748,7 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
         def filter_step(live: Live) -> None:
             values = live.values()
             res = _call_each(live, name, pred, live.keys(kdec), values)
-            # bool() outside the guard, as the per-record chain does
+            # bool() outside the guard: the handler covers the predicate's call
             passed = [r is _DELETE or (r is not _FAILED and bool(r) != negate) for r in res]
             if table:
                 # a filtered-out table row is not dropped: it becomes a delete
@@ -925,133 +847,25 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
                 live.keep(keep)
 
         return branch_step
-    raise SpecError(f"no columnar form of step op {type(step).__name__!r}")
+    if isinstance(step, FlatMapStep | FlatMapValuesStep):
+        fm_fn, pairs = step.fn, isinstance(step, FlatMapStep)
+        with_key = pairs or step.with_key
 
+        def expand(*args: Any) -> list[Any]:
+            # the whole iterable inside the guard: a failure midway drops all its outputs
+            return [_pair(x, name) for x in fm_fn(*args)] if pairs else list(fm_fn(*args))
 
-def make_columnar_chain(
-    spec: ChainSpec,
-) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of a chain without fan-out, run step by step over each
-    batch.
-
-    Each step loops over the batch's live records (one guarded call each) before the next
-    step starts, so a chain's per-record cost is its user functions' and little else:
-
-    - keys and values become Python objects column by column (:mod:`kspark_server.columns`),
-      and only when a step reads them;
-    - a column that no step replaced (the key through ``map_values``, the value through a
-      ``filter``) goes to the output as the input's Arrow column;
-    - a new column is type-checked once per batch (the set of its values' types) and
-      converted by Arrow; if that fails, the batch's records are encoded one by one, as
-      the per-record chain does, so that a wrong value reaches its handler with its record
-      (the processing handler of the step that made it, see :func:`output_owners`).
-    """
-    guard = handling.Guard(spec.handling, handling.json_columns(spec))
-    kdec = columns.column_decoder(spec.input.key)
-    vdec = columns.column_decoder(spec.input.value)
-    kcol, vcol = (
-        columns.column_encoder(spec.output.key, "key"),
-        columns.column_encoder(spec.output.value, "value"),
-    )
-    kenc = codec.encoder(spec.output.key, "key")
-    venc = codec.encoder(spec.output.value, "value")
-    steps = [_column_step(s, guard, kdec) for s in spec.steps]
-    owners = output_owners(spec)
-    last_processor = spec.steps[-1].processor if spec.steps else spec.sink or "source"
-    first_processor = spec.steps[0].processor if spec.steps else last_processor
-    # a dynamic column is written afresh even when unchanged: what Spark read may not be
-    # kspark's JSON text yet (a JSON string without its quotes, keys unsorted), and equal
-    # values must leave as equal text
-    same_key = spec.input.key == spec.output.key and not isinstance(spec.input.key, JsonSpec)
-    same_value = spec.input.value == spec.output.value and not isinstance(
-        spec.input.value, JsonSpec
-    )
-    schema_json = spec.output_schema
-    json_in = isinstance(spec.input.value, JsonSpec) and not isinstance(spec.output.value, JsonSpec)
-
-    def encode(live: Live, schema: pa.Schema) -> dict[str, pa.Array]:
-        ktype, vtype = schema.field("key").type, schema.field("value").type
-        out: dict[str, pa.Array | None] = {}
-        if live.keys_new or not same_key:
-            out["key"] = kcol(live.keys(kdec), ktype)
-        if live.values_new or not same_value:
-            # JSON text that no step decoded is decoded here, to be converted, not cast
-            values = live.values() if json_in and not live.values_new else live.arrow_values()
-            if isinstance(values, pa.Array):
-                out["value"] = values if values.type == vtype else values.cast(vtype)
+        def flat_map_step(live: Live) -> None:
+            # both decoded before the fan-out: a record that cannot be read fails once
+            keys, values = live.keys(kdec), live.values()
+            if with_key:
+                res = _call_each(live, name, expand, keys, values)
             else:
-                out["value"] = vcol(values, vtype)
-        if all(a is not None for a in out.values()):
-            return {k: a for k, a in out.items() if a is not None}
-        # a value Arrow refused, or of a type the per-value encoder converts: record by
-        # record, each failure to its handler (output_owners)
-        keys, values = live.keys(kdec), live.values()
-        ok_rows: list[bool] = []
-        ks: list[Any] = []
-        vs: list[Any] = []
-        for j, (k, v) in enumerate(zip(keys, values, strict=True)):
-            ok, enc = guard.encode(last_processor, kenc, venc, k, v, live.row(j), owners)
-            ok_rows.append(ok)
-            if ok:
-                ks.append(enc[0])
-                vs.append(enc[1])
-        if not all(ok_rows):
-            live.keep(ok_rows)
-        # encoded, but Arrow may still refuse a value (see _unfit): find it, report it
-        checked = _refuse_unfit(guard, last_processor, ks, vs, schema, live.row)
-        if isinstance(checked, dict):
-            return checked
-        live.keep(checked)
-        ks = [x for x, ok in zip(ks, checked, strict=True) if ok]
-        vs = [x for x, ok in zip(vs, checked, strict=True) if ok]
-        return {"key": pa.array(ks, type=ktype), "value": pa.array(vs, type=vtype)}
+                res = _call_each(live, name, expand, values)
+            live.fan_out(res, None if pairs else keys)
 
-    def one_batch(batch: pa.RecordBatch, schema: pa.Schema) -> list[pa.RecordBatch]:
-        out = []
-        side = batch.column("ks_side")
-        has_side = side.null_count < len(side)
-        records = batch.filter(side.is_null()) if has_side else batch
-        live = Live(records, guard, vdec, first_processor)
-        for step in steps:
-            if not live.rows:
-                break
-            _retrying(step, live)
-        replaced = _retrying(lambda lv: encode(lv, schema), live) if live.rows else {}
-        out.append(_assemble_columns(records, schema, live.rows, replaced))
-        if has_side:
-            # dead-letter and metric rows pass through, without key and value
-            sides = batch.filter(side.is_valid())
-            n = sides.num_rows
-            nulls = {
-                "key": pa.nulls(n, schema.field("key").type),
-                "value": pa.nulls(n, schema.field("value").type),
-            }
-            out.append(_assemble_columns(sides, schema, range(n), nulls))
-        if guard.side or guard.dropped:
-            first = batch.slice(0, 1).to_pylist()[0]
-            chunk = f"{first['ks_seq']}:{first['ks_sub']}"
-            out.extend(guard.drain_batches(schema, chunk))
-        return out
-
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        schema = arrow_schema(schema_json)
-        for batch in batches:
-            # A batch makes ten thousand records at once, each one an object the cyclic
-            # garbage collector tracks; its collections then walk every object of the
-            # worker (pyspark's modules...) over and over, which doubled the cost of a
-            # dataclass chain (docs/performance.md). Records hold no cycles of their own,
-            # so the collector waits for the end of the batch, and is never left off
-            # while the batch's output is with Spark.
-            collecting = gc.isenabled()
-            gc.disable()
-            try:
-                out = one_batch(batch, schema)
-            finally:
-                if collecting:
-                    gc.enable()
-            yield from out
-
-    return run
+        return flat_map_step
+    raise SpecError(f"unknown step op {type(step).__name__!r}")
 
 
 def _assemble_columns(
@@ -1060,8 +874,10 @@ def _assemble_columns(
     rows: list[int] | range,
     replaced: dict[str, pa.Array],
 ) -> pa.RecordBatch:
-    """The output batch: rows ``rows`` of ``batch``, with the ``replaced`` columns new."""
-    if len(rows) == batch.num_rows:
+    """The output batch: rows ``rows`` of ``batch``, with the ``replaced`` columns new.
+    ``rows`` is a range while every row is live once (a list as long as the batch may
+    repeat a row and leave out another: a fan-out)."""
+    if isinstance(rows, range) and len(rows) == batch.num_rows:
         taken = batch
     else:
         # numpy reads a list of ints faster than pyarrow does
