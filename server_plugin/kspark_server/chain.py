@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from kspark_server import codec, columns, handling, recordsize
 from kspark_server.handlers import Origin
+from kspark_server.live import FAILED, Live, call_each, retrying, succeeded
 from kspark_server.spec import (
     ArrowValues,
     BranchStep,
@@ -286,10 +287,10 @@ def make_chain(
         for step in steps:
             if not live.rows:
                 break
-            _retrying(step, live)
+            retrying(step, live)
         if fans_out:  # numbered before encoding, as a failed output keeps its number
             live.subs = _fan_out_subs(records.column("ks_sub"), live.rows)
-        replaced = _retrying(lambda lv: encode(lv, schema), live) if live.rows else {}
+        replaced = retrying(lambda lv: encode(lv, schema), live) if live.rows else {}
         if fans_out:
             replaced["ks_sub"] = pa.array(live.subs or [], schema.field("ks_sub").type)
         out.append(_assemble_columns(records, schema, live.rows, replaced))
@@ -470,14 +471,12 @@ def make_id_stage(
     return run
 
 
-# -- the columnar chain: one step at a time over a whole batch ------------------------------
+# -- the steps: each one over all the live records of a batch -------------------------------
 
-#: The result of a user function that raised (its record is dropped).
-_FAILED: Any = object()
 #: A table filter's answer for a delete, which it passes without asking the predicate.
 _DELETE: Any = object()
 
-ColumnStep = Callable[["Live"], None]
+ColumnStep = Callable[[Live], None]
 
 
 class _ArrowTypes:
@@ -516,222 +515,6 @@ def _dumps(x: Any) -> str:
     return json.dumps(x)
 
 
-class Undecodable(Exception):
-    """Raised by :class:`Live` when some records could not be decoded (and went to the
-    deserialization handler): the step that asked runs again without them. ``keep`` says
-    which of the live records remain."""
-
-    def __init__(self, keep: list[bool]) -> None:
-        super().__init__("records that could not be decoded")
-        self.keep = keep
-
-
-def _retrying(fn: Callable[[Live], Any], live: Live) -> Any:
-    """``fn(live)``, run again without the records that could not be decoded. A step
-    decodes its input before it calls any user function, so running it again is safe."""
-    while True:
-        try:
-            return fn(live)
-        except Undecodable as u:
-            live.keep(u.keep)
-
-
-class Live:
-    """The records of one batch that are still alive, column by column.
-
-    ``rows`` are their positions in ``batch``, ascending; a fan-out repeats a position once
-    per output, so that each output keeps its input record's envelope and error context.
-    Keys and values are decoded only when a step reads them; until a step replaces them,
-    they are the batch's own columns, which the output carries over by reference. Values
-    are a Python list, or an Arrow array after a vectorized step.
-    """
-
-    __slots__ = (
-        "_cols",
-        "_keys",
-        "_values",
-        "batch",
-        "failed",
-        "guard",
-        "keys_new",
-        "reader",
-        "rows",
-        "subs",
-        "values_new",
-        "vdec",
-    )
-
-    def __init__(
-        self,
-        batch: pa.RecordBatch,
-        guard: handling.Guard,
-        vdec: columns.ColumnDecoder,
-        reader: str = "source",
-    ) -> None:
-        self.batch, self.guard, self.vdec = batch, guard, vdec
-        #: the processor that decodes the batch's records (the chain's first step)
-        self.reader = reader
-        self.rows: list[int] | range = range(batch.num_rows)
-        #: whether a record failed in the last :func:`_call_each`
-        self.failed = False
-        self._keys: list[Any] | None = None
-        self._values: list[Any] | pa.Array | None = None
-        self.keys_new = self.values_new = False
-        self._cols: dict[str, pa.Array | None] = {}
-        #: the output ``ks_sub`` of each live record, once a fanned-out chain numbers them
-        self.subs: list[int] | None = None
-
-    def cell(self, name: str, i: int, default: Any) -> Any:
-        """Field ``name`` of the batch's row ``i``, for an error context: the columns are
-        looked up once per batch, as a failing record's context reads ten of them."""
-        try:
-            col = self._cols[name]
-        except KeyError:
-            pos = self.batch.schema.get_field_index(name)
-            col = self._cols[name] = self.batch.column(pos) if pos >= 0 else None
-        return default if col is None else col[i].as_py()
-
-    def column(self, name: str) -> pa.Array:
-        """The batch's column ``name`` at the live rows."""
-        col = self.batch.column(name)
-        if isinstance(self.rows, range):  # every row, once
-            return col
-        return col.take(np.fromiter(self.rows, np.int64, len(self.rows)))
-
-    def keys(self, kdec: columns.ColumnDecoder) -> list[Any]:
-        if self._keys is None:
-            self._keys = self._decode(kdec, self.column("key"), "KEY")
-        return self._keys
-
-    def values(self) -> list[Any]:
-        if self._values is None:
-            self._values = self._decode(self.vdec, self.column("value"), "VALUE")
-        elif isinstance(self._values, pa.Array):
-            self._values = self.vdec(self._values)
-        return self._values
-
-    def _decode(self, dec: columns.ColumnDecoder, col: pa.Array, origin: str) -> list[Any]:
-        """``col`` decoded; if a class's constructor or validator refuses a stored value,
-        each refused record goes to the deserialization handler and :class:`Undecodable`
-        asks the caller to run its step again on the others."""
-        try:
-            return dec(col)
-        except Exception:
-            pass
-        keep = []
-        for j in range(len(col)):
-            try:
-                dec(col.slice(j, 1))
-                keep.append(True)
-            except Exception as exc:
-                self.guard.decode_failed(self.reader, self.row(j), exc, origin)
-                keep.append(False)
-        if all(keep):  # fails as a whole only: a bug, not a record's
-            return dec(col)
-        raise Undecodable(keep)
-
-    def set_keys(self, keys: list[Any]) -> None:
-        self._keys, self.keys_new = keys, True
-
-    def set_values(self, values: list[Any] | pa.Array, vdec: columns.ColumnDecoder) -> None:
-        self._values, self.values_new, self.vdec = values, True, vdec
-
-    def arrow_values(self) -> list[Any] | pa.Array:
-        """The values as they are now: an Arrow array if not yet decoded."""
-        if self._values is None:
-            return self.column("value")
-        return self._values
-
-    def row(self, j: int) -> Any:
-        """Live record ``j``'s envelope, read only when asked (the guard's ``row``)."""
-        return _Row(self, self.rows[j])
-
-    def fail(self, processor: str, args: tuple[Any, ...], j: int, exc: Exception) -> None:
-        """Live record ``j`` failed in ``processor``: ask the handler (or raise)."""
-        self.failed = True
-        self.guard.on_error(processor, args, self.row(j), exc)
-
-    def keep(self, mask: list[bool]) -> None:
-        """Keep the live records where ``mask`` is true."""
-        self.rows = list(itertools.compress(self.rows, mask))
-        if self._keys is not None:
-            self._keys = list(itertools.compress(self._keys, mask))
-        if isinstance(self._values, pa.Array):
-            self._values = self._values.filter(pa.array(mask, pa.bool_()))
-        elif self._values is not None:
-            self._values = list(itertools.compress(self._values, mask))
-        if self.subs is not None:
-            self.subs = list(itertools.compress(self.subs, mask))
-
-    def fan_out(self, results: list[Any], keys: list[Any] | None) -> None:
-        """Each live record becomes its ``results`` (:data:`_FAILED`: none): (key, value)
-        pairs, or, with its ``keys``, values under the record's key."""
-        rows: list[int] = []
-        ks: list[Any] = []
-        vs: list[Any] = []
-        for i, k, res in zip(self.rows, keys or [None] * len(results), results, strict=True):
-            if res is _FAILED or not res:
-                continue
-            rows.extend(itertools.repeat(i, len(res)))
-            if keys is None:
-                ks.extend(p[0] for p in res)
-                vs.extend(p[1] for p in res)
-            else:
-                ks.extend(itertools.repeat(k, len(res)))
-                vs.extend(res)
-        self.rows, self._keys, self._values, self.values_new = rows, ks, vs, True
-        self.keys_new = self.keys_new or keys is None
-
-
-class _Row:
-    """A row of a :class:`Live` batch, read field by field (as :class:`LazyRow`)."""
-
-    __slots__ = ("_i", "_live")
-
-    def __init__(self, live: Live, i: int) -> None:
-        self._live, self._i = live, i
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self._live.cell(name, self._i, default)
-
-    def __getitem__(self, name: str) -> Any:
-        return self.get(name)
-
-
-def _call_each(live: Live, name: str, fn: Callable[..., Any], *cols: list[Any]) -> list[Any]:
-    """``fn`` on each live record's ``cols``; a failure is handled and gives :data:`_FAILED`.
-
-    The loop is the one a plain ``mapInArrow`` would run: one call per record inside
-    ``try`` (free in Python 3.11 when nothing raises).
-    """
-    out: list[Any] = []
-    append = out.append
-    live.failed = False
-    if len(cols) == 1:
-        for v in cols[0]:
-            try:
-                append(fn(v))
-            except Exception as exc:
-                live.fail(name, (v,), len(out), exc)
-                append(_FAILED)
-    else:
-        for args in zip(*cols, strict=True):
-            try:
-                append(fn(*args))
-            except Exception as exc:
-                live.fail(name, args, len(out), exc)
-                append(_FAILED)
-    return out
-
-
-def _ok(live: Live, results: list[Any]) -> list[bool] | None:
-    """Which results of the last :func:`_call_each` are not :data:`_FAILED`; None when
-    none failed."""
-    if not live.failed:
-        return None
-    return [r is not _FAILED for r in results]
-
-
 def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder) -> ColumnStep:
     """One step over all the live records of a batch."""
     name = step.processor
@@ -747,9 +530,9 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
 
         def filter_step(live: Live) -> None:
             values = live.values()
-            res = _call_each(live, name, pred, live.keys(kdec), values)
+            res = call_each(live, name, pred, live.keys(kdec), values)
             # bool() outside the guard: the handler covers the predicate's call
-            passed = [r is _DELETE or (r is not _FAILED and bool(r) != negate) for r in res]
+            passed = [r is _DELETE or (r is not FAILED and bool(r) != negate) for r in res]
             if table:
                 # a filtered-out table row is not dropped: it becomes a delete
                 if not all(passed):
@@ -757,7 +540,7 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
                         [v if ok else None for ok, v in zip(passed, values, strict=True)],
                         live.vdec,
                     )
-                keep = [r is not _FAILED for r in res]
+                keep = [r is not FAILED for r in res]
             else:
                 keep = passed
             if not all(keep):
@@ -768,10 +551,10 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
         map_fn = step.fn
 
         def map_step(live: Live) -> None:
-            res = _call_each(
+            res = call_each(
                 live, name, lambda a, b: _pair(map_fn(a, b), name), live.keys(kdec), live.values()
             )
-            mask = _ok(live, res)
+            mask = succeeded(live, res)
             pairs = res if mask is None else list(itertools.compress(res, mask))
             if mask is not None:
                 live.keep(mask)
@@ -798,10 +581,10 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
             else:
                 call = mv_fn
             if with_key:
-                res = _call_each(live, name, call, live.keys(kdec), values)
+                res = call_each(live, name, call, live.keys(kdec), values)
             else:
-                res = _call_each(live, name, call, values)
-            mask = _ok(live, res)
+                res = call_each(live, name, call, values)
+            mask = succeeded(live, res)
             if mask is not None:
                 res = list(itertools.compress(res, mask))
                 live.keep(mask)
@@ -812,8 +595,8 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
         sk_fn = step.fn
 
         def select_key_step(live: Live) -> None:
-            res = _call_each(live, name, sk_fn, live.keys(kdec), live.values())
-            mask = _ok(live, res)
+            res = call_each(live, name, sk_fn, live.keys(kdec), live.values())
+            mask = succeeded(live, res)
             if mask is not None:
                 res = list(itertools.compress(res, mask))
                 live.keep(mask)
@@ -824,7 +607,7 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
         peek_fn = step.fn
 
         def peek_step(live: Live) -> None:
-            mask = _ok(live, _call_each(live, name, peek_fn, live.keys(kdec), live.values()))
+            mask = succeeded(live, call_each(live, name, peek_fn, live.keys(kdec), live.values()))
             if mask is not None:
                 live.keep(mask)
 
@@ -841,15 +624,15 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
         split = step.split or name  # as in the per-record step
 
         def branch_step(live: Live) -> None:
-            res = _call_each(live, split, first_true, live.keys(kdec), live.values())
-            keep = [r == index and r is not _FAILED for r in res]
+            res = call_each(live, split, first_true, live.keys(kdec), live.values())
+            keep = [r == index and r is not FAILED for r in res]
             if not all(keep):
                 live.keep(keep)
 
         return branch_step
     if isinstance(step, FlatMapStep | FlatMapValuesStep):
         fm_fn, pairs = step.fn, isinstance(step, FlatMapStep)
-        with_key = pairs or step.with_key
+        with_key = isinstance(step, FlatMapStep) or step.with_key
 
         def expand(*args: Any) -> list[Any]:
             # the whole iterable inside the guard: a failure midway drops all its outputs
@@ -859,9 +642,9 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
             # both decoded before the fan-out: a record that cannot be read fails once
             keys, values = live.keys(kdec), live.values()
             if with_key:
-                res = _call_each(live, name, expand, keys, values)
+                res = call_each(live, name, expand, keys, values)
             else:
-                res = _call_each(live, name, expand, values)
+                res = call_each(live, name, expand, values)
             live.fan_out(res, None if pairs else keys)
 
         return flat_map_step
@@ -909,8 +692,8 @@ def _vectorized_input(live: Live, name: str, before: TypeSpec, type_: pa.DataTyp
         return arr
     # a value of the wrong type for the step: that record fails, the others go on
     enc = codec.encoder(before)
-    res = _call_each(live, name, enc, values)
-    mask = _ok(live, res)
+    res = call_each(live, name, enc, values)
+    mask = succeeded(live, res)
     if mask is not None:
         res = list(itertools.compress(res, mask))
         live.keep(mask)
@@ -927,7 +710,7 @@ def _run_vectorized(
 ) -> pa.Array:
     """``fn(arr)`` as an array of ``type_`` and ``arr``'s length. If it raises, the batch
     runs again record by record (``fn`` on one-value arrays), so that only the failing
-    records go to the handler; the result has :data:`_FAILED` rows removed from ``live``.
+    records go to the handler; the result has :data:`FAILED` rows removed from ``live``.
     """
 
     def call(a: pa.Array) -> pa.Array:
