@@ -226,7 +226,8 @@ def make_chain(
     vcol = _column_output(spec.input.value, spec.output.value, "value")
     kenc = output_encoder(spec.input.key, spec.output.key, "key")
     venc = output_encoder(spec.input.value, spec.output.value, "value")
-    steps = [_column_step(s, guard, kdec) for s in spec.steps]
+    plain_keys = isinstance(spec.input.key, PrimSpec | JsonSpec)
+    steps = [_column_step(s, guard, kdec, plain_keys) for s in spec.steps]
     fans_out = any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps)
     owners = output_owners(spec)
     last_processor = spec.steps[-1].processor if spec.steps else spec.sink or "source"
@@ -515,8 +516,11 @@ def _dumps(x: Any) -> str:
     return json.dumps(x)
 
 
-def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder) -> ColumnStep:
-    """One step over all the live records of a batch."""
+def _column_step(
+    step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder, plain_keys: bool
+) -> ColumnStep:
+    """One step over all the live records of a batch. ``plain_keys``: the input's keys
+    decode without fail (no class of the user's builds them)."""
     name = step.processor
 
     if isinstance(step, FilterStep | TableFilterStep):
@@ -634,18 +638,31 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
         fm_fn, pairs = step.fn, isinstance(step, FlatMapStep)
         with_key = isinstance(step, FlatMapStep) or step.with_key
 
-        def expand(*args: Any) -> list[Any]:
-            # the whole iterable inside the guard: a failure midway drops all its outputs
-            return [_pair(x, name) for x in fm_fn(*args)] if pairs else list(fm_fn(*args))
+        # the whole iterable inside the guard: a failure midway drops all its outputs
+        def expand_pairs(k: Any, v: Any) -> list[Pair]:
+            out = list(fm_fn(k, v))
+            for x in out:
+                if type(x) is not tuple or len(x) != 2:
+                    return [_pair(x, name) for x in out]  # a KeyValue, say
+            return out
+
+        def expand_values(*args: Any) -> Any:
+            out = fm_fn(*args)
+            return out if type(out) is list else list(out)
+
+        expand = expand_pairs if pairs else expand_values
 
         def flat_map_step(live: Live) -> None:
-            # both decoded before the fan-out: a record that cannot be read fails once
-            keys, values = live.keys(kdec), live.values()
+            if not plain_keys:
+                # keys that a class may refuse are decoded before the fan-out: a record
+                # that cannot be read fails once, not once per output
+                live.keys(kdec)
+            values = live.values()
             if with_key:
-                res = call_each(live, name, expand, keys, values)
+                res = call_each(live, name, expand, live.keys(kdec), values)
             else:
                 res = call_each(live, name, expand, values)
-            live.fan_out(res, None if pairs else keys)
+            live.fan_out(res, pairs)
 
         return flat_map_step
     raise SpecError(f"unknown step op {type(step).__name__!r}")

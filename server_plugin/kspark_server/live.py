@@ -165,24 +165,23 @@ class Live:
         if self.subs is not None:
             self.subs = list(itertools.compress(self.subs, mask))
 
-    def fan_out(self, results: list[Any], keys: list[Any] | None) -> None:
-        """Each live record becomes its ``results`` (:data:`FAILED`: none): (key, value)
-        pairs, or, with its ``keys``, values under the record's key."""
-        rows: list[int] = []
-        ks: list[Any] = []
-        vs: list[Any] = []
-        for i, k, res in zip(self.rows, keys or [None] * len(results), results, strict=True):
-            if res is FAILED or not res:
-                continue
-            rows.extend(itertools.repeat(i, len(res)))
-            if keys is None:
-                ks.extend(p[0] for p in res)
-                vs.extend(p[1] for p in res)
-            else:
-                ks.extend(itertools.repeat(k, len(res)))
-                vs.extend(res)
-        self.rows, self._keys, self._values, self.values_new = rows, ks, vs, True
-        self.keys_new = self.keys_new or keys is None
+    def fan_out(self, results: list[Any], pairs: bool) -> None:
+        """Each live record becomes its ``results`` (from :func:`call_each`; :data:`FAILED`
+        gives none): its (key, value) ``pairs``, or else values under its key."""
+        if self.failed:
+            results = [() if r is FAILED else r for r in results]
+        counts = list(map(len, results))
+        at = np.fromiter(self.rows, np.int64, len(self.rows))
+        self.rows = np.repeat(at, counts).tolist()
+        flat = list(itertools.chain.from_iterable(results))
+        if pairs:
+            self._keys, self.keys_new = [p[0] for p in flat], True
+            flat = [p[1] for p in flat]
+        elif self._keys is not None:
+            self._keys = list(
+                itertools.chain.from_iterable(map(itertools.repeat, self._keys, counts))
+            )
+        self._values, self.values_new = flat, True
 
 
 class _Row:
