@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -57,13 +58,13 @@ def arrow_schema(schema_json: str) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
-    return to_arrow_schema(StructType.fromJson(_loads(schema_json)), timezone="UTC")
+    return to_arrow_schema(StructType.fromJson(json.loads(schema_json)), timezone="UTC")
 
 
-def _loads(s: str) -> Any:
-    import json
-
-    return json.loads(s)
+def arrow_type(spark_json: str) -> pa.DataType:
+    """The Arrow type of a Spark type given in JSON (``"long"``, a struct...)."""
+    field = {"name": "v", "type": json.loads(spark_json), "nullable": True, "metadata": {}}
+    return arrow_schema(json.dumps({"type": "struct", "fields": [field]})).field(0).type
 
 
 def _pair(result: Any, processor: str) -> Pair:
@@ -380,10 +381,8 @@ def constant_widener(
     >>> widen(pa.table({"key": ["a", "b"], "ks_seq": [1, 2]})).to_pydict()
     {'key': ['a', 'b'], 'topic': ['t', 't'], 'ks_seq': [1, 2]}
     """
-    import json
-
     constants = [
-        (str(n), int(i), arrow_type(_dumps(t)), v) for n, i, t, v in json.loads(constants_json)
+        (str(n), int(i), arrow_type(json.dumps(t)), v) for n, i, t, v in json.loads(constants_json)
     ]
     names = [n for n, _, _, _ in constants]
     cache: dict[int, list[pa.Array]] = {}
@@ -478,42 +477,6 @@ def make_id_stage(
 _DELETE: Any = object()
 
 ColumnStep = Callable[[Live], None]
-
-
-class _ArrowTypes:
-    """The Arrow types of a vectorized step's values, read when the step first runs (in
-    the worker, as the chain's output schema is)."""
-
-    __slots__ = ("_after", "_before", "_types")
-
-    def __init__(self, types: ArrowValues) -> None:
-        self._types = types
-        self._before: pa.DataType | None = None
-        self._after: pa.DataType | None = None
-
-    @property
-    def before(self) -> pa.DataType:
-        if self._before is None:
-            self._before = arrow_type(self._types.before_spark)
-        return self._before
-
-    @property
-    def after(self) -> pa.DataType:
-        if self._after is None:
-            self._after = arrow_type(self._types.after_spark)
-        return self._after
-
-
-def arrow_type(spark_json: str) -> pa.DataType:
-    """The Arrow type of a Spark type given in JSON (``"long"``, a struct...)."""
-    field = {"name": "v", "type": _loads(spark_json), "nullable": True, "metadata": {}}
-    return arrow_schema(_dumps({"type": "struct", "fields": [field]})).field(0).type
-
-
-def _dumps(x: Any) -> str:
-    import json
-
-    return json.dumps(x)
 
 
 def _column_step(
@@ -697,6 +660,30 @@ def _assemble_columns(
 
 
 # -- vectorized steps ------------------------------------------------------------------------
+
+
+class _ArrowTypes:
+    """The Arrow types of a vectorized step's values, read when the step first runs (in
+    the worker, as the chain's output schema is)."""
+
+    __slots__ = ("_after", "_before", "_types")
+
+    def __init__(self, types: ArrowValues) -> None:
+        self._types = types
+        self._before: pa.DataType | None = None
+        self._after: pa.DataType | None = None
+
+    @property
+    def before(self) -> pa.DataType:
+        if self._before is None:
+            self._before = arrow_type(self._types.before_spark)
+        return self._before
+
+    @property
+    def after(self) -> pa.DataType:
+        if self._after is None:
+            self._after = arrow_type(self._types.after_spark)
+        return self._after
 
 
 def _vectorized_input(live: Live, name: str, before: TypeSpec, type_: pa.DataType) -> pa.Array:

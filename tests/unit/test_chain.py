@@ -361,9 +361,9 @@ def test_the_chain_modules_hold_nothing_that_cannot_be_pickled() -> None:
     and every chain failed to ship)."""
     from pyspark import cloudpickle
 
-    from kspark_server import chain, codec, columns, handling
+    from kspark_server import chain, codec, columns, handling, live
 
-    for module in (chain, codec, columns, handling):
+    for module in (chain, codec, columns, handling, live):
         for name, value in vars(module).items():
             if not name.startswith("__"):  # the module's own loader and spec stay home
                 cloudpickle.dumps(value)
