@@ -23,6 +23,7 @@ import pyarrow as pa
 from kspark_server import codec, columns, handling, recordsize
 from kspark_server.handlers import Origin
 from kspark_server.live import FAILED, Live, call_each, retrying, succeeded
+from kspark_server.records import arrow_record
 from kspark_server.spec import (
     ArrowValues,
     BranchStep,
@@ -76,28 +77,6 @@ def _pair(result: Any, processor: str) -> Pair:
     raise TypeError(
         f"{processor}: the mapper must return a (key, value) pair, got {type(result).__name__}"
     )
-
-
-class LazyRow:
-    """One record of an Arrow batch, read field by field only when asked.
-
-    The error path needs the whole envelope (topic, offset, headers...) of a failing
-    record; the happy path needs only key and value, so nothing else is converted.
-    """
-
-    __slots__ = ("_batch", "_i")
-
-    def __init__(self, batch: pa.RecordBatch, i: int) -> None:
-        self._batch, self._i = batch, i
-
-    def get(self, name: str, default: Any = None) -> Any:
-        col = self._batch.schema.get_field_index(name)
-        if col < 0:
-            return default
-        return self._batch.column(col)[self._i].as_py()
-
-    def __getitem__(self, name: str) -> Any:
-        return self.get(name)
 
 
 def _unfit(values: list[Any], type_: pa.DataType, what: str) -> pa.Array | dict[int, Exception]:
@@ -331,7 +310,7 @@ def make_chain(
 
     if spec.record_limit is not None:  # it feeds a Kafka sink
         return recordsize.limited(
-            spec.record_limit, spec.handling, run, LazyRow, handling.json_columns(spec, output=True)
+            spec.record_limit, spec.handling, run, arrow_record, handling.json_columns(spec, output=True)
         )
     return run
 
@@ -418,7 +397,7 @@ def with_constants(
 
     Spark's conversion of rows to Arrow and back costs per column and row, an empty
     ``headers`` array of structs most; such columns are left out of the pass and added
-    back as literals after it (:func:`kspark.compiler.lower.build_dataframe`). Inside,
+    back as literals after it (:func:`kspark.compiler.lowering.build_dataframe`). Inside,
     they are put back into each batch before ``run`` sees it, so that handlers' error
     contexts and dead letters read them as before, and taken out of ``run``'s output.
     A chain never changes them; a side row that the chain made (null in these columns

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from kspark_server import columns, handling
+from kspark_server.records import ArrowColumns, ArrowRecord
 
 #: The result of a user function that raised (its record is dropped).
 FAILED: Any = object()
@@ -79,19 +80,9 @@ class Live:
         self._keys: list[Any] | None = None
         self._values: list[Any] | pa.Array | None = None
         self.keys_new = self.values_new = False
-        self._cols: dict[str, pa.Array | None] = {}
+        self._cols = ArrowColumns(batch)
         #: the output ``ks_sub`` of each live record, once a fanned-out chain numbers them
         self.subs: list[int] | None = None
-
-    def cell(self, name: str, i: int, default: Any) -> Any:
-        """Field ``name`` of the batch's row ``i``, for an error context: the columns are
-        looked up once per batch, as a failing record's context reads ten of them."""
-        try:
-            col = self._cols[name]
-        except KeyError:
-            pos = self.batch.schema.get_field_index(name)
-            col = self._cols[name] = self.batch.column(pos) if pos >= 0 else None
-        return default if col is None else col[i].as_py()
 
     def column(self, name: str) -> pa.Array:
         """The batch's column ``name`` at the live rows."""
@@ -146,7 +137,7 @@ class Live:
 
     def row(self, j: int) -> Any:
         """Live record ``j``'s envelope, read only when asked (the guard's ``row``)."""
-        return _Row(self, self.rows[j])
+        return ArrowRecord(self._cols, self.rows[j])
 
     def fail(self, processor: str, args: tuple[Any, ...], j: int, exc: Exception) -> None:
         """Live record ``j`` failed in ``processor``: ask the handler (or raise)."""
@@ -182,21 +173,6 @@ class Live:
                 itertools.chain.from_iterable(map(itertools.repeat, self._keys, counts))
             )
         self._values, self.values_new = flat, True
-
-
-class _Row:
-    """A row of a :class:`Live` batch, read field by field only when asked."""
-
-    __slots__ = ("_i", "_live")
-
-    def __init__(self, live: Live, i: int) -> None:
-        self._live, self._i = live, i
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self._live.cell(name, self._i, default)
-
-    def __getitem__(self, name: str) -> Any:
-        return self.get(name)
 
 
 def call_each(live: Live, name: str, fn: Callable[..., Any], *cols: list[Any]) -> list[Any]:
