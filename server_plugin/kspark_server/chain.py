@@ -310,7 +310,11 @@ def make_chain(
 
     if spec.record_limit is not None:  # it feeds a Kafka sink
         return recordsize.limited(
-            spec.record_limit, spec.handling, run, arrow_record, handling.json_columns(spec, output=True)
+            spec.record_limit,
+            spec.handling,
+            run,
+            arrow_record,
+            handling.json_columns(spec, output=True),
         )
     return run
 
