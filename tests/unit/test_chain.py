@@ -312,6 +312,36 @@ def test_fan_out_outputs_carry_their_own_records_envelope() -> None:
     ]
 
 
+@dataclasses.dataclass
+class _Pair:
+    key: str
+    value: int
+
+
+def _pairs(k: str, v: int) -> list[Any]:
+    # pairs as tuples or objects with key and value; a value of 4 gives something else
+    return [(k, v), _Pair(f"{k}!", v + 1)] + (["not a pair"] if v == 4 else [])
+
+
+def test_a_flat_map_takes_pairs_of_any_shape_and_fails_on_anything_else() -> None:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int).flat_map(
+        _pairs, key_type=str, value_type=int
+    ).to(Topic.jsonl("out", "/out/out"))
+    (spec,) = _chains(b, processing_exception_handler=LogAndContinueProcessingExceptionHandler)
+    batch = _batch(str, int, [("a", 1), ("b", 4), ("c", 7)])
+    records, side = _run(make_chain, spec, batch)
+    assert [(r["key"], r["value"], r["offset"], r["ks_sub"]) for r in records] == [
+        ("a", 1, 0, 0),
+        ("a!", 2, 0, 1),
+        ("c", 7, 2, 0),
+        ("c!", 8, 2, 1),
+    ]
+    assert [(dict(s)["processor"], dict(s)["count"]) for s in side] == [
+        (spec.steps[0].processor, 1)
+    ]
+
+
 def _dynamic_or_not(v: Any):  # type: ignore[no-untyped-def]  # a dynamic result
     return {"n": v["n"] * 2, "tags": sorted(v.get("tags", []))} if v["n"] != 3 else {1, 2}
 
