@@ -17,7 +17,7 @@ import os
 import re
 import traceback
 
-from kspark.runtime.home import kspark_home
+from kspark._paths import kspark_home
 
 __all__ = ["first_line", "root_cause", "summarize", "write_log"]
 
