@@ -92,11 +92,12 @@ def test_one_probe_per_session() -> None:
 
 
 def test_spark_s_condition_decides_whether_the_connector_is_missing() -> None:
-    # Spark says DATA_SOURCE_NOT_FOUND, whatever its message's wording
-    missing = AnalysisException(
-        message="no such source: kafka", errorClass="DATA_SOURCE_NOT_FOUND", messageParameters={}
-    )
-    assert _fmt(FakeSession(has_kafka=True, error=missing)) == "kspark_kafka"
+    # Spark's condition for a server without the connector, whatever its message's wording
+    for condition in ("KAFKA_DATA_SOURCE_NOT_ENABLED", "DATA_SOURCE_NOT_FOUND"):
+        missing = AnalysisException(
+            message="no such source: kafka", errorClass=condition, messageParameters={}
+        )
+        assert _fmt(FakeSession(has_kafka=True, error=missing)) == "kspark_kafka"
     # another condition is another failure, even if its message reads like a missing source
     other = AnalysisException(
         message="[PATH_NOT_FOUND] could not find kafka's path",

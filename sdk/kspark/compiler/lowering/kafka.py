@@ -51,12 +51,17 @@ def _has_jvm_kafka(spark: SparkSession) -> bool:
     return True
 
 
+#: Spark's conditions for a server without the Kafka connector: the one it gives for
+#: ``kafka`` itself, and the one for any data source it cannot find.
+_SOURCE_MISSING = frozenset({"KAFKA_DATA_SOURCE_NOT_ENABLED", "DATA_SOURCE_NOT_FOUND"})
+
+
 def _source_missing(exc: BaseException) -> bool:
     """Whether ``exc`` says the server has no Kafka data source: Spark's condition says
     so; the message only of an error without one."""
     found = condition(exc)
     if found is not None:
-        return found == "DATA_SOURCE_NOT_FOUND"
+        return found in _SOURCE_MISSING
     text = str(exc).lower()
     return "kafka" in text and "find" in text
 
