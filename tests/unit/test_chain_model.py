@@ -28,7 +28,7 @@ from kspark.errors import (
     ProcessingExceptionHandler,
 )
 from kspark_server import envelope
-from kspark_server.chain import arrow_schema, make_chain
+from kspark_server.chain import make_chain
 from kspark_server.handlers import DeadLetterRecord, ErrorHandlerContext, Response
 from kspark_server.spec import (
     BranchStep,
@@ -39,6 +39,7 @@ from kspark_server.spec import (
     MapValuesStep,
     Step,
 )
+from kspark_server.transport import arrow_schema
 
 OPS = [
     "filter",
