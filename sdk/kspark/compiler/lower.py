@@ -964,7 +964,7 @@ def build_dataframe(
             raise CompilationError(f"no lowering for stage {type(stage).__name__}")
         return df
 
-    df_of = graph.map_nodes((part.stage for part in output.sinks), lambda s: s.inputs, lower)
+    df_of = graph.map_nodes(output.roots(), lambda s: s.inputs, lower)
 
     final: DataFrame | None = None
     for part in output.sinks:
@@ -974,6 +974,14 @@ def build_dataframe(
             F.col("key").alias(f"k{i}"),
             F.col("value").alias(f"v{i}"),
             *env.TAIL,
+        )
+        final = d if final is None else final.unionByName(d, allowMissingColumns=True)
+    for end in output.ends:
+        # a branch that reaches no sink runs for its side effects; only its side rows go on
+        d = (
+            df_of(end)
+            .filter(F.col("ks_side").isNotNull())
+            .select(F.lit(-1).alias("ks_sink"), *env.TAIL)
         )
         final = d if final is None else final.unionByName(d, allowMissingColumns=True)
     assert final is not None
