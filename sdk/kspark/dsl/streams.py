@@ -1096,8 +1096,32 @@ class KStream(Generic[K, V]):
         self,
         other: KStream[K, VO],
         joiner: Callable[[V, VO], VR],
-        /,
         windows: JoinWindows,
+        /,
+        stream_joined: StreamJoined | Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def join(
+        self,
+        other: KStream[K, VO],
+        joiner: Callable[[V, VO], VR],
+        /,
+        *,
+        windows: JoinWindows,
+        stream_joined: StreamJoined | Named | None = None,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def join(
+        self,
+        other: KStream[K, VO],
+        joiner: Callable[[K, V, VO], VR],
+        windows: JoinWindows,
+        /,
         stream_joined: StreamJoined | Named | None = None,
         *,
         value_type: type[VR] | None = None,
@@ -1109,9 +1133,9 @@ class KStream(Generic[K, V]):
         other: KStream[K, VO],
         joiner: Callable[[K, V, VO], VR],
         /,
+        *,
         windows: JoinWindows,
         stream_joined: StreamJoined | Named | None = None,
-        *,
         value_type: type[VR] | None = None,
     ) -> KStream[K, VR]: ...
 
@@ -1234,8 +1258,32 @@ class KStream(Generic[K, V]):
         self,
         other: KStream[K, VO],
         joiner: Callable[[V, VO | None], VR],
-        /,
         windows: JoinWindows,
+        /,
+        stream_joined: StreamJoined | Named | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
+        other: KStream[K, VO],
+        joiner: Callable[[V, VO | None], VR],
+        /,
+        *,
+        windows: JoinWindows,
+        stream_joined: StreamJoined | Named | None = None,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
+        other: KStream[K, VO],
+        joiner: Callable[[K, V, VO | None], VR],
+        windows: JoinWindows,
+        /,
         stream_joined: StreamJoined | Named | None = None,
         *,
         value_type: type[VR] | None = None,
@@ -1247,9 +1295,9 @@ class KStream(Generic[K, V]):
         other: KStream[K, VO],
         joiner: Callable[[K, V, VO | None], VR],
         /,
+        *,
         windows: JoinWindows,
         stream_joined: StreamJoined | Named | None = None,
-        *,
         value_type: type[VR] | None = None,
     ) -> KStream[K, VR]: ...
 
