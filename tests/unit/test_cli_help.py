@@ -87,7 +87,7 @@ def test_a_stop_says_what_it_stopped() -> None:
     status = AppStatus(
         app_id="payments",
         state=State.NOT_RUNNING,
-        message="Stopped",
+        message="the query was stopped",
         query_id="q-1",
         last_batch_id=41,
         stopped=True,
