@@ -54,7 +54,7 @@ def test_every_error_class_is_exported_and_in_the_hierarchy_table() -> None:
 
 def test_the_dead_letter_exception_class_of_a_deserialization_failure() -> None:
     label = f"{DeserializationError.__module__}.{DeserializationError.__qualname__}"
-    assert f'F.lit("{label}")' in (ROOT / "sdk/kspark/compiler/lower.py").read_text()
+    assert f'F.lit("{label}")' in (ROOT / "sdk/kspark/compiler/lowering/corrupt.py").read_text()
     assert f"For deserialization failures, `{label}`" in page("errors.md")
 
 
