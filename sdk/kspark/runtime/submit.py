@@ -436,7 +436,7 @@ def submit(
     >>> print(handle.summary())  # doctest: +SKIP
     """
     # unbound topic names fail here, before any connection (StreamsApp binds them again)
-    bind_topology(topology, config)
+    bound = bind_topology(topology, config)
     check_reachable(remote)
     app_id = config.application_id
     base = with_params(remote, session_id=None)
@@ -458,7 +458,7 @@ def submit(
         spark.conf.set("spark.sql.streaming.stopActiveRunOnRestart", "false")
         timeout = spark.conf.get(_TIMEOUT_CONF, None) or "60m"
         app = StreamsApp(topology, config, session=spark)
-        problem = client_only_path(app.topology, lambda path: _exists(spark, path))
+        problem = client_only_path(bound, lambda path: _exists(spark, path))
         if problem is not None:
             raise ConfigError(f"{problem} on {stored_remote}", option="topics")
         # StreamsApp.start() ships the topology's code; this adds the named modules and
