@@ -1,6 +1,6 @@
 """Spark's driver-side planning runner of ``transformWithStateInPandas`` unpickles each
 stateful operator at every query start; it must not import pandas for that (a third of
-the runner's time, docs/performance.md)."""
+the runner's time, docs/design/stateful-runner.md)."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ def stateful(
         "ks_task", task_column(stage.task_column, stage.num_partitions)
     )
     # columns that are the same for every record stay out of both Python passes
-    # (docs/performance.md); the operator puts them back while it works
+    # (docs/design/stateful-runner.md); the operator puts them back while it works
     constants = stateful_constants(stage)
     if constants:
         processor.constants_json = describe_constants(constants, _packed_columns(stage))
@@ -99,7 +99,7 @@ def _joined_input(stage: st.Stateful, df_of: Callable[[st.Stage], DataFrame]) ->
 def _json_values(stream: DataFrame, packed: Packed) -> DataFrame:
     """Values that the operator reads travel as JSON text, which msgspec parses fast;
     everything else (headers, a deduplicated value) crosses as Arrow columns, by
-    reference (docs/performance.md)."""
+    reference (docs/design/stateful-runner.md)."""
     if packed.value:
         stream = stream.withColumn("value", F.to_json("value"))
     if packed.tvalue:
