@@ -375,7 +375,8 @@ class StreamsConfig:
         more per start); or ``"auto"`` (the default): Spark's sink for an app without
         state that writes one file topic, has no dead-letter queue and was never
         rescaled, into a topic that is not already in the other layout; batch folders
-        otherwise. A topic keeps the layout it was first written in (docs/topics.md).
+        otherwise. A topic keeps the layout it was first written in
+        (docs/concepts.md, "One streaming query per app").
     state_snapshot_min_deltas
         A snapshot of a state partition is taken after this many micro-batches
         (changelog files) since the last one
@@ -498,6 +499,9 @@ class StreamsConfig:
         else:
             # a relative or ~ path would resolve on the server, against its working directory
             object.__setattr__(self, "checkpoint_dir", resolve_path(self.checkpoint_dir))
+        if self.data_dir:
+            # the same rule, so that the folder is the one the client meant when it was made
+            object.__setattr__(self, "data_dir", resolve_path(self.data_dir))
         interval: object = self.trigger_interval
         if interval is not None and (
             not isinstance(interval, timedelta) or interval <= timedelta(0)

@@ -122,6 +122,7 @@ class _Compiler:
             sinks=tuple(parts),
             writer_spec=writer,
             stores=self.topology.stores(),
+            ends=tuple(self.flush(self.visit(end)) for end in self.topology.ends),
         )
 
     def visit(self, node: n.Node) -> _Pending:

@@ -132,10 +132,17 @@ class Output:
     sinks: tuple[SinkPart, ...]
     writer_spec: SinksSpec
     stores: dict[str, str]
+    #: The last stages of branches that reach no sink (the topology's ``ends``): they run,
+    #: and only their side rows (drops, dead letters, metrics) leave them.
+    ends: tuple[Stage, ...] = ()
+
+    def roots(self) -> tuple[Stage, ...]:
+        """The stages the app's query unions: the sinks', then the ends'."""
+        return (*(part.stage for part in self.sinks), *self.ends)
 
     def stages(self) -> list[Stage]:
         """All stages, inputs first, each once."""
-        return graph.toposort((part.stage for part in self.sinks), _inputs)
+        return graph.toposort(self.roots(), _inputs)
 
 
 def _inputs(stage: Stage) -> tuple[Stage, ...]:

@@ -40,6 +40,7 @@ from kspark.dsl.options import (
     to_ms,
 )
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
+from kspark.plan import graph
 from kspark.plan import nodes as n
 from kspark.plan.grouped import Aggregate, Suppress
 from kspark.plan.topology import Topology
@@ -86,7 +87,13 @@ class StreamsBuilder:
     def __init__(self) -> None:
         self._counter = 0
         self._sinks: list[n.Sink] = []
+        # every processor the user added, by identity: build() keeps the ones that lead
+        # to no sink too
+        self._nodes: dict[int, n.Node] = {}
         self._join_stores: set[str] = set()
+
+    def _added(self, node: n.Node) -> None:
+        self._nodes[id(node)] = node
 
     # -- naming -----------------------------------------------------------------------
     def _next(self, prefix: str, named: Named | str | None = None) -> tuple[str, int]:
@@ -304,7 +311,12 @@ class StreamsBuilder:
         self._sinks.append(sink)
 
     def build(self) -> Topology:
-        """The topology of everything that ends in a sink so far.
+        """The topology of every processor added so far.
+
+        As in Kafka Streams, a processor whose records reach no sink is kept and runs: a
+        branch that ends in ``peek`` calls its action for each record, and a table that
+        nothing reads keeps its store for interactive queries. Such processors are the
+        topology's :attr:`~kspark.plan.topology.Topology.ends`.
 
         Returns
         -------
@@ -320,8 +332,36 @@ class StreamsBuilder:
         ... )
         >>> [n.name for n in b.build().nodes()]
         ['KSTREAM-SOURCE-0000000000', 'KSTREAM-SINK-0000000001']
+
+        A branch that ends in ``peek`` stays in the topology:
+
+        >>> src = b.stream(Topic.jsonl("audit", "/tmp/audit"), key_type=str, value_type=int)
+        >>> src.filter(lambda k, v: v < 0).peek(lambda k, v: print("negative", k, v)).name
+        'KSTREAM-PEEK-0000000004'
+        >>> src.to(Topic.jsonl("audited", "/tmp/audited"))
+        >>> [end.name for end in b.build().ends]
+        ['KSTREAM-PEEK-0000000004']
         """
-        return Topology(sinks=tuple(self._sinks))
+        added = sorted(self._nodes.values(), key=lambda node: node.seq)
+        nodes = graph.toposort([*added, *self._sinks], lambda node: node.parents)
+        has_child = {id(p) for node in nodes for p in node.parents}
+        ends = tuple(
+            node for node in added if id(node) not in has_child and not isinstance(node, n.Sink)
+        )
+        return Topology(sinks=tuple(self._sinks), ends=ends)
+
+
+def _windows(joined: Joined | JoinWindows | None, windows: JoinWindows | None) -> Any:
+    """The third argument of a join, given by position or, for two streams, as
+    ``windows=``."""
+    if windows is None:
+        return joined
+    if joined is not None:
+        raise InvalidArgumentError(
+            "give the join windows once: as the third argument or as windows=",
+            parameter="windows",
+        )
+    return windows
 
 
 def _source_type(tp: Any, topic: n.TopicSpec | None, processor: str, what: str) -> TypeDesc:
@@ -387,6 +427,7 @@ class KStream(Generic[K, V]):
     def __init__(self, builder: StreamsBuilder, node: n.Node) -> None:
         self._builder = builder
         self._node = node
+        builder._added(node)
 
     @property
     def node(self) -> n.Node:
@@ -1066,11 +1107,35 @@ class KStream(Generic[K, V]):
     def join(
         self,
         other: KStream[K, VO],
+        joiner: Callable[[V, VO], VR],
+        /,
+        *,
+        windows: JoinWindows,
+        stream_joined: StreamJoined | Named | None = None,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def join(
+        self,
+        other: KStream[K, VO],
         joiner: Callable[[K, V, VO], VR],
         windows: JoinWindows,
         /,
         stream_joined: StreamJoined | Named | None = None,
         *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def join(
+        self,
+        other: KStream[K, VO],
+        joiner: Callable[[K, V, VO], VR],
+        /,
+        *,
+        windows: JoinWindows,
+        stream_joined: StreamJoined | Named | None = None,
         value_type: type[VR] | None = None,
     ) -> KStream[K, VR]: ...
 
@@ -1081,6 +1146,7 @@ class KStream(Generic[K, V]):
         joined: Joined | JoinWindows | None = None,
         stream_joined: StreamJoined | Named | None = None,
         *,
+        windows: JoinWindows | None = None,
         value_type: type[Any] | None = None,
     ) -> KStream[Any, Any]:
         """Inner-joins each stream record with the table's value for its key (a
@@ -1109,8 +1175,13 @@ class KStream(Generic[K, V]):
         stream_joined
             Against a stream, a :class:`~kspark.StreamJoined` or :class:`~kspark.Named`
             that names the join's processor and its store.
+        windows
+            Against a stream, the :class:`~kspark.JoinWindows` given by name
+            (``join(other, joiner, windows=w)``) instead of as the third argument.
         value_type
-            The joined value's type, when ``joiner``'s annotations do not say it.
+            The joined value's type, when the joiner does not say it: a class used as the
+            joiner gives its instances, an annotated function its return annotation; a
+            lambda says nothing, and its values are dynamic.
 
         Returns
         -------
@@ -1158,7 +1229,9 @@ class KStream(Generic[K, V]):
         ... ).name
         'KSTREAM-JOIN-0000000006'
         """
-        return self._join(table, joiner, joined, stream_joined, value_type, "inner")
+        return self._join(
+            table, joiner, _windows(joined, windows), stream_joined, value_type, "inner"
+        )
 
     @overload
     def left_join(
@@ -1196,11 +1269,35 @@ class KStream(Generic[K, V]):
     def left_join(
         self,
         other: KStream[K, VO],
+        joiner: Callable[[V, VO | None], VR],
+        /,
+        *,
+        windows: JoinWindows,
+        stream_joined: StreamJoined | Named | None = None,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
+        other: KStream[K, VO],
         joiner: Callable[[K, V, VO | None], VR],
         windows: JoinWindows,
         /,
         stream_joined: StreamJoined | Named | None = None,
         *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
+        other: KStream[K, VO],
+        joiner: Callable[[K, V, VO | None], VR],
+        /,
+        *,
+        windows: JoinWindows,
+        stream_joined: StreamJoined | Named | None = None,
         value_type: type[VR] | None = None,
     ) -> KStream[K, VR]: ...
 
@@ -1211,6 +1308,7 @@ class KStream(Generic[K, V]):
         joined: Joined | JoinWindows | None = None,
         stream_joined: StreamJoined | Named | None = None,
         *,
+        windows: JoinWindows | None = None,
         value_type: type[Any] | None = None,
     ) -> KStream[Any, Any]:
         """Like :meth:`join`, but a record of this stream that joins nothing gives
@@ -1230,8 +1328,10 @@ class KStream(Generic[K, V]):
             against a stream, as in :meth:`join`.
         stream_joined
             Against a stream, the processor's and the store's names, as in :meth:`join`.
+        windows
+            Against a stream, the :class:`~kspark.JoinWindows` by name, as in :meth:`join`.
         value_type
-            The joined value's type, when ``joiner``'s annotations do not say it.
+            The joined value's type, when the joiner does not say it, as in :meth:`join`.
 
         Returns
         -------
@@ -1248,7 +1348,9 @@ class KStream(Generic[K, V]):
         >>> s.left_join(t, lambda v, name: f"{name}:{v}", value_type=str).name
         'KSTREAM-LEFTJOIN-0000000003'
         """
-        return self._join(table, joiner, joined, stream_joined, value_type, "left")
+        return self._join(
+            table, joiner, _windows(joined, windows), stream_joined, value_type, "left"
+        )
 
     @overload
     def outer_join(
@@ -1754,6 +1856,7 @@ class KTable(Generic[K, V]):
     def __init__(self, builder: StreamsBuilder, node: n.Node) -> None:
         self._builder = builder
         self._node = node
+        builder._added(node)
 
     @property
     def node(self) -> n.Node:

@@ -51,6 +51,13 @@ class Topology:
     """
 
     sinks: tuple[Sink, ...]
+    #: Processors that lead to no sink (a branch that ends in ``peek``, a table only
+    #: queried through its store): they run like every other processor, and their records
+    #: go nowhere after them, as in Kafka Streams.
+    ends: tuple[Node, ...] = ()
+
+    def _roots(self) -> tuple[Node, ...]:
+        return (*self.sinks, *self.ends)
 
     def __attrs_post_init__(self) -> None:
         if not self.sinks:
@@ -73,8 +80,7 @@ class Topology:
 
     def nodes(self) -> tuple[Node, ...]:
         """All nodes in a deterministic topological order (parents first)."""
-        sinks: tuple[Node, ...] = self.sinks
-        return tuple(sorted(graph.toposort(sinks, _parents), key=lambda n: n.seq))
+        return tuple(sorted(graph.toposort(self._roots(), _parents), key=lambda n: n.seq))
 
     def sources(self) -> tuple[Source | TableSource, ...]:
         return tuple(n for n in self.nodes() if isinstance(n, Source | TableSource))
@@ -168,9 +174,11 @@ class Topology:
                 changes["topic"] = fn(node.topic_name, node.topic, "sink")
             return attrs.evolve(node, **changes)
 
-        sinks: tuple[Node, ...] = self.sinks
-        new = graph.map_nodes(sinks, _parents, remap)
-        return Topology(sinks=tuple(new(s) for s in self.sinks))  # type: ignore[misc]
+        new = graph.map_nodes(self._roots(), _parents, remap)
+        return Topology(
+            sinks=tuple(new(s) for s in self.sinks),  # type: ignore[misc]
+            ends=tuple(new(e) for e in self.ends),
+        )
 
     def with_source_types(
         self, fn: Callable[[Source | TableSource], tuple[TypeDesc, TypeDesc]]
@@ -195,9 +203,11 @@ class Topology:
                     changes["value_type"] = now.value_type
             return attrs.evolve(node, **changes)
 
-        sinks: tuple[Node, ...] = self.sinks
-        new = graph.map_nodes(sinks, _parents, remap)
-        return Topology(sinks=tuple(new(s) for s in self.sinks))  # type: ignore[misc]
+        new = graph.map_nodes(self._roots(), _parents, remap)
+        return Topology(
+            sinks=tuple(new(s) for s in self.sinks),  # type: ignore[misc]
+            ends=tuple(new(e) for e in self.ends),
+        )
 
     def to_mermaid(self) -> str:
         """The topology as a Mermaid flowchart, for notebooks and docs."""

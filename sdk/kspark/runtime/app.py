@@ -240,7 +240,7 @@ class StreamsApp:
                 f"app {self.config.application_id}: checkpoint {gen.checkpoint} holds state "
                 f"written by an older kspark (state format {gen.state_format or '4 or older'}, "
                 f"not {STATE_FORMAT}); migrate it once "
-                f"with app.rescale({self.config.num_partitions}) or `kspark rescale --app "
+                f"with app.rescale({self.config.num_partitions}) or `kspark rescale "
                 f"MODULE:TOPOLOGY --partitions {self.config.num_partitions}`, then start "
                 "the app again"
             )

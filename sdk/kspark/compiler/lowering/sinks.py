@@ -24,7 +24,8 @@ SIDE_METRICS = "kspark"
 
 def union_sinks(output: st.Output, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:
     """One DataFrame of every sink's records, tagged by ``ks_sink``, with each sink's key
-    and value in columns of its own (``k<i>``, ``v<i>``)."""
+    and value in columns of its own (``k<i>``, ``v<i>``), and the side rows of the
+    topology's ends (``ks_sink`` -1)."""
     final: DataFrame | None = None
     for part in output.sinks:
         i = part.index
@@ -33,6 +34,14 @@ def union_sinks(output: st.Output, df_of: Callable[[st.Stage], DataFrame]) -> Da
             F.col("key").alias(f"k{i}"),
             F.col("value").alias(f"v{i}"),
             *env.TAIL,
+        )
+        final = d if final is None else final.unionByName(d, allowMissingColumns=True)
+    for end in output.ends:
+        # a branch that reaches no sink runs for its side effects; only its side rows go on
+        d = (
+            df_of(end)
+            .filter(F.col("ks_side").isNotNull())
+            .select(F.lit(-1).alias("ks_sink"), *env.TAIL)
         )
         final = d if final is None else final.unionByName(d, allowMissingColumns=True)
     assert final is not None
