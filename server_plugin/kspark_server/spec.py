@@ -23,7 +23,7 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 7); use the same kspark version on client and server
+kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 8); use the same kspark version on client and server
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ __all__ = [
     "SinkSpec",
     "SinksSpec",
     "SpecError",
+    "StateOptions",
     "StatefulSpec",
     "Step",
     "TableFilterStep",
@@ -77,8 +78,9 @@ __all__ = [
 #: The version of this contract; a client and the operators it runs must agree on it.
 #: 5: dynamic keys and values (:class:`JsonSpec`); 6: vectorized steps; 7: chains that
 #: feed Kafka sinks check record sizes (:class:`RecordLimit`) and name the step whose
-#: type a value must fit (``ChainSpec.converts_for``).
-SPEC_VERSION = 7
+#: type a value must fit (``ChainSpec.converts_for``); 8: stateful operators take their
+#: state's tuning and checks from the spec (:class:`StateOptions`).
+SPEC_VERSION = 8
 
 Fn = Callable[..., Any]
 
@@ -392,6 +394,30 @@ class DedupIdSpec:
     handling: Handling = Handling()
 
 
+#: The size of a base chunk of a task's durable state (``StreamsConfig``'s
+#: ``state_base_chunk_bytes``; :mod:`kspark_server.taskstate`).
+BASE_CHUNK_BYTES = 32 << 20
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StateOptions:
+    """How a stateful operator keeps its task state (``StreamsConfig``'s
+    ``state_base_chunk_bytes`` and ``state_check_log``).
+
+    ``base_chunk_bytes``: a base chunk holds keys until its pairs pass this many bytes.
+    ``check_log``: after each batch, read the durable base and log back and compare them
+    with the task state (slow: for tests); changes are then logged against bases of any
+    size, so that small states take the log path too.
+    """
+
+    base_chunk_bytes: int = BASE_CHUNK_BYTES
+    check_log: bool = False
+
+    def __post_init__(self) -> None:
+        if self.base_chunk_bytes <= 0:
+            raise SpecError(f"base_chunk_bytes must be positive, got {self.base_chunk_bytes}")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DedupSpec:
     """KIP-655 deduplication, per task."""
@@ -409,6 +435,7 @@ class DedupSpec:
     output_schema: str
     packed: Packed
     handling: Handling = Handling()
+    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -436,6 +463,7 @@ class JoinSpec:
     output_schema: str
     packed: Packed
     handling: Handling = Handling()
+    state: StateOptions = StateOptions()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -464,6 +492,7 @@ class WindowJoinSpec:
     output_schema: str
     packed: Packed
     handling: Handling = Handling()
+    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -535,6 +564,7 @@ class AggregateSpec:
     output_schema: str
     packed: Packed
     handling: Handling = Handling()
+    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:

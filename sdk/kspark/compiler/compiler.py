@@ -78,6 +78,10 @@ class _Compiler:
     def __init__(self, topology: Topology, config: StreamsConfig) -> None:
         self.topology = topology
         self.config = config
+        #: the stateful operators' state tuning and checks
+        self.state_options = sp.StateOptions(
+            base_chunk_bytes=config.state_base_chunk_bytes, check_log=config.state_check_log
+        )
         self.memo: dict[int, _Pending] = {}
         self.sink_types: dict[str, tuple[TypeDesc | None, TypeDesc | None]] = {}
         self.subtopology_of = {
@@ -472,6 +476,7 @@ class _Compiler:
                 out=json_packable(out_value),
             ),
             handling=self.handling_at(node),
+            state=self.state_options,
         )
         return self._stateful(
             node, spec, stream, table=table, key_type=stream.key_type, value_type=out_value
@@ -507,6 +512,7 @@ class _Compiler:
                 out=json_packable(out_value),
             ),
             handling=self.handling_at(node),
+            state=self.state_options,
         )
         # the right stream is the operator's second input, as a stream-table join's table
         return self._stateful(
@@ -544,6 +550,7 @@ class _Compiler:
             # one it does not read stays a column of Arrow, carried by reference
             packed=sp.Packed(value=reads_value, out=reads_value),
             handling=self.handling_at(node),
+            state=self.state_options,
         )
         return self._stateful(
             node,
@@ -599,6 +606,7 @@ class _Compiler:
             output_schema=_envelope_json(out_key, out_value),
             packed=sp.Packed(value=json_packable(stream.value_type), out=json_packable(out_value)),
             handling=self.handling_at(node),
+            state=self.state_options,
         )
         return self._stateful(node, spec, stream, key_type=out_key, value_type=out_value)
 

@@ -72,25 +72,12 @@ def _operator_id(spark: Any, checkpoint: str, name: str) -> int:
     )
 
 
-def no_log(exc: BaseException, store: str) -> bool:
-    """Whether reading ``store``'s log failed because the checkpoint has none: it was
-    written before state format 4, where each task's state is its base alone."""
-    from kspark_server import taskstate
-
-    return "STATE_VAR" in str(exc) or taskstate.log_name(store) in str(exc)
-
-
 def _base_change(r: Any) -> tuple[int, int, bytes | None]:
-    """(task key, chunk number, chunk or None) of a row of the base's change feed: of a
-    map state (format 6: ``user_map_key`` is the chunk number) or of a value state
-    (format 5: chunk 0)."""
-    fields = r.asDict()
-    if "user_map_key" in fields:
-        number, value = int(r["user_map_key"][0]), r["user_map_value"]
-    else:
-        number, value = 0, r["value"]
+    """(task key, chunk number, chunk or None) of a row of the base's change feed (a map
+    state: ``user_map_key`` is the chunk number)."""
+    value = r["user_map_value"]
     blob = None if r["change_type"] == "delete" or value is None else value[0]
-    return int(r["key"][0]), number, blob
+    return int(r["key"][0]), int(r["user_map_key"][0]), blob
 
 
 def _state_reader(spark: Any, op: int, var: str) -> Any:
@@ -100,36 +87,29 @@ def _state_reader(spark: Any, op: int, var: str) -> Any:
 
 def _log_reader(spark: Any, op: int, name: str) -> Any:
     """Spark's state reader of store ``name``'s log, each task's list of changes whole."""
-    from kspark_server import taskstate
+    from kspark_server import statevars
 
-    reader = _state_reader(spark, op, taskstate.log_name(name))
+    reader = _state_reader(spark, op, statevars.log_name(name))
     return reader.option("flattenCollectionTypes", "false")
 
 
 def _task_logs(spark: Any, checkpoint: str, op: int, name: str) -> dict[int, list[bytes]]:
-    """Each task's log of changes (state format 4), oldest first; empty for a checkpoint
-    written before logs existed."""
-    try:
-        rows = _log_reader(spark, op, name).load(checkpoint).select("key", "list_value").collect()
-    except Exception as exc:
-        if no_log(exc, name):
-            return {}
-        raise
+    """Each task's log of changes, oldest first."""
+    rows = _log_reader(spark, op, name).load(checkpoint).select("key", "list_value").collect()
     return {int(r["key"][0]): [e[0] for e in (r["list_value"] or [])] for r in rows}
 
 
 def _base_rows(spark: Any, checkpoint: str, op: int, name: str) -> Any:
     """Store ``name``'s base, one row per chunk: ``key`` (the task key), ``blob`` and its
-    number ``chunk``. State format 6 keeps the chunks in a map state; format 5 and older,
-    one whole base in a value state (a single chunk 0)."""
+    number ``chunk`` (the ``<store>`` map state, :mod:`kspark_server.statevars`)."""
     from pyspark.sql import functions as F
 
     raw = _state_reader(spark, op, name).load(checkpoint)
-    if "user_map_key" in raw.columns:
-        blob, chunk = F.col("user_map_value.blob"), F.col("user_map_key.chunk")
-    else:
-        blob, chunk = F.col("value.blob"), F.lit(0)
-    return raw.select("key", blob.alias("blob"), chunk.alias("chunk"))
+    return raw.select(
+        "key",
+        F.col("user_map_value.blob").alias("blob"),
+        F.col("user_map_key.chunk").alias("chunk"),
+    )
 
 
 def task_frame(spark: Any, checkpoint: str, op: int, name: str) -> Any:
@@ -139,17 +119,8 @@ def task_frame(spark: Any, checkpoint: str, op: int, name: str) -> Any:
     from pyspark.sql import functions as F
 
     base = _base_rows(spark, checkpoint, op, name).withColumn("first", F.col("chunk") == 0)
-    try:
-        log = (
-            _log_reader(spark, op, name)
-            .load(checkpoint)
-            .select("key", F.col("list_value.blob").alias("log"))
-        )
-        log.columns  # noqa: B018 -- analyses the read now: a format-3 checkpoint has no log
-    except Exception as exc:
-        if no_log(exc, name):
-            return base.select("blob", "first")
-        raise
+    log = _log_reader(spark, op, name).load(checkpoint)
+    log = log.select("key", F.col("list_value.blob").alias("log"))
     return base.join(log, "key", "left").select("blob", "first", "log")
 
 
@@ -445,8 +416,8 @@ class StoreReplica:
                 "batch_id",
                 "change_type",
                 "key",
-                *(["user_map_key", "user_map_value"] if "user_map_key" in feed.columns else []),
-                *(["value"] if "value" in feed.columns else []),
+                "user_map_key",
+                "user_map_value",
             ).collect():
                 task, number, blob = _base_change(r)
                 events.append((int(r["batch_id"]), 0, task, number, blob))
@@ -498,19 +469,14 @@ class StoreReplica:
         )
 
     def _log_feed(self, op: int, last: int) -> list[Any]:
-        from kspark_server import taskstate
+        from kspark_server import statevars
 
-        reader = _state_reader(self._spark, op, taskstate.log_name(self.name))
-        try:
-            return list(
-                self._feed(reader, last)
-                .select("batch_id", "change_type", "key", "list_element")
-                .collect()
-            )
-        except Exception as exc:
-            if no_log(exc, self.name):
-                return []
-            raise
+        reader = _state_reader(self._spark, op, statevars.log_name(self.name))
+        return list(
+            self._feed(reader, last)
+            .select("batch_id", "change_type", "key", "list_element")
+            .collect()
+        )
 
     def _store(self) -> Any:
         if self._view is None:

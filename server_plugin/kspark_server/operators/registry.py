@@ -30,11 +30,12 @@ OPERATORS: dict[str, type[TaskProcessor]] = {
 }
 
 
-def make_operator(spec: StatefulSpec) -> TaskProcessor:
-    """The operator of ``spec``."""
+def make_operator(spec: StatefulSpec, constants_json: str = "") -> TaskProcessor:
+    """The operator of ``spec`` (``constants_json``: the constant columns that its records
+    travel without, :func:`kspark_server.chain.constant_widener`)."""
     kind = check_spec(spec).kind
     try:
         cls = OPERATORS[kind]
     except KeyError:
         raise SpecError(f"{spec.processor}: no stateful operator of kind {kind!r}") from None
-    return cls(spec)
+    return cls(spec, constants_json)
