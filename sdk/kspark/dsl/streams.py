@@ -1934,15 +1934,37 @@ class KTable(Generic[K, V]):
         )
 
     # -- table-table joins (kspark.dsl.streamjoin) ------------------------------------
+    @overload
     def join(
         self,
         other: KTable[K, VO],
-        joiner: Callable[..., VR],
+        joiner: Callable[[V, VO], VR],
         named: Named | str | None = None,
         materialized: Materialized | None = None,
         *,
         value_type: type[VR] | None = None,
-    ) -> KTable[K, VR]:
+    ) -> KTable[K, VR]: ...
+
+    @overload
+    def join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[K, V, VO], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    def join(
+        self,
+        other: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KTable[Any, Any]:
         """Joins this table with ``other`` on the key (Kafka Streams' ``KTable#join``).
 
         Each update of either table whose key has a value in both gives the key's new
@@ -1983,15 +2005,37 @@ class KTable(Generic[K, V]):
         """
         return self._table_join(other, joiner, named, materialized, value_type, "inner")
 
+    @overload
     def left_join(
         self,
         other: KTable[K, VO],
-        joiner: Callable[..., VR],
+        joiner: Callable[[V, VO | None], VR],
         named: Named | str | None = None,
         materialized: Materialized | None = None,
         *,
         value_type: type[VR] | None = None,
-    ) -> KTable[K, VR]:
+    ) -> KTable[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[K, V, VO | None], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    def left_join(
+        self,
+        other: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KTable[Any, Any]:
         """Like :meth:`join`, but every key of this table has a joined row:
         ``joiner(value, None)`` while ``other`` has no value for it (Kafka Streams'
         ``KTable#leftJoin``). A delete in ``other`` gives ``joiner(value, None)``; a
@@ -2027,15 +2071,37 @@ class KTable(Generic[K, V]):
         """
         return self._table_join(other, joiner, named, materialized, value_type, "left")
 
+    @overload
     def outer_join(
         self,
         other: KTable[K, VO],
-        joiner: Callable[..., VR],
+        joiner: Callable[[V | None, VO | None], VR],
         named: Named | str | None = None,
         materialized: Materialized | None = None,
         *,
         value_type: type[VR] | None = None,
-    ) -> KTable[K, VR]:
+    ) -> KTable[K, VR]: ...
+
+    @overload
+    def outer_join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[K, V | None, VO | None], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    def outer_join(
+        self,
+        other: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KTable[Any, Any]:
         """Joins the two tables keeping the keys of both (Kafka Streams'
         ``KTable#outerJoin``): a key with a value on either side has the joined row
         ``joiner(value, other_value)``, the missing side None; the row is deleted once
