@@ -257,3 +257,29 @@ def test_property_against_the_reference_model(
     assert by_key(got) == by_key(want)
     assert {k: v for k, v in store.items() if v is not None} == final
     assert metrics["dropped-records-total"] == dropped
+
+
+def test_rescale_moves_both_tables_with_their_keys(spark: Any, app_id: str) -> None:
+    """After a rescale each key's two sides are in its new task: updates of either side
+    still find the other."""
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2)
+    with TopologyTestDriver(topology("inner"), cfg, session=spark) as d:
+        left = d.create_input_topic("L", key_type=str, value_type=str)
+        right = d.create_input_topic("R", key_type=str, value_type=str)
+        out = d.create_output_topic("out", key_type=str, value_type=str)
+        for i, k in enumerate("abcde"):
+            left.pipe_input(k, f"l-{k}", timestamp=i)
+        right.pipe_input("a", "r-a", timestamp=10)
+        d.process()
+        d.rescale(3)
+        for k in "abcde":
+            right.pipe_input(k, f"r2-{k}", timestamp=20)
+        left.pipe_input("a", None, timestamp=30)
+        d.process()
+        got = [(r.key, r.value) for r in out.read_records()]
+        store = d.store("joined")
+        assert store.get("a") is None and store.get("c") == "l-c+r2-c"
+    assert by_key(got)["a"] == [("a", "l-a+r-a"), ("a", "l-a+r2-a"), ("a", None)]
+    assert sorted(got[k] for k in range(len(got)) if got[k][0] != "a") == [
+        (k, f"l-{k}+r2-{k}") for k in "bcde"
+    ]
