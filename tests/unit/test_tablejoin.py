@@ -179,3 +179,34 @@ def test_versioned_tables_and_other_keys_are_refused() -> None:
         t1.left_join(t3, joiner, value_type=str)
     with pytest.raises(InvalidTopologyError, match="latest-value table"):
         t1.join(t1, joiner, materialized=Materialized.as_versioned("x", timedelta(1)))
+
+
+def test_the_results_are_one_queue_in_emission_order(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader after the join (another join, an aggregation) takes each queue's records
+    in position order and merges queues by timestamp: the results of a task must be one
+    queue, or a later result with a smaller timestamp would overtake an earlier one."""
+    from support.taskharness import frame, packed
+
+    from kspark_server import placement, transport
+    from kspark_server.operators.arrow import order
+
+    r = runner("left", tmp_path, monkeypatch)
+    assert r.run([(0, (0, "k", "l", 20))]) == [("k", "l+None", 20)]
+    # the right update is taken first (5 < 6) and its result is at 20; the left update's
+    # result, emitted after it, is at 6
+    batch = [(1, (1, "k", "r", 5)), (2, (0, "k", "l2", 6))]
+    key = (placement.task_keys(1)[0],)
+    rows = []
+    for f in r.proc.handleInputRows(key, iter([packed(frame(batch))]), None):
+        table = transport.unpack_table(f["ks_rows"].tolist())
+        assert table is not None
+        rows = [x for x in table.to_pylist() if x["ks_side"] is None]
+    close_local_stores()
+    assert [(x["value"], x["timestamp"]) for x in rows] == [("l+r", 20), ("l2+r", 6)]
+    assert len({(x["topic"], x["partition"]) for x in rows}) == 1
+    import pandas as pd
+
+    again = pd.DataFrame(rows).assign(ks_jside=0)
+    assert [rows[int(i)]["value"] for i in order(again)] == ["l+r", "l2+r"]

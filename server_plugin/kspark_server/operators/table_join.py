@@ -50,15 +50,18 @@ _LV, _LTS, _RV, _RTS, _OUT = range(5)
 class _TimedEmitter(Emitter):
     """Output rows of the batch's records with a new value, timestamp and position.
 
-    The sink writes a batch's records in the order of their positions (``ks_seq``,
-    ``ks_sub``), and a changelog's order per key is its meaning: each result takes the
-    largest source position seen so far in processing order, and its emission number
-    within the batch, so the sink keeps the order the results were emitted in."""
+    A changelog's order per key is its meaning, and the sink writes a batch's records in
+    the order of their positions (``ks_seq``, ``ks_sub``), as a downstream operator takes
+    the records of one topic partition: each result takes the largest source position
+    seen so far in processing order and its emission number within the batch, and the
+    task's results are one queue (topic: the join, partition: the task), so whoever reads
+    them keeps the order they were emitted in."""
 
     def __init__(self) -> None:
         super().__init__()
         self.times: list[int] = []
         self.seqs: list[int] = []
+        self.queue: tuple[str, int] = ("", 0)
 
     def put(self, i: int, value: Any, ts: int, seq: int) -> None:
         self.take(i, value)
@@ -71,6 +74,8 @@ class _TimedEmitter(Emitter):
             "timestamp": self.times,
             "ks_seq": self.seqs,
             "ks_sub": list(range(len(self.seqs))),
+            "topic": [self.queue[0]] * len(self.seqs),
+            "partition": [self.queue[1]] * len(self.seqs),
         }
 
 
@@ -107,6 +112,7 @@ class TableJoinProcessor(TaskProcessor):
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, _TimedEmitter)
+        out.queue = (self.processor, task)
         table: dict[Any, list[Any]] = st["table"]
         khash: dict[Any, int] = st["hash"]
         jside = batch.col("ks_jside")
