@@ -68,6 +68,7 @@ __all__ = [
     "StatefulSpec",
     "Step",
     "TableFilterStep",
+    "TableJoinSpec",
     "TableMapValuesStep",
     "TopicRef",
     "TypeSpec",
@@ -503,6 +504,37 @@ class WindowJoinSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class TableJoinSpec:
+    """A same-key table-table join, per task (:mod:`kspark_server.operators.table_join`).
+
+    ``mode`` is ``inner``, ``left`` or ``outer``. Both tables' updates arrive in one input,
+    the right table's tagged ``ks_jside == 1`` with their value in ``ks_tvalue``; the
+    operator keeps each key's latest value of both sides and of the result, and emits the
+    result's changes (None: a tombstone).
+    """
+
+    kind: ClassVar[str] = "tablejoin"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    mode: str
+    joiner: Fn
+    joiner_with_key: bool
+    left: KeyValue
+    right: KeyValue
+    output: KeyValue
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+    state: StateOptions = StateOptions()
+    versioned: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("inner", "left", "outer"):
+            raise SpecError(f"{self.processor}: unknown table-table join mode {self.mode!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SinkSpec:
     """Sink ``index`` of the app: columns ``k<index>``/``v<index>`` of the union."""
 
@@ -596,9 +628,16 @@ class AggregateSpec:
             raise SpecError(f"{self.processor}: suppression needs windows")
 
 
-StatefulSpec = DedupSpec | JoinSpec | WindowJoinSpec | AggregateSpec
+StatefulSpec = DedupSpec | JoinSpec | WindowJoinSpec | AggregateSpec | TableJoinSpec
 OperatorSpec = (
-    ChainSpec | DedupIdSpec | DedupSpec | JoinSpec | WindowJoinSpec | AggregateSpec | SinksSpec
+    ChainSpec
+    | DedupIdSpec
+    | DedupSpec
+    | JoinSpec
+    | WindowJoinSpec
+    | AggregateSpec
+    | TableJoinSpec
+    | SinksSpec
 )
 _OPERATORS: tuple[type, ...] = get_args(OperatorSpec)
 

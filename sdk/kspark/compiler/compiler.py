@@ -519,6 +519,38 @@ class _Compiler:
             node, spec, left, table=right, key_type=left.key_type, value_type=out_value
         )
 
+    def visit_TableTableJoin(self, node: n.TableTableJoin) -> _Pending:
+        # both tables' updates go to the task of their key (the operator's input is
+        # grouped by task), so the two tables are co-partitioned whatever their sources
+        left, right = self._join_inputs(
+            node,
+            node.left,
+            node.right,
+            "the tables' key types differ ({} and {}); a same-key join needs one key type",
+        )
+        out_value = _known(node.value_type)
+        spec = sp.TableJoinSpec(
+            processor=node.name,
+            store=node.store_name,
+            mode=node.mode,
+            joiner=node.joiner,
+            joiner_with_key=node.joiner_with_key,
+            left=_kv(left.key_type, left.value_type),
+            right=_kv(right.key_type, right.value_type),
+            output=_kv(left.key_type, out_value),
+            output_schema=_envelope_json(left.key_type, out_value),
+            packed=sp.Packed(
+                value=json_packable(left.value_type),
+                tvalue=json_packable(right.value_type),
+                out=json_packable(out_value),
+            ),
+            handling=self.handling_at(node),
+            state=self.state_options,
+        )
+        return self._stateful(
+            node, spec, left, table=right, key_type=left.key_type, value_type=out_value
+        )
+
     def visit_Deduplicate(self, node: n.Deduplicate) -> _Pending:
         stream = self.stage_of(node.parent, node)
         task_column = "key"

@@ -1877,9 +1877,9 @@ class KTable(Generic[K, V]):
         """The name of the store a join against this table uses."""
         return self._source().store_name
 
-    def _source(self) -> n.TableSource | n.ToTable | Aggregate:
+    def _source(self) -> n.TableSource | n.ToTable | Aggregate | n.TableTableJoin:
         node = self._node
-        while not isinstance(node, n.TableSource | n.ToTable | Aggregate):
+        while not isinstance(node, n.TableSource | n.ToTable | Aggregate | n.TableTableJoin):
             assert isinstance(node, n.TableFilter | n.TableMapValues | Suppress), node
             node = node.parent
         return node
@@ -2035,6 +2035,222 @@ class KTable(Generic[K, V]):
             with_key=_infer.takes_key(mapper, 1, name, "mapper"),
             value_type=_infer.resolve(value_type, _infer.return_hint(mapper), name, "value_type"),
         )
+
+    # -- table-table joins (kspark.dsl.streamjoin) ------------------------------------
+    @overload
+    def join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[V, VO], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    @overload
+    def join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[K, V, VO], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    def join(
+        self,
+        other: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KTable[Any, Any]:
+        """Joins this table with ``other`` on the key (Kafka Streams' ``KTable#join``).
+
+        Each update of either table whose key has a value in both gives the key's new
+        joined row, ``joiner(value, other_value)``; a delete on either side deletes the
+        joined row (a tombstone). Both tables are co-partitioned by key.
+
+        Parameters
+        ----------
+        other
+            The other table, from the same builder, with this table's key type.
+        joiner
+            ``joiner(value, other_value)`` or ``joiner(key, value, other_value)``.
+        named
+            A processor name instead of the generated one.
+        materialized
+            The result's store name (``Materialized.as_(name)``), which
+            ``app.store(name)`` reads.
+        value_type
+            The joined value's type, when ``joiner``'s annotations do not say it.
+
+        Returns
+        -------
+        KTable
+            The joined table: it can be filtered, joined, queried and streamed.
+
+        Examples
+        --------
+        >>> from kspark import Materialized, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> orders = b.table("orders", key_type=str, value_type=int)
+        >>> limits = b.table("limits", key_type=str, value_type=int)
+        >>> checked = orders.join(
+        ...     limits, lambda o, lim: o <= lim, materialized=Materialized.as_("checked"),
+        ...     value_type=bool,
+        ... )
+        >>> checked.name, checked.store_name
+        ('KTABLE-MERGE-0000000002', 'checked')
+        """
+        return self._table_join(other, joiner, named, materialized, value_type, "inner")
+
+    @overload
+    def left_join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[V, VO | None], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[K, V, VO | None], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    def left_join(
+        self,
+        other: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KTable[Any, Any]:
+        """Like :meth:`join`, but every key of this table has a joined row:
+        ``joiner(value, None)`` while ``other`` has no value for it (Kafka Streams'
+        ``KTable#leftJoin``). A delete in ``other`` gives ``joiner(value, None)``; a
+        delete in this table deletes the joined row.
+
+        Parameters
+        ----------
+        other
+            The other table, as in :meth:`join`.
+        joiner
+            ``joiner(value, other_value)`` or ``joiner(key, value, other_value)``;
+            ``other_value`` may be None.
+        named
+            A processor name instead of the generated one.
+        materialized
+            The result's store name, as in :meth:`join`.
+        value_type
+            The joined value's type, when ``joiner``'s annotations do not say it.
+
+        Returns
+        -------
+        KTable
+            The joined table.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> orders = b.table("orders", key_type=str, value_type=int)
+        >>> limits = b.table("limits", key_type=str, value_type=int)
+        >>> orders.left_join(limits, lambda o, lim: lim is None or o <= lim, value_type=bool).name
+        'KTABLE-MERGE-0000000002'
+        """
+        return self._table_join(other, joiner, named, materialized, value_type, "left")
+
+    @overload
+    def outer_join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[V | None, VO | None], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    @overload
+    def outer_join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[K, V | None, VO | None], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    def outer_join(
+        self,
+        other: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KTable[Any, Any]:
+        """Joins the two tables keeping the keys of both (Kafka Streams'
+        ``KTable#outerJoin``): a key with a value on either side has the joined row
+        ``joiner(value, other_value)``, the missing side None; the row is deleted once
+        both sides are.
+
+        Parameters
+        ----------
+        other
+            The other table, as in :meth:`join`.
+        joiner
+            ``joiner(value, other_value)`` or ``joiner(key, value, other_value)``; either
+            value may be None.
+        named
+            A processor name instead of the generated one.
+        materialized
+            The result's store name, as in :meth:`join`.
+        value_type
+            The joined value's type, when ``joiner``'s annotations do not say it.
+
+        Returns
+        -------
+        KTable
+            The joined table.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> a = b.table("a", key_type=str, value_type=int)
+        >>> c = b.table("c", key_type=str, value_type=int)
+        >>> a.outer_join(c, lambda x, y: (x or 0) + (y or 0), "sum", value_type=int).name
+        'sum'
+        """
+        return self._table_join(other, joiner, named, materialized, value_type, "outer")
+
+    def _table_join(
+        self,
+        other: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        named: Named | str | None,
+        materialized: Materialized | None,
+        value_type: type[Any] | None,
+        mode: streamjoin.JoinMode,
+    ) -> KTable[Any, Any]:
+        node = streamjoin.table_join(self, other, joiner, named, materialized, value_type, mode)
+        return KTable(self._builder, node)
 
     @overload
     def to_stream(self, named: Named | None = None, /) -> KStream[K, V]: ...

@@ -16,7 +16,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from kspark.compiler import stages as st
 from kspark.compiler.lowering import flat_schema
 from kspark.errors import StoreError
-from kspark_server.spec import AggregateSpec, JoinSpec, TypeSpec
+from kspark_server.spec import AggregateSpec, JoinSpec, TableJoinSpec, TypeSpec
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -315,6 +315,31 @@ class ReadOnlyKeyValueStore(_ReadOnlyStore[K, V]):
         return None if found is None or found[1] is None else self._vdec(found[1])
 
 
+class ReadOnlyJoinedStore(_StoreView[K, V]):
+    """A table-table join's result as of the app's last committed micro-batch."""
+
+    def __init__(self, name: str, source: _Source, spec: TableJoinSpec) -> None:
+        super().__init__(name, source, spec.output.key, spec.output.value, spec.packed.out)
+
+    def get(self, key: K, as_of: int | None = None) -> V | None:
+        """The joined value of ``key``; None if the key has no joined row."""
+        if as_of is not None:
+            raise StoreError(
+                f"store {self.name} is a table-table join's latest-value store and keeps no history"
+            )
+        hk = self._hashable(self._kenc(key))
+        found = self._source.entries([hk]).get(hk)
+        if found is None or found[1] is None or found[1][4] is None:
+            return None
+        return self._vdec(found[1][4])  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[tuple[Any, V]]:
+        """Each key's joined value (keys as stored: records as sorted field tuples)."""
+        for hk, (_, entry) in self._source.items():
+            if entry is not None and entry[4] is not None:
+                yield hk, self._vdec(entry[4])
+
+
 def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any:
     """The read-only view of store ``name`` of a compiled app whose query checkpoint is
     ``checkpoint``."""
@@ -322,19 +347,23 @@ def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any
     return _view(name, _CheckpointSource(spark, checkpoint, name), spec)
 
 
-def _table_spec(output: st.Output, name: str, what: str) -> JoinSpec | AggregateSpec:
+def _table_spec(
+    output: st.Output, name: str, what: str
+) -> JoinSpec | AggregateSpec | TableJoinSpec:
     """The spec of the operator that holds store ``name``, a table's store (a table's
     join, or an aggregation): only those ``what``."""
     spec = _find_stage(output, name).spec
-    if not isinstance(spec, JoinSpec | AggregateSpec):
+    if not isinstance(spec, JoinSpec | AggregateSpec | TableJoinSpec):
         raise StoreError(
             f"store {name!r} belongs to {spec.processor} ({spec.kind}); only table stores {what}"
         )
     return spec
 
 
-def _view(name: str, source: _Source, spec: JoinSpec | AggregateSpec) -> Any:
+def _view(name: str, source: _Source, spec: JoinSpec | AggregateSpec | TableJoinSpec) -> Any:
     """The read-only view of table store ``name`` over ``source``."""
+    if isinstance(spec, TableJoinSpec):
+        return ReadOnlyJoinedStore(name, source, spec)
     if isinstance(spec, AggregateSpec):
         from kspark.runtime.agg_stores import open_aggregate_store
 
@@ -346,6 +375,7 @@ def _view(name: str, source: _Source, spec: JoinSpec | AggregateSpec) -> Any:
 
 
 __all__ = [
+    "ReadOnlyJoinedStore",
     "ReadOnlyKeyValueStore",
     "ReadOnlyVersionedStore",
     "StoreReplica",

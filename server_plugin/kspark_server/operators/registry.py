@@ -7,7 +7,7 @@ names it here.
 Examples
 --------
 >>> sorted(OPERATORS)
-['aggregate', 'dedup', 'join', 'windowjoin']
+['aggregate', 'dedup', 'join', 'tablejoin', 'windowjoin']
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from kspark_server.operators.aggregate import AggregateProcessor
 from kspark_server.operators.base import TaskProcessor
 from kspark_server.operators.dedup import DedupProcessor
 from kspark_server.operators.stream_table_join import JoinProcessor
+from kspark_server.operators.table_join import TableJoinProcessor
 from kspark_server.operators.window_join import WindowJoinProcessor
 from kspark_server.spec import SpecError, StatefulSpec, check_spec
 
@@ -26,6 +27,7 @@ OPERATORS: dict[str, type[TaskProcessor]] = {
     "aggregate": AggregateProcessor,
     "dedup": DedupProcessor,
     "join": JoinProcessor,
+    "tablejoin": TableJoinProcessor,
     "windowjoin": WindowJoinProcessor,
 }
 
