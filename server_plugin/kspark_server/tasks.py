@@ -1254,6 +1254,10 @@ def make_processor(spec: StatefulSpec) -> TaskProcessor:
         from kspark_server.aggregate import AggregateProcessor
 
         return AggregateProcessor(spec)
+    if spec.kind == "processor":
+        from kspark_server.processor_op import UserProcessor
+
+        return UserProcessor(spec)
     if spec.kind == "windowjoin":
         from kspark_server.windowjoin import WindowJoinProcessor
 
