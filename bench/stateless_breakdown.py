@@ -47,7 +47,7 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from kspark.compiler.compiler import compile_topology
-    from kspark.compiler.lower import build_dataframe, writer_function
+    from kspark.compiler.lowering import build_dataframe, writer_function
     from kspark.runtime.metrics import progress_as_dict
 
     batch_ms: dict[str, float] = {}

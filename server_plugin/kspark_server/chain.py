@@ -426,7 +426,7 @@ def with_constants(
 
     Spark's conversion of rows to Arrow and back costs per column and row, an empty
     ``headers`` array of structs most; such columns are left out of the pass and added
-    back as literals after it (:func:`kspark.compiler.lower.build_dataframe`). Inside,
+    back as literals after it (:func:`kspark.compiler.lowering.build_dataframe`). Inside,
     they are put back into each batch before ``run`` sees it, so that handlers' error
     contexts and dead letters read them as before, and taken out of ``run``'s output.
     A chain never changes them; a side row that the chain made (null in these columns

@@ -3,7 +3,7 @@
 Kafka Streams' ``UsePartitionTimeOnInvalidTimestamp`` gives a record with an invalid
 (negative) timestamp its partition's time: the largest timestamp processed from that
 partition so far. kspark's sources turn such timestamps into nulls under that policy
-(``kspark.compiler.lower``), and a stateful operator, which keeps time per task, fills
+(``kspark.compiler.lowering.timestamps``), and a stateful operator, which keeps time per task, fills
 them in before it orders its batch: within each input ``(topic, partition)``, in offset
 order, a null takes the largest timestamp before it in that partition, or, for the first
 records, the task's stream time as of the batch's start. With neither, the time is unknown

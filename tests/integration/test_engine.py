@@ -39,11 +39,11 @@ def test_each_task_runs_in_its_own_partition(spark: Any, n: int) -> None:
     puts task t in partition t: every partition works."""
     from pyspark.sql import functions as F
 
-    from kspark.compiler.lower import _task
+    from kspark.compiler.lowering.stateful import task_column
 
     df = spark.range(5000).select(F.concat(F.lit("k"), F.col("id").cast("string")).alias("key"))
     placed = (
-        df.select(_task("key", n).alias("ks_task"))
+        df.select(task_column("key", n).alias("ks_task"))
         .repartition(n, "ks_task")
         .select("ks_task", F.spark_partition_id().alias("p"))
         .distinct()

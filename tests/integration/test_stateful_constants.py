@@ -18,7 +18,7 @@ import pytest
 
 from kspark import Materialized, StreamsApp, StreamsBuilder, StreamsConfig, Topic
 from kspark.compiler.compiler import compile_topology
-from kspark.compiler.lower import build_dataframe
+from kspark.compiler.lowering import build_dataframe
 from kspark.errors import (
     DeadLetterRecord,
     ErrorHandlerContext,

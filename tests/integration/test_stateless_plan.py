@@ -16,7 +16,7 @@ import pytest
 
 from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
 from kspark.compiler.compiler import compile_topology
-from kspark.compiler.lower import build_dataframe
+from kspark.compiler.lowering import build_dataframe
 from kspark.errors import (
     DeadLetterRecord,
     ErrorHandlerContext,

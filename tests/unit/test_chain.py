@@ -503,7 +503,7 @@ def test_constant_columns_left_out_of_the_pass_reach_handlers_and_dead_letters(
 
 
 def test_only_columns_the_source_makes_constant_are_left_out_of_the_pass() -> None:
-    from kspark.compiler.lower import _constants
+    from kspark.compiler.lowering.sources import read_constants
 
     def read(topic: Topic, value_type: Any = Order) -> stages.Read:
         b = StreamsBuilder()
@@ -523,7 +523,7 @@ def test_only_columns_the_source_makes_constant_are_left_out_of_the_pass() -> No
         "ks_sub": 0,
         "ks_seq": {"same_as": "offset"},
     }
-    assert _constants(read(Topic.parquet("in", "/in", layout="value"))) == every
+    assert read_constants(read(Topic.parquet("in", "/in", layout="value"))) == every
     # an envelope-layout file topic stores partition, headers and ks_seq
-    assert _constants(read(Topic.jsonl("in", "/in"))) == {"topic": "in", "ks_sub": 0}
-    assert _constants(read(Topic.kafka("in", bootstrap_servers="localhost:9092"))) == {}
+    assert read_constants(read(Topic.jsonl("in", "/in"))) == {"topic": "in", "ks_sub": 0}
+    assert read_constants(read(Topic.kafka("in", bootstrap_servers="localhost:9092"))) == {}

@@ -307,7 +307,7 @@ def _table_app(table: str) -> Any:
 def test_a_table_sink_never_writes_into_a_table_kspark_did_not_create() -> None:
     from pyspark.sql.types import LongType, StringType
 
-    from kspark.compiler.lower import writer_function
+    from kspark.compiler.lowering import writer_function
     from kspark_server.sinks import TABLE_MARK, table_sink_schema
 
     users = StructType().add("id", LongType()).add("name", StringType())

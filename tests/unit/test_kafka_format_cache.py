@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from kspark.compiler import lower
+from kspark.compiler.lowering import kafka
 
 
 class _Reader:
@@ -50,7 +50,7 @@ class FakeSession:
 
 
 def _fmt(session: Any) -> str:
-    return lower.kafka_format(session, "auto")
+    return kafka.kafka_format(session, "auto")
 
 
 def test_a_new_session_does_not_get_an_old_sessions_answer() -> None:
@@ -70,11 +70,11 @@ def test_a_new_session_does_not_get_an_old_sessions_answer() -> None:
 def test_the_answer_goes_with_its_session() -> None:
     session = FakeSession(has_kafka=True)
     assert _fmt(session) == "kafka"
-    assert session in lower._JVM_KAFKA
-    before = len(lower._JVM_KAFKA)
+    assert session in kafka.JVM_KAFKA
+    before = len(kafka.JVM_KAFKA)
     del session
     gc.collect()
-    assert len(lower._JVM_KAFKA) == before - 1
+    assert len(kafka.JVM_KAFKA) == before - 1
 
 
 def test_one_probe_per_session() -> None:

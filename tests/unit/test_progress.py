@@ -90,7 +90,7 @@ def idle(
 
 # -- reading progress ----------------------------------------------------------------------
 def test_observed_metrics_name_matches_the_compiler() -> None:
-    from kspark.compiler.lower import SIDE_METRICS
+    from kspark.compiler.lowering import SIDE_METRICS
 
     assert km.OBSERVED_METRICS == SIDE_METRICS
 
@@ -124,7 +124,7 @@ def test_progress_as_dict_accepts_dicts_json_objects_and_pyspark_progress() -> N
 
 
 def test_input_metrics_prefix_matches_the_compiler() -> None:
-    from kspark.compiler.lower import INPUT_METRICS_PREFIX
+    from kspark.compiler.lowering import INPUT_METRICS_PREFIX
 
     assert km.INPUT_METRICS_PREFIX == INPUT_METRICS_PREFIX
 

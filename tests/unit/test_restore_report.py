@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kspark.compiler.lower import SIDE_METRICS
+from kspark.compiler.lowering import SIDE_METRICS
 from kspark.runtime.restore import RestoreReport, RestoreTracker, StateRestoreListener
 
 

@@ -77,7 +77,7 @@ class _Handle:
         return _List(self.store, name)
 
 
-# -- the operator, fed as lower.py feeds it -----------------------------------------------
+# -- the operator, fed as the lowering feeds it -----------------------------------------
 
 STR = PrimSpec(spark="string")
 KV = KeyValue(key=STR, value=STR)

@@ -1,5 +1,5 @@
 """The compiler: plan nodes to stages (:mod:`.compiler`) and stages to Spark Connect
-DataFrames (:mod:`.lower`)."""
+DataFrames (:mod:`.lowering`)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import attrs
 
 from kspark.bindings import bind_topology
 from kspark.compiler.compiler import compile_topology
-from kspark.compiler.lower import build_dataframe, writer_function
+from kspark.compiler.lowering import build_dataframe, writer_function
 from kspark.compiler.stages import Output
 from kspark.config import StreamsConfig, state_store_conf
 from kspark.errors import (

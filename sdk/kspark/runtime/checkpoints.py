@@ -18,29 +18,17 @@ from typing import Any
 
 import attrs
 
+from kspark.compiler.resume import Resume
 from kspark_server.paths import normalize_path
 
 __all__ = [
     "Generation",
     "Progress",
-    "Resume",
     "current_generation",
     "last_committed",
     "query_progress",
     "write_generation",
 ]
-
-
-@attrs.frozen(kw_only=True)
-class Resume:
-    """Where a rescaled app's new query checkpoint starts (see kspark.runtime.rescale):
-    files its inputs already consumed, Kafka offsets to start from, and, for its first
-    batch only, each store's initial state (a Parquet folder of ``(ks_task, blob)``).
-    The compiler's lowering reads it."""
-
-    skip_files: tuple[str, ...] = ()
-    kafka_offsets: dict[str, dict[str, int]] = attrs.field(factory=dict)
-    initial_state: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)

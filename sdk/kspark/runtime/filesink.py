@@ -150,7 +150,7 @@ def choose(
 def spark_writer(df: Any, output: st.Output) -> Any:
     """The app's ``DataStreamWriter`` into its one file topic through Spark's file sink:
     the records of every sink into that topic (merged branches), side rows left out
-    (their counts are observed upstream, in :func:`kspark.compiler.lower.build_dataframe`)."""
+    (their counts are observed upstream, in :func:`kspark.compiler.lowering.build_dataframe`)."""
     spec = output.writer_spec
     topic = spec.sinks[0].topic
     assert topic.path is not None

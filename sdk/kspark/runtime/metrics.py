@@ -60,12 +60,12 @@ __all__ = [
 ]
 
 #: The name under which the compiled query observes its metrics. It must equal
-#: ``kspark.compiler.lower.SIDE_METRICS`` (a unit test checks); it is repeated here so that
+#: ``kspark.compiler.lowering.SIDE_METRICS`` (a unit test checks); it is repeated here so that
 #: this module does not import the compiler, and with it pyspark.
 OBSERVED_METRICS = "kspark"
 
 #: The prefix of the observations that count each source's records; it must equal
-#: ``kspark.compiler.lower.INPUT_METRICS_PREFIX`` (a unit test checks).
+#: ``kspark.compiler.lowering.INPUT_METRICS_PREFIX`` (a unit test checks).
 INPUT_METRICS_PREFIX = "kspark_in:"
 
 #: Side-row kinds that are gauges of a store, one count per (store, task) and batch.

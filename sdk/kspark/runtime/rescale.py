@@ -28,7 +28,7 @@ import attrs
 
 from kspark.compiler import stages as st
 from kspark.compiler.compiler import compile_topology
-from kspark.compiler.lower import flat_schema
+from kspark.compiler.lowering import flat_schema
 from kspark.config import StreamsConfig
 from kspark.errors import RescaleError
 from kspark.plan.topology import Topology

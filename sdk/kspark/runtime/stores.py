@@ -14,7 +14,7 @@ from collections.abc import Hashable, Iterator
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from kspark.compiler import stages as st
-from kspark.compiler.lower import flat_schema
+from kspark.compiler.lowering import flat_schema
 from kspark.errors import StoreError
 from kspark_server.spec import AggregateSpec, JoinSpec, TypeSpec
 

@@ -268,7 +268,7 @@ def failure_message(
 
 
 #: Per session: the modules its workers are known to import (weak keys, as in
-#: ``kspark.compiler.lower``: an entry goes with its session).
+#: ``kspark.compiler.lowering.kafka``: an entry goes with its session).
 _CHECKED: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
@@ -303,7 +303,7 @@ def check(spark: SparkSession, output: st.Output, config: StreamsConfig) -> None
     """
     python_kafka = False
     if has_kafka_topic(output):
-        from kspark.compiler.lower import kafka_format
+        from kspark.compiler.lowering import kafka_format
 
         python_kafka = kafka_format(spark, config.kafka_client) == "kspark_kafka"
     wanted = needs(output, python_kafka=python_kafka)

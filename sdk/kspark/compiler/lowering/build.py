@@ -1,0 +1,60 @@
+"""The entry point: an app's stages lowered, one by one, to its streaming DataFrame."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+
+from kspark.compiler import stages as st
+from kspark.compiler.lowering.sinks import observe_sides, union_sinks
+from kspark.compiler.lowering.sources import read, read_constants
+from kspark.compiler.lowering.sql import sql_filter
+from kspark.compiler.lowering.stateful import stateful
+from kspark.compiler.lowering.stateless import chain, id_stage
+from kspark.compiler.resume import Resume
+from kspark.errors import CompilationError
+from kspark.plan import graph
+
+__all__ = ["build_dataframe"]
+
+DataFrameOf = Callable[[st.Stage], DataFrame]
+
+
+def build_dataframe(
+    output: st.Output, spark: SparkSession, resume: Resume | None = None
+) -> DataFrame:
+    """The app's streaming DataFrame: the union of every sink's records and side rows,
+    tagged by ``ks_sink``, with the side rows' metrics observed."""
+
+    def lower(stage: st.Stage, df_of: DataFrameOf) -> DataFrame:
+        return _lower(stage, df_of, spark, resume)
+
+    df_of = graph.map_nodes((part.stage for part in output.sinks), lambda s: s.inputs, lower)
+    return observe_sides(union_sinks(output, df_of))
+
+
+def _lower(
+    stage: st.Stage, df_of: DataFrameOf, spark: SparkSession, resume: Resume | None
+) -> DataFrame:
+    """One stage as DataFrame operations over its inputs' DataFrames (``df_of``)."""
+    if isinstance(stage, st.Read):
+        return read(stage, spark, resume)
+    if isinstance(stage, st.Chain):
+        constants = read_constants(stage.input) if isinstance(stage.input, st.Read) else {}
+        return chain(df_of(stage.input), stage, constants)
+    if isinstance(stage, st.SqlFilter):
+        return sql_filter(df_of(stage.input), stage)
+    if isinstance(stage, st.IdStage):
+        return id_stage(df_of(stage.input), stage)
+    if isinstance(stage, st.Union):
+        parts = [df_of(p) for p in stage.parts]
+        df = parts[0]
+        for p in parts[1:]:
+            df = df.unionByName(p)
+        return df
+    if isinstance(stage, st.Shuffle):
+        return df_of(stage.input).repartition(stage.num_partitions, "key")
+    if isinstance(stage, st.Stateful):
+        return stateful(stage, df_of, spark, resume)
+    raise CompilationError(f"no lowering for stage {type(stage).__name__}")

@@ -1,0 +1,166 @@
+"""Stateful operators: ``transformWithStateInPandas`` grouped by task.
+
+Records cross into the operator packed, one row per task and Arrow batch, and leave it
+packed too (``kspark_server.transport``): Spark's runner would otherwise handle them row
+by row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.group import GroupedData
+from pyspark.sql.types import StructType
+
+from kspark.compiler import stages as st
+from kspark.compiler.lowering.columns import dtype, flat_schema, schema
+from kspark.compiler.lowering.constants import add_constants, describe_constants
+from kspark.compiler.lowering.sources import read_constants
+from kspark.compiler.resume import Resume
+from kspark_server import envelope as env
+from kspark_server.spec import Packed
+
+__all__ = ["stateful", "task_column"]
+
+
+def task_column(column: str, n: int) -> Column:
+    """The task key of a record: task ``pmod(hash, n)``'s group key, which Spark places in
+    shuffle partition ``t``, one task per partition (:mod:`kspark_server.placement`)."""
+    from kspark_server.placement import task_keys
+
+    keys = ",".join(str(k) for k in task_keys(int(n)))
+    return F.expr(f"element_at(array({keys}), pmod(hash(`{column}`), {int(n)}) + 1)").cast("int")
+
+
+def _hash(column: str) -> Column:
+    """The Spark hash a task is derived from; state entries keep it, so that a rescale can
+    re-split them as ``pmod(hash, M)``."""
+    return F.expr(f"hash(`{column}`)")
+
+
+def stateful(
+    stage: st.Stateful,
+    df_of: Callable[[st.Stage], DataFrame],
+    spark: SparkSession,
+    resume: Resume | None,
+) -> DataFrame:
+    """The operator of ``stage`` over its input (for a join, the stream and the table in
+    one union), its output records unpacked into the envelope's columns."""
+    from kspark_server.tasks import make_processor
+    from kspark_server.transport import OUTPUT_SCHEMA_DDL, PACKED_SCHEMA_DDL, pack_by_task
+
+    spec = stage.spec
+    processor = make_processor(spec)
+    stream = _json_values(_joined_input(stage, df_of), spec.packed)
+    tasked = stream.withColumn("ks_hash", _hash(stage.task_column)).withColumn(
+        "ks_task", task_column(stage.task_column, stage.num_partitions)
+    )
+    # columns that are the same for every record stay out of both Python passes
+    # (docs/performance.md); the operator puts them back while it works
+    constants = stateful_constants(stage)
+    if constants:
+        processor.constants_json = describe_constants(constants, _packed_columns(stage))
+        tasked = tasked.drop(*constants)
+    grouped = tasked.mapInArrow(pack_by_task, flat_schema(PACKED_SCHEMA_DDL)).groupBy("ks_task")
+    result: DataFrame = grouped.transformWithStateInPandas(
+        statefulProcessor=processor,
+        outputStructType=flat_schema(OUTPUT_SCHEMA_DDL),
+        outputMode="Append",
+        timeMode="None",
+        initialState=_initial_state(stage, spark, resume),
+    )
+    return _unpacked(result, stage, constants)
+
+
+def _joined_input(stage: st.Stateful, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:
+    """The operator's input: its stream, or for a stream-table join the union of the
+    stream's records (``ks_jside`` 0) and the table's (1, the value in ``ks_tvalue``)."""
+    stream = df_of(stage.stream)
+    if stage.table is None:
+        return stream
+    table = df_of(stage.table)
+    tvalue_t = dtype(stage.table.value_type.spark_json())
+    svalue_t = dtype(stage.stream.value_type.spark_json())
+    names = [name for name, _ in env.ENVELOPE]
+    left = stream.select(
+        *names, F.lit(None).cast(tvalue_t).alias("ks_tvalue"), F.lit(0).alias("ks_jside")
+    )
+    right = table.select(
+        *[F.lit(None).cast(svalue_t).alias("value") if c == "value" else F.col(c) for c in names],
+        F.col("value").alias("ks_tvalue"),
+        F.lit(1).alias("ks_jside"),
+    )
+    return left.unionByName(right)
+
+
+def _json_values(stream: DataFrame, packed: Packed) -> DataFrame:
+    """Values that the operator reads travel as JSON text, which msgspec parses fast;
+    everything else (headers, a deduplicated value) crosses as Arrow columns, by
+    reference (docs/performance.md)."""
+    if packed.value:
+        stream = stream.withColumn("value", F.to_json("value"))
+    if packed.tvalue:
+        stream = stream.withColumn("ks_tvalue", F.to_json("ks_tvalue"))
+    return stream
+
+
+def _packed_columns(stage: st.Stateful) -> list[str]:
+    """The packed columns in order: a source's envelope (and for a join the table's value
+    and side), then the hash and the task; constants are described by their positions
+    here (no schema round trip)."""
+    order = [name for name, _ in env.ENVELOPE]
+    if stage.table is not None:
+        order += ["ks_tvalue", "ks_jside"]
+    return [*order, "ks_hash", "ks_task"]
+
+
+def _initial_state(
+    stage: st.Stateful, spark: SparkSession, resume: Resume | None
+) -> GroupedData | None:
+    """The state a rescaled app's operator starts from, grouped by task; None to start
+    from the checkpoint's own."""
+    if resume is None or stage.spec.store not in resume.initial_state:
+        return None
+    warm = spark.read.parquet(resume.initial_state[stage.spec.store])
+    # each row one chunk of a task's base (a rescale of state format 5 wrote one
+    # whole base per task: chunk 0)
+    chunk = F.col("chunk") if "chunk" in warm.columns else F.lit(0).alias("chunk")
+    return warm.select("ks_task", chunk, "blob").groupBy("ks_task")
+
+
+def _unpacked(result: DataFrame, stage: st.Stateful, constants: dict[str, Any]) -> DataFrame:
+    """The operator's packed output as envelope rows, by a vectorised step
+    (``kspark_server.transport``), with the constant columns back."""
+    from kspark_server.transport import operator_schema, unpack_rows
+
+    spec = stage.spec
+    unpacked = operator_schema(spec.output_schema, spec.packed.out)
+    result = result.mapInArrow(
+        unpack_rows, StructType([f for f in unpacked.fields if f.name not in constants])
+    )
+    result = add_constants(result, unpacked, constants)
+    if spec.packed.out:
+        # a struct, list or map (json_packable)
+        value_type: Any = schema(spec.output_schema)["value"].dataType
+        result = result.withColumn("value", F.from_json("value", value_type))
+    return result
+
+
+def stateful_constants(stage: st.Stateful) -> dict[str, Any]:
+    """The constant envelope columns (:func:`.sources.read_constants`) that a stateful
+    operator's input and output share: for deduplication and stream-table joins, whose
+    output records are their stream's records, straight after a source (both sources for
+    a join: the constants they agree on). None for the other operators, whose output
+    records they make themselves."""
+    if stage.spec.kind not in ("dedup", "join") or not isinstance(stage.stream, st.Read):
+        return {}
+    found = read_constants(stage.stream)
+    if stage.table is not None:
+        if not isinstance(stage.table, st.Read):
+            return {}
+        other = read_constants(stage.table)
+        found = {k: v for k, v in found.items() if k in other and other[k] == v}
+    return found

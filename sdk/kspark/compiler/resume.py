@@ -1,0 +1,30 @@
+"""Where a query on a rescaled app's new checkpoint starts reading, as the lowering needs it.
+
+The runtime works it out from the app's checkpoint generations
+(:meth:`kspark.runtime.checkpoints.Generation.resume`) and hands it to
+:func:`kspark.compiler.lowering.build_dataframe`; it lives here, below both, so that the
+compiler imports nothing of the runtime.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["Resume"]
+
+
+@attrs.frozen(kw_only=True)
+class Resume:
+    """Where a rescaled app's new query checkpoint starts (see kspark.runtime.rescale):
+    files its inputs already consumed, Kafka offsets to start from, and, for its first
+    batch only, each store's initial state (a Parquet folder of ``(ks_task, blob)``).
+
+    Examples
+    --------
+    >>> Resume(skip_files=("f.jsonl",)).kafka_offsets
+    {}
+    """
+
+    skip_files: tuple[str, ...] = ()
+    kafka_offsets: dict[str, dict[str, int]] = attrs.field(factory=dict)
+    initial_state: dict[str, str] = attrs.field(factory=dict)
