@@ -4,13 +4,18 @@ stores, exceptions through the handler) re-expressed with kspark's test driver."
 
 from __future__ import annotations
 
+import json
+import os
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from kspark import StreamsBuilder, StreamsConfig, Topic
+from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
 from kspark.processor import (
+    FixedKeyProcessor,
+    FixedKeyProcessorContext,
+    FixedKeyRecord,
     Processor,
     ProcessorContext,
     PunctuationType,
@@ -86,3 +91,125 @@ def test_forwarding_state_and_stream_time_punctuation(spark: Any, app_id: str) -
         src.pipe_input("a", "x", timestamp=62_001)
         d.process()
         assert out.read_key_values() == [("a", 5)]
+
+
+class Stamp(FixedKeyProcessor[str, str, str]):
+    """Forwards where each record came from; "boom" raises; a wall-clock punctuator
+    forwards what ``record_metadata`` says in a punctuation."""
+
+    def init(self, context: FixedKeyProcessorContext[str, str]) -> None:
+        self.context = context
+        context.schedule(timedelta(milliseconds=1), PunctuationType.WALL_CLOCK_TIME, self.tick)
+
+    def process(self, record: FixedKeyRecord[str, str]) -> None:
+        if record.value == "boom":
+            raise ValueError("boom")
+        meta = self.context.record_metadata()
+        assert meta is not None
+        self.context.forward(
+            record.with_value(
+                f"{record.value}@{meta.topic}/{meta.partition}/{meta.offset}"
+                f"/{self.context.task_id}/{self.context.application_id}"
+            ).with_headers({"seen": b"1"})
+        )
+
+    def tick(self, timestamp: int) -> None:
+        assert timestamp <= self.context.current_system_time_ms()
+        self.context.forward(
+            FixedKeyRecord("tick", f"wall:{self.context.record_metadata()}", timestamp)
+        )
+
+
+def test_record_metadata_wall_clock_and_the_processing_handler(spark: Any, app_id: str) -> None:
+    from kspark.errors import LogAndContinueProcessingExceptionHandler
+
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/unused"), key_type=str, value_type=str).process_values(Stamp).to(
+        Topic.jsonl("out", "/unused")
+    )
+    cfg = StreamsConfig(
+        application_id=app_id,
+        num_partitions=1,
+        processing_exception_handler=LogAndContinueProcessingExceptionHandler,
+    )
+    with TopologyTestDriver(b.build(), cfg, session=spark) as d:
+        src = d.create_input_topic("in", key_type=str, value_type=str)
+        out = d.create_output_topic("out", key_type=str, value_type=str)
+        src.pipe_input("a", "x", timestamp=5)
+        src.pipe_input("b", "boom", timestamp=6)
+        src.pipe_input("c", "y", timestamp=7)
+        d.process()
+        src.pipe_input("a", "z", timestamp=8)
+        d.process()
+        records = out.read_records()
+        got = [(r.key, r.value) for r in records if r.key != "tick"]
+        assert got == [
+            ("a", f"x@in/0/0/0_0/{app_id}"),
+            ("c", f"y@in/0/2/0_0/{app_id}"),
+            ("a", f"z@in/0/3/0_0/{app_id}"),
+        ]
+        assert all(dict(r.headers or ()).get("seen") == b"1" for r in records if r.key != "tick")
+        ticks = [r.value for r in records if r.key == "tick"]
+        # due 1 ms after the first batch's init, so due by the second batch's end at the
+        # latest; at most one a batch; no record metadata in a punctuation
+        assert 1 <= len(ticks) <= 2 and set(ticks) == {"wall:None"}
+        dropped = d.metrics().dropped_records_total
+        assert dropped == {("KSTREAM-PROCESSVALUES-0000000001", "0_0"): 1}
+
+
+def _write(folder: str, name: str, rows: list[dict[str, Any]]) -> None:
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{name}")
+    with open(tmp, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    os.replace(tmp, os.path.join(folder, name))
+
+
+def _read(folder: str) -> list[tuple[str, int]]:
+    rows: list[dict[str, Any]] = []
+    for root, _, files in os.walk(folder):
+        for name in files:
+            if name.endswith(".json") or name.endswith(".jsonl"):
+                with open(os.path.join(root, name)) as f:
+                    rows.extend(json.loads(line) for line in f if line.strip())
+    rows.sort(key=lambda r: (r["timestamp"], r["key"], r["value"]))
+    return [(r["key"], r["value"]) for r in rows]
+
+
+def test_stores_and_punctuation_survive_a_restart_and_answer_queries(
+    spark: Any, app_id: str, tmp_path: Any
+) -> None:
+    base = str(tmp_path)
+
+    def topology() -> Any:
+        b = StreamsBuilder()
+        b.add_state_store(
+            Stores.key_value_store_builder(
+                Stores.persistent_key_value_store("counts"), key_type=str, value_type=int
+            )
+        )
+        b.stream(Topic.jsonl("in", os.path.join(base, "in")), key_type=str, value_type=str).process(
+            RunningCount, "counts"
+        ).to(Topic.jsonl("out", os.path.join(base, "out")))
+        return b.build()
+
+    cfg = StreamsConfig(
+        application_id=app_id, checkpoint_dir=os.path.join(base, "chk"), num_partitions=1
+    )
+    row = lambda k, ts: {"key": k, "value": "x", "timestamp": ts}  # noqa: E731
+    _write(os.path.join(base, "in"), "1.jsonl", [row("a", 1_000), row("b", 2_000)])
+    first = StreamsApp(topology(), cfg, session=spark)
+    first.run_until_caught_up()
+    assert _read(os.path.join(base, "out")) == [("a", 1), ("tick", 1_000), ("b", 1)]
+
+    # a new app on the same checkpoint: counts go on, and the punctuator is due at 10 000
+    # as the first run left it (not at 0 again)
+    _write(os.path.join(base, "in"), "2.jsonl", [row("a", 3_000), row("b", 10_000)])
+    again = StreamsApp(topology(), cfg, session=spark)
+    again.run_until_caught_up()
+    assert _read(os.path.join(base, "out"))[3:] == [("a", 2), ("b", 2), ("tick", 10_000)]
+    counts = again.store("counts")
+    assert counts.get("a") == 2 and counts.get("b") == 2 and counts.get("zzz") is None
+    assert sorted(counts.all()) == [("a", 2), ("b", 2)]
+    assert counts.approximate_num_entries() == 2

@@ -78,10 +78,8 @@ counts: StoreBuilder[KeyValueStore[Any, Any]] = Stores.key_value_store_builder(
     Stores.persistent_key_value_store("click-counts"), key_type=str, value_type=int
 )
 b.add_state_store(counts)
-versions: StoreBuilder[VersionedKeyValueStore[Any, Any]] = (
-    Stores.versioned_key_value_store_builder(
-        Stores.persistent_versioned_key_value_store("v", timedelta(hours=1))
-    )
+versions: StoreBuilder[VersionedKeyValueStore[Any, Any]] = Stores.versioned_key_value_store_builder(
+    Stores.persistent_versioned_key_value_store("v", timedelta(hours=1))
 )
 windows: StoreBuilder[WindowStore[Any, Any]] = Stores.window_store_builder(
     Stores.persistent_window_store("w", timedelta(hours=1), timedelta(minutes=5), False)

@@ -961,7 +961,7 @@ class KStream(Generic[K, V]):
         ----------
         supplier
             A processor class, or a function of no argument returning a new processor.
-        *store_names
+        store_names
             The state stores the processor uses, added with
             ``StreamsBuilder.add_state_store``.
         key_type, value_type
@@ -1016,7 +1016,7 @@ class KStream(Generic[K, V]):
         ----------
         supplier
             A processor class, or a function of no argument returning a new processor.
-        *store_names
+        store_names
             The state stores the processor uses.
         value_type
             The forwarded values' type, when the processor's generic base does not say it.
