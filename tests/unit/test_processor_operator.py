@@ -30,9 +30,9 @@ from kspark.processor import (
 )
 from kspark.state import KeyValueStore, Stores
 from kspark_server import handling, taskstate
+from kspark_server.operators.base import Batch
 from kspark_server.procstores import KVStore, MemoryTable, VersionedKVStore, WindowKVStore
 from kspark_server.spec import Handling, KeyValue, Packed, PrimSpec, ProcessorSpec, StoreSpec
-from kspark_server.tasks import Batch
 
 INTERVAL = 10
 
@@ -181,7 +181,7 @@ LONG = PrimSpec(spark="long")
 
 
 def operator() -> Any:
-    from kspark_server.processor_op import UserProcessor
+    from kspark_server.operators.processor import UserProcessor
 
     schema = json.dumps({"type": "struct", "fields": [{"name": c} for c in COLUMNS]})
     spec = ProcessorSpec(

@@ -36,6 +36,7 @@ from typing import Any
 
 from kspark_server import codec
 from kspark_server.envelope import SideKind
+from kspark_server.operators.base import Batch, Emitter, TaskProcessor
 from kspark_server.papi import (
     Cancellable,
     FixedKeyProcessorContext,
@@ -48,7 +49,6 @@ from kspark_server.papi import (
 )
 from kspark_server.procstores import TaskTable, store_for
 from kspark_server.spec import ProcessorSpec
-from kspark_server.tasks import Batch, Emitter, TaskProcessor
 
 __all__ = ["UserProcessor"]
 
