@@ -100,8 +100,9 @@ class StoreBuilder(Generic[S]):
         return self.supplier.name
 
     def with_logging_disabled(self) -> StoreBuilder[S]:
-        """The store without its durable log: its entries live only in the executor-local
-        store, and are lost when a task moves or the app restarts."""
+        """Accepted for Kafka Streams compatibility; kspark keeps every processor store in
+        the task's durable state (the flag is recorded in the plan, and the store is
+        restored after a restart all the same)."""
         return attrs.evolve(self, logging=False)
 
     def with_logging_enabled(self, config: dict[str, str] | None = None) -> StoreBuilder[S]:

@@ -4,12 +4,16 @@ stores, exceptions through the handler) re-expressed with kspark's test driver."
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import uuid
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
 from kspark.processor import (
@@ -213,3 +217,46 @@ def test_stores_and_punctuation_survive_a_restart_and_answer_queries(
     assert counts.get("a") == 2 and counts.get("b") == 2 and counts.get("zzz") is None
     assert sorted(counts.all()) == [("a", 2), ("b", 2)]
     assert counts.approximate_num_entries() == 2
+
+
+def split_reference(records: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """``RunningCount`` by Kafka Streams' rules: a count per key forwarded per record; a
+    stream-time punctuation due at 0, then each 10 s after its due time (missed ones
+    skipped), fired once after the record that reaches it."""
+    counts: dict[str, int] = {}
+    out: list[tuple[str, int]] = []
+    stream_time: int | None = None
+    due = 0
+    for key, ts in records:
+        counts[key] = counts.get(key, 0) + 1
+        out.append((key, counts[key]))
+        stream_time = ts if stream_time is None else max(stream_time, ts)
+        if stream_time >= due:
+            out.append(("tick", stream_time))
+            due = due + 10_000 if due + 10_000 > stream_time else stream_time + 10_000
+    return out
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(
+    data=st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 60).map(lambda s: s * 1_000)),
+        min_size=2,
+        max_size=12,
+    ),
+    cuts=st.lists(st.integers(1, 11), min_size=1, max_size=2, unique=True),
+)
+def test_micro_batch_splits_keep_stores_and_stream_time_punctuation(
+    spark: Any, data: list[tuple[str, int]], cuts: list[int]
+) -> None:
+    bounds = [0, *sorted(c for c in cuts if c < len(data)), len(data)]
+    batches = [data[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    cfg = StreamsConfig(application_id=f"psplit-{uuid.uuid4().hex[:8]}", num_partitions=1)
+    with TopologyTestDriver(counting_topology(), cfg, session=spark) as d:
+        src = d.create_input_topic("in", key_type=str, value_type=str)
+        out = d.create_output_topic("out", key_type=str, value_type=int)
+        for batch in batches:
+            for key, ts in batch:
+                src.pipe_input(key, "x", timestamp=ts)
+            d.process()
+        assert out.read_key_values() == split_reference(data)

@@ -39,8 +39,8 @@ class StoreDef:
     """A state store of processors: its name, kind and types, and the kind's settings.
 
     ``in_memory`` stores are kept as the persistent ones are (kspark has one store
-    engine); ``logging`` False keeps a store out of the durable log: its entries live in
-    the executor-local store only, and are lost when a task moves or the app restarts.
+    engine); ``logging`` records ``with_logging_disabled()``, which kspark accepts without
+    effect: every processor store is kept in the task's durable state.
     """
 
     name: str
