@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 from kspark import StreamsBuilder, StreamsConfig, Topic
 from kspark.compiler import compile_topology
 from kspark.compiler import stages as stg
-from kspark.errors import InvalidArgumentError, InvalidTopologyError
+from kspark.errors import (
+    InvalidArgumentError,
+    InvalidTopologyError,
+    ProcessingExceptionHandler,
+    Response,
+)
 from kspark.plan.processing import Process, ProcessValues
 from kspark.processor import (
     FixedKeyProcessor,
@@ -180,21 +185,21 @@ STR = PrimSpec(spark="string")
 LONG = PrimSpec(spark="long")
 
 
-def operator() -> Any:
+def operator(supplier: Any = Counter, handler: Any = None) -> Any:
     from kspark_server.operators.processor import UserProcessor
 
     schema = json.dumps({"type": "struct", "fields": [{"name": c} for c in COLUMNS]})
     spec = ProcessorSpec(
         processor="counter",
         store="counter",
-        supplier=Counter,
+        supplier=supplier,
         fixed_key=False,
         stores=(StoreSpec(name="counts", kind="key_value", key=STR, value=LONG),),
         input=KeyValue(key=STR, value=STR),
         output=KeyValue(key=STR, value=LONG),
         output_schema=schema,
         packed=Packed(),
-        handling=Handling(processing=None),
+        handling=Handling(processing=handler),
     )
     p = UserProcessor(spec)
     p.guard = handling.Guard(spec.handling)
@@ -204,9 +209,9 @@ def operator() -> Any:
     return p
 
 
-def run_batches(batches: list[list[tuple[str, str, int]]]) -> list[tuple[str, int]]:
+def run_batches(batches: list[list[tuple[str, str, int]]], p: Any = None) -> list[tuple[str, int]]:
     """The records forwarded over ``batches``, the task state kept between them."""
-    p = operator()
+    p = p if p is not None else operator()
     state = taskstate.empty("processor", False)
     got: list[tuple[str, int]] = []
     seq = 0
@@ -284,3 +289,63 @@ def test_operator_matches_the_reference_over_any_batch_split(
     bounds = [0, *sorted(c for c in cuts if c < len(records)), len(records)]
     batches = [records[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     assert run_batches(batches) == reference(records)
+
+
+class Recording(ProcessingExceptionHandler):
+    def __init__(self) -> None:
+        self.seen: list[tuple[str | None, str, int | None, str]] = []
+
+    def handle(self, context: Any, record: Any, exception: Exception) -> Response:
+        self.seen.append((context.topic, context.processor_node_id, context.offset, str(exception)))
+        return Response.continue_()
+
+
+class Fragile(Processor[str, str, str, int]):
+    """Raises on "boom"; forwards a str (the wrong type) on "str"; its punctuator raises
+    at its second firing and then cancels itself."""
+
+    def init(self, context: ProcessorContext[str, int]) -> None:
+        self.context = context
+        self.counts: KeyValueStore[str, int] = context.get_state_store("counts")
+        self.ticker = context.schedule(
+            timedelta(milliseconds=INTERVAL), PunctuationType.STREAM_TIME, self.tick
+        )
+
+    def process(self, record: Record[str, str]) -> None:
+        if record.value == "boom":
+            raise ValueError("boom")
+        if record.value == "str":
+            self.context.forward(record)  # type: ignore[arg-type]
+            return
+        self.context.forward(record.with_value(1))
+
+    def tick(self, timestamp: int) -> None:
+        n = (self.counts.get("ticks") or 0) + 1
+        self.counts.put("ticks", n)
+        if n == 2:
+            self.ticker.cancel()
+            raise RuntimeError("tock")
+        self.context.forward(Record("tick", timestamp, timestamp))
+
+
+def test_failures_in_process_and_punctuators_go_to_the_handler_and_cancel_lasts() -> None:
+    handler = Recording()
+    p = operator(Fragile, handler)
+    got = run_batches(
+        [[("a", "x", 0), ("a", "boom", 1)], [("a", "str", 2), ("a", "x", 30)], [("a", "x", 90)]],
+        p,
+    )
+    # the second firing raised and cancelled: no ticks after it, in later batches either
+    assert got == [("a", 1), ("tick", 0), ("a", 1), ("a", 1)]
+    assert [(t, where, off) for t, where, off, _ in handler.seen] == [
+        ("in", "counter", 1),
+        ("in", "counter", 2),
+        (None, "counter", None),
+    ]
+    assert "boom" in handler.seen[0][3] and "tock" in handler.seen[2][3]
+    assert "declared type" in handler.seen[1][3]
+
+
+def test_without_a_handler_a_failing_processor_stops_the_task_naming_it() -> None:
+    with pytest.raises(handling.ProcessingFailed, match="processor counter failed on record"):
+        run_batches([[("a", "boom", 0)]], operator(Fragile))
