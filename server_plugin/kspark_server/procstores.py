@@ -376,8 +376,13 @@ class WindowKVStore(WindowStore[Any, Any]):
         self._expire(bound)
 
     def _expire(self, bound: int | None) -> None:
-        if bound is None:
+        # reads skip expired windows already; removing them takes a scan of the store, so
+        # it runs each time the bound has moved by half the retention
+        mark = f"{self.name}#expired"
+        last = self._observed.get(mark)
+        if bound is None or (last is not None and bound - int(last) < max(1, self.retention // 2)):
             return
+        self._observed[mark] = bound
         for sk, _ in self._t.scan(self.name):
             if sk[2] <= bound:
                 self._t.set(sk, None)

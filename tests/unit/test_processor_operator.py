@@ -349,3 +349,21 @@ def test_failures_in_process_and_punctuators_go_to_the_handler_and_cancel_lasts(
 def test_without_a_handler_a_failing_processor_stops_the_task_naming_it() -> None:
     with pytest.raises(handling.ProcessingFailed, match="processor counter failed on record"):
         run_batches([[("a", "boom", 0)]], operator(Fragile))
+
+
+def test_a_rescale_moves_store_entries_by_hash_and_keeps_the_schedule() -> None:
+    from kspark_server import rescale
+
+    state = taskstate.empty("processor", False)
+    state["stream_time"] = 50
+    state["punct"] = {"0": ["STREAM_TIME", 10, 60, False]}
+    for i, key in enumerate("abcd"):
+        state["entries"][("counts", key)] = [key, i]
+        state["hash"][("counts", key)] = i
+    parts = rescale.split("processor", False, state, 2)
+    assert sorted(parts) == [0, 1]
+    assert sorted(k for _, k in parts[1]["entries"]) == ["b", "d"]
+    assert all(p["punct"] == state["punct"] and p["stream_time"] == 50 for p in parts.values())
+    merged = rescale.merge("processor", False, list(parts.values()))
+    assert merged["entries"] == state["entries"] and merged["stream_time"] == 50
+    assert rescale.entries("processor", False, merged) == 4
