@@ -4,6 +4,7 @@ stores, exceptions through the handler) re-expressed with kspark's test driver."
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -25,7 +26,7 @@ from kspark.processor import (
     PunctuationType,
     Record,
 )
-from kspark.state import KeyValueStore, Stores
+from kspark.state import KeyValueStore, Stores, VersionedKeyValueStore, WindowStore
 from kspark.testing import TopologyTestDriver
 
 pytestmark = pytest.mark.spark
@@ -260,3 +261,68 @@ def test_micro_batch_splits_keep_stores_and_stream_time_punctuation(
                 src.pipe_input(key, "x", timestamp=ts)
             d.process()
         assert out.read_key_values() == split_reference(data)
+
+
+@dataclasses.dataclass
+class Price:
+    sku: str
+    cents: int
+
+
+class PriceHistory(FixedKeyProcessor[str, Price, Price]):
+    """Keeps each sku's prices in a versioned store and its puts in a window store of
+    10 s windows; forwards the price the sku had 10 s before each record, or itself."""
+
+    def init(self, context: FixedKeyProcessorContext[str, Price]) -> None:
+        self.context = context
+        self.versions: VersionedKeyValueStore[str, Price] = context.get_state_store("prices")
+        self.windows: WindowStore[str, int] = context.get_state_store("puts")
+
+    def process(self, record: FixedKeyRecord[str, Price]) -> None:
+        self.versions.put(record.key, record.value, record.timestamp)
+        start = record.timestamp - record.timestamp % 10_000
+        with self.windows.fetch(record.key, start, start) as it:
+            seen = sum(n for _, n in it)
+        self.windows.put(record.key, seen + 1, start)
+        before = self.versions.get(record.key, record.timestamp - 10_000)
+        price = before.value if before is not None else record.value
+        self.context.forward(record.with_value(Price(price.sku, price.cents * 100 + seen + 1)))
+
+
+def test_versioned_and_window_stores_with_record_values(spark: Any, app_id: str) -> None:
+    b = StreamsBuilder()
+    b.add_state_store(
+        Stores.versioned_key_value_store_builder(
+            Stores.persistent_versioned_key_value_store("prices", timedelta(minutes=1)),
+            key_type=str,
+            value_type=Price,
+        )
+    )
+    b.add_state_store(
+        Stores.window_store_builder(
+            Stores.persistent_window_store(
+                "puts", timedelta(minutes=1), timedelta(seconds=10), False
+            ),
+            key_type=str,
+            value_type=int,
+        )
+    )
+    b.stream(Topic.jsonl("in", "/unused"), key_type=str, value_type=Price).process_values(
+        PriceHistory, "prices", "puts"
+    ).to(Topic.jsonl("out", "/unused"))
+    cfg = StreamsConfig(application_id=app_id, num_partitions=1)
+    with TopologyTestDriver(b.build(), cfg, session=spark) as d:
+        src = d.create_input_topic("in", key_type=str, value_type=Price)
+        out = d.create_output_topic("out", key_type=str, value_type=Price)
+        src.pipe_input("p", Price("p", 1), timestamp=1_000)
+        src.pipe_input("p", Price("p", 2), timestamp=5_000)
+        d.process()
+        src.pipe_input("p", Price("p", 3), timestamp=13_000)
+        src.pipe_input("p", Price("p", 4), timestamp=16_000)
+        d.process()
+        assert out.read_values() == [
+            Price("p", 101),  # nothing 10 s before: itself; first put of window 0
+            Price("p", 202),  # second put of window 0
+            Price("p", 101),  # at 3 000 the price was 1; first put of window 10 000
+            Price("p", 202),  # at 6 000 it was 2
+        ]
