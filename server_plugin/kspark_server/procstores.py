@@ -7,10 +7,12 @@ key and value as their codecs encode them (plain Python that MessagePack holds; 
 a window store's state key is ``(store name, key, window start)`` (and a sequence number
 when it retains duplicates).
 
-Reads go through the batch's changes (an overlay) to the executor-local store
-(:mod:`kspark_server.localstore`), so a batch loads only what its processor reads; a scan
-(``all``, ``range``, ``prefix_scan``, ``fetch_all``) reads the store's entries of the task
-and sorts them by key as Python compares them.
+The stores work on a :class:`Table` of entries: the operator's reads go through the
+batch's changes to the executor-local store (``kspark_server.operators.processor``), so a
+batch loads only what its processor reads; a scan (``all``, ``range``, ``prefix_scan``,
+``fetch_all``) reads the store's entries of the task and sorts them by key as Python
+compares them. This module is shared by the client (the build-time check of ``init``) and
+the workers.
 
 Examples
 --------
@@ -30,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from kspark_server import codec, stateenc
+from kspark_server import codec
 from kspark_server.papi import (
     KeyValueIterator,
     KeyValueStore,
@@ -78,58 +80,6 @@ class MemoryTable(Table):
 
     def scan(self, store: str) -> Iterator[tuple[Any, Any]]:
         return iter([(k, e) for k, e in self.data.items() if k[0] == store])
-
-
-class TaskTable(Table):
-    """A table over a task state's ``entries`` and ``hash`` maps (the batch's changes)
-    and the local store (the state before the batch): what the operator saves."""
-
-    def __init__(
-        self,
-        entries: dict[Any, Any],
-        hashes: dict[Any, int],
-        touched: set[Any],
-        local: Any,
-        hash_now: Callable[[], int],
-    ) -> None:
-        self.entries, self.hashes, self.touched = entries, hashes, touched
-        self.local = local
-        self.hash_now = hash_now
-
-    def get(self, sk: Any) -> Any:
-        if sk in self.entries:
-            return self.entries[sk]
-        if sk in self.touched or self.local is None:
-            return None  # removed in this batch
-        (raw,) = self.local.get_many([stateenc.pack(sk)])
-        if raw is None:
-            return None
-        entry, h = stateenc.unpack(raw)
-        self.entries[sk], self.hashes[sk] = entry, h
-        return entry
-
-    def set(self, sk: Any, entry: Any) -> None:
-        self.touched.add(sk)
-        if entry is None:
-            self.entries.pop(sk, None)
-            self.hashes.pop(sk, None)
-        else:
-            self.entries[sk] = entry
-            if sk not in self.hashes:
-                self.hashes[sk] = self.hash_now()
-
-    def scan(self, store: str) -> Iterator[tuple[Any, Any]]:
-        out: dict[Any, Any] = {}
-        if self.local is not None:
-            unpack = stateenc.unpack
-            for kb, eb in self.local.pairs():
-                sk = unpack(kb)
-                if sk[0] == store and sk not in self.touched:
-                    out[sk] = unpack(eb)[0]
-        for sk, e in self.entries.items():
-            if sk[0] == store:
-                out[sk] = e
-        return iter(list(out.items()))
 
 
 def _codecs(t: TypeSpec | None) -> tuple[Codec, Codec]:

@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from kspark.dsl.grouped import Grouped, KGroupedStream, Suppressed
-    from kspark.processor import FixedKeyProcessor, Processor
-    from kspark.state import StoreBuilder
+    from kspark.dsl.stores import StoreBuilder
+    from kspark_server.papi import FixedKeyProcessor, Processor
 
 __all__ = ["BranchedKStream", "KStream", "KTable", "StreamsBuilder"]
 

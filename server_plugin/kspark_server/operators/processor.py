@@ -31,10 +31,11 @@ position of the record after which it fired, without an offset.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
-from kspark_server import codec
+from kspark_server import codec, stateenc
 from kspark_server.envelope import SideKind
 from kspark_server.operators.base import Batch, Emitter, TaskProcessor
 from kspark_server.papi import (
@@ -47,13 +48,65 @@ from kspark_server.papi import (
     RecordMetadata,
     StateStoreError,
 )
-from kspark_server.procstores import TaskTable, store_for
+from kspark_server.procstores import Table, store_for
 from kspark_server.spec import ProcessorSpec
 
 __all__ = ["UserProcessor"]
 
 #: at most this many records forwarded per input record (``ks_sub`` numbers them)
 _FANOUT = 1 << 20
+
+
+class TaskTable(Table):
+    """A table over a task state's ``entries`` and ``hash`` maps (the batch's changes)
+    and the local store (the state before the batch): what the operator saves."""
+
+    def __init__(
+        self,
+        entries: dict[Any, Any],
+        hashes: dict[Any, int],
+        touched: set[Any],
+        local: Any,
+        hash_now: Callable[[], int],
+    ) -> None:
+        self.entries, self.hashes, self.touched = entries, hashes, touched
+        self.local = local
+        self.hash_now = hash_now
+
+    def get(self, sk: Any) -> Any:
+        if sk in self.entries:
+            return self.entries[sk]
+        if sk in self.touched or self.local is None:
+            return None  # removed in this batch
+        (raw,) = self.local.get_many([stateenc.pack(sk)])
+        if raw is None:
+            return None
+        entry, h = stateenc.unpack(raw)
+        self.entries[sk], self.hashes[sk] = entry, h
+        return entry
+
+    def set(self, sk: Any, entry: Any) -> None:
+        self.touched.add(sk)
+        if entry is None:
+            self.entries.pop(sk, None)
+            self.hashes.pop(sk, None)
+        else:
+            self.entries[sk] = entry
+            if sk not in self.hashes:
+                self.hashes[sk] = self.hash_now()
+
+    def scan(self, store: str) -> Iterator[tuple[Any, Any]]:
+        out: dict[Any, Any] = {}
+        if self.local is not None:
+            unpack = stateenc.unpack
+            for kb, eb in self.local.pairs():
+                sk = unpack(kb)
+                if sk[0] == store and sk not in self.touched:
+                    out[sk] = unpack(eb)[0]
+        for sk, e in self.entries.items():
+            if sk[0] == store:
+                out[sk] = e
+        return iter(list(out.items()))
 
 
 class _Schedule(Cancellable):
