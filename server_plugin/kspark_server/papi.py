@@ -61,8 +61,10 @@ Headers = tuple[tuple[str, bytes | None], ...]
 
 
 def _headers(headers: Any) -> Headers:
-    if headers is None:
+    if headers is None or headers == ():
         return ()
+    if type(headers) is tuple and all(type(h) is tuple and len(h) == 2 for h in headers):
+        return headers  # already normalized (a record's own headers)
     if isinstance(headers, dict):
         return tuple((str(k), v) for k, v in headers.items())
     return tuple((str(k), v) for k, v in headers)

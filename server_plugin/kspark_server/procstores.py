@@ -128,7 +128,8 @@ class KVStore(KeyValueStore[Any, Any]):
     def _sk(self, key: Any) -> Any:
         if key is None:
             raise ValueError(f"store {self.name}: a key must not be None")
-        return (self.name, codec.hashable(self._kenc(key)))
+        k = self._kenc(key)
+        return (self.name, k if type(k) is str else codec.hashable(k))
 
     def get(self, key: Any) -> Any:
         e = self._t.get(self._sk(key))
