@@ -326,3 +326,20 @@ def test_versioned_and_window_stores_with_record_values(spark: Any, app_id: str)
             Price("p", 101),  # at 3 000 the price was 1; first put of window 10 000
             Price("p", 202),  # at 6 000 it was 2
         ]
+
+
+def test_a_rescale_carries_the_stores_over(spark: Any, app_id: str) -> None:
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2)
+    with TopologyTestDriver(counting_topology(), cfg, session=spark) as d:
+        src = d.create_input_topic("in", key_type=str, value_type=str)
+        out = d.create_output_topic("out", key_type=str, value_type=int)
+        for key in "abcd":
+            src.pipe_input(key, "x", timestamp=1_000)
+        d.process()
+        d.rescale(3)
+        for key in "abcd":
+            src.pipe_input(key, "x", timestamp=2_000)
+        d.process()
+        counts = [kv for kv in out.read_key_values() if kv[0] != "tick"]
+        assert sorted(counts) == sorted([(k, n) for k in "abcd" for n in (1, 2)])
+        assert sorted(d.store("counts").all()) == [(k, 2) for k in "abcd"]
