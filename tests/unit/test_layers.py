@@ -38,7 +38,13 @@ FLOORS: dict[str, tuple[str, ...]] = {
         )
     ),
     "server": ("kspark_server",),
-    "base": ("kspark.errors", "kspark._typing", "kspark._paths", "kspark._deps"),
+    "base": (
+        "kspark.errors",
+        "kspark._typing",
+        "kspark._paths",
+        "kspark._deps",
+        "kspark._conditions",
+    ),
     "plan": ("kspark.plan",),
     "dsl": ("kspark.dsl",),
     "config": ("kspark.config",),
