@@ -79,6 +79,8 @@ def entries(kind: str, versioned: bool, st: dict[str, Any]) -> int:
         return len(st["seen"])
     if kind == taskstate.WINDOW_JOIN:
         return len(st["bufs"])
+    if kind == taskstate.PROCESSOR:
+        return len(st["entries"])
     table = st["table"]["data"] if versioned else st["table"]
     return len(table) + len(st.get("buffer") or [])
 
@@ -103,6 +105,19 @@ def split(kind: str, versioned: bool, st: dict[str, Any], m: int) -> dict[int, d
             p["bufs"][hk] = entry
             p["hash"][hk] = hashes[hk]
         return joins
+    if kind == taskstate.PROCESSOR:
+        # a processor's store entries move by the hash of the record that first wrote
+        # them; each new task keeps the punctuation schedule and the stores' times
+        procs: dict[int, dict[str, Any]] = {}
+        for sk, entry in st["entries"].items():
+            task = _task_of(hashes, sk, m)
+            q = procs.get(task)
+            if q is None:
+                q = procs[task] = taskstate.empty(kind, False)
+                taskstate.set_scalars(kind, False, q, taskstate.scalars(kind, False, st))
+            q["entries"][sk] = entry
+            q["hash"][sk] = hashes[sk]
+        return procs
     parts: dict[int, dict[str, Any]] = {}
 
     def part(task: int) -> dict[str, Any]:
@@ -154,6 +169,17 @@ def merge(kind: str, versioned: bool, parts: list[dict[str, Any]]) -> dict[str, 
             joined["bufs"].update(p["bufs"])
             joined["hash"].update(p["hash"])
         return joined
+    if kind == taskstate.PROCESSOR:
+        merged = taskstate.empty(kind, False)
+        for p in parts:
+            merged["stream_time"] = _max(merged["stream_time"], p.get("stream_time"))
+            for name, t in (p.get("observed") or {}).items():
+                merged["observed"][name] = _max(merged["observed"].get(name), t)
+            for i, sched in (p.get("punct") or {}).items():
+                merged["punct"].setdefault(i, sched)
+            merged["entries"].update(p["entries"])
+            merged["hash"].update(p["hash"])
+        return merged
     out: dict[str, Any] = {
         k: v for k, v in parts[0].items() if k not in ("seen", "table", "buffer", "hash")
     }

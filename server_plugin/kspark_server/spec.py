@@ -58,6 +58,7 @@ __all__ = [
     "Packed",
     "PeekStep",
     "PrimSpec",
+    "ProcessorSpec",
     "RecordLimit",
     "RecordSpec",
     "SelectKeyStep",
@@ -67,6 +68,7 @@ __all__ = [
     "StateOptions",
     "StatefulSpec",
     "Step",
+    "StoreSpec",
     "TableFilterStep",
     "TableJoinSpec",
     "TableMapValuesStep",
@@ -628,7 +630,53 @@ class AggregateSpec:
             raise SpecError(f"{self.processor}: suppression needs windows")
 
 
-StatefulSpec = DedupSpec | JoinSpec | WindowJoinSpec | AggregateSpec | TableJoinSpec
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StoreSpec:
+    """A state store of a user processor: ``kind`` is ``key_value``, ``versioned`` or
+    ``window``; ``key`` and ``value`` its types."""
+
+    name: str
+    kind: str
+    key: TypeSpec
+    value: TypeSpec
+    logging: bool = True
+    history_retention_ms: int = 0
+    retention_ms: int = 0
+    window_size_ms: int = 0
+    retain_duplicates: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("key_value", "versioned", "window"):
+            raise SpecError(f"store {self.name}: unknown store kind {self.kind!r}")
+        _check_type(self.key, f"store {self.name} key")
+        _check_type(self.value, f"store {self.name} value")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProcessorSpec:
+    """A user processor of the Processor API (``KStream.process``), per task
+    (:mod:`kspark_server.operators.processor`). ``supplier()`` makes one processor per task and
+    micro-batch; ``fixed_key``: a ``FixedKeyProcessor`` (``process_values``). ``store``
+    names the task state that holds all of ``stores`` (and the punctuation schedule)."""
+
+    kind: ClassVar[str] = "processor"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    supplier: Fn
+    fixed_key: bool
+    stores: tuple[StoreSpec, ...] = ()
+    application_id: str = ""
+    input: KeyValue
+    output: KeyValue
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+    state: StateOptions = StateOptions()
+    versioned: ClassVar[bool] = False
+
+
+StatefulSpec = DedupSpec | JoinSpec | WindowJoinSpec | AggregateSpec | TableJoinSpec | ProcessorSpec
 OperatorSpec = (
     ChainSpec
     | DedupIdSpec
@@ -637,6 +685,7 @@ OperatorSpec = (
     | WindowJoinSpec
     | AggregateSpec
     | TableJoinSpec
+    | ProcessorSpec
     | SinksSpec
 )
 _OPERATORS: tuple[type, ...] = get_args(OperatorSpec)

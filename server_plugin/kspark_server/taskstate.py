@@ -67,6 +67,14 @@ STATE_FORMAT = stateenc.FORMAT
 #: The kind of a windowed stream-stream join (:mod:`kspark_server.operators.window_join`): an entry
 #: holds both streams' buffered records of one key.
 WINDOW_JOIN = "windowjoin"
+#: The kind of a user processor (:mod:`kspark_server.operators.processor`): an entry holds one
+#: store key's ``[key, value]``, keyed by ``(store name, key)``; the scalars hold the
+#: stream time, the punctuation schedule and the versioned and window stores' times.
+PROCESSOR = "processor"
+#: Suffix of the list-state variable that holds a store's log of changes.
+LOG_SUFFIX = "__log"
+#: Suffix of the value-state variable that holds a store's version.
+VERSION_SUFFIX = "__version"
 #: A task writes a new base once its log holds this many changes, however small.
 MAX_LOG = 512
 #: ... or once the log's bytes pass this fraction of the base's.
@@ -120,6 +128,15 @@ def empty(kind: str, versioned: bool) -> dict[str, Any]:
         return {"format": STATE_FORMAT, "stream_time": None, "seen": {}, "hash": {}}
     if kind == WINDOW_JOIN:
         return {"format": STATE_FORMAT, "stream_time": None, "bufs": {}, "hash": {}}
+    if kind == PROCESSOR:
+        return {
+            "format": STATE_FORMAT,
+            "stream_time": None,
+            "punct": {},
+            "observed": {},
+            "entries": {},
+            "hash": {},
+        }
     table: Any = {"time": None, "data": {}} if versioned else {}
     return {"format": STATE_FORMAT, "stream_time": None, "table": table, "buffer": [], "hash": {}}
 
@@ -130,6 +147,8 @@ def maps(kind: str, versioned: bool, st: dict[str, Any]) -> list[dict[Any, Any]]
         return [st["seen"], st["hash"]]
     if kind == WINDOW_JOIN:
         return [st["bufs"], st["hash"]]
+    if kind == PROCESSOR:
+        return [st["entries"], st["hash"]]
     table = st["table"]["data"] if versioned else st["table"]
     return [table, st["hash"]]
 
@@ -137,6 +156,10 @@ def maps(kind: str, versioned: bool, st: dict[str, Any]) -> list[dict[Any, Any]]
 def scalars(kind: str, versioned: bool, st: dict[str, Any]) -> dict[str, Any]:
     """The fields of a task state outside its per-key maps (written whole in each change)."""
     out = {"stream_time": st.get("stream_time")}
+    if kind == PROCESSOR:
+        out["punct"] = st.get("punct") or {}
+        out["observed"] = st.get("observed") or {}
+        return out
     if kind not in ("dedup", WINDOW_JOIN):
         out["buffer"] = st.get("buffer") or []
         if versioned:
@@ -147,6 +170,10 @@ def scalars(kind: str, versioned: bool, st: dict[str, Any]) -> dict[str, Any]:
 def set_scalars(kind: str, versioned: bool, st: dict[str, Any], s: dict[str, Any]) -> None:
     """Put scalar fields (from :func:`scalars`) into ``st``."""
     st["stream_time"] = s.get("stream_time")
+    if kind == PROCESSOR:
+        st["punct"] = dict(s.get("punct") or {})
+        st["observed"] = dict(s.get("observed") or {})
+        return
     if kind not in ("dedup", WINDOW_JOIN):
         st["buffer"] = list(s.get("buffer") or [])
         if versioned:

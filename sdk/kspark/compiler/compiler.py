@@ -26,6 +26,7 @@ from kspark.plan.grouped import (
     TimeWindowsDef,
     windowed_type,
 )
+from kspark.plan.processing import Process, ProcessValues, StoreDef
 from kspark.plan.topology import Topology
 from kspark.plan.types import DYNAMIC, Dynamic, Primitive, Record, TypeDesc, json_packable
 from kspark_server import envelope as env
@@ -593,6 +594,29 @@ class _Compiler:
             task_column=task_column,
         )
 
+    # -- the Processor API (kspark.plan.processing) -------------------------------------
+    def visit_Process(self, node: Process) -> _Pending:
+        stream = self.stage_of(node.parent, node)
+        key_type, value_type = _known(node.key_type), _known(node.value_type)
+        spec = sp.ProcessorSpec(
+            processor=node.name,
+            store=node.name,
+            supplier=node.supplier,
+            fixed_key=isinstance(node, ProcessValues),
+            stores=tuple(_store_spec(d) for d in node.store_defs),
+            application_id=self.config.application_id,
+            input=_kv(stream.key_type, stream.value_type),
+            output=_kv(key_type, value_type),
+            output_schema=_envelope_json(key_type, value_type),
+            packed=sp.Packed(value=json_packable(stream.value_type), out=json_packable(value_type)),
+            handling=self.handling_at(node),
+            state=self.state_options,
+        )
+        return self._stateful(node, spec, stream, key_type=key_type, value_type=value_type)
+
+    def visit_ProcessValues(self, node: ProcessValues) -> _Pending:
+        return self.visit_Process(node)
+
     # -- aggregations (kspark.plan.grouped) ----------------------------------------------
     def visit_Aggregate(self, node: Aggregate) -> _Pending:
         return self._aggregate(node, suppress=False)
@@ -778,6 +802,20 @@ def _check_destinations(parts: list[st.SinkPart], dlq: sp.TopicRef | None) -> No
 
 def _topic_ref(topic: n.TopicSpec) -> sp.TopicRef:
     return sp.TopicRef(name=topic.name, format=topic.format, path=topic.path, options=topic.options)
+
+
+def _store_spec(d: StoreDef) -> sp.StoreSpec:
+    return sp.StoreSpec(
+        name=d.name,
+        kind=d.kind,
+        key=d.key_type.spec(),
+        value=d.value_type.spec(),
+        logging=d.logging,
+        history_retention_ms=d.history_retention_ms,
+        retention_ms=d.retention_ms,
+        window_size_ms=d.window_size_ms,
+        retain_duplicates=d.retain_duplicates,
+    )
 
 
 def _kv(key: TypeDesc, value: TypeDesc) -> sp.KeyValue:

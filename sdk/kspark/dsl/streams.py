@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
-from kspark.dsl import _infer, streamjoin
+from kspark.dsl import _infer, processing, streamjoin
 from kspark.dsl.joinwindows import JoinWindows, StreamJoined
 from kspark.dsl.options import (
     Branched,
@@ -43,6 +43,7 @@ from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan import graph
 from kspark.plan import nodes as n
 from kspark.plan.grouped import Aggregate, Suppress
+from kspark.plan.processing import Process, ProcessValues, StoreDef
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc
 
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from kspark.dsl.grouped import Grouped, KGroupedStream, Suppressed
+    from kspark.dsl.stores import StoreBuilder
+    from kspark_server.papi import FixedKeyProcessor, Processor
 
 __all__ = ["BranchedKStream", "KStream", "KTable", "StreamsBuilder"]
 
@@ -91,6 +94,7 @@ class StreamsBuilder:
         # to no sink too
         self._nodes: dict[int, n.Node] = {}
         self._join_stores: set[str] = set()
+        self._state_stores: dict[str, StoreDef] = {}
 
     def _added(self, node: n.Node) -> None:
         self._nodes[id(node)] = node
@@ -310,6 +314,44 @@ class StreamsBuilder:
     def _add_sink(self, sink: n.Sink) -> None:
         self._sinks.append(sink)
 
+    def add_state_store(self, builder: StoreBuilder[Any]) -> StreamsBuilder:
+        """Adds a state store that processors connect to by name
+        (``KStream.process(supplier, name)``).
+
+        Parameters
+        ----------
+        builder
+            A store builder from :class:`kspark.state.Stores`.
+
+        Returns
+        -------
+        StreamsBuilder
+            This builder.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> from kspark.state import Stores
+        >>> b = StreamsBuilder().add_state_store(Stores.key_value_store_builder(
+        ...     Stores.persistent_key_value_store("counts"), key_type=str, value_type=int))
+        >>> sorted(b._state_stores)
+        ['counts']
+        """
+        build = getattr(builder, "build", None)
+        store = build() if callable(build) else None
+        if not isinstance(store, StoreDef):
+            raise InvalidArgumentError(
+                "add_state_store takes a store builder, such as Stores.key_value_store_builder"
+                f"(Stores.persistent_key_value_store(name)), got {builder!r}",
+                parameter="builder",
+            )
+        if store.name in self._state_stores or store.name in self._join_stores:
+            raise InvalidTopologyError(
+                f"a state store named {store.name!r} was added already", stores=[store.name]
+            )
+        self._state_stores[store.name] = store
+        return self
+
     def build(self) -> Topology:
         """The topology of every processor added so far.
 
@@ -345,10 +387,15 @@ class StreamsBuilder:
         added = sorted(self._nodes.values(), key=lambda node: node.seq)
         nodes = graph.toposort([*added, *self._sinks], lambda node: node.parents)
         has_child = {id(p) for node in nodes for p in node.parents}
-        ends = tuple(
+        sinks: tuple[n.Node, ...] = tuple(self._sinks)
+        ends: tuple[n.Node, ...] = tuple(
             node for node in added if id(node) not in has_child and not isinstance(node, n.Sink)
         )
-        return Topology(sinks=tuple(self._sinks), ends=ends)
+        if self._state_stores or any(isinstance(x, Process) for x in nodes):
+            # the processors of branches that reach no sink get their stores too
+            roots = processing.connect_stores((*sinks, *ends), self._state_stores)
+            sinks, ends = roots[: len(sinks)], roots[len(sinks) :]
+        return Topology(sinks=sinks, ends=ends)  # type: ignore[arg-type]
 
 
 def _windows(joined: Joined | JoinWindows | None, windows: JoinWindows | None) -> Any:
@@ -933,6 +980,118 @@ class KStream(Generic[K, V]):
         name, seq = self._builder._next("KSTREAM-PEEK", named)
         _infer.check_callable(action, "action", name)
         return self._child(n.Peek, name, seq, fn=action)
+
+    def process(
+        self,
+        supplier: Callable[[], Processor[K, V, KR, VR]],
+        *store_names: str,
+        key_type: type[KR] | None = None,
+        value_type: type[VR] | None = None,
+        named: Named | str | None = None,
+    ) -> KStream[KR, VR]:
+        """Runs a custom :class:`~kspark.processor.Processor` on each record (the
+        Processor API; see docs/processor-api.md).
+
+        Each task makes its own processor with ``supplier()`` for each micro-batch and
+        gives it a context (forward, schedule punctuators, get state stores). The
+        processor may forward any key, so a stateful step after it repartitions.
+
+        Parameters
+        ----------
+        supplier
+            A processor class, or a function of no argument returning a new processor.
+        store_names
+            The state stores the processor uses, added with
+            ``StreamsBuilder.add_state_store``.
+        key_type, value_type
+            The forwarded records' types, when the processor's generic base
+            (``Processor[KIn, VIn, KOut, VOut]``) does not say them.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KStream
+            The records the processor forwards.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> from kspark.processor import Processor, ProcessorContext, Record
+        >>> class Upper(Processor[str, str, str, str]):
+        ...     def init(self, context: ProcessorContext[str, str]) -> None:
+        ...         self.context = context
+        ...     def process(self, record: Record[str, str]) -> None:
+        ...         self.context.forward(record.with_key(record.value.upper()))
+        >>> s = StreamsBuilder().stream("words", key_type=str, value_type=str).process(Upper)
+        >>> s.name, s.node.changes_key
+        ('KSTREAM-PROCESSOR-0000000001', True)
+        """
+        name, seq = self._builder._next("KSTREAM-PROCESSOR", named)
+        processing.check_supplier(supplier, False, name)
+        hk, hv = processing.output_hints(supplier, False)
+        return self._child(
+            Process,
+            name,
+            seq,
+            supplier=supplier,
+            store_names=processing.check_store_names(store_names, name),
+            store_defs=(),
+            key_type=_infer.resolve(key_type, hk, name, "key_type"),
+            value_type=_infer.resolve(value_type, hv, name, "value_type"),
+        )
+
+    def process_values(
+        self,
+        supplier: Callable[[], FixedKeyProcessor[K, V, VR]],
+        *store_names: str,
+        value_type: type[VR] | None = None,
+        named: Named | str | None = None,
+    ) -> KStream[K, VR]:
+        """Runs a custom :class:`~kspark.processor.FixedKeyProcessor`: as :meth:`process`,
+        but each forwarded record keeps its input record's key, so nothing repartitions.
+
+        Parameters
+        ----------
+        supplier
+            A processor class, or a function of no argument returning a new processor.
+        store_names
+            The state stores the processor uses.
+        value_type
+            The forwarded values' type, when the processor's generic base does not say it.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KStream
+            The records the processor forwards.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> from kspark.processor import FixedKeyProcessor, FixedKeyProcessorContext, FixedKeyRecord
+        >>> class Length(FixedKeyProcessor[str, str, int]):
+        ...     def init(self, context: FixedKeyProcessorContext[str, int]) -> None:
+        ...         self.context = context
+        ...     def process(self, record: FixedKeyRecord[str, str]) -> None:
+        ...         self.context.forward(record.with_value(len(record.value)))
+        >>> s = StreamsBuilder().stream("words", key_type=str, value_type=str)
+        >>> s.process_values(Length).node.value_type.display()
+        'int'
+        """
+        name, seq = self._builder._next("KSTREAM-PROCESSVALUES", named)
+        processing.check_supplier(supplier, True, name)
+        _, hv = processing.output_hints(supplier, True)
+        return self._child(
+            ProcessValues,
+            name,
+            seq,
+            supplier=supplier,
+            store_names=processing.check_store_names(store_names, name),
+            store_defs=(),
+            value_type=_infer.resolve(value_type, hv, name, "value_type"),
+        )
 
     def merge(self, other: KStream[K, V], named: Named | None = None) -> KStream[K, V]:
         """The records of both streams. Both must have the same key and value types.

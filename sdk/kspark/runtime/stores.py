@@ -16,7 +16,15 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from kspark.compiler import stages as st
 from kspark.compiler.lowering import flat_schema
 from kspark.errors import StoreError
-from kspark_server.spec import AggregateSpec, JoinSpec, TableJoinSpec, TypeSpec
+from kspark_server.spec import (
+    AggregateSpec,
+    JoinSpec,
+    JsonSpec,
+    ProcessorSpec,
+    StoreSpec,
+    TableJoinSpec,
+    TypeSpec,
+)
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -39,7 +47,15 @@ class VersionedRecord(NamedTuple, Generic[V]):
 
 
 def _find_stage(output: st.Output, name: str) -> st.Stateful:
-    found = [s for s in output.stages() if isinstance(s, st.Stateful) and s.spec.store == name]
+    found = [
+        s
+        for s in output.stages()
+        if isinstance(s, st.Stateful)
+        and (
+            s.spec.store == name
+            or (isinstance(s.spec, ProcessorSpec) and name in {d.name for d in s.spec.stores})
+        )
+    ]
     if not found:
         known = sorted(output.stores)
         raise StoreError(
@@ -340,9 +356,55 @@ class ReadOnlyJoinedStore(_StoreView[K, V]):
                 yield hk, self._vdec(entry[4])
 
 
+class ReadOnlyProcessorStore(Generic[K, V]):
+    """A key-value store of a processor (the Processor API) as of the app's last committed
+    micro-batch: ``get``, ``all`` and ``approximate_num_entries``, over all its tasks.
+
+    Its entries are the processor's task state's entries keyed ``(store name, key)``
+    (:mod:`kspark_server.procstores`)."""
+
+    def __init__(self, name: str, source: _Source, store: StoreSpec) -> None:
+        from kspark_server import codec
+
+        if store.kind != "key_value":
+            raise StoreError(
+                f"store {name!r} is a {store.kind} store of a processor; interactive queries "
+                "read the processors' key-value stores"
+            )
+        self.name = name
+        self._source = source
+        plain = isinstance(store.key, JsonSpec)
+        self._kenc = codec.plain if plain else codec.encoder(store.key, "key")
+        self._kdec = codec.plain if plain else codec.decoder(store.key, plain=True)
+        dynamic = isinstance(store.value, JsonSpec)
+        self._vdec = codec.plain if dynamic else codec.decoder(store.value, plain=True)
+        self._hashable = codec.hashable
+
+    def get(self, key: K) -> V | None:
+        """The value of ``key`` (None: no value)."""
+        sk = (self.name, self._hashable(self._kenc(key)))
+        found = self._source.entries([sk]).get(sk)
+        return None if found is None else self._vdec(found[1][1])
+
+    def all(self) -> Iterator[tuple[K, V]]:
+        """Every ``(key, value)`` of the store, in no particular order."""
+        for sk, (_, entry) in self._source.items():
+            if isinstance(sk, tuple) and sk and sk[0] == self.name:
+                yield self._kdec(entry[0]), self._vdec(entry[1])
+
+    def approximate_num_entries(self) -> int:
+        """The number of entries."""
+        return sum(1 for _ in self.all())
+
+
 def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any:
     """The read-only view of store ``name`` of a compiled app whose query checkpoint is
     ``checkpoint``."""
+    found = _find_stage(output, name).spec
+    if isinstance(found, ProcessorSpec):
+        (store,) = [d for d in found.stores if d.name == name]
+        source = _CheckpointSource(spark, checkpoint, found.store)
+        return ReadOnlyProcessorStore(name, source, store)
     spec = _table_spec(output, name, "answer interactive queries")
     return _view(name, _CheckpointSource(spark, checkpoint, name), spec)
 
@@ -377,6 +439,7 @@ def _view(name: str, source: _Source, spec: JoinSpec | AggregateSpec | TableJoin
 __all__ = [
     "ReadOnlyJoinedStore",
     "ReadOnlyKeyValueStore",
+    "ReadOnlyProcessorStore",
     "ReadOnlyVersionedStore",
     "StoreReplica",
     "ValueAndTimestamp",

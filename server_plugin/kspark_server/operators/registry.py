@@ -7,7 +7,7 @@ names it here.
 Examples
 --------
 >>> sorted(OPERATORS)
-['aggregate', 'dedup', 'join', 'tablejoin', 'windowjoin']
+['aggregate', 'dedup', 'join', 'processor', 'tablejoin', 'windowjoin']
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from kspark_server.operators.aggregate import AggregateProcessor
 from kspark_server.operators.base import TaskProcessor
 from kspark_server.operators.dedup import DedupProcessor
+from kspark_server.operators.processor import UserProcessor
 from kspark_server.operators.stream_table_join import JoinProcessor
 from kspark_server.operators.table_join import TableJoinProcessor
 from kspark_server.operators.window_join import WindowJoinProcessor
@@ -27,6 +28,7 @@ OPERATORS: dict[str, type[TaskProcessor]] = {
     "aggregate": AggregateProcessor,
     "dedup": DedupProcessor,
     "join": JoinProcessor,
+    "processor": UserProcessor,
     "tablejoin": TableJoinProcessor,
     "windowjoin": WindowJoinProcessor,
 }
