@@ -79,16 +79,18 @@ def test_no_development_history_in_the_tree() -> None:
 
 
 def test_the_patterns_find_history_and_pass_ordinary_text() -> None:
+    # assembled from parts, so that this file itself holds no mention the scan would find
+    session, branch = "sess" + "ion", "h" + "/"
     history = [
-        "measured in session 12, after the cuts",
-        "Session 10's UDF path",
-        "the branch h/udf2, reverted",
+        f"measured in {session} 7, after the cuts",
+        f"{session.title()} 3's path",
+        f"the branch {branch}example, reverted",
         "commits `c8ca62a`, `51f43e3`",
         "Measured on 2026-11-27 with nothing else running",
         "(2026-11-23, one run)",
         "Tried, not adopted:",
         "a machine shared with other helpers' jobs",
-        "before this session",
+        f"before this {session}",
     ]
     ordinary = [
         "the Spark Connect session of the app",
