@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
@@ -15,67 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.joinmodel import Rec, processing_order, stream_join_reference
+from support.taskharness import Handle
 
 from kspark_server import envelope as env
 from kspark_server import localstore, placement, transport
 from kspark_server.operators.window_join import WindowJoinProcessor
 from kspark_server.spec import KeyValue, Packed, PrimSpec, StateOptions, WindowJoinSpec
-
-# -- a stand-in for Spark's state store handle ----------------------------------------------
-
-
-class _Value:
-    def __init__(self, store: dict[str, Any], name: str) -> None:
-        self.store, self.name = store, name
-
-    def exists(self) -> bool:
-        return self.name in self.store
-
-    def get(self) -> Any:
-        return self.store.get(self.name)
-
-    def update(self, v: tuple[Any, ...]) -> None:
-        self.store[self.name] = v
-
-    def clear(self) -> None:
-        self.store.pop(self.name, None)
-
-
-class _List(_Value):
-    def get(self) -> Iterator[tuple[Any, ...]]:
-        return iter(list(self.store.get(self.name, [])))
-
-    def appendValue(self, v: tuple[Any, ...]) -> None:
-        self.store.setdefault(self.name, []).append(v)
-
-
-class _Map(_Value):
-    def getValue(self, key: tuple[Any, ...]) -> Any:
-        return self.store.get(self.name, {}).get(key)
-
-    def updateValue(self, key: tuple[Any, ...], v: tuple[Any, ...]) -> None:
-        self.store.setdefault(self.name, {})[key] = v
-
-    def containsKey(self, key: tuple[Any, ...]) -> bool:
-        return key in self.store.get(self.name, {})
-
-    def removeKey(self, key: tuple[Any, ...]) -> None:
-        self.store.get(self.name, {}).pop(key, None)
-
-
-class _Handle:
-    def __init__(self, store: dict[str, Any]) -> None:
-        self.store = store
-
-    def getMapState(self, name: str, key_schema: Any, schema: Any) -> _Map:
-        return _Map(self.store, name)
-
-    def getValueState(self, name: str, schema: Any) -> _Value:
-        return _Value(self.store, name)
-
-    def getListState(self, name: str, schema: Any) -> _List:
-        return _List(self.store, name)
-
 
 # -- the operator, fed as the lowering feeds it -----------------------------------------
 
@@ -155,7 +99,7 @@ class Runner:
         close_local_stores()
         self.mp.setenv("KSPARK_LOCAL_STATE_DIR", str(self.tmp / f"exec-{next(self.executors)}"))
         self.proc = WindowJoinProcessor(self.spec)
-        self.proc.init(_Handle(self.durable))  # type: ignore[arg-type]
+        self.proc.init(Handle(self.durable))  # type: ignore[arg-type]
 
     def run(self, batch: list[tuple[int, Rec]]) -> list[tuple[str | None, str, int]]:
         key = (placement.task_keys(1)[0],)
