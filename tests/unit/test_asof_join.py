@@ -15,7 +15,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_windowjoin import _Handle, close_local_stores
+from support.taskharness import Handle as _Handle
+from support.taskharness import close_local_stores
 
 from kspark_server import envelope as env
 from kspark_server import placement, statevars, taskstate, transport
