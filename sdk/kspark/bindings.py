@@ -25,14 +25,18 @@ kspark.errors.UnboundTopicError: [KSPARK_UNBOUND_TOPIC] topics ['checked', 'orde
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import attrs
+
 from kspark._typing import TopicRole
 from kspark.config import StreamsConfig
 from kspark.errors import ConfigError, InvalidTopologyError, UnboundTopicError
-from kspark.plan.nodes import Sink, Source, TableSource, Topic, TopicSpec
-from kspark.plan.topology import Topology
+from kspark.plan.nodes import DynamicSink, Node, Sink, Source, TableSource, Topic, TopicSpec
+from kspark.plan.topology import Topology, _new_parents
 from kspark.plan.types import DYNAMIC, TypeDesc
 
-__all__ = ["bind_topology", "topic_names"]
+__all__ = ["bind_dynamic_sinks", "bind_topology", "topic_names"]
 
 
 def topic_names(topology: Topology) -> dict[str, TopicSpec | None]:
@@ -162,7 +166,56 @@ def bind_topology(topology: Topology, config: StreamsConfig) -> Topology:
         assert config.data_dir is not None  # checked above
         return Topic.jsonl(name, config.data_dir.rstrip("/") + "/" + name)
 
-    return _with_schema_types(topology.with_topics(bound))
+    return _bind_dynamic(_with_schema_types(topology.with_topics(bound)), names, config)
+
+
+def _bind_dynamic(
+    topology: Topology, names: dict[str, TopicSpec | None], config: StreamsConfig
+) -> Topology:
+    """``topology`` whose sinks of record-picked topics (``to(topic_extractor)``) bind
+    the names their records give as the app binds any name: the topology's ``Topic``
+    objects and ``config.topics`` by name, then every other name by ``bootstrap_servers``
+    or ``data_dir``."""
+    if not any(isinstance(node, DynamicSink) for node in topology.terminals):
+        return topology
+    by_name = {name: topic for name, topic in names.items() if topic is not None}
+    by_name.update({n: t for n, t in config.topic_bindings.items() if n not in by_name})
+    default: TopicSpec | None = None
+    if config.bootstrap_servers is not None:
+        default = Topic.kafka("*", bootstrap_servers=config.bootstrap_servers)
+    elif config.data_dir is not None:
+        default = Topic.jsonl("*", config.data_dir)
+    return bind_dynamic_sinks(topology, tuple(by_name.values()), default)
+
+
+def bind_dynamic_sinks(
+    topology: Topology, bindings: tuple[TopicSpec, ...], default: TopicSpec | None
+) -> Topology:
+    """``topology`` whose :class:`~kspark.plan.nodes.DynamicSink` nodes not yet bound bind
+    their names by ``bindings`` (by name), then by ``default`` (see the node).
+
+    Parameters
+    ----------
+    topology
+        The topology.
+    bindings
+        Topics bound by name.
+    default
+        How every other name is bound; None: it is not.
+
+    Returns
+    -------
+    Topology
+        The same topology with its dynamic sinks bound.
+    """
+
+    def remap(node: Node, new: Callable[[Node], Node]) -> Node:
+        changes = _new_parents(node, new)
+        if isinstance(node, DynamicSink) and not node.bound:
+            changes.update(bindings=bindings, default=default, bound=True)
+        return attrs.evolve(node, **changes)
+
+    return topology.map_nodes(remap)
 
 
 def _with_schema_types(topology: Topology) -> Topology:

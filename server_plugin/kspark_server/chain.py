@@ -27,6 +27,7 @@ from kspark_server.spec import (
     FilterStep,
     FlatMapStep,
     FlatMapValuesStep,
+    ForeachStep,
     JsonSpec,
     MapStep,
     MapValuesStep,
@@ -141,6 +142,14 @@ def make_step(step: Step, guard: handling.Guard) -> StepFn:
             return [(r, v)] if ok else []
 
         return select_key_step
+    if isinstance(step, ForeachStep):
+        each_fn = step.fn
+
+        def foreach_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
+            call(name, each_fn, (k, v), row)
+            return []  # the stream ends here: a record that was acted on is not dropped
+
+        return foreach_step
     if isinstance(step, PeekStep):
         peek_fn = step.fn
 
@@ -898,6 +907,14 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
             live.set_keys(res)
 
         return select_key_step
+    if isinstance(step, ForeachStep):
+        each_fn = step.fn
+
+        def foreach_step(live: Live) -> None:
+            _call_each(live, name, each_fn, live.keys(kdec), live.values())
+            live.keep([False] * len(live.rows))  # the stream ends here
+
+        return foreach_step
     if isinstance(step, PeekStep):
         peek_fn = step.fn
 

@@ -43,9 +43,11 @@ __all__ = [
     "ChainSpec",
     "DedupIdSpec",
     "DedupSpec",
+    "DynamicSinkSpec",
     "FilterStep",
     "FlatMapStep",
     "FlatMapValuesStep",
+    "ForeachStep",
     "Handling",
     "JoinSpec",
     "JsonSpec",
@@ -68,7 +70,9 @@ __all__ = [
     "Step",
     "TableFilterStep",
     "TableMapValuesStep",
+    "TopicNameSpec",
     "TopicRef",
+    "TopicRule",
     "TypeSpec",
     "WindowJoinSpec",
     "check_spec",
@@ -77,8 +81,9 @@ __all__ = [
 #: The version of this contract; a client and the operators it runs must agree on it.
 #: 5: dynamic keys and values (:class:`JsonSpec`); 6: vectorized steps; 7: chains that
 #: feed Kafka sinks check record sizes (:class:`RecordLimit`) and name the step whose
-#: type a value must fit (``ChainSpec.converts_for``).
-SPEC_VERSION = 7
+#: type a value must fit (``ChainSpec.converts_for``); 8: ``foreach`` steps, and sinks
+#: whose topic each record names (:class:`TopicNameSpec`, :class:`DynamicSinkSpec`).
+SPEC_VERSION = 8
 
 Fn = Callable[..., Any]
 
@@ -242,6 +247,13 @@ class PeekStep(_FnStep):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ForeachStep(_FnStep):
+    """``fn(key, value)`` for each record, which then ends there (``foreach``, ``print``)."""
+
+    op = "foreach"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BranchStep:
     """Keeps the records whose first true predicate is ``index`` (or none, for the default
     branch, whose ``index`` is ``len(predicates)``)."""
@@ -275,6 +287,7 @@ Step = (
     | FlatMapValuesStep
     | SelectKeyStep
     | PeekStep
+    | ForeachStep
     | BranchStep
     | TableFilterStep
     | TableMapValuesStep
@@ -483,6 +496,61 @@ class SinkSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class TopicRule:
+    """How a topic name that a record picks at run time is bound, as the app binds the
+    names its topology gives: ``explicit`` topics by name first, then ``default`` (its
+    ``name`` is a placeholder): a Kafka topic of the name on its cluster, or for files the
+    folder ``<default.path>/<name>``. A name neither binds is unbound."""
+
+    explicit: tuple[TopicRef, ...] = ()
+    default: TopicRef | None = None
+
+    def resolve(self, name: str) -> TopicRef | None:
+        """Where records for topic ``name`` go, or None if the name is unbound.
+
+        >>> rule = TopicRule(default=TopicRef(name="*", format="jsonl", path="/data"))
+        >>> rule.resolve("eu").path
+        '/data/eu'
+        >>> TopicRule().resolve("eu") is None
+        True
+        """
+        for ref in self.explicit:
+            if ref.name == name:
+                return ref
+        if self.default is None or not name or "/" in name or name in (".", ".."):
+            return None
+        if self.default.format == "kafka":
+            return dataclasses.replace(self.default, name=name)
+        base = (self.default.path or "").rstrip("/")
+        return dataclasses.replace(self.default, name=name, path=f"{base}/{name}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TopicNameSpec:
+    """``to(topic_extractor)``: puts into each record's ``topic`` column the topic that
+    ``extractor(key, value, record_context)`` names; a failing extractor goes to the
+    processing handler, a name that ``rule`` does not bind to the production handler."""
+
+    kind: ClassVar[str] = "topic_name"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    input: KeyValue
+    extractor: Fn
+    rule: TopicRule
+    output_schema: str
+    handling: Handling = Handling()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DynamicSinkSpec:
+    """Sink ``index`` of the app, whose records name their topic (``topic`` column)."""
+
+    index: int
+    rule: TopicRule
+    num_partitions: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SinksSpec:
     """The ``foreachBatch`` writer: routes each batch to the sinks and the DLQ.
 
@@ -494,6 +562,11 @@ class SinksSpec:
     kind: ClassVar[str] = "sinks"
     spec_version: int = SPEC_VERSION
     sinks: tuple[SinkSpec, ...] = ()
+    #: sinks whose records name their topics (``to(topic_extractor)``)
+    dynamic: tuple[DynamicSinkSpec, ...] = ()
+    #: the app has processors that end a stream without a sink (``foreach``, ``print``):
+    #: every batch is computed even where no sink reads it
+    terminals: bool = False
     dlq: TopicRef | None = None
     kafka_client: str = "auto"
     kafka_format: str = "kafka"
@@ -568,7 +641,14 @@ class AggregateSpec:
 
 StatefulSpec = DedupSpec | JoinSpec | WindowJoinSpec | AggregateSpec
 OperatorSpec = (
-    ChainSpec | DedupIdSpec | DedupSpec | JoinSpec | WindowJoinSpec | AggregateSpec | SinksSpec
+    ChainSpec
+    | DedupIdSpec
+    | DedupSpec
+    | JoinSpec
+    | WindowJoinSpec
+    | AggregateSpec
+    | SinksSpec
+    | TopicNameSpec
 )
 _OPERATORS: tuple[type, ...] = get_args(OperatorSpec)
 

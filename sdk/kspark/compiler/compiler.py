@@ -101,7 +101,7 @@ class _Compiler:
         # inputs first, so that each visit finds its parents done and the recursion
         # stays one level deep however long the chain of steps is
         for node in self.topology.nodes():
-            if not isinstance(node, n.Sink):
+            if not isinstance(node, n.Sink | n.DynamicSink):
                 self.visit(node)
         parts = []
         sink_specs = []
@@ -112,17 +112,73 @@ class _Compiler:
             parts.append(st.SinkPart(index=i, processor=sink.name, topic=topic, stage=stage))
             ref = _topic_ref(topic)
             sink_specs.append(sp.SinkSpec(index=i, topic=ref, num_partitions=partitions))
+        ends, dynamic = self.ends(len(parts))
         dlq = self.config.dead_letter_queue_topic
         dlq_ref = _topic_ref(dlq) if dlq is not None else None
         _check_destinations(parts, dlq_ref)
         writer = sp.SinksSpec(
-            sinks=tuple(sink_specs), dlq=dlq_ref, kafka_client=self.config.kafka_client
+            sinks=tuple(sink_specs),
+            dynamic=dynamic,
+            terminals=any(end.index is None for end in ends),
+            dlq=dlq_ref,
+            kafka_client=self.config.kafka_client,
         )
         return st.Output(
             sinks=tuple(parts),
             writer_spec=writer,
             stores=self.topology.stores(),
+            ends=ends,
         )
+
+    def ends(
+        self, first_index: int
+    ) -> tuple[tuple[st.EndPart, ...], tuple[sp.DynamicSinkSpec, ...]]:
+        """The stages of the topology's ends without a topic of their own (``foreach``,
+        ``print``, ``to(topic_extractor)``), and the writer's specs of the latter, whose
+        union columns are numbered after the sinks' from ``first_index``."""
+        ends: list[st.EndPart] = []
+        dynamic: list[sp.DynamicSinkSpec] = []
+        index = first_index
+        for node in self.topology.terminals:
+            if isinstance(node, n.DynamicSink):
+                stage, rule = self.dynamic_sink(node)
+                ends.append(st.EndPart(index=index, processor=node.name, stage=stage))
+                dynamic.append(
+                    sp.DynamicSinkSpec(
+                        index=index, rule=rule, num_partitions=self.config.num_partitions
+                    )
+                )
+                index += 1
+            else:
+                stage = self.flush(self.visit(node))
+                ends.append(st.EndPart(index=None, processor=node.name, stage=stage))
+        return tuple(ends), tuple(dynamic)
+
+    def dynamic_sink(self, node: n.DynamicSink) -> tuple[st.Stage, sp.TopicRule]:
+        """The stage that names each record's topic for ``node``, and its binding rule."""
+        if not node.bound:
+            raise CompilationError(
+                f"{node.name}: its topic names are not bound; StreamsApp binds them "
+                "(kspark.bindings.bind_topology) before it compiles",
+                processor=node.name,
+            )
+        rule = sp.TopicRule(
+            explicit=tuple(_topic_ref(t) for t in node.bindings),
+            default=_topic_ref(node.default) if node.default is not None else None,
+        )
+        stage = self.stage_of(node.parent, node)
+        spec = sp.TopicNameSpec(
+            processor=node.name,
+            input=_kv(stage.key_type, stage.value_type),
+            extractor=node.extractor,
+            rule=rule,
+            output_schema=_envelope_json(stage.key_type, stage.value_type),
+            handling=self.handling_at(node),
+        )
+        named = st.TopicNameStage(
+            input=stage, spec=spec, key_type=stage.key_type, value_type=stage.value_type
+        )
+        return named, rule
 
     def visit(self, node: n.Node) -> _Pending:
         key = id(node)
@@ -393,6 +449,9 @@ class _Compiler:
 
     def visit_Peek(self, node: n.Peek) -> _Pending:
         return self._step(node, node.parent, sp.PeekStep(processor=node.name, fn=node.fn))
+
+    def visit_Foreach(self, node: n.Foreach) -> _Pending:
+        return self._step(node, node.parent, sp.ForeachStep(processor=node.name, fn=node.fn))
 
     def visit_Branch(self, node: n.Branch) -> _Pending:
         step = sp.BranchStep(

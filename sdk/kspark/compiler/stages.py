@@ -13,7 +13,7 @@ from kspark._typing import KafkaClient, TimestampPolicy
 from kspark.plan import graph
 from kspark.plan.nodes import TopicSpec
 from kspark.plan.types import TypeDesc
-from kspark_server.spec import ChainSpec, DedupIdSpec, SinksSpec, StatefulSpec
+from kspark_server.spec import ChainSpec, DedupIdSpec, SinksSpec, StatefulSpec, TopicNameSpec
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -83,6 +83,13 @@ class IdStage(_OneInput):
 
 
 @attrs.frozen(kw_only=True, eq=False)
+class TopicNameStage(_OneInput):
+    """Puts into each record's ``topic`` column the topic its sink's extractor names."""
+
+    spec: TopicNameSpec
+
+
+@attrs.frozen(kw_only=True, eq=False)
 class Union(Stage):
     parts: tuple[Stage, ...]
 
@@ -126,16 +133,33 @@ class SinkPart:
 
 
 @attrs.frozen(kw_only=True, eq=False)
+class EndPart:
+    """A stream's end without a topic of its own: a sink whose records name their topics
+    (``to(topic_extractor)``, its rows in ``k<index>``/``v<index>``), or ``foreach`` and
+    ``print`` (``index`` None: no records, only side rows)."""
+
+    index: int | None
+    processor: str
+    stage: Stage
+
+
+@attrs.frozen(kw_only=True, eq=False)
 class Output:
     """The whole app: its sinks' stages and the ``foreachBatch`` writer spec."""
 
     sinks: tuple[SinkPart, ...]
     writer_spec: SinksSpec
     stores: dict[str, str]
+    #: ``to(topic_extractor)``, ``foreach`` and ``print``
+    ends: tuple[EndPart, ...] = ()
+
+    def final_stages(self) -> list[Stage]:
+        """The stages whose rows the query's output unites: every sink's and end's."""
+        return [part.stage for part in self.sinks] + [end.stage for end in self.ends]
 
     def stages(self) -> list[Stage]:
         """All stages, inputs first, each once."""
-        return graph.toposort((part.stage for part in self.sinks), _inputs)
+        return graph.toposort(self.final_stages(), _inputs)
 
 
 def _inputs(stage: Stage) -> tuple[Stage, ...]:

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from kspark.dsl.grouped import Grouped, KGroupedStream, Suppressed
+    from kspark.dsl.printed import Printed
+    from kspark_server.topicnames import RecordContext
 
 __all__ = ["BranchedKStream", "KStream", "KTable", "StreamsBuilder"]
 
@@ -86,6 +88,8 @@ class StreamsBuilder:
     def __init__(self) -> None:
         self._counter = 0
         self._sinks: list[n.Sink] = []
+        #: foreach, print and to(topic_extractor): ends of streams without a topic sink
+        self._terminals: list[n.Node] = []
         self._join_stores: set[str] = set()
 
     # -- naming -----------------------------------------------------------------------
@@ -303,6 +307,9 @@ class StreamsBuilder:
     def _add_sink(self, sink: n.Sink) -> None:
         self._sinks.append(sink)
 
+    def _add_terminal(self, node: n.Node) -> None:
+        self._terminals.append(node)
+
     def build(self) -> Topology:
         """The topology of everything that ends in a sink so far.
 
@@ -321,7 +328,7 @@ class StreamsBuilder:
         >>> [n.name for n in b.build().nodes()]
         ['KSTREAM-SOURCE-0000000000', 'KSTREAM-SINK-0000000001']
         """
-        return Topology(sinks=tuple(self._sinks))
+        return Topology(sinks=tuple(self._sinks), terminals=tuple(self._terminals))
 
 
 def _source_type(tp: Any, topic: n.TopicSpec | None, processor: str, what: str) -> TypeDesc:
@@ -999,14 +1006,24 @@ class KStream(Generic[K, V]):
         name, seq = self._builder._next("KSTREAM-REPARTITION", opts.name)
         return self._child(n.Repartition, name, seq, num_partitions=opts.num_partitions)
 
-    def to(self, topic: str | n.TopicSpec, named: Named | None = None) -> None:
-        """Writes the stream to ``topic``.
+    def to(
+        self,
+        topic: str | n.TopicSpec | Callable[[K, V, RecordContext], str],
+        named: Named | None = None,
+    ) -> None:
+        """Writes the stream to ``topic``, or to the topic each record names.
 
         Parameters
         ----------
         topic
             The topic's name, bound when the app starts, or a ``Topic`` such as
-            ``Topic.jsonl(name, path)`` (see :meth:`StreamsBuilder.stream`).
+            ``Topic.jsonl(name, path)`` (see :meth:`StreamsBuilder.stream`); or a topic
+            name extractor, ``topic(key, value, record_context) -> str``, which picks each
+            record's topic (Kafka Streams' ``TopicNameExtractor``; ``record_context`` is a
+            :class:`~kspark.RecordContext`). Each name it gives is bound as any topic name
+            is (``StreamsConfig`` ``topics``, ``bootstrap_servers``, ``data_dir``); a
+            record whose name the app does not bind goes to the production exception
+            handler, and one whose extractor raises to the processing exception handler.
         named
             A processor name instead of the generated one.
 
@@ -1023,11 +1040,98 @@ class KStream(Generic[K, V]):
         >>> s.to("out", Named.as_("write-out"))
         >>> b.build().sinks[0].name
         'write-out'
+        >>> s.to(lambda k, v, ctx: "big" if v > 100 else "small")
+        >>> b.build().terminals[0].kind
+        'DynamicSink'
         """
+        if callable(topic) and not isinstance(topic, n.TopicSpec):
+            name, seq = self._builder._next("KSTREAM-SINK", named)
+            _infer.check_callable(topic, "topic", name)
+            self._builder._add_terminal(
+                _after(self._node, n.DynamicSink, name, seq, extractor=topic)
+            )
+            return
         topic_name, bound = _topic_arg(topic)
         name, seq = self._builder._next("KSTREAM-SINK", named)
         sink = _after(self._node, n.Sink, name, seq, topic_name=topic_name, topic=bound)
         self._builder._add_sink(sink)
+
+    def foreach(self, action: Callable[[K, V], object], named: Named | None = None) -> None:
+        """Calls ``action(key, value)`` for each record; the stream ends here.
+
+        ``action`` runs in the Spark executors' Python workers, at least once per record:
+        when Spark retries a task or a micro-batch, or the app restarts after a failure,
+        the records of the micro-batch that did not complete are processed again and
+        ``action`` sees them again. Make its effects idempotent (an upsert by key, say)
+        where that matters. If ``action`` raises, the processing exception handler decides,
+        with the record's context, as for any processor.
+
+        Parameters
+        ----------
+        action
+            A function of the key and the value; what it returns is ignored.
+        named
+            A processor name instead of the generated ``KSTREAM-FOREACH-<n>``.
+
+        Returns
+        -------
+        None
+            The stream ends here; :meth:`StreamsBuilder.build` includes it.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("payments", key_type=str, value_type=float).foreach(lambda k, v: None)
+        >>> [t.name for t in b.build().terminals]
+        ['KSTREAM-FOREACH-0000000001']
+        """
+        name, seq = self._builder._next("KSTREAM-FOREACH", named)
+        _infer.check_callable(action, "action", name)
+        self._builder._add_terminal(_after(self._node, n.Foreach, name, seq, fn=action))
+
+    def print(self, printed: Printed[K, V], label: str | None = None) -> None:
+        """Prints each record as a line ``[label]: key, value``; the stream ends here.
+
+        As Kafka Streams' ``print``: lines go to standard output (``Printed.to_sysout()``)
+        or to a file (``Printed.to_file(path)``) where the records are processed, in the
+        executors' Python workers; the test driver shows ``to_sysout`` lines on the
+        test's standard output. Like :meth:`foreach`, at least once.
+
+        Parameters
+        ----------
+        printed
+            Where to print, and the label and mapper (:class:`~kspark.Printed`).
+        label
+            The label, instead of ``printed``'s (and of the processor's name, the default).
+
+        Returns
+        -------
+        None
+            The stream ends here; :meth:`StreamsBuilder.build` includes it.
+
+        Examples
+        --------
+        >>> from kspark import Printed, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("orders", key_type=str, value_type=int).print(Printed.to_sysout(), label="in")
+        >>> b.build().terminals[0].fn
+        PrintAction(label='in', path=None)
+        """
+        from kspark.dsl.printed import Printed as _Printed
+        from kspark_server.printing import PrintAction
+
+        if not isinstance(printed, _Printed):
+            raise InvalidArgumentError(
+                "print takes a Printed: Printed.to_sysout() or Printed.to_file(path)",
+                parameter="printed",
+            )
+        name, seq = self._builder._next("KSTREAM-PRINTER", printed.name)
+        shown = label if label is not None else printed.label
+        action = PrintAction(
+            shown if shown is not None else name, printed.file_path, printed.mapper
+        )
+        self._builder._add_terminal(_after(self._node, n.Foreach, name, seq, fn=action))
 
     # -- joins ------------------------------------------------------------------------
     @overload

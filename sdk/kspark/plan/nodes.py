@@ -23,10 +23,12 @@ __all__ = [
     "Branch",
     "DedupMode",
     "Deduplicate",
+    "DynamicSink",
     "Filter",
     "FilterExpr",
     "FlatMap",
     "FlatMapValues",
+    "Foreach",
     "Map",
     "MapValues",
     "Merge",
@@ -778,6 +780,34 @@ class Sink(_TopicNode):
     @property
     def parents(self) -> tuple[Node, ...]:
         return (self.parent,)
+
+
+@attrs.frozen(kw_only=True)
+class Foreach(_Unary):
+    """Calls ``fn(key, value)`` for each record of its parent; the stream ends here
+    (``foreach``, and ``print`` with a printing action)."""
+
+    fn: Fn
+
+    @property
+    def kind(self) -> str:
+        return "Foreach"
+
+
+@attrs.frozen(kw_only=True)
+class DynamicSink(_Unary):
+    """Writes each record to the topic ``extractor(key, value, record_context)`` names.
+
+    The names are bound when the app starts, as any topic name is: ``bindings`` are the
+    topics bound by name (the topology's ``Topic`` objects and ``StreamsConfig.topics``),
+    ``default`` binds every other name (a Kafka topic on ``bootstrap_servers``, or for
+    files the folder ``<default.path>/<name>``). ``bound`` is False until then.
+    """
+
+    extractor: Fn
+    bindings: tuple[TopicSpec, ...] = ()
+    default: TopicSpec | None = None
+    bound: bool = False
 
 
 #: The public name of :class:`TopicSpec`.

@@ -20,7 +20,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from kspark.plan import graph
-from kspark.plan.nodes import Node, Sink, Source, TableSource
+from kspark.plan.nodes import DynamicSink, Node, Sink, Source, TableSource
 
 if TYPE_CHECKING:
     from kspark.plan.topology import Topology
@@ -50,6 +50,9 @@ def _describe_line(node: Node) -> str:
         return f"Source: {node.name} (topics: [{node.topic_name}])"
     if isinstance(node, Sink):
         return f"Sink: {node.name} (topic: {node.topic_name})"
+    if isinstance(node, DynamicSink):
+        extractor = getattr(node.extractor, "__qualname__", type(node.extractor).__qualname__)
+        return f"Sink: {node.name} (extractor: {extractor})"
     line = f"Processor: {node.name} (stores: [{', '.join(node.stores())}])"
     # what a node compiles to, where that is worth saying (aggregations)
     operator = getattr(node, "operator", None)

@@ -51,11 +51,15 @@ class Topology:
     """
 
     sinks: tuple[Sink, ...]
+    #: processors that end a stream without a sink of one topic: ``foreach``, ``print``
+    #: and ``to(topic_extractor)``
+    terminals: tuple[Node, ...] = ()
 
     def __attrs_post_init__(self) -> None:
-        if not self.sinks:
+        if not self.sinks and not self.terminals:
             raise InvalidTopologyError(
-                "the topology has no sink; end at least one stream with .to(topic)"
+                "the topology has no sink; end at least one stream with .to(topic) or "
+                ".foreach(action)"
             )
         dupes = [n for n, c in Counter(node.name for node in self.nodes()).items() if c > 1]
         if dupes:
@@ -73,8 +77,8 @@ class Topology:
 
     def nodes(self) -> tuple[Node, ...]:
         """All nodes in a deterministic topological order (parents first)."""
-        sinks: tuple[Node, ...] = self.sinks
-        return tuple(sorted(graph.toposort(sinks, _parents), key=lambda n: n.seq))
+        ends: tuple[Node, ...] = (*self.sinks, *self.terminals)
+        return tuple(sorted(graph.toposort(ends, _parents), key=lambda n: n.seq))
 
     def sources(self) -> tuple[Source | TableSource, ...]:
         return tuple(n for n in self.nodes() if isinstance(n, Source | TableSource))
@@ -168,9 +172,7 @@ class Topology:
                 changes["topic"] = fn(node.topic_name, node.topic, "sink")
             return attrs.evolve(node, **changes)
 
-        sinks: tuple[Node, ...] = self.sinks
-        new = graph.map_nodes(sinks, _parents, remap)
-        return Topology(sinks=tuple(new(s) for s in self.sinks))  # type: ignore[misc]
+        return self.map_nodes(remap)
 
     def with_source_types(
         self, fn: Callable[[Source | TableSource], tuple[TypeDesc, TypeDesc]]
@@ -195,9 +197,17 @@ class Topology:
                     changes["value_type"] = now.value_type
             return attrs.evolve(node, **changes)
 
-        sinks: tuple[Node, ...] = self.sinks
-        new = graph.map_nodes(sinks, _parents, remap)
-        return Topology(sinks=tuple(new(s) for s in self.sinks))  # type: ignore[misc]
+        return self.map_nodes(remap)
+
+    def map_nodes(self, remap: Callable[[Node, Callable[[Node], Node]], Node]) -> Topology:
+        """A copy whose every node is ``remap(node, new)``, where ``new`` gives a parent's
+        remapped node (:func:`kspark.plan.graph.map_nodes`)."""
+        ends: tuple[Node, ...] = (*self.sinks, *self.terminals)
+        new = graph.map_nodes(ends, _parents, remap)
+        return Topology(
+            sinks=tuple(new(s) for s in self.sinks),  # type: ignore[misc]
+            terminals=tuple(new(t) for t in self.terminals),
+        )
 
     def to_mermaid(self) -> str:
         """The topology as a Mermaid flowchart, for notebooks and docs."""

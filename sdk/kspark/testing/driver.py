@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -21,11 +22,11 @@ from typing import Any, Generic, TypeVar, overload
 
 import attrs
 
-from kspark.bindings import topic_names
+from kspark.bindings import bind_dynamic_sinks, topic_names
 from kspark.config import StreamsConfig
 from kspark.errors import InvalidArgumentError
-from kspark.plan.nodes import Topic, TopicSpec
-from kspark.plan.topology import Topology
+from kspark.plan.nodes import DynamicSink, Foreach, Node, Topic, TopicSpec
+from kspark.plan.topology import Topology, _new_parents
 from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, describe_type
 from kspark.runtime import filesink
 from kspark.runtime.app import StreamsApp
@@ -222,6 +223,23 @@ class TestOutputTopic(Generic[K, V]):
         return len(self._all_rows()) <= self._position
 
 
+def _printing_to(topology: Topology, folder: str) -> Topology:
+    """``topology`` whose ``print(Printed.to_sysout())`` processors append their lines to
+    files in ``folder`` (one per processor) instead of the workers' standard output, which
+    the test cannot see; the driver echoes them (:meth:`TopologyTestDriver._echo_printed`)."""
+    from kspark_server.printing import PrintAction
+
+    def remap(node: Node, new: Callable[[Node], Node]) -> Node:
+        changes = _new_parents(node, new)
+        fn = getattr(node, "fn", None)
+        if isinstance(node, Foreach) and isinstance(fn, PrintAction) and fn.path is None:
+            path = os.path.join(folder, f"{node.name}.txt")
+            changes["fn"] = PrintAction(fn.label, path, fn.mapper)
+        return attrs.evolve(node, **changes)
+
+    return topology.map_nodes(remap)
+
+
 def _in_output_order(files: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """One micro-batch's rows, from its files, in output order. Rows that Spark's file sink
     wrote carry their source position (``ks_seq``, ``ks_sub``), by which they are sorted
@@ -300,7 +318,16 @@ class TopologyTestDriver:
         # ... but a binding's schema (key_type=, value_type=) is the topology's business
         # too: the driver's folders keep it
         self._schemas = base.topic_bindings
-        self.topology = topology.with_topics(self._rewire)
+        # a name that a record picks (to(topic_extractor)) is the driver's folder too
+        self.topology = bind_dynamic_sinks(
+            _printing_to(topology.with_topics(self._rewire), self._sysout_dir()),
+            (),
+            attrs.evolve(
+                Topic.parquet("*", os.path.join(self._workdir, "topics")),
+                options=(("kspark.ordered", "true"),),
+            ),
+        )
+        self._printed: dict[str, int] = {}
         dlq = base.dead_letter_queue_topic
         self.config = base.with_(
             checkpoint_dir=os.path.join(self._workdir, "checkpoint"),
@@ -330,6 +357,29 @@ class TopologyTestDriver:
             key_type=schema.key_type if schema is not None else None,
             value_type=schema.value_type if schema is not None else None,
         )
+
+    def _sysout_dir(self) -> str:
+        return os.path.join(self._workdir, "sysout")
+
+    def _echo_printed(self) -> None:
+        """Write to this process's ``sys.stdout`` the lines that ``print(Printed.to_sysout())``
+        printed since the last micro-batch (the workers append them to the driver's files,
+        :func:`_printing_to`)."""
+        folder = self._sysout_dir()
+        if not os.path.isdir(folder):
+            return
+        for f in sorted(os.listdir(folder)):
+            path = os.path.join(folder, f)
+            start = self._printed.get(f, 0)
+            with open(path, "rb") as fh:
+                fh.seek(start)
+                data = fh.read()
+            # only whole lines: a worker may be writing the next one
+            whole = data[: data.rfind(b"\n") + 1]
+            self._printed[f] = start + len(whole)
+            if whole:
+                sys.stdout.write(whole.decode("utf-8", errors="replace"))
+        sys.stdout.flush()
 
     def _topic_path(self, name: str) -> str:
         return os.path.join(self._workdir, "topics", name)
@@ -404,6 +454,14 @@ class TopologyTestDriver:
         # keeps their types
         sinks = {s.topic_name: s for s in self.app.topology.sinks}
         dlq = self.config.dead_letter_queue_topic
+        dynamic = [t for t in self.app.topology.terminals if isinstance(t, DynamicSink)]
+        if name not in sinks and dynamic and (dlq is None or dlq.name != name):
+            # a topic that records name (to(topic_extractor)): read as its sink wrote it
+            picked = dynamic[0]
+            stored_kv = (picked.key_type or DYNAMIC, picked.value_type or DYNAMIC)
+            key = _type(key_type) if key_type is not None else stored_kv[0]
+            value = _type(value_type) if value_type is not None else stored_kv[1]
+            return TestOutputTopic(self, name, key, value, stored_kv)
         if name not in sinks and (dlq is None or dlq.name != name):
             known = sorted({*sinks, *([dlq.name] if dlq is not None else [])})
             raise InvalidArgumentError(
@@ -460,6 +518,7 @@ class TopologyTestDriver:
             self._choose_file_sink()
         self._started = True
         self.app.run_until_caught_up()
+        self._echo_printed()
 
     def _choose_file_sink(self) -> None:
         """Spark's file sink for the driver's output topic where the topology allows it,

@@ -35,6 +35,18 @@ def union_sinks(output: st.Output, df_of: Callable[[st.Stage], DataFrame]) -> Da
             *env.TAIL,
         )
         final = d if final is None else final.unionByName(d, allowMissingColumns=True)
+    for end in output.ends:
+        if end.index is None:  # foreach, print: side rows only
+            d = df_of(end.stage).select(F.lit(-1).alias("ks_sink"), *env.TAIL)
+        else:
+            i = end.index
+            d = df_of(end.stage).select(
+                F.lit(i).alias("ks_sink"),
+                F.col("key").alias(f"k{i}"),
+                F.col("value").alias(f"v{i}"),
+                *env.TAIL,
+            )
+        final = d if final is None else final.unionByName(d, allowMissingColumns=True)
     assert final is not None
     return final
 
@@ -85,6 +97,8 @@ def writer_function(
             application_id=lease[2],
         )
     topics = [s.topic for s in spec.sinks] + ([spec.dlq] if spec.dlq is not None else [])
+    for d in spec.dynamic:
+        topics += [*d.rule.explicit, *([d.rule.default] if d.rule.default is not None else [])]
     if spark is not None and any(t.format == "kafka" for t in topics):
         spec = dataclasses.replace(spec, kafka_format=kafka_format(spark, spec.kafka_client))
     return make_batch_writer(spec)
