@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from collections.abc import Callable
 from typing import IO, Any
 
 __all__ = ["PrintAction", "format_record"]
 
+#: the files this worker process appends to, open (the module is shipped by value to the
+#: workers, so it holds nothing that does not pickle)
 _files: dict[str, IO[str]] = {}
-_lock = threading.Lock()
 
 
 def _text(x: Any) -> str:
@@ -56,15 +56,12 @@ class PrintAction:
             return
         out = _files.get(self.path)
         if out is None:
-            with _lock:
-                out = _files.get(self.path)
-                if out is None:
-                    parent = os.path.dirname(self.path)
-                    if parent:
-                        os.makedirs(parent, exist_ok=True)
-                    # line-buffered appends: each line reaches the file whole, whichever
-                    # worker writes it
-                    out = _files[self.path] = open(self.path, "a", buffering=1)
+            parent = os.path.dirname(self.path)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            # line-buffered appends: each line reaches the file whole, whichever worker
+            # writes it
+            out = _files.setdefault(self.path, open(self.path, "a", buffering=1))
         out.write(line)
 
     def __eq__(self, other: object) -> bool:

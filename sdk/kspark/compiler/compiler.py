@@ -359,8 +359,9 @@ class _Compiler:
         return a, b
 
     # -- sources -------------------------------------------------------------------
-    def _read(self, node: n.Source | n.TableSource) -> st.Read:
-        topic = _bound(node)
+    def _read(self, node: n.Source | n.TableSource, topic: n.TopicSpec | None = None) -> st.Read:
+        """A read of ``node``'s topic, or of ``topic``, one of a source of several."""
+        topic = topic or _bound(node)
         key_type, value_type = _known(node.key_type), _known(node.value_type)
         return st.Read(
             topic=topic,
@@ -377,7 +378,21 @@ class _Compiler:
         )
 
     def visit_Source(self, node: n.Source) -> _Pending:
-        return self._start(self._read(node), node)
+        if not node.more_topics:
+            return self._start(self._read(node), node)
+        # a stream of several topics: one read each, their records in one stream
+        reads: list[st.Stage] = [self._read(node)]
+        for name, topic in node.more_topics:
+            if topic is None:
+                raise CompilationError(
+                    f"{node.name}: topic {name!r} is not bound; StreamsApp binds the "
+                    "topology's names (kspark.bindings.bind_topology) before it compiles",
+                    processor=node.name,
+                )
+            reads.append(attrs.evolve(self._read(node, topic), part=len(reads)))
+        first = reads[0]
+        union = st.Union(parts=tuple(reads), key_type=first.key_type, value_type=first.value_type)
+        return self._start(union, node)
 
     def visit_TableSource(self, node: n.TableSource) -> _Pending:
         return self._start(self._read(node), node)

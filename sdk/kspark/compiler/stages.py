@@ -55,6 +55,8 @@ class Read(Stage):
     timestamp_policy: TimestampPolicy = "fail"
     #: skipped records go to the dead-letter queue too (dead_letter_dropped_records)
     dead_letter_dropped: bool = False
+    #: which of its source's topics this read is (``stream(["a", "b"])``: 0, 1)
+    part: int = 0
 
 
 @attrs.frozen(kw_only=True, eq=False)

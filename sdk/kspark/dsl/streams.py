@@ -24,9 +24,10 @@ JSON-compatible value, ``Any`` for mypy:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, overload
 
 from kspark.dsl import _infer, streamjoin
 from kspark.dsl.joinwindows import JoinWindows, StreamJoined
@@ -62,6 +63,9 @@ VT = TypeVar("VT")
 VO = TypeVar("VO")
 ID = TypeVar("ID")
 N = TypeVar("N", bound=n.Node)
+
+#: What :meth:`StreamsBuilder.stream` reads: a topic, several, or those a pattern matches.
+SourceTopics: TypeAlias = "str | n.TopicSpec | Sequence[str | n.TopicSpec] | re.Pattern[str]"
 
 
 class StreamsBuilder:
@@ -111,7 +115,7 @@ class StreamsBuilder:
     @overload
     def stream(
         self,
-        topic: str | n.TopicSpec,
+        topic: SourceTopics,
         *,
         key_type: type[K],
         value_type: type[V],
@@ -120,7 +124,7 @@ class StreamsBuilder:
     @overload
     def stream(
         self,
-        topic: str | n.TopicSpec,
+        topic: SourceTopics,
         *,
         key_type: type[K],
         value_type: None = None,
@@ -129,7 +133,7 @@ class StreamsBuilder:
     @overload
     def stream(
         self,
-        topic: str | n.TopicSpec,
+        topic: SourceTopics,
         *,
         key_type: None = None,
         value_type: type[V],
@@ -138,7 +142,7 @@ class StreamsBuilder:
     @overload
     def stream(
         self,
-        topic: str | n.TopicSpec,
+        topic: SourceTopics,
         *,
         key_type: None = None,
         value_type: None = None,
@@ -146,7 +150,7 @@ class StreamsBuilder:
     ) -> KStream[Any, Any]: ...
     def stream(
         self,
-        topic: str | n.TopicSpec,
+        topic: SourceTopics,
         *,
         key_type: Any = None,
         value_type: Any = None,
@@ -160,7 +164,12 @@ class StreamsBuilder:
             The topic's name, bound to where its records live when the app starts (see
             :class:`~kspark.StreamsConfig` ``topics``, ``bootstrap_servers`` and
             ``data_dir``); or a ``Topic`` such as ``Topic.jsonl(name, path)``, which binds
-            the name right here.
+            the name right here. A list of them reads several topics as one stream (each
+            record keeps its topic in its context). A compiled regular expression
+            (``re.compile("orders-.*")``) reads every topic whose whole name matches it:
+            Kafka topics through the source's pattern subscription with
+            ``bootstrap_servers`` (topics created later are read too), or the folders
+            under ``data_dir``.
         key_type, value_type
             The record's key and value types: primitives, dataclasses or attrs classes.
             Without one, keys or values are *dynamic*: any JSON-compatible value
@@ -184,16 +193,25 @@ class StreamsBuilder:
         ('str', 'int')
         >>> b.stream("orders").node.value_type.display()
         'any'
+        >>> import re
+        >>> print(b.stream(["eu", "us"]).node.topic_parts())
+        (('eu', None), ('us', None))
+        >>> b.stream(re.compile("orders-.*")).node.pattern
+        True
         """
-        topic_name, bound = _topic_arg(topic)
+        parts, pattern = _source_topics(topic)
+        topic_name, bound = parts[0]
         name, seq = self._next("KSTREAM-SOURCE", named)
+        declares = next((t for _, t in parts if t is not None), None)
         node = n.Source(
             name=name,
             seq=seq,
             topic_name=topic_name,
             topic=bound,
-            key_type=_source_type(key_type, bound, name, "key_type"),
-            value_type=_source_type(value_type, bound, name, "value_type"),
+            more_topics=parts[1:],
+            pattern=pattern,
+            key_type=_source_type(key_type, declares, name, "key_type"),
+            value_type=_source_type(value_type, declares, name, "value_type"),
         )
         return KStream(self, node)
 
@@ -339,6 +357,28 @@ def _source_type(tp: Any, topic: n.TopicSpec | None, processor: str, what: str) 
     if tp is None and schema is not None:
         return schema  # type: ignore[no-any-return]
     return _infer.resolve(tp, None, processor, what)
+
+
+def _source_topics(topic: object) -> tuple[tuple[tuple[str, n.TopicSpec | None], ...], bool]:
+    """The topics of ``stream(topic)``: each as its name and its ``Topic`` if given; and
+    whether the one name is a pattern."""
+    if isinstance(topic, re.Pattern):
+        if not isinstance(topic.pattern, str) or not topic.pattern:
+            raise InvalidArgumentError(
+                "a topic pattern is a non-empty str regular expression", parameter="topic"
+            )
+        return ((topic.pattern, None),), True
+    if isinstance(topic, list | tuple):
+        if not topic:
+            raise InvalidArgumentError("stream() needs at least one topic", parameter="topic")
+        parts = tuple(_topic_arg(t) for t in topic)
+        names = [name for name, _ in parts]
+        if len(set(names)) != len(names):
+            raise InvalidArgumentError(
+                f"stream() names a topic more than once: {names}", parameter="topic"
+            )
+        return parts, False
+    return (_topic_arg(topic),), False
 
 
 def _topic_arg(topic: object) -> tuple[str, n.TopicSpec | None]:

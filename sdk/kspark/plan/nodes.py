@@ -20,6 +20,7 @@ from kspark.errors import InvalidArgumentError, InvalidTopologyError, TypeMappin
 from kspark.plan.types import Dynamic, TypeDesc, describe_type
 
 __all__ = [
+    "PATTERN_OPTION",
     "Branch",
     "DedupMode",
     "Deduplicate",
@@ -50,6 +51,10 @@ __all__ = [
 ]
 
 Fn = Callable[..., Any]
+
+#: The option of a file ``Topic`` that reads every folder under its path whose name
+#: matches the regular expression that is the topic's name (``stream(re.compile(...))``).
+PATTERN_OPTION = "kspark.pattern"
 
 #: Topic formats whose ``path`` is a folder (for ``table`` it is a table name).
 _FILE_FORMATS = frozenset({"jsonl", "parquet", "csv"})
@@ -477,7 +482,18 @@ class _TopicNode(Node):
 
 @attrs.frozen(kw_only=True)
 class Source(_TopicNode):
-    pass
+    """A stream read from one topic, from several (``more_topics``), or from every topic
+    whose name matches a regular expression (``pattern``: ``topic_name`` is the
+    expression, matched against whole names as Kafka's pattern subscription does)."""
+
+    #: the further topics of a source of several (``stream(["a", "b"])``): their names,
+    #: each with its ``Topic`` where the topology binds it
+    more_topics: tuple[tuple[str, TopicSpec | None], ...] = ()
+    pattern: bool = False
+
+    def topic_parts(self) -> tuple[tuple[str, TopicSpec | None], ...]:
+        """Each topic of the source, as its name and its ``Topic`` (None if unbound)."""
+        return ((self.topic_name, self.topic), *self.more_topics)
 
 
 @attrs.frozen(kw_only=True)

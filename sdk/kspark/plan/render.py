@@ -46,7 +46,11 @@ def _topic_name(node: Node) -> str:
 
 
 def _describe_line(node: Node) -> str:
-    if isinstance(node, Source | TableSource):
+    if isinstance(node, Source) and node.pattern:
+        return f"Source: {node.name} (topics: {node.topic_name})"
+    if isinstance(node, Source):
+        return f"Source: {node.name} (topics: [{', '.join(n for n, _ in node.topic_parts())}])"
+    if isinstance(node, TableSource):
         return f"Source: {node.name} (topics: [{node.topic_name}])"
     if isinstance(node, Sink):
         return f"Sink: {node.name} (topic: {node.topic_name})"

@@ -161,13 +161,20 @@ class Topology:
     def with_topics(self, fn: Callable[[str, TopicSpec | None, TopicRole], TopicSpec]) -> Topology:
         """A copy whose sources and sinks read and write ``fn(name, topic, role)`` instead,
         where ``name`` is the topic's name in the topology, ``topic`` the ``Topic`` the
-        topology binds it to (None for a name alone) and ``role`` is ``"source"`` or
-        ``"sink"``. Names and everything else stay the same."""
+        topology binds it to (None for a name alone) and ``role`` is ``"source"``,
+        ``"sink"`` or ``"pattern"`` (a source of the topics a regular expression matches,
+        ``name`` the expression). Names and everything else stay the same."""
 
         def remap(node: Node, new: Callable[[Node], Node]) -> Node:
             changes = _new_parents(node, new)
-            if isinstance(node, Source | TableSource):
+            if isinstance(node, Source) and node.pattern:
+                changes["topic"] = fn(node.topic_name, node.topic, "pattern")
+            elif isinstance(node, Source | TableSource):
                 changes["topic"] = fn(node.topic_name, node.topic, "source")
+                if isinstance(node, Source) and node.more_topics:
+                    changes["more_topics"] = tuple(
+                        (name, fn(name, topic, "source")) for name, topic in node.more_topics
+                    )
             elif isinstance(node, Sink):
                 changes["topic"] = fn(node.topic_name, node.topic, "sink")
             return attrs.evolve(node, **changes)
