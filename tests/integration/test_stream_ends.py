@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 import pytest
 
 from kspark import Named, Printed, RecordContext, StreamsApp, StreamsBuilder, StreamsConfig, Topic
 from kspark.errors import (
+    InvalidArgumentError,
     LogAndContinueProcessingExceptionHandler,
     LogAndContinueProductionExceptionHandler,
 )
@@ -200,3 +202,66 @@ def test_unbound_names_go_to_the_production_handler(spark: Any, app_id: str, tmp
     reasons = app.metrics().dropped_reasons
     assert reasons == {("route", "production-error"): 1, ("route", "processing-error"): 1}
     assert not os.path.exists(os.path.join(base, "unknown"))
+
+
+def test_a_stream_of_several_topics_keeps_each_records_topic(spark: Any, app_id: str) -> None:
+    b = StreamsBuilder()
+    b.stream(["eu", "us"], key_type=str, value_type=int).to(lambda k, v, ctx: f"copy-{ctx.topic}")
+    with TopologyTestDriver(b.build(), cfg(app_id), session=spark) as d:
+        eu = d.create_input_topic("eu", key_type=str, value_type=int)
+        us = d.create_input_topic("us", key_type=str, value_type=int)
+        eu.pipe_input("a", 1, timestamp=1)
+        us.pipe_input("b", 2, timestamp=2)
+        eu.pipe_input("c", 3, timestamp=3)
+        d.process()
+        assert d.create_output_topic("copy-eu", key_type=str, value_type=int).read_key_values() == [
+            ("a", 1),
+            ("c", 3),
+        ]
+        assert d.create_output_topic("copy-us", key_type=str, value_type=int).read_key_values() == [
+            ("b", 2)
+        ]
+        assert d.metrics().input_records == 3
+
+
+def test_a_pattern_reads_every_matching_topic(spark: Any, app_id: str) -> None:
+    b = StreamsBuilder()
+    b.stream(re.compile("orders-.*"), key_type=str, value_type=int).map_values(
+        lambda k, v: v * 10, value_type=int
+    ).to("all-orders")
+    with TopologyTestDriver(b.build(), cfg(app_id), session=spark) as d:
+        out = d.create_output_topic("all-orders", key_type=str, value_type=int)
+        first = d.create_input_topic("orders-eu", key_type=str, value_type=int)
+        first.pipe_input("a", 1, timestamp=1)
+        assert out.read_key_values() == [("a", 10)]
+        # a topic that appears later and matches is read too; a whole-name match only
+        later = d.create_input_topic("orders-us", key_type=str, value_type=int)
+        later.pipe_input("b", 2, timestamp=2)
+        first.pipe_input("c", 3, timestamp=3)
+        assert sorted(out.read_key_values()) == [("b", 20), ("c", 30)]
+        with pytest.raises(InvalidArgumentError, match="patterns"):
+            d.create_input_topic("returns-orders-x", key_type=str, value_type=int)
+
+
+def test_a_pattern_under_data_dir_reads_matching_folders(
+    spark: Any, app_id: str, tmp_path: Any
+) -> None:
+    base = str(tmp_path / "data")
+    for folder, rows in (
+        ("orders-eu", [("a", 1)]),
+        ("orders-us", [("b", 2)]),
+        ("refunds", [("z", 9)]),
+    ):
+        os.makedirs(os.path.join(base, folder))
+        with open(os.path.join(base, folder, "part.jsonl"), "w") as f:
+            for k, v in rows:
+                f.write(json.dumps({"key": k, "value": v, "timestamp": 5}) + "\n")
+    b = StreamsBuilder()
+    b.stream(re.compile("orders-.*"), key_type=str, value_type=int).to(
+        lambda k, v, ctx: f"seen-{ctx.topic}"
+    )
+    config = cfg(app_id, data_dir=base, checkpoint_dir=str(tmp_path / "chk"))
+    StreamsApp(b.build(), config, session=spark).run_until_caught_up()
+    assert [r["key"] for r in read_jsonl(os.path.join(base, "seen-orders-eu"))] == ["a"]
+    assert [r["key"] for r in read_jsonl(os.path.join(base, "seen-orders-us"))] == ["b"]
+    assert not os.path.exists(os.path.join(base, "seen-refunds"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -25,7 +26,16 @@ import attrs
 from kspark.bindings import bind_dynamic_sinks, topic_names
 from kspark.config import StreamsConfig
 from kspark.errors import InvalidArgumentError
-from kspark.plan.nodes import DynamicSink, Foreach, Node, Topic, TopicSpec
+from kspark.plan.nodes import (
+    PATTERN_OPTION,
+    DynamicSink,
+    Foreach,
+    Node,
+    Source,
+    TableSource,
+    Topic,
+    TopicSpec,
+)
 from kspark.plan.topology import Topology, _new_parents
 from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, describe_type
 from kspark.runtime import filesink
@@ -223,6 +233,19 @@ class TestOutputTopic(Generic[K, V]):
         return len(self._all_rows()) <= self._position
 
 
+def _sources_by_topic(topology: Topology) -> dict[str, Source | TableSource]:
+    """The topology's sources by the names of the topics they read (the first source of
+    a name), patterns left out."""
+    out: dict[str, Source | TableSource] = {}
+    for s in topology.sources():
+        if isinstance(s, Source) and s.pattern:
+            continue
+        names = [n for n, _ in s.topic_parts()] if isinstance(s, Source) else [s.topic_name]
+        for name in names:
+            out.setdefault(name, s)
+    return out
+
+
 def _printing_to(topology: Topology, folder: str) -> Topology:
     """``topology`` whose ``print(Printed.to_sysout())`` processors append their lines to
     files in ``folder`` (one per processor) instead of the workers' standard output, which
@@ -349,6 +372,11 @@ class TopologyTestDriver:
         self._started = False
 
     def _rewire(self, name: str, topic: TopicSpec | None, role: str) -> TopicSpec:
+        if role == "pattern":  # every topic folder of the driver whose name matches
+            return attrs.evolve(
+                Topic.parquet(name, os.path.join(self._workdir, "topics")),
+                options=((PATTERN_OPTION, "true"),),
+            )
         opts = (("kspark.ordered", "true"),) if role == "sink" else ()
         schema = topic or self._schemas.get(name)
         return attrs.evolve(
@@ -412,11 +440,16 @@ class TopologyTestDriver:
         ``key_type`` and ``value_type`` default to the types the topology reads the topic
         with (dynamic where it declares none: any JSON-compatible value).
         """
-        sources = {s.topic_name: s for s in reversed(self.topology.sources())}
+        sources = _sources_by_topic(self.topology)
         if name not in sources:
-            raise InvalidArgumentError(
-                f"topic {name!r} is not a source of the topology; sources: {sorted(sources)}"
-            )
+            patterns = [s for s in self.topology.sources() if isinstance(s, Source) and s.pattern]
+            matching = [s for s in patterns if re.fullmatch(s.topic_name, name)]
+            if not matching:
+                raise InvalidArgumentError(
+                    f"topic {name!r} is not a source of the topology; sources: "
+                    f"{sorted(sources)}, patterns: {[s.topic_name for s in patterns]}"
+                )
+            sources[name] = matching[0]
         source = sources[name]
         key = _type(key_type) if key_type is not None else source.key_type or DYNAMIC
         value = _type(value_type) if value_type is not None else source.value_type or DYNAMIC
@@ -512,8 +545,9 @@ class TopologyTestDriver:
         """Run one micro-batch over everything piped since the last one."""
         for topic in self._inputs.values():
             topic._flush()
-        for source in self.topology.sources():
-            os.makedirs(self._topic_path(source.topic_name), exist_ok=True)
+        os.makedirs(os.path.join(self._workdir, "topics"), exist_ok=True)
+        for name in _sources_by_topic(self.topology):
+            os.makedirs(self._topic_path(name), exist_ok=True)
         if not self._started:
             self._choose_file_sink()
         self._started = True
