@@ -14,8 +14,8 @@ files it replayed.
 The baseline is a Spark user's own state on the same keys: ``dropDuplicatesWithinWatermark``
 on the RocksDB store, with the same snapshot and changelog settings, in the same session.
 
-The script reads only query progress, so it also runs against older kspark versions (for
-the before/after numbers in docs/performance.md). It starts its own server: do not run it
+The script reads only query progress, so it also runs against other kspark versions, to
+compare them (numbers: docs/performance.md). It starts its own server: do not run it
 next to another Spark JVM.
 """
 

@@ -11,8 +11,7 @@ and the server's JVM and Python CPU time. Variants: ``native`` (Spark SQL into a
 sink), ``none`` (a kspark app ``source -> to``), ``map`` (``source -> map_values -> to``,
 the ``passthrough`` bench), ``native10``/``map10`` (one file per micro-batch: ten
 batches); ``:nosize`` sets ``spark.sql.execution.arrow.maxBytesPerBatch`` to its maximum,
-which turns off Spark's per-row size check of Arrow batches (docs/performance.md,
-session 11).
+which turns off Spark's per-row size check of Arrow batches (docs/design/stateless-chain.md).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from kspark_server import codec, columns, handling, recordsize
 from kspark_server.handlers import Origin
+from kspark_server.records import ArrowColumns, ArrowRecord, arrow_record
 from kspark_server.spec import (
     ArrowValues,
     BranchStep,
@@ -206,28 +207,6 @@ def _vectorized_record_step(step: FilterStep | MapValuesStep, guard: handling.Gu
     return vectorized_step
 
 
-class LazyRow:
-    """One record of an Arrow batch, read field by field only when asked.
-
-    The error path needs the whole envelope (topic, offset, headers...) of a failing
-    record; the happy path needs only key and value, so nothing else is converted.
-    """
-
-    __slots__ = ("_batch", "_i")
-
-    def __init__(self, batch: pa.RecordBatch, i: int) -> None:
-        self._batch, self._i = batch, i
-
-    def get(self, name: str, default: Any = None) -> Any:
-        col = self._batch.schema.get_field_index(name)
-        if col < 0:
-            return default
-        return self._batch.column(col)[self._i].as_py()
-
-    def __getitem__(self, name: str) -> Any:
-        return self.get(name)
-
-
 def _assemble(
     batch: pa.RecordBatch,
     schema: pa.Schema,
@@ -251,8 +230,8 @@ def _assemble(
     return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
-def _lazy_row(batch: pa.RecordBatch, idx: list[int], j: int) -> LazyRow:
-    return LazyRow(batch, idx[j])
+def _record_at(cells: ArrowColumns, idx: list[int], j: int) -> ArrowRecord:
+    return ArrowRecord(cells, idx[j])
 
 
 def _unfit(values: list[Any], type_: pa.DataType, what: str) -> pa.Array | dict[int, Exception]:
@@ -376,7 +355,7 @@ def make_chain(
             spec.record_limit,
             spec.handling,
             run,
-            LazyRow,
+            arrow_record,
             handling.json_columns(spec, output=True),
         )
     return run
@@ -476,6 +455,7 @@ def make_record_chain(
             values = batch.column("value").to_pylist()
             is_side = batch.column("ks_side").is_valid().to_pylist()
             subs = batch.column("ks_sub").to_pylist() if fans_out else []
+            cells = ArrowColumns(batch)
             idx: list[int] = []
             out_k: list[Any] = []
             out_v: list[Any] = []
@@ -488,7 +468,7 @@ def make_record_chain(
                     if fans_out:
                         out_sub.append(subs[i])
                     continue
-                row: Any = LazyRow(batch, i)
+                row: Any = ArrowRecord(cells, i)
                 origin = "KEY"
                 try:  # a class's constructor or validator may refuse a stored value
                     k0 = kdec(keys[i])
@@ -522,7 +502,7 @@ def make_record_chain(
                 out_k,
                 out_v,
                 schema,
-                functools.partial(_lazy_row, batch, idx),
+                functools.partial(_record_at, cells, idx),
             )
             replaced: dict[str, list[Any] | pa.Array]
             if isinstance(checked, dict):
@@ -687,17 +667,7 @@ class Live:
         self._keys: list[Any] | None = None
         self._values: list[Any] | pa.Array | None = None
         self.keys_new = self.values_new = False
-        self._cols: dict[str, pa.Array | None] = {}
-
-    def cell(self, name: str, i: int, default: Any) -> Any:
-        """Field ``name`` of the batch's row ``i``, for an error context: the columns are
-        looked up once per batch, as a failing record's context reads ten of them."""
-        try:
-            col = self._cols[name]
-        except KeyError:
-            pos = self.batch.schema.get_field_index(name)
-            col = self._cols[name] = self.batch.column(pos) if pos >= 0 else None
-        return default if col is None else col[i].as_py()
+        self._cols = ArrowColumns(batch)
 
     def column(self, name: str) -> pa.Array:
         """The batch's column ``name`` at the live rows."""
@@ -752,7 +722,7 @@ class Live:
 
     def row(self, j: int) -> Any:
         """Live record ``j``'s envelope, read only when asked (the guard's ``row``)."""
-        return _Row(self, self.rows[j])
+        return ArrowRecord(self._cols, self.rows[j])
 
     def fail(self, processor: str, args: tuple[Any, ...], j: int, exc: Exception) -> None:
         """Live record ``j`` failed in ``processor``: ask the handler (or raise)."""
@@ -768,21 +738,6 @@ class Live:
             self._values = self._values.filter(pa.array(mask, pa.bool_()))
         elif self._values is not None:
             self._values = list(itertools.compress(self._values, mask))
-
-
-class _Row:
-    """A row of a :class:`Live` batch, read field by field (as :class:`LazyRow`)."""
-
-    __slots__ = ("_i", "_live")
-
-    def __init__(self, live: Live, i: int) -> None:
-        self._live, self._i = live, i
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self._live.cell(name, self._i, default)
-
-    def __getitem__(self, name: str) -> Any:
-        return self.get(name)
 
 
 def _call_each(live: Live, name: str, fn: Callable[..., Any], *cols: list[Any]) -> list[Any]:

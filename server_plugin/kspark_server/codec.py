@@ -254,7 +254,7 @@ def decode_json_texts(texts: list[Any]) -> list[Any]:
     texts]``, faster.
 
     msgspec parses JSON text about eight times faster than ``json.loads``
-    (docs/performance.md). Where it parses, it gives the same values (big integers too);
+    (docs/design/json-values.md). Where it parses, it gives the same values (big integers too);
     what it refuses and ``json.loads`` reads (``NaN``, ``1e400``, lone surrogates) goes to
     ``json.loads``, so every text reads as it always did.
 

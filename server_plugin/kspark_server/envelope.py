@@ -8,7 +8,7 @@ record, null for records).
 
 ``ks_side`` is a JSON string of the :data:`SIDE` schema, not a struct: every row crosses
 into Python workers, and a 15-field struct of nulls made Spark's Arrow conversion 3.5 times
-slower than the whole rest of the envelope (measured: ``docs/performance.md``). Its
+slower than the whole rest of the envelope (``docs/design/stateless-chain.md``). Its
 ``kind`` is a :class:`SideKind`.
 
 Types are Spark's JSON form (what ``StructType.fromJson`` reads), so this module needs no

@@ -33,6 +33,7 @@ from kspark_server.handlers import (
     Origin,
     Response,
 )
+from kspark_server.records import RecordView
 from kspark_server.spec import Handling, JsonSpec, KeyValue
 
 
@@ -73,7 +74,7 @@ DROP_REASONS: dict[str, str] = {
 }
 
 
-def record_context(row: dict[str, Any], processor: str, task_id: str) -> dict[str, Any]:
+def record_context(row: RecordView, processor: str, task_id: str) -> dict[str, Any]:
     return {
         "topic": row.get("topic"),
         "partition": row.get("partition"),
@@ -172,7 +173,7 @@ class Guard:
         # dead letters so far per (processor, position), to tell apart two from one record
         self._letters: dict[tuple[str, Any, Any], int] = {}
 
-    def task_id(self, row: dict[str, Any]) -> str:
+    def task_id(self, row: RecordView) -> str:
         part = row.get("ks_task")
         if part is None:
             part = row.get("partition") or 0
@@ -183,7 +184,7 @@ class Guard:
         processor: str,
         fn: Callable[..., Any],
         args: tuple[Any, ...],
-        row: dict[str, Any],
+        row: RecordView,
         record: tuple[Any, Any] | None = None,
     ) -> tuple[bool, Any]:
         """``fn(*args)``; on an exception, ask the handler. ``record`` is the (key, value)
@@ -201,7 +202,7 @@ class Guard:
         venc: Callable[[Any], Any],
         key: Any,
         value: Any,
-        row: dict[str, Any],
+        row: RecordView,
         owners: tuple[str | None, str | None] = (None, None),
     ) -> tuple[bool, Any]:
         """Serialize a record for the next stage or sink; failures go to the production
@@ -231,7 +232,7 @@ class Guard:
         self,
         processor: str,
         args: tuple[Any, ...],
-        row: dict[str, Any],
+        row: RecordView,
         exc: Exception,
         kind: str = "processing",
         origin: Origin | None = None,
@@ -278,13 +279,13 @@ class Guard:
             ) from exc
 
     def _context(
-        self, ctx: dict[str, Any], row: dict[str, Any], origin: Origin | None = None
+        self, ctx: dict[str, Any], row: RecordView, origin: Origin | None = None
     ) -> ErrorHandlerContext:
         return ErrorHandlerContext(
             **ctx, source_raw_key=row.get("key"), source_raw_value=row.get("value"), origin=origin
         )
 
-    def decode_failed(self, processor: str, row: Any, exc: Exception, origin: str) -> None:
+    def decode_failed(self, processor: str, row: RecordView, exc: Exception, origin: str) -> None:
         """A record whose key or value (``origin``) its class refused when it was decoded
         for ``processor``: the built-in deserialization handler's answer (fail, drop and
         count, or dead-letter the stored record)."""
@@ -309,7 +310,7 @@ class Guard:
         processor: str,
         task: str,
         reason: str,
-        row: Any = None,
+        row: RecordView | None = None,
         record: tuple[Any, Any] | None = None,
     ) -> None:
         """Count a record that an operator drops by its rules (a stream record with a null
@@ -332,7 +333,7 @@ class Guard:
         self,
         dl: DeadLetterRecord,
         ctx: dict[str, Any],
-        row: dict[str, Any],
+        row: RecordView,
         exc: Exception,
         reason: str,
     ) -> dict[str, Any]:
@@ -361,7 +362,7 @@ class Guard:
             _at=f"{pos[1]}:{pos[2]}:{n}",
         )
 
-    def _letter_json(self, row: Any, given: Any, columns: tuple[str, ...]) -> str | None:
+    def _letter_json(self, row: RecordView, given: Any, columns: tuple[str, ...]) -> str | None:
         """A dead letter's key or value as JSON text: ``given``, or with None the record's
         own (its first of ``columns``). A stored dynamic cell (JSON text already, as the
         built-in dead-letter handlers pass it on from the context's ``source_raw_*``) is

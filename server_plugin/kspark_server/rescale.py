@@ -1,6 +1,6 @@
 """Re-splitting stateful operators' task states from N to M tasks (``kspark rescale``).
 
-A task's state (see :mod:`kspark_server.tasks`) is stored as a base of chunks and a log of
+A task's state (see :mod:`kspark_server.operators`) is stored as a base of chunks and a log of
 changes (:mod:`kspark_server.taskstate`); the split reads both, one chunk's share of a task
 at a time. It also reads the single-value bases of format 5 and the pickled states of
 formats 3 and 4, and writes format 6: a rescale, even to the same number of partitions,

@@ -453,7 +453,7 @@ class JoinSpec:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WindowJoinSpec:
-    """A windowed stream-stream join, per task (:mod:`kspark_server.windowjoin`).
+    """A windowed stream-stream join, per task (:mod:`kspark_server.operators.window_join`).
 
     ``mode`` is ``inner``, ``left`` or ``outer``. A left record at ``t1`` joins a right
     record at ``t2`` when ``t1 - before_ms <= t2 <= t1 + after_ms``; a record is late once
@@ -583,7 +583,7 @@ class SinksSpec:
 class AggregateSpec:
     """``count``, ``reduce`` or ``aggregate`` of a grouped stream, per task, optionally
     over time windows (``window_size_ms > 0``) and with only final results per window
-    (``suppress``); see :mod:`kspark_server.aggregate`."""
+    (``suppress``); see :mod:`kspark_server.operators.aggregate`."""
 
     kind: ClassVar[str] = "aggregate"
     spec_version: int = SPEC_VERSION

@@ -31,7 +31,7 @@ twice the changes.
 An *entry* is the list of a key's values in each of the state's per-key maps
 (:func:`maps`): ``[timestamp, hash]`` for deduplication, ``[value, hash]`` for a
 latest-value table, ``[[timestamps, values], hash]`` for a versioned table,
-``[buffers, hash]`` for a stream-stream join (:mod:`kspark_server.windowjoin`), where
+``[buffers, hash]`` for a stream-stream join (:mod:`kspark_server.operators.window_join`), where
 ``hash`` is the Spark hash of the key's partitioning column (for rescaling).
 
 Every reader of the whole state uses :func:`materialize` (the replicas, the rescale job)
@@ -67,7 +67,7 @@ STATE_FORMAT = 6
 #: A base chunk holds keys until its pairs pass this many bytes (one entry larger than
 #: this is a chunk of its own). ``$KSPARK_BASE_CHUNK_BYTES`` overrides it (tests lower it).
 BASE_CHUNK_BYTES = 32 << 20
-#: The kind of a windowed stream-stream join (:mod:`kspark_server.windowjoin`): an entry
+#: The kind of a windowed stream-stream join (:mod:`kspark_server.operators.window_join`): an entry
 #: holds both streams' buffered records of one key.
 WINDOW_JOIN = "windowjoin"
 #: Suffix of the list-state variable that holds a store's log of changes.

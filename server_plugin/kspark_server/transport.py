@@ -2,7 +2,7 @@
 
 Spark 4.3's ``transformWithStateInPandas`` turns every input row into a Python tuple and
 rebuilds pandas frames from them (its runner groups rows by key one row at a time), which
-costs about as much as the operator's own work (``docs/performance.md``). So the records
+costs about as much as the operator's own work (``docs/design/stateful-runner.md``). So the records
 are packed first, in a vectorised ``mapInArrow`` step: each Arrow batch is split by task
 key, and each task's part becomes **one** row, ``(ks_task, ks_rows)``, whose binary
 ``ks_rows`` is an Arrow IPC stream of the records. The state operator then sees a handful

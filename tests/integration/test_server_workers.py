@@ -1,4 +1,4 @@
-"""What the embedded server does to keep fixed costs down (docs/performance.md): its Python
+"""What the embedded server does to keep fixed costs down (docs/design/server-settings.md): its Python
 workers import pyspark with its cached bytecode, not from ``pyspark.zip``, which Python
 compiles again in every process; its checkpoint files are renamed without forking the
 JVM."""

@@ -1,7 +1,7 @@
 """Deduplication and stream-table joins straight after file topics: the envelope columns
 that are the same for every record (a file topic's name, partition and empty headers)
 stay out of the operator's two Python passes and still reach handlers, dead letters and
-the output (docs/performance.md, session 11)."""
+the output (docs/design/stateful-runner.md)."""
 
 from __future__ import annotations
 

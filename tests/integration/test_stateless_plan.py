@@ -1,5 +1,5 @@
 """The query of a stateless app over a file topic: what crosses into the chain's Python pass
-and how Spark stages the source's checks (docs/performance.md, session 11), and that the
+and how Spark stages the source's checks (docs/design/stateless-chain.md), and that the
 columns kept out of the pass still reach handlers, dead letters and the output."""
 
 from __future__ import annotations

@@ -72,12 +72,12 @@ def stream_join_reference(
 
 
 def processing_order(batch: list[tuple[int, Rec]]) -> list[tuple[int, Rec]]:
-    """One task's batch in the operator's processing order (kspark_server.tasks.order):
+    """One task's batch in the operator's processing order (kspark_server.operators.arrow.order):
     each stream in offset order, the two merged by timestamp, the right stream first at
     equal timestamps. ``batch`` holds (position, record) in the order they were piped."""
     import pandas as pd
 
-    from kspark_server.tasks import order
+    from kspark_server.operators.arrow import order
 
     frame = pd.DataFrame(
         {

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kspark_server import handling, taskstate
-from kspark_server.aggregate import AggregateProcessor
+from kspark_server.operators.aggregate import AggregateProcessor
+from kspark_server.operators.base import Batch
 from kspark_server.spec import AggregateSpec, Handling, KeyValue, Packed, PrimSpec
-from kspark_server.tasks import Batch
 
 KV = KeyValue(key=PrimSpec(spark="string"), value=PrimSpec(spark="long"))
 COLUMNS = ["key", "value", "timestamp", "headers", "topic", "partition", "offset"]

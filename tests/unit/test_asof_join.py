@@ -18,8 +18,8 @@ from test_windowjoin import _Handle, close_local_stores
 
 from kspark_server import envelope as env
 from kspark_server import placement, taskstate, transport
+from kspark_server.operators.stream_table_join import JoinProcessor, asof_lookup
 from kspark_server.spec import JoinSpec, KeyValue, Packed, PrimSpec
-from kspark_server.tasks import JoinProcessor, asof_lookup
 
 STR = PrimSpec(spark="string")
 KV = KeyValue(key=STR, value=STR)

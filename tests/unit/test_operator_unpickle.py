@@ -1,6 +1,6 @@
 """Spark's driver-side planning runner of ``transformWithStateInPandas`` unpickles each
 stateful operator at every query start; it must not import pandas for that (a third of
-the runner's time, docs/performance.md)."""
+the runner's time, docs/design/stateful-runner.md)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ from pyspark import cloudpickle
 from test_spec_contract import _all_specs
 
 import kspark_server
+from kspark_server.operators.registry import make_operator
 from kspark_server.spec import DedupSpec, JoinSpec
-from kspark_server.tasks import make_processor
 
 
 @pytest.mark.parametrize("kind", ["dedup", "join"])
 def test_the_pickled_operator_unpickles_without_pandas(kind: str, tmp_path: Path) -> None:
     wanted = DedupSpec if kind == "dedup" else JoinSpec
     (spec,) = [s for s in _all_specs() if isinstance(s, wanted)]
-    processor = make_processor(spec)
+    processor = make_operator(spec)
     # as StreamsApp ships it: kspark_server and the user's module (here the one that
     # defines the topology) by value (kspark.runtime.shipping)
     shipped = [kspark_server, sys.modules[_all_specs.__module__]]

@@ -1,4 +1,4 @@
-"""The processing order of a task's micro-batch (kspark_server.tasks.order) against a
+"""The processing order of a task's micro-batch (kspark_server.operators.arrow.order) against a
 reference model: offset order per (topic, partition), merged by head timestamp."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kspark_server.tasks import order
+from kspark_server.operators.arrow import order
 
 
 def reference(rows: list[dict[str, Any]]) -> list[int]:

@@ -18,8 +18,8 @@ from support.joinmodel import Rec, processing_order, stream_join_reference
 
 from kspark_server import envelope as env
 from kspark_server import localstore, placement, transport
+from kspark_server.operators.window_join import WindowJoinProcessor
 from kspark_server.spec import KeyValue, Packed, PrimSpec, WindowJoinSpec
-from kspark_server.windowjoin import WindowJoinProcessor
 
 # -- a stand-in for Spark's state store handle ----------------------------------------------
 

@@ -551,7 +551,7 @@ class _Compiler:
         )
 
     def visit_StreamStreamJoin(self, node: n.StreamStreamJoin) -> _Pending:
-        # kspark's own operator (kspark_server.windowjoin), not Spark's stream-stream join:
+        # kspark's own operator (kspark_server.operators.window_join), not Spark's stream-stream join:
         # Spark's closes windows by one query-wide watermark, which moves only between
         # micro-batches, where Kafka Streams closes them by each task's stream time
         left, right = self._join_inputs(

@@ -7,7 +7,7 @@ the aggregate so far. ``windowed_by(TimeWindows...)`` aggregates per time window
 instead, into a table keyed by ``Windowed[K]``.
 
 Each aggregation compiles to kspark's own per-task operator
-(:mod:`kspark_server.aggregate`), which emits, per micro-batch, the latest value of each
+(:mod:`kspark_server.operators.aggregate`), which emits, per micro-batch, the latest value of each
 key it changed: Kafka Streams with a record cache and a commit interval of one
 micro-batch (see docs/aggregations.md).
 

@@ -722,7 +722,7 @@ class StreamStreamJoin(Node):
     ``left`` at ``t1`` and ``right`` at ``t2`` with one key join when
     ``t1 - before_ms <= t2 <= t1 + after_ms``. ``mode`` is ``inner``, ``left`` or ``outer``;
     both streams' records wait in ``store_name`` until their windows close
-    (kspark_server.windowjoin)."""
+    (kspark_server.operators.window_join)."""
 
     left: Node
     right: Node

@@ -266,7 +266,7 @@ def json_packable(desc: TypeDesc) -> bool:
     """Whether values of ``desc`` travel as JSON text into a stateful operator and back
     unchanged: records, lists and maps of strings, integers, floats and booleans. Spark
     turns struct columns into Python objects row by row on the way into pandas; JSON text
-    is far cheaper there (docs/performance.md), and ``json.loads`` is fast in the worker."""
+    is far cheaper there (docs/design/json-values.md), and ``json.loads`` is fast in the worker."""
 
     def leaves_ok(d: TypeDesc) -> bool:
         if isinstance(d, Primitive):

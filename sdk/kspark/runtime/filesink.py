@@ -12,7 +12,7 @@ kspark has two layouts for a file topic (JSON lines, Parquet, CSV):
   replacing what a failed attempt of that batch left. It can write several topics, a
   dead-letter queue and tables from one query, keeps the run's lease
   (:mod:`kspark_server.lease`), and numbers batches on across a rescale; it costs a Python
-  process per query start (about 2 s on a laptop, measured in docs/performance.md) and a
+  process per query start (0.7 to 2 s; docs/design/file-sinks.md) and a
   call back into the server per batch.
 
 ``"auto"``, the default, gives Spark's sink to an app that allows it (see

@@ -67,7 +67,7 @@ def default_server_conf() -> dict[str, str]:
         # without Hadoop's native library (pip's pyspark has none): each state store
         # commit, changelog and offset or commit log entry forked the server's JVM. The
         # FileSystem-based manager renames in Java; on a local disk (and HDFS) the rename
-        # is as atomic. docs/performance.md measures it.
+        # is as atomic (docs/design/server-settings.md).
         "spark.sql.streaming.checkpointFileManagerClass": (
             "org.apache.spark.sql.execution.streaming.checkpointing."
             "FileSystemBasedCheckpointFileManager"
@@ -110,7 +110,7 @@ def workers_spark_home(home: str, python: str, workdir: str) -> str:
     process it starts, and Python cannot cache the bytecode of modules imported from a
     zip file: each process compiled pyspark again, about 0.8 s of CPU here, and a query
     start waits for two of them (the ``foreachBatch`` runner, and the planning runner of
-    ``transformWithStateInPandas``; see docs/performance.md). Without the zip the workers
+    ``transformWithStateInPandas``; docs/design/server-settings.md). Without the zip the workers
     import the same pyspark from ``python``'s site-packages, with its cached bytecode.
 
     The copy is made only when the workers find that same pyspark without the zip:

@@ -2,7 +2,7 @@
 
 A source can make some envelope columns constant (:func:`.sources.read_constants`); a
 Python pass after it runs without them, and they are added back as literals after it
-(docs/performance.md).
+(docs/design/stateless-chain.md).
 """
 
 from __future__ import annotations

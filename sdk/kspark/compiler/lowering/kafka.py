@@ -76,7 +76,7 @@ def read_kafka(stage: st.Read, spark: SparkSession, resume: Resume | None) -> Da
         value.alias("value"),
         F.expr("unix_millis(timestamp)").alias("timestamp"),
         # empty, never null: null lists crossing into a Python pass make Spark's Arrow
-        # batch size check quadratic in the batch's rows (docs/performance.md)
+        # batch size check quadratic in the batch's rows (docs/design/stateless-chain.md)
         F.coalesce(F.col("headers"), no_headers()).alias("headers"),
         F.col("topic"),
         F.col("partition").cast("int").alias("partition"),

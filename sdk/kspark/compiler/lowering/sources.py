@@ -45,7 +45,7 @@ def read(stage: st.Read, spark: SparkSession, resume: Resume | None = None) -> D
             out = corrupt_records(out, stage)
     # counted after the checks (same count: they turn rows into side rows, never remove
     # one), so that Spark runs the source and the checks as one stage: an observation
-    # between them split it in two (docs/performance.md)
+    # between them splits it in two (docs/design/stateless-chain.md)
     return _count_input(invalid_timestamps(out, stage), stage)
 
 

@@ -49,17 +49,17 @@ def stateful(
 ) -> DataFrame:
     """The operator of ``stage`` over its input (for a join, the stream and the table in
     one union), its output records unpacked into the envelope's columns."""
-    from kspark_server.tasks import make_processor
+    from kspark_server.operators.registry import make_operator
     from kspark_server.transport import OUTPUT_SCHEMA_DDL, PACKED_SCHEMA_DDL, pack_by_task
 
     spec = stage.spec
-    processor = make_processor(spec)
+    processor = make_operator(spec)
     stream = _json_values(_joined_input(stage, df_of), spec.packed)
     tasked = stream.withColumn("ks_hash", _hash(stage.task_column)).withColumn(
         "ks_task", task_column(stage.task_column, stage.num_partitions)
     )
     # columns that are the same for every record stay out of both Python passes
-    # (docs/performance.md); the operator puts them back while it works
+    # (docs/design/stateful-runner.md); the operator puts them back while it works
     constants = stateful_constants(stage)
     if constants:
         processor.constants_json = describe_constants(constants, _packed_columns(stage))
@@ -99,7 +99,7 @@ def _joined_input(stage: st.Stateful, df_of: Callable[[st.Stage], DataFrame]) ->
 def _json_values(stream: DataFrame, packed: Packed) -> DataFrame:
     """Values that the operator reads travel as JSON text, which msgspec parses fast;
     everything else (headers, a deduplicated value) crosses as Arrow columns, by
-    reference (docs/performance.md)."""
+    reference (docs/design/stateful-runner.md)."""
     if packed.value:
         stream = stream.withColumn("value", F.to_json("value"))
     if packed.tvalue:

@@ -19,7 +19,7 @@ __all__ = ["chain", "id_stage", "topic_name_stage"]
 def chain(df: DataFrame, stage: st.Chain, constants: dict[str, Any]) -> DataFrame:
     """The chain's ``mapInArrow`` pass over ``df``; the ``constants`` columns (name to
     value, :func:`.sources.read_constants`) stay out of the pass and are added back after
-    it (:func:`kspark_server.chain.with_constants`, docs/performance.md)."""
+    it (:func:`kspark_server.chain.with_constants`, docs/design/stateless-chain.md)."""
     from kspark_server.chain import make_chain, with_constants
 
     out_schema = schema(stage.spec.output_schema)

@@ -1,10 +1,10 @@
 """Aggregations of a grouped stream (``count``, ``reduce``, ``aggregate``), per task,
 optionally over time windows, and with only each window's final result (``suppress``).
 
-The operator is a :class:`~kspark_server.tasks.TaskProcessor`, so its state follows the
+The operator is a :class:`~kspark_server.operators.base.TaskProcessor`, so its state follows the
 per-task design of deduplication and joins: per-key entries in the executor-local store,
 a batch loading only the entries of the keys its records touch, the durable base and log
-of :mod:`kspark_server.taskstate` (state format 5), the task chosen by the key's hash.
+of :mod:`kspark_server.taskstate`, the task chosen by the key's hash.
 The state has the layout of a latest-value table (``table``, ``hash``, ``stream_time``),
 so interactive queries, replicas and rescale read it as they read a table's.
 
@@ -46,8 +46,8 @@ import numpy as np
 
 from kspark_server import codec, stateenc
 from kspark_server.envelope import SideKind, side_row
+from kspark_server.operators.base import Batch, Emitter, TaskProcessor
 from kspark_server.spec import AggregateSpec, JsonSpec, PrimSpec
-from kspark_server.tasks import Batch, Emitter, TaskProcessor
 from kspark_server.windows import windows_for
 
 __all__ = ["AggregateProcessor"]

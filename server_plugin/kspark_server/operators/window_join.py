@@ -2,7 +2,7 @@
 
 Both streams arrive in one input, the right stream's rows tagged ``ks_jside == 1`` with
 their value in ``ks_tvalue`` (as a stream-table join's table), grouped by task. Per task,
-records are taken in the order of :func:`kspark_server.tasks.order`, and stream time is the
+records are taken in the order of :func:`kspark_server.operators.arrow.order`, and stream time is the
 largest timestamp the task has seen on either side, advanced record by record, as in Kafka
 Streams' ``KStreamKStreamJoin``:
 
@@ -38,8 +38,10 @@ from typing import Any
 from kspark_server import codec, stateenc
 from kspark_server.envelope import SideKind, side_row
 from kspark_server.localstore import TaskStore
+from kspark_server.operators.arrow import headers_from_text
+from kspark_server.operators.base import Batch, Emitter, TaskProcessor, identity
+from kspark_server.records import DictRecord
 from kspark_server.spec import WindowJoinSpec
-from kspark_server.tasks import Batch, DictRow, Emitter, TaskProcessor, headers_from_text
 
 __all__ = ["WindowJoinProcessor"]
 
@@ -47,10 +49,6 @@ __all__ = ["WindowJoinProcessor"]
 # close), value (as it travels), headers (JSON text), topic, partition, offset, seq, sub]
 _TS, _WAIT, _VALUE, _HEADERS, _TOPIC, _PART, _OFFSET, _SEQ, _SUB = range(9)
 _SIDES = ("l", "r")
-
-
-def _identity(x: Any) -> Any:
-    return x
 
 
 class WindowJoinProcessor(TaskProcessor):
@@ -72,8 +70,8 @@ class WindowJoinProcessor(TaskProcessor):
         self.rvdec = codec.decoder(s.right.value)
         self.venc = codec.encoder(s.output.value, "value")
         self.unpack = (
-            json.loads if s.packed.value else _identity,
-            json.loads if s.packed.tvalue else _identity,
+            json.loads if s.packed.value else identity,
+            json.loads if s.packed.tvalue else identity,
         )
         self.joiner = s.joiner
         self.with_key = s.joiner_with_key
@@ -158,7 +156,7 @@ class WindowJoinProcessor(TaskProcessor):
                 self._emit_closed(waiting, stream_time, bufs, out, task)
             side = 1 if jside[i] == 1 else 0
             value = rvalues[i] if side else lvalues[i]
-            if value is not None and self.unpack[side] is _identity:
+            if value is not None and self.unpack[side] is identity:
                 value = plain(value)  # kept in state: plain Python values
             key = keys[i]
             if value is None or (key is None and not outer[side]):
@@ -235,12 +233,12 @@ class WindowJoinProcessor(TaskProcessor):
                 continue  # joined since it started waiting
             r[_WAIT] = False
             key = bufs[hk]["k"]
-            row = DictRow(self._record(key, r, None, r[_TS], 0, task), self._decoders(side))
+            row = DictRecord(self._record(key, r, None, r[_TS], 0, task), self._decoders(side))
             self._emit(out, key, side, r, None, r[_TS], 0, row)
 
     def _decoders(self, side: int) -> dict[str, Any]:
         decoders: dict[str, Any] = {"headers": headers_from_text}
-        if self.unpack[side] is not _identity:
+        if self.unpack[side] is not identity:
             decoders["value"] = self.unpack[side]
         return decoders
 

@@ -1,0 +1,40 @@
+"""Which operator runs a stateful spec: its kind's class.
+
+A new stateful operator is a :class:`~kspark_server.operators.base.TaskProcessor` subclass
+in its own module of this package, with a spec in :mod:`kspark_server.spec` whose ``kind``
+names it here.
+
+Examples
+--------
+>>> sorted(OPERATORS)
+['aggregate', 'dedup', 'join', 'windowjoin']
+"""
+
+from __future__ import annotations
+
+from kspark_server.operators.aggregate import AggregateProcessor
+from kspark_server.operators.base import TaskProcessor
+from kspark_server.operators.dedup import DedupProcessor
+from kspark_server.operators.stream_table_join import JoinProcessor
+from kspark_server.operators.window_join import WindowJoinProcessor
+from kspark_server.spec import SpecError, StatefulSpec, check_spec
+
+__all__ = ["OPERATORS", "make_operator"]
+
+#: The operator class of each stateful spec kind.
+OPERATORS: dict[str, type[TaskProcessor]] = {
+    "aggregate": AggregateProcessor,
+    "dedup": DedupProcessor,
+    "join": JoinProcessor,
+    "windowjoin": WindowJoinProcessor,
+}
+
+
+def make_operator(spec: StatefulSpec) -> TaskProcessor:
+    """The operator of ``spec``."""
+    kind = check_spec(spec).kind
+    try:
+        cls = OPERATORS[kind]
+    except KeyError:
+        raise SpecError(f"{spec.processor}: no stateful operator of kind {kind!r}") from None
+    return cls(spec)
