@@ -11,36 +11,16 @@ failure (the production exception handler).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
 
 from kspark_server import codec, handling
+from kspark_server.envelope import RecordContext
 from kspark_server.spec import TopicNameSpec, check_spec
 
 __all__ = ["RecordContext", "UnboundTopicName", "make_topic_name_stage"]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecordContext:
-    """Where the record a topic name extractor sees came from (Kafka Streams'
-    ``RecordContext``): its source ``topic``, ``partition`` and ``offset``, its
-    ``timestamp`` (ms) and its ``headers`` as ``(key, value)`` pairs.
-
-    Examples
-    --------
-    >>> ctx = RecordContext(topic="orders", partition=0, offset=7, timestamp=1000)
-    >>> f"{ctx.topic}-archive"
-    'orders-archive'
-    """
-
-    topic: str | None
-    partition: int | None
-    offset: int | None
-    timestamp: int | None
-    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 class UnboundTopicName(LookupError):

@@ -75,8 +75,9 @@ def test_print_labels_as_kafka_streams_does(tmp_path: Any) -> None:
     s.print(Printed.to_sysout().with_label("mine"))
     s.print(Printed.to_sysout().with_label("mine"), label="given")
     s.print(Printed.to_sysout().with_name("printer"))
-    actions = [t.fn for t in b.build().terminals]
-    assert [a.label for a in actions] == ["KSTREAM-PRINTER-0000000001", "mine", "given", "printer"]
+    printers = b.build().terminals
+    labels = [t.label for t in printers if isinstance(t, n.Print)]
+    assert labels == ["KSTREAM-PRINTER-0000000001", "mine", "given", "printer"]
     assert [t.name for t in b.build().terminals][-1] == "printer"
     assert format_record("x", None, None, None) == "[x]: null, null"
     assert format_record("x", "k", {"a": 1}, lambda k, v: v["a"]) == "[x]: 1"

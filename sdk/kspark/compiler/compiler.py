@@ -468,6 +468,12 @@ class _Compiler:
     def visit_Foreach(self, node: n.Foreach) -> _Pending:
         return self._step(node, node.parent, sp.ForeachStep(processor=node.name, fn=node.fn))
 
+    def visit_Print(self, node: n.Print) -> _Pending:
+        from kspark_server.printing import PrintAction
+
+        action = PrintAction(node.label, node.file_path, node.mapper)
+        return self._step(node, node.parent, sp.ForeachStep(processor=node.name, fn=action))
+
     def visit_Branch(self, node: n.Branch) -> _Pending:
         step = sp.BranchStep(
             processor=node.name,

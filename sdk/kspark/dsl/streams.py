@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
     from kspark.dsl.grouped import Grouped, KGroupedStream, Suppressed
     from kspark.dsl.printed import Printed
-    from kspark_server.topicnames import RecordContext
+    from kspark_server.envelope import RecordContext
 
 __all__ = ["BranchedKStream", "KStream", "KTable", "StreamsBuilder"]
 
@@ -1155,11 +1155,10 @@ class KStream(Generic[K, V]):
         >>> from kspark import Printed, StreamsBuilder
         >>> b = StreamsBuilder()
         >>> b.stream("orders", key_type=str, value_type=int).print(Printed.to_sysout(), label="in")
-        >>> b.build().terminals[0].fn
-        PrintAction(label='in', path=None)
+        >>> b.build().terminals[0].label
+        'in'
         """
         from kspark.dsl.printed import Printed as _Printed
-        from kspark_server.printing import PrintAction
 
         if not isinstance(printed, _Printed):
             raise InvalidArgumentError(
@@ -1168,10 +1167,16 @@ class KStream(Generic[K, V]):
             )
         name, seq = self._builder._next("KSTREAM-PRINTER", printed.name)
         shown = label if label is not None else printed.label
-        action = PrintAction(
-            shown if shown is not None else name, printed.file_path, printed.mapper
+        node = _after(
+            self._node,
+            n.Print,
+            name,
+            seq,
+            label=shown if shown is not None else name,
+            file_path=printed.file_path,
+            mapper=printed.mapper,
         )
-        self._builder._add_terminal(_after(self._node, n.Foreach, name, seq, fn=action))
+        self._builder._add_terminal(node)
 
     # -- joins ------------------------------------------------------------------------
     @overload

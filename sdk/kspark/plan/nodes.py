@@ -35,6 +35,7 @@ __all__ = [
     "Merge",
     "Node",
     "Peek",
+    "Print",
     "Repartition",
     "SelectKey",
     "Sink",
@@ -801,13 +802,20 @@ class Sink(_TopicNode):
 @attrs.frozen(kw_only=True)
 class Foreach(_Unary):
     """Calls ``fn(key, value)`` for each record of its parent; the stream ends here
-    (``foreach``, and ``print`` with a printing action)."""
+    (``foreach``)."""
 
     fn: Fn
 
-    @property
-    def kind(self) -> str:
-        return "Foreach"
+
+@attrs.frozen(kw_only=True)
+class Print(_Unary):
+    """Prints each record of its parent as a line ``[label]: key, value`` (or what
+    ``mapper`` makes of the record), to the workers' standard output or appended to
+    ``file_path``; the stream ends here (``print``)."""
+
+    label: str
+    file_path: str | None = None
+    mapper: Fn | None = None
 
 
 @attrs.frozen(kw_only=True)

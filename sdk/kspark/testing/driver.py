@@ -29,8 +29,8 @@ from kspark.errors import InvalidArgumentError
 from kspark.plan.nodes import (
     PATTERN_OPTION,
     DynamicSink,
-    Foreach,
     Node,
+    Print,
     Source,
     TableSource,
     Topic,
@@ -250,14 +250,11 @@ def _printing_to(topology: Topology, folder: str) -> Topology:
     """``topology`` whose ``print(Printed.to_sysout())`` processors append their lines to
     files in ``folder`` (one per processor) instead of the workers' standard output, which
     the test cannot see; the driver echoes them (:meth:`TopologyTestDriver._echo_printed`)."""
-    from kspark_server.printing import PrintAction
 
     def remap(node: Node, new: Callable[[Node], Node]) -> Node:
         changes = _new_parents(node, new)
-        fn = getattr(node, "fn", None)
-        if isinstance(node, Foreach) and isinstance(fn, PrintAction) and fn.path is None:
-            path = os.path.join(folder, f"{node.name}.txt")
-            changes["fn"] = PrintAction(fn.label, path, fn.mapper)
+        if isinstance(node, Print) and node.file_path is None:
+            changes["file_path"] = os.path.join(folder, f"{node.name}.txt")
         return attrs.evolve(node, **changes)
 
     return topology.map_nodes(remap)
