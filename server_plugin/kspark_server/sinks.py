@@ -58,7 +58,10 @@ def make_batch_writer(spec: SinksSpec) -> Any:
                 lease.keep()  # any session can now see that the app runs
             except OSError as exc:
                 _log.warning("cannot renew the lease in %s: %s", lease.folder, exc)
-        cached = len(sinks) + len(dynamic) + (1 if dlq else 0) + (1 if terminals else 0) > 1
+        # a sink whose records name their topics reads the batch once to find the names,
+        # then once per topic: from the cache, so that its extractor runs once per record
+        outputs = len(sinks) + len(dynamic) + (1 if dlq else 0) + (1 if terminals else 0)
+        cached = outputs > 1 or bool(dynamic)
         if cached:
             df = df.persist()
         try:
