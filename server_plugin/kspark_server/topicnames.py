@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from kspark_server import codec, handling
+from kspark_server.chain import arrow_schema
 from kspark_server.envelope import RecordContext
 from kspark_server.spec import TopicNameSpec, check_spec
 
@@ -51,8 +52,6 @@ def make_topic_name_stage(
     bound: dict[str, bool] = {}
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from kspark_server.chain import arrow_schema
-
         schema = arrow_schema(schema_json)
         for batch in batches:
             out = []
