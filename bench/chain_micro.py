@@ -32,7 +32,8 @@ from kspark.compiler import stages
 from kspark.compiler.compiler import compile_topology
 from kspark.errors import LogAndContinueProcessingExceptionHandler
 from kspark_server import envelope
-from kspark_server.chain import arrow_schema, make_chain
+from kspark_server.chain import make_chain
+from kspark_server.transport import arrow_schema
 
 MapInArrow = Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 

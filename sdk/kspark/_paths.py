@@ -37,10 +37,24 @@ def resolve_path(path: str) -> str:
     return os.path.abspath(os.path.expanduser(path))
 
 
-def kspark_home() -> str:
-    """kspark's own folder on the client: ``$KSPARK_HOME``, by default ``~/.kspark``.
+def kspark_home(*parts: str) -> str:
+    """kspark's own folder on the client, joined with ``parts``: ``$KSPARK_HOME``, by
+    default ``~/.kspark``.
 
-    It holds the handles of submitted apps (``apps/``) and the embedded server's tables
-    (``warehouse/`` and ``metastore/``), which outlive the server.
+    It holds the handles of submitted apps (``apps/``), the embedded server's tables
+    (``warehouse/`` and ``metastore/``), which outlive the server, the state of a server
+    that ``kspark server start`` started (``server/``) and the full traces of failures
+    (``logs/``).
+
+    Examples
+    --------
+    >>> import os
+    >>> os.environ["KSPARK_HOME"] = "/tmp/ksh"
+    >>> kspark_home()
+    '/tmp/ksh'
+    >>> kspark_home("logs")
+    '/tmp/ksh/logs'
+    >>> del os.environ["KSPARK_HOME"]
     """
-    return os.environ.get("KSPARK_HOME") or os.path.join(os.path.expanduser("~"), ".kspark")
+    home = os.environ.get("KSPARK_HOME") or os.path.join(os.path.expanduser("~"), ".kspark")
+    return os.path.join(home, *parts)

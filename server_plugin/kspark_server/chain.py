@@ -42,23 +42,11 @@ from kspark_server.spec import (
     TypeSpec,
     check_spec,
 )
+from kspark_server.transport import arrow_schema
 
 Pair = tuple[Any, Any]
 # A step maps one (key, value) to a list of pairs: [] drops, [p] passes one, more fan out.
 StepFn = Callable[[Any, Any, dict[str, Any]], list[Pair]]
-
-
-def arrow_schema(schema_json: str) -> pa.Schema:
-    """The Arrow schema of a Spark schema, timestamps as UTC instants.
-
-    pyspark's own Arrow UDFs type their results the same way (``timezone="UTC"``); it
-    also makes a naive datetime a UTC one (docs/concepts.md, "Time zones"), and without
-    a zone ``to_arrow_schema`` refuses a ``timestamp`` field.
-    """
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType
-
-    return to_arrow_schema(StructType.fromJson(_loads(schema_json)), timezone="UTC")
 
 
 def _loads(s: str) -> Any:

@@ -31,6 +31,8 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "DLQ_EXCEPTION_HEADER",
+    "DLQ_HEADERS",
     "ENVELOPE",
     "HEADERS",
     "SIDE",
@@ -181,3 +183,20 @@ def struct_json(fields: Iterable[dict[str, Any]]) -> str:
 def envelope_json(key: Any, value: Any, extra: Iterable[dict[str, Any]] = ()) -> str:
     """The envelope's Spark schema as JSON, with ``extra`` fields after it."""
     return struct_json([*envelope_fields(key, value), *extra])
+
+
+#: A dead letter's fields as record headers, under the names of KIP-1034: the sinks write
+#: them (``kspark_server.sinks``), and the Kafka source knows a dead letter by them.
+DLQ_HEADERS = {
+    "exception_class": "__streams.errors.exception",
+    "exception_message": "__streams.errors.message",
+    "stack_trace": "__streams.errors.stacktrace",
+    "topic": "__streams.errors.topic",
+    "partition": "__streams.errors.partition",
+    "offset": "__streams.errors.offset",
+    "processor_node_id": "__streams.errors.processor.node.id",
+    "task_id": "__streams.errors.task.id",
+}
+
+#: The header that marks a dead-letter record.
+DLQ_EXCEPTION_HEADER = DLQ_HEADERS["exception_class"]

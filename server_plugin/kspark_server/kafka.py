@@ -93,6 +93,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kspark_server.envelope import DLQ_EXCEPTION_HEADER
+
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, KafkaError, Message, Producer
     from confluent_kafka.admin import AdminClient
@@ -154,11 +156,6 @@ class KafkaTopicMissingError(KafkaSourceError):
 
 class KafkaDataLossError(KafkaSourceError):
     """Records the source should read are no longer in Kafka."""
-
-
-#: The header that marks a dead-letter record (KIP-1034), as ``kspark_server.sinks``
-#: writes it.
-DLQ_EXCEPTION_HEADER = "__streams.errors.exception"
 
 
 def _too_large(err: Any) -> bool:

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from kspark_server.envelope import HEADERS, SIDE, SIDE_IDENTITY, SideKind, field
+from kspark_server.envelope import DLQ_HEADERS, HEADERS, SIDE, SIDE_IDENTITY, SideKind, field
 from kspark_server.lease import Lease, lease_dir
 from kspark_server.spec import DynamicSinkSpec, SinkSpec, SinksSpec, TopicRef, check_spec
 
@@ -168,19 +168,6 @@ def write_topic(
         raise ValueError(f"unknown sink format {fmt!r}")
 
 
-#: Dead-letter fields as record headers, under the names of KIP-1034.
-_DLQ_HEADERS = {
-    "exception_class": "__streams.errors.exception",
-    "exception_message": "__streams.errors.message",
-    "stack_trace": "__streams.errors.stacktrace",
-    "topic": "__streams.errors.topic",
-    "partition": "__streams.errors.partition",
-    "offset": "__streams.errors.offset",
-    "processor_node_id": "__streams.errors.processor.node.id",
-    "task_id": "__streams.errors.task.id",
-}
-
-
 def _kafka_bytes(df: DataFrame, name: str) -> Any:
     """A key or value column as Kafka bytes: text for primitives, JSON for records, as
     kspark's Kafka source reads them back."""
@@ -199,7 +186,7 @@ def _write_kafka(df: DataFrame, topic: TopicRef, kafka_format: str) -> None:
     opts.pop("subscribe", None)
     headers = F.col("headers")
     if "exception_class" in df.columns:  # the dead-letter queue
-        extra = [(c, h) for c, h in _DLQ_HEADERS.items() if c in df.columns]
+        extra = [(c, h) for c, h in DLQ_HEADERS.items() if c in df.columns]
         headers = F.concat(
             F.coalesce(headers, F.array().cast("array<struct<key:string,value:binary>>")),
             F.array(

@@ -141,12 +141,35 @@ def operator_schema(output_schema_json: str, packed_out: bool) -> Any:
     )
 
 
-def arrow_schema(output_schema_json: str, packed_out: bool) -> pa.Schema | None:
-    """:func:`operator_schema` in Arrow; None where the schema names columns without their
-    types (unit tests build operators so): the operator's tables then infer them."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+def arrow_schema(schema: Any) -> pa.Schema:
+    """The Arrow schema of a Spark schema (a ``StructType`` or its JSON text), timestamps
+    as UTC instants.
 
+    pyspark's own Arrow UDFs type their results the same way (``timezone="UTC"``); it
+    also makes a naive datetime a UTC one (docs/concepts.md, "Time zones"), and without
+    a zone ``to_arrow_schema`` refuses a ``timestamp`` field.
+
+    Examples
+    --------
+    >>> arrow_schema('{"type": "struct", "fields": [{"name": "at", "type": "timestamp",'
+    ...              ' "nullable": true, "metadata": {}}]}').field("at").type
+    TimestampType(timestamp[us, tz=UTC])
+    """
+    import json
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    if isinstance(schema, str):
+        schema = StructType.fromJson(json.loads(schema))
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def operator_arrow_schema(output_schema_json: str, packed_out: bool) -> pa.Schema | None:
+    """:func:`operator_schema` in Arrow (:func:`arrow_schema`); None where the schema
+    names columns without their types (unit tests build operators so): the operator's
+    tables then infer them."""
     try:
-        return to_arrow_schema(operator_schema(output_schema_json, packed_out))
+        return arrow_schema(operator_schema(output_schema_json, packed_out))
     except (KeyError, TypeError, ValueError):
         return None

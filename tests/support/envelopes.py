@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from kspark.plan.types import describe_type
 from kspark_server import codec, envelope
-from kspark_server.chain import arrow_schema
+from kspark_server.transport import arrow_schema
 
 
 def envelope_batch(

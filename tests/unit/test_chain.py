@@ -30,9 +30,10 @@ from kspark.errors import (
 )
 from kspark.plan.types import describe_type
 from kspark_server import codec, envelope
-from kspark_server.chain import arrow_schema, make_chain, make_record_chain, with_constants
+from kspark_server.chain import make_chain, make_record_chain, with_constants
 from kspark_server.handling import ProcessingFailed
 from kspark_server.spec import ChainSpec
+from kspark_server.transport import arrow_schema
 
 
 @dataclasses.dataclass

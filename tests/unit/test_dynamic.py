@@ -20,7 +20,7 @@ from kspark.errors import InvalidTopologyError
 from kspark.plan.types import DYNAMIC, Dynamic, describe_type
 from kspark_server import codec
 from kspark_server import envelope as env
-from kspark_server.chain import arrow_schema, make_chain
+from kspark_server.chain import make_chain
 from kspark_server.spec import (
     ChainSpec,
     Handling,
@@ -30,6 +30,7 @@ from kspark_server.spec import (
     MapValuesStep,
     PrimSpec,
 )
+from kspark_server.transport import arrow_schema
 
 
 @dataclasses.dataclass

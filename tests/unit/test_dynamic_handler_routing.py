@@ -26,9 +26,10 @@ from kspark.errors import (
 )
 from kspark.plan.types import describe_type
 from kspark_server import envelope
-from kspark_server.chain import arrow_schema, make_chain, make_record_chain, output_owners
+from kspark_server.chain import make_chain, make_record_chain, output_owners
 from kspark_server.handling import ProcessingFailed
 from kspark_server.spec import ChainSpec, JsonSpec, PrimSpec
+from kspark_server.transport import arrow_schema
 
 MAKERS: dict[str, Callable[[ChainSpec], Callable[[Any], Iterator[pa.RecordBatch]]]] = {
     "columnar": make_chain,

@@ -137,3 +137,29 @@ def test_a_grace_period_longer_than_the_history_retention_is_refused() -> None:
 
 def test_a_grace_period_equal_to_the_history_retention_is_accepted() -> None:
     _versioned_join(timedelta(minutes=1), timedelta(minutes=1))
+
+
+def test_find_stops_at_the_first_match_and_never_walks_past_a_stop() -> None:
+    inputs = {"sink": ["a", "b"], "a": ["src"], "b": ["c"], "c": ["src"], "src": []}
+    walked: list[str] = []
+
+    def match(node: str) -> bool:
+        walked.append(node)
+        return node == "c"
+
+    assert graph.find(["sink"], inputs.__getitem__, match) == "c"
+    assert walked == ["sink", "a", "src", "b", "c"]  # depth first, src once
+    assert graph.find(["sink"], inputs.__getitem__, match, stop_at=lambda x: x == "b") is None
+
+
+def test_find_takes_a_long_chain_without_recursion() -> None:
+    assert graph.find([5000], lambda i: [i - 1] if i else [], lambda i: i == 0) == 0
+
+
+def test_a_key_change_behind_a_stateful_operator_needs_no_repartition() -> None:
+    b = StreamsBuilder()
+    s = b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int)
+    assert s.select_key(lambda k, v: v, key_type=int).group_by_key()._repartition
+    # the count regroups by key: what comes after it is grouped, whatever came before
+    counted = s.select_key(lambda k, v: v, key_type=int).group_by_key().count().to_stream()
+    assert not counted.map_values(lambda v: v, value_type=int).group_by_key()._repartition

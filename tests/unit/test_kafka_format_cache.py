@@ -5,12 +5,16 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+import pytest
+from pyspark.errors import AnalysisException
+
 from kspark.compiler.lowering import kafka
 
 
 class _Reader:
-    def __init__(self, has_kafka: bool) -> None:
+    def __init__(self, has_kafka: bool, error: Exception | None = None) -> None:
         self.has_kafka = has_kafka
+        self.error = error
 
     def format(self, name: str) -> _Reader:
         return self
@@ -19,6 +23,8 @@ class _Reader:
         return self
 
     def load(self) -> _Reader:
+        if self.error is not None:
+            raise self.error
         if not self.has_kafka:
             raise RuntimeError("[DATA_SOURCE_NOT_FOUND] Failed to find the data source: kafka")
         return self
@@ -37,12 +43,13 @@ class FakeSession:
     """Just what ``kafka_format`` calls on a session. It holds no other object, so that
     the memory of a freed one goes to the next one (see below)."""
 
-    def __init__(self, has_kafka: bool) -> None:
+    def __init__(self, has_kafka: bool, error: Exception | None = None) -> None:
         self.has_kafka = has_kafka
+        self.error = error
 
     @property
     def read(self) -> _Reader:
-        return _Reader(self.has_kafka)
+        return _Reader(self.has_kafka, self.error)
 
     @property
     def dataSource(self) -> _DataSources:
@@ -82,3 +89,20 @@ def test_one_probe_per_session() -> None:
     assert _fmt(session) == "kafka"
     session.has_kafka = False  # a second probe would now answer otherwise
     assert _fmt(session) == "kafka"
+
+
+def test_spark_s_condition_decides_whether_the_connector_is_missing() -> None:
+    # Spark's condition for a server without the connector, whatever its message's wording
+    for condition in ("KAFKA_DATA_SOURCE_NOT_ENABLED", "DATA_SOURCE_NOT_FOUND"):
+        missing = AnalysisException(
+            message="no such source: kafka", errorClass=condition, messageParameters={}
+        )
+        assert _fmt(FakeSession(has_kafka=True, error=missing)) == "kspark_kafka"
+    # another condition is another failure, even if its message reads like a missing source
+    other = AnalysisException(
+        message="[PATH_NOT_FOUND] could not find kafka's path",
+        errorClass="PATH_NOT_FOUND",
+        messageParameters={},
+    )
+    with pytest.raises(AnalysisException):
+        _fmt(FakeSession(has_kafka=True, error=other))

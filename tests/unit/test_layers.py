@@ -26,7 +26,13 @@ FLOORS: dict[str, tuple[str, ...]] = {
         f"kspark_server.{m}" for m in ("spec", "envelope", "handlers", "codec", "windows", "paths")
     ),
     "server": ("kspark_server",),
-    "base": ("kspark.errors", "kspark._typing", "kspark._paths", "kspark._deps"),
+    "base": (
+        "kspark.errors",
+        "kspark._typing",
+        "kspark._paths",
+        "kspark._deps",
+        "kspark._conditions",
+    ),
     "plan": ("kspark.plan",),
     "dsl": ("kspark.dsl",),
     "config": ("kspark.config",),

@@ -24,10 +24,11 @@ from kspark.errors import (
 )
 from kspark.plan.types import describe_type
 from kspark_server import codec, envelope
-from kspark_server.chain import arrow_schema, make_chain
+from kspark_server.chain import make_chain
 from kspark_server.handling import ProcessingFailed
 from kspark_server.recordsize import RECORD_OVERHEAD, record_sizes
 from kspark_server.spec import ChainSpec
+from kspark_server.transport import arrow_schema
 
 SINK = "KSTREAM-SINK-0000000002"
 LIMIT = 2048

@@ -103,3 +103,13 @@ def test_kspark_server_never_imports_kspark() -> None:
             else:
                 continue
             assert not any(n == "kspark" or n.startswith("kspark.") for n in names), path
+
+
+def test_dead_letter_headers_have_one_definition() -> None:
+    # KIP-1034's names: the sinks write them and the Kafka source recognises dead letters
+    # by the same definition
+    from kspark_server import kafka, sinks
+
+    assert all(h.startswith("__streams.errors.") for h in envelope.DLQ_HEADERS.values())
+    assert kafka.DLQ_EXCEPTION_HEADER == envelope.DLQ_HEADERS["exception_class"]
+    assert sinks.DLQ_HEADERS is envelope.DLQ_HEADERS

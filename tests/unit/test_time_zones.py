@@ -4,6 +4,7 @@ local time zone (no Spark)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 import time
@@ -16,8 +17,8 @@ import pytest
 
 from kspark.plan.types import describe_type
 from kspark.testing.driver import TestInputTopic
-from kspark_server.chain import arrow_schema
 from kspark_server.kafka import _timestamp_ms
+from kspark_server.transport import arrow_schema
 
 NAIVE = datetime(2024, 7, 1, 12, 30, 0, 123000)
 UTC_MS = int(datetime(2024, 7, 1, 12, 30, 0, 123000, tzinfo=UTC).timestamp() * 1000)
@@ -54,7 +55,7 @@ def test_the_kafka_sink_keeps_an_aware_datetimes_instant(local_zone: str) -> Non
 
 
 def test_a_chain_writes_a_naive_datetime_as_utc(local_zone: str) -> None:
-    # a fused chain's output columns take the Arrow types of kspark_server.chain.arrow_schema
+    # a fused chain's output columns take the Arrow types of kspark_server.transport.arrow_schema
     schema = arrow_schema(
         '{"type": "struct", "fields": [{"name": "ts", "type": "timestamp",'
         ' "nullable": true, "metadata": {}}]}'
@@ -96,3 +97,19 @@ def test_the_test_driver_writes_a_naive_datetime_as_utc(
     table = pq.read_table(tmp_path / "readings")
     at = table.column("value").combine_chunks().field("at")
     assert at.cast(pa.int64()).to_pylist() == [UTC_MS * 1000]
+
+
+def test_an_operators_output_types_a_timestamp_field_as_utc() -> None:
+    # a stateful operator's output record with a datetime field: the operator's Arrow
+    # schema must carry the zone (pyspark refuses a timestamp without one), as the chain's
+    from kspark_server.transport import operator_arrow_schema
+
+    value = describe_type(Reading).spark_json()
+    output = (
+        '{"type": "struct", "fields": ['
+        '{"name": "key", "type": "string", "nullable": true, "metadata": {}},'
+        f' {{"name": "value", "type": {json.dumps(value)}, "nullable": true, "metadata": {{}}}}]}}'
+    )
+    schema = operator_arrow_schema(output, packed_out=False)
+    assert schema is not None
+    assert schema.field("value").type.field("at").type == pa.timestamp("us", tz="UTC")

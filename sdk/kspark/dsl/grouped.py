@@ -37,6 +37,7 @@ import attrs
 from kspark.dsl import _infer
 from kspark.dsl.options import Materialized, Named, factory, optional_name, to_ms
 from kspark.errors import InvalidArgumentError
+from kspark.plan import graph
 from kspark.plan import nodes as n
 from kspark.plan.grouped import Aggregate, SessionWindowsDef, TimeWindowsDef, windowed_type
 from kspark.plan.types import DYNAMIC, describe_type
@@ -607,19 +608,14 @@ def _key_changed(node: n.Node) -> bool:
     """Whether a key-changing step comes after the last repartition, keyed stateful
     operator or source upstream: Kafka Streams then groups through a repartition topic, so
     a new sub-topology starts."""
-    seen: set[int] = set()
-    todo = [node]
-    while todo:
-        cur = todo.pop()
-        if id(cur) in seen:
-            continue
-        seen.add(id(cur))
-        if cur.changes_key:
-            return True
-        if isinstance(cur, n.Deduplicate) and cur.repartitions:
-            return True  # its records are partitioned by id, not by key
+
+    def changes_key(cur: n.Node) -> bool:
+        # a deduplication by id: its records are partitioned by id, not by key
+        return cur.changes_key or (isinstance(cur, n.Deduplicate) and cur.repartitions)
+
+    def grouped_by_key(cur: n.Node) -> bool:
         # a join or a deduplication by key has its input grouped by the key already
-        if cur.repartitions or cur.stateful or isinstance(cur, n.Source | n.TableSource):
-            continue
-        todo.extend(cur.parents)
-    return False
+        return cur.repartitions or cur.stateful or isinstance(cur, n.Source | n.TableSource)
+
+    found = graph.find([node], lambda cur: cur.parents, changes_key, stop_at=grouped_by_key)
+    return found is not None

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
-__all__ = ["children", "map_nodes", "preorder", "toposort"]
+__all__ = ["children", "find", "map_nodes", "preorder", "toposort"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -100,6 +100,57 @@ def preorder(roots: Iterable[T], inputs: Callable[[T], Iterable[T]]) -> list[T]:
         out.append(node)
         stack.extend(reversed(tuple(inputs(node))))
     return out
+
+
+def find(
+    roots: Iterable[T],
+    inputs: Callable[[T], Iterable[T]],
+    match: Callable[[T], bool],
+    *,
+    stop_at: Callable[[T], bool] | None = None,
+) -> T | None:
+    """The first node reachable from ``roots`` for which ``match`` is true, or None.
+
+    The walk visits each node once, depth first, and stops at the first match; a node for
+    which ``stop_at`` is true (and ``match`` is not) ends its path: the walk does not go on
+    into its inputs.
+
+    Parameters
+    ----------
+    roots
+        Where the walk starts.
+    inputs
+        A node's inputs.
+    match
+        What the walk looks for.
+    stop_at
+        Nodes whose inputs the walk leaves out; None walks the whole graph.
+
+    Returns
+    -------
+    object or None
+        The node found.
+
+    Examples
+    --------
+    >>> inputs = {"sink": ["join"], "join": ["left", "right"], "left": ["src"],
+    ...           "right": ["src"], "src": []}
+    >>> find(["sink"], inputs.__getitem__, lambda n: n.startswith("r"))
+    'right'
+    >>> find(["sink"], inputs.__getitem__, lambda n: n == "src", stop_at=lambda n: n == "join")
+    """
+    seen: set[int] = set()
+    todo = list(reversed(tuple(roots)))
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if match(node):
+            return node
+        if stop_at is None or not stop_at(node):
+            todo.extend(reversed(tuple(inputs(node))))
+    return None
 
 
 def children(nodes: Sequence[T], inputs: Callable[[T], Iterable[T]]) -> dict[int, list[T]]:

@@ -15,6 +15,7 @@ import attrs
 from kspark.bindings import bind_topology
 from kspark.compiler.compiler import compile_topology
 from kspark.compiler.lowering import build_dataframe, writer_function
+from kspark.compiler.resume import Resume
 from kspark.compiler.stages import Output
 from kspark.config import StreamsConfig, state_store_conf
 from kspark.errors import (
@@ -40,7 +41,7 @@ from kspark.runtime.metrics import Batches, Metrics, Totals, progress_as_dict
 from kspark.runtime.progress import ProgressMode, ProgressReporter, resolve_progress, watch
 from kspark.runtime.server import connect
 
-__all__ = ["Metrics", "RunReport", "State", "StreamsApp"]
+__all__ = ["Metrics", "RunReport", "StartPlan", "State", "StreamsApp"]
 
 
 class State(enum.Enum):
@@ -73,6 +74,21 @@ class RunReport:
             f"{self.output_records:,} out, {self.seconds:.1f}s "
             f"({self.records_per_second:,.0f} records/s)"
         )
+
+
+@attrs.frozen(kw_only=True)
+class StartPlan:
+    """What a start of the app's query starts from, decided before the query starts
+    (:meth:`StreamsApp._plan_start`)."""
+
+    #: the checkpoint generation the query runs on
+    generation: Generation
+    #: where a rescaled generation's inputs and state start; None for Spark's checkpoint alone
+    resume: Resume | None
+    #: whether the run restores state first (the app is ``RESTORING`` until its first batch)
+    restoring: bool
+    #: how the sinks write: ``spark`` (Spark's file sink) or kspark's ``foreachBatch`` writer
+    sink_mode: filesink.Mode
 
 
 _log = logging.getLogger("kspark.app")
@@ -338,10 +354,24 @@ class StreamsApp:
         return self._output
 
     def _start_query(self, available_now: bool) -> Any:
+        """Start the app's streaming query: the start-up sequence, step by step."""
         if self._query is not None and self._query.isActive:
             raise StreamsAppError(f"app {self.config.application_id} is already running")
-        gen = self.generation  # checks the config against a rescaled checkpoint first
+        gen = self.generation  # first: checks the config against a rescaled checkpoint
         output = self.compiled()
+        self._prepare_session(output)
+        plan = self._plan_start(output, gen)
+        writer = self._trigger(self._sink(output, plan), available_now)
+        self._query = writer.start()
+        self._restore.begin(
+            self._query, output, plan.generation.checkpoint, restoring=plan.restoring
+        )
+        self._set_state(State.RESTORING if plan.restoring else State.RUNNING)
+        return self._query
+
+    def _prepare_session(self, output: Output) -> None:
+        """Ship the app's code to the workers, check that they can run it (before any
+        query starts), and set the session's Spark settings."""
         shipping.ship(
             self.topology,
             extra=[
@@ -349,13 +379,18 @@ class StreamsApp:
                 self.config.production_exception_handler,
             ],
         )
-        workers.check(self.session, output, self.config)  # before any query starts
+        workers.check(self.session, output, self.config)
         spark = self.session
         spark.conf.set(
             "spark.sql.shuffle.partitions", str(self.config.effective_shuffle_partitions)
         )
         for k, v in [*state_store_conf(self.config), *self.config.spark_conf]:
             spark.conf.set(k, v)
+
+    def _plan_start(self, output: Output, gen: Generation) -> StartPlan:
+        """Where the query starts from: its checkpoint generation (its state format
+        checked), what it resumes, whether it restores state, and how its sinks write."""
+        spark = self.session
         stateful = bool(restore.store_order(output))
         # one read of the checkpoint's commits serves both: whether a rescaled generation
         # still needs its initial state, and whether there is state to restore
@@ -365,33 +400,42 @@ class StreamsApp:
         if stateful:
             gen = self._check_state_format(gen, committed)
         resume = gen.resume(committed)
-        restoring = stateful and (committed or bool(resume and resume.initial_state))
-        mode = filesink.choose(spark, output, self.config, gen, stateful=stateful)
-        df = build_dataframe(output, spark, resume)
-        if mode == "spark":
+        return StartPlan(
+            generation=gen,
+            resume=resume,
+            restoring=stateful and (committed or bool(resume and resume.initial_state)),
+            sink_mode=filesink.choose(spark, output, self.config, gen, stateful=stateful),
+        )
+
+    def _sink(self, output: Output, plan: StartPlan) -> Any:
+        """The app's DataFrame with its writer: Spark's own file sink, or kspark's
+        ``foreachBatch`` writer holding the run's lease."""
+        spark = self.session
+        df = build_dataframe(output, spark, plan.resume)
+        if plan.sink_mode == "spark":
             writer = filesink.spark_writer(df, output)
         else:
             writer = df.writeStream.foreachBatch(
                 writer_function(
                     output,
                     spark,
-                    batch_offset=gen.batch_offset,
+                    batch_offset=plan.generation.batch_offset,
                     lease=(self.config.checkpoint_dir, self._new_run(), self.config.application_id),
                 )
             )
-        writer = writer.queryName(self.config.application_id).option(
-            "checkpointLocation", gen.checkpoint
+        return writer.queryName(self.config.application_id).option(
+            "checkpointLocation", plan.generation.checkpoint
         )
+
+    def _trigger(self, writer: Any, available_now: bool) -> Any:
+        """``writer`` with the run's trigger: everything available now, the configured
+        interval, or Spark's default (the next batch as soon as the last one ends)."""
         if available_now:
-            writer = writer.trigger(availableNow=True)
-        elif self.config.trigger_interval is not None:
-            writer = writer.trigger(
-                processingTime=f"{int(self.config.trigger_interval.total_seconds() * 1000)} milliseconds"
-            )
-        self._query = writer.start()
-        self._restore.begin(self._query, output, gen.checkpoint, restoring=restoring)
-        self._set_state(State.RESTORING if restoring else State.RUNNING)
-        return self._query
+            return writer.trigger(availableNow=True)
+        if self.config.trigger_interval is not None:
+            millis = int(self.config.trigger_interval.total_seconds() * 1000)
+            return writer.trigger(processingTime=f"{millis} milliseconds")
+        return writer
 
     # -- life cycle ------------------------------------------------------------------
     def start(self) -> StreamsApp:

@@ -17,7 +17,8 @@ import os
 import re
 import traceback
 
-from kspark.runtime.home import kspark_home
+from kspark._conditions import condition as spark_condition
+from kspark._paths import kspark_home
 
 __all__ = ["first_line", "root_cause", "summarize", "write_log"]
 
@@ -61,7 +62,7 @@ def root_cause(exc: BaseException) -> str:
     if not lines:
         return type(exc).__name__
     first = _SQLSTATE.sub("", _WRAPPER.sub("", lines[0])).strip()
-    condition = _condition(exc)
+    condition = spark_condition(exc)
     if condition and f"[{condition}]" not in first and not _WRAPPER.match(lines[0]):
         first = f"[{condition}] {first}"
     return first or type(exc).__name__
@@ -79,17 +80,6 @@ def first_line(exc: BaseException) -> str:
     if not text:
         return type(exc).__name__
     return text.splitlines()[0].replace(_TRACEBACK, "").strip() or type(exc).__name__
-
-
-def _condition(exc: BaseException) -> str | None:
-    get = getattr(exc, "getCondition", None)
-    if not callable(get):
-        return None
-    try:
-        value = get()
-    except Exception:  # a half-built pyspark exception
-        return None
-    return str(value) if value else None
 
 
 def _from_traceback(body: str) -> str | None:

@@ -23,7 +23,7 @@ HANDLE_VERSION = 1
 
 def handles_dir() -> str:
     """Where handles are kept: ``$KSPARK_HOME/apps``, by default ``~/.kspark/apps``."""
-    return os.path.join(kspark_home(), "apps")
+    return kspark_home("apps")
 
 
 def _handle_path(app_id: str, directory: str | None = None) -> str:

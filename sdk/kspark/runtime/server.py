@@ -365,40 +365,17 @@ def _drop_orphaned_sessions(timeout: float = _EXIT_PROBE_TIMEOUT) -> list[Any]:
     return dropped
 
 
-#: The watchdog of an embedded server (run as ``python -c``): while its parent, the client
-#: that started the server, lives, it waits; when the parent is gone (killed with SIGKILL,
-#: so no exit hook ran), it stops the server's process group, SIGTERM then SIGKILL. It
-#: exits by itself once the server is gone. ``os.getppid()`` changes when the parent dies
-#: (the watchdog is re-parented), which no reused pid can fake.
-_WATCHDOG = """
-import os, signal, sys, time
-parent, group = int(sys.argv[1]), int(sys.argv[2])
-def alive():
-    try:
-        os.killpg(group, 0)
-        return True
-    except ProcessLookupError:
-        return False
-while os.getppid() == parent:
-    if not alive():
-        sys.exit(0)
-    time.sleep(0.5)
-for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 0.0)):
-    try:
-        os.killpg(group, sig)
-    except ProcessLookupError:
-        sys.exit(0)
-    end = time.monotonic() + grace
-    while time.monotonic() < end and alive():
-        time.sleep(0.2)
-"""
-
-
 def _start_watchdog(server_pid: int) -> subprocess.Popen[bytes]:
     """A process that stops the server's process group ``server_pid`` when this process
-    dies, however it dies (:data:`_WATCHDOG`)."""
+    dies, however it dies (:mod:`kspark.runtime.watchdog`)."""
+    # the folder kspark is imported from, for a client that found it through sys.path
+    # alone: the watchdog must import the same kspark
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
     return subprocess.Popen(
-        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(server_pid)],
+        [sys.executable, "-m", "kspark.runtime.watchdog", str(os.getpid()), str(server_pid)],
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -29,8 +29,8 @@ from typing import Any
 
 import attrs
 
+from kspark._paths import kspark_home
 from kspark.errors import ServerError
-from kspark.runtime.home import kspark_home
 from kspark.runtime.server import (
     accepts_connections,
     default_server_conf,

@@ -43,6 +43,7 @@ from typing import Any
 
 import attrs
 
+from kspark._conditions import condition as spark_condition
 from kspark.bindings import bind_topology
 from kspark.config import StreamsConfig
 from kspark.errors import AppAlreadyRunningError, KSparkError, StreamsAppError, UnknownAppError
@@ -108,11 +109,31 @@ def _release(spark: Any) -> None:
 
 
 def _session_closed(exc: BaseException) -> bool:
-    from pyspark.errors import PySparkException
+    return spark_condition(exc) == "INVALID_HANDLE.SESSION_CLOSED"
 
-    return (
-        isinstance(exc, PySparkException) and exc.getCondition() == "INVALID_HANDLE.SESSION_CLOSED"
-    )
+
+def _already_active(exc: BaseException) -> bool:
+    """Whether a query failed to start because the app's query already runs: Spark's
+    condition for two sessions starting it at once, or, for the start Spark refuses
+    without a condition, its message.
+
+    Examples
+    --------
+    >>> from pyspark.errors import AnalysisException
+    >>> _already_active(AnalysisException(message="another instance was just started",
+    ...                                   errorClass="CONCURRENT_QUERY", messageParameters={}))
+    True
+    >>> _already_active(RuntimeError("Cannot start query with id 1 as another query with "
+    ...                              "same id is already active."))
+    True
+    >>> _already_active(AnalysisException(message="path is already active in a cache",
+    ...                                   errorClass="PATH_NOT_FOUND", messageParameters={}))
+    False
+    """
+    condition = spark_condition(exc)
+    if condition is not None:
+        return condition == "CONCURRENT_QUERY"
+    return "already active" in str(exc)
 
 
 def _find_query(spark: Any, handle: SubmittedApp) -> Any:
@@ -423,7 +444,7 @@ def submit(
         except KSparkError:  # kspark's own (the worker check's included) say what failed
             raise
         except Exception as exc:
-            if "already active" in str(exc):
+            if _already_active(exc):
                 raise _already_running(
                     app_id, f"on {stored_remote} (its checkpoint is in use)"
                 ) from exc

@@ -138,7 +138,7 @@ class TestInputTopic(Generic[K, V]):
         import pyarrow.parquet as pq
 
         from kspark_server import envelope as env
-        from kspark_server.chain import arrow_schema
+        from kspark_server.transport import arrow_schema
 
         fields = env.stored_fields(self._key.spark_json(), self._value.spark_json())
         # timestamps as UTC instants, a naive datetime as UTC, as the operators write them

@@ -240,7 +240,7 @@ class TaskProcessor(StatefulProcessor):
         self.spec = check_spec(spec)
         self.columns = [f["name"] for f in _schema_fields(spec.output_schema)]
         #: the output records' Arrow schema (as :func:`transport.operator_schema` declares)
-        self.out_schema = transport.arrow_schema(spec.output_schema, spec.packed.out)
+        self.out_schema = transport.operator_arrow_schema(spec.output_schema, spec.packed.out)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         store = self.spec.store

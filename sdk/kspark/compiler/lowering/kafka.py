@@ -9,6 +9,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from kspark._conditions import condition
 from kspark.compiler import stages as st
 from kspark.compiler.lowering.columns import dtype, no_headers, tail
 from kspark.compiler.resume import Resume
@@ -44,10 +45,25 @@ def _has_jvm_kafka(spark: SparkSession) -> bool:
         probe = spark.read.format("kafka").option("kafka.bootstrap.servers", "localhost:1")
         _ = probe.option("subscribe", "kspark-probe").load().schema
     except Exception as exc:
-        if "kafka" not in str(exc).lower() or "find" not in str(exc).lower():
+        if not _source_missing(exc):
             raise
         return False
     return True
+
+
+#: Spark's conditions for a server without the Kafka connector: the one it gives for
+#: ``kafka`` itself, and the one for any data source it cannot find.
+_SOURCE_MISSING = frozenset({"KAFKA_DATA_SOURCE_NOT_ENABLED", "DATA_SOURCE_NOT_FOUND"})
+
+
+def _source_missing(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server has no Kafka data source: Spark's condition says
+    so; the message only of an error without one."""
+    found = condition(exc)
+    if found is not None:
+        return found in _SOURCE_MISSING
+    text = str(exc).lower()
+    return "kafka" in text and "find" in text
 
 
 def read_kafka(stage: st.Read, spark: SparkSession, resume: Resume | None) -> DataFrame:
