@@ -17,9 +17,9 @@ from typing import Any
 import pyarrow as pa
 
 from kspark_server import codec, handling
-from kspark_server.chain import arrow_schema
 from kspark_server.envelope import RecordContext
 from kspark_server.spec import TopicNameSpec, check_spec
+from kspark_server.transport import arrow_schema
 
 __all__ = ["RecordContext", "UnboundTopicName", "make_topic_name_stage"]
 

@@ -30,10 +30,11 @@ from kspark.plan.types import describe_type
 from kspark.runtime.checkpoints import Generation
 from kspark.runtime.filesink import spark_sink_blocker
 from kspark_server import codec, envelope
-from kspark_server.chain import arrow_schema, make_chain
+from kspark_server.chain import make_chain
 from kspark_server.printing import PrintAction, format_record
 from kspark_server.spec import ForeachStep, TopicRef, TopicRule
 from kspark_server.topicnames import make_topic_name_stage
+from kspark_server.transport import arrow_schema
 
 
 def config(**kw: Any) -> StreamsConfig:
