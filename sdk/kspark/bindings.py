@@ -167,7 +167,9 @@ def bind_topology(topology: Topology, config: StreamsConfig) -> Topology:
         )
 
     patterns = sorted(
-        node.topic_name for node in topology.sources() if isinstance(node, Source) and node.pattern
+        node.topic_name
+        for node in topology.sources()
+        if isinstance(node, Source) and node.pattern and node.topic is None
     )
     if patterns and config.bootstrap_servers is None and config.data_dir is None:
         raise UnboundTopicError(
@@ -179,8 +181,8 @@ def bind_topology(topology: Topology, config: StreamsConfig) -> Topology:
         )
 
     def bound(name: str, topic: TopicSpec | None, role: TopicRole) -> TopicSpec:
-        if role == "pattern":
-            return pattern_topic(name, config.bootstrap_servers, config.data_dir)
+        if role == "pattern":  # bound already where the test driver binds it
+            return topic or pattern_topic(name, config.bootstrap_servers, config.data_dir)
         # the topology's Topic for the name, given at this node or at another one
         given = topic or names[name]
         if given is not None:
