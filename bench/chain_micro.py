@@ -8,7 +8,8 @@ The chain is ``source -> map_values(fn) -> sink`` with an ``int`` value, a datac
 (``Event``, as in the Spark benches) and a dynamic value (JSON text, ``fn`` returning a
 dict; its plain loop parses and writes the JSON itself), under the default handler and under
 ``LogAndContinue`` with 1% of the records raising; ``--vectorized`` adds the
-``map_values(fn, vectorized=True)`` form. Each variant runs ``--repeat`` times over the
+``map_values(fn, vectorized=True)`` form, ``--fan-out`` a ``flat_map_values`` that gives
+two values per record, against a plain loop that does the same. Each variant runs ``--repeat`` times over the
 same batches (default 10,000 rows each, Spark's ``spark.sql.execution.arrow.maxRecordsPerBatch``)
 and keeps the best CPU time. One core, no JVM.
 """
@@ -97,6 +98,14 @@ def json_loop(fn: Callable[[Any], Any]) -> MapInArrow:
     return run
 
 
+def twice(v: int) -> list[int]:
+    return [v, v + 1]
+
+
+def event_twice(e: Event) -> list[int]:
+    return [e.value, e.value + 1]
+
+
 def vec_times10(v: pa.Array) -> pa.Array:
     return pc.multiply(v, 10)
 
@@ -144,11 +153,16 @@ def batches(value_type: type, rows: int, per_batch: int) -> list[pa.RecordBatch]
     return out
 
 
-def kspark_chain(value_type: type, fn: Any, handler: Any, vectorized: bool = False) -> MapInArrow:
-    """The compiled chain of ``source -> map_values(fn) -> sink``, as Spark would run it."""
+def kspark_chain(
+    value_type: type, fn: Any, handler: Any, vectorized: bool = False, fan_out: bool = False
+) -> MapInArrow:
+    """The compiled chain of ``source -> map_values(fn) -> sink`` (``flat_map_values`` with
+    ``fan_out``), as Spark would run it."""
     b = StreamsBuilder()
     s = b.stream(Topic.parquet("events", "/tmp/in"), key_type=str, value_type=value_type)
-    if vectorized:
+    if fan_out:
+        s.flat_map_values(fn, value_type=int).to(Topic.parquet("out", "/tmp/out"))
+    elif vectorized:
         s.map_values(fn, vectorized=True, value_type=int).to(Topic.parquet("out", "/tmp/out"))
     elif value_type is dict:  # dynamic in, dynamic out
         s.map_values(fn).to(Topic.parquet("out", "/tmp/out"))
@@ -160,9 +174,10 @@ def kspark_chain(value_type: type, fn: Any, handler: Any, vectorized: bool = Fal
     return make_chain(stage.spec)
 
 
-def plain_loop(value_type: type, fn: Callable[[Any], Any]) -> MapInArrow:
+def plain_loop(value_type: type, fn: Callable[[Any], Any], fan_out: bool = False) -> MapInArrow:
     """A good Spark user's per-record ``mapInArrow``: the value column to Python, one call
-    per record in ``try``/``except`` (a failing record is dropped), back to Arrow."""
+    per record in ``try``/``except`` (a failing record is dropped), back to Arrow; with
+    ``fan_out``, ``fn`` gives a list of values, each its own row."""
 
     def run(it: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in it:
@@ -170,11 +185,16 @@ def plain_loop(value_type: type, fn: Callable[[Any], Any]) -> MapInArrow:
             keep: list[int] = []
             for i, v in enumerate(batch.column("value").to_pylist()):
                 try:
-                    out.append(fn(v))
-                    keep.append(i)
+                    if fan_out:
+                        values = fn(v)
+                        out.extend(values)
+                        keep.extend([i] * len(values))
+                    else:
+                        out.append(fn(v))
+                        keep.append(i)
                 except Exception:  # the loop under test: a failing record is dropped
                     continue
-            if len(keep) != batch.num_rows:
+            if fan_out or len(keep) != batch.num_rows:
                 batch = batch.take(pa.array(keep))
             yield batch.set_column(1, "value", pa.array(out, pa.int64()))
 
@@ -206,6 +226,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--vectorized", action="store_true", help="add map_values(vectorized=True)")
+    p.add_argument("--fan-out", action="store_true", help="add flat_map_values (two per record)")
     p.add_argument("--only", choices=["int", "event", "dynamic"], help="one value type")
     p.add_argument("--profile", choices=["int", "event"], help="cProfile one chain and stop")
     a = p.parse_args()
@@ -260,6 +281,19 @@ def main() -> None:
         variants[int].append(
             ("kspark, vectorized", kspark_chain(int, vec_times10, None, vectorized=True))
         )
+    if a.fan_out:
+
+        def dict_twice(d: dict[str, Any]) -> list[int]:
+            return [int(d["value"]), int(d["value"]) + 1]
+
+        variants[int] += [
+            ("kspark, flat_map_values", kspark_chain(int, twice, None, fan_out=True)),
+            ("plain loop, two per record", plain_loop(int, twice, fan_out=True)),
+        ]
+        variants[Event] += [
+            ("kspark, flat_map_values", kspark_chain(Event, event_twice, None, fan_out=True)),
+            ("plain loop, two per record", plain_loop(Event, dict_twice, fan_out=True)),
+        ]
     print(f"{a.rows:,} records in batches of {a.batch:,}, best of {a.repeat}, one core")
     names = {int: "int", Event: "event", dict: "dynamic"}
     for vt, fns in variants.items():
@@ -278,6 +312,9 @@ def main() -> None:
             f"  ratio kspark / plain loop, 1%      {failing / rate['plain loop, 1% raising']:.3f}"
         )
         print(f"  1% failures cost                   {default / failing - 1:+.1%}")
+        if "kspark, flat_map_values" in rate:
+            fan = rate["kspark, flat_map_values"] / rate["plain loop, two per record"]
+            print(f"  ratio kspark / plain loop, fan-out {fan:.3f}")
 
 
 if __name__ == "__main__":

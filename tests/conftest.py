@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 BLOCKER = os.path.join(os.path.dirname(__file__), "support", "blocker")
-#: The test server's base chunk size (kspark_server.taskstate.BASE_CHUNK_BYTES is 32 MiB)
+#: The tests' base chunk size (StreamsConfig's state_base_chunk_bytes is 32 MiB)
 TEST_CHUNK_BYTES = 4096
 
 # pytest runs with --doctest-modules (pyproject.toml), which imports every .py file it
@@ -29,6 +29,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.fixture(autouse=True, scope="session")
+def checked_state() -> Iterator[None]:
+    """Every app of the suite checks its state: stateful operators check that each change
+    they log reads back as the task state it stands for (``state_check_log``), and bases
+    of more than a few entries span several chunks (``state_base_chunk_bytes``). A test
+    that passes either field keeps its own value."""
+    from kspark import StreamsConfig
+
+    plain = StreamsConfig.__init__
+
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("state_check_log", True)
+        kwargs.setdefault("state_base_chunk_bytes", TEST_CHUNK_BYTES)
+        plain(self, *args, **kwargs)
+
+    StreamsConfig.__init__ = checked  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        StreamsConfig.__init__ = plain  # type: ignore[method-assign]
+
+
 @pytest.fixture(scope="session")
 def spark_server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -41,14 +63,7 @@ def spark_server(
 
     server = EmbeddedServer(
         conf={"spark.sql.shuffle.partitions": "2"},
-        # KSPARK_CHECK_STATE_LOG: stateful operators check that each change they log
-        # reads back as the task state it stands for (kspark_server.taskstate);
-        # KSPARK_BASE_CHUNK_BYTES: bases of more than a few entries span several chunks
-        env={
-            "PYTHONPATH": BLOCKER,
-            "KSPARK_CHECK_STATE_LOG": "1",
-            "KSPARK_BASE_CHUNK_BYTES": str(TEST_CHUNK_BYTES),
-        },
+        env={"PYTHONPATH": BLOCKER},
         # the tests' tables and metastore, apart from the user's ~/.kspark
         home=str(tmp_path_factory.mktemp("kspark-home")),
     ).start()

@@ -44,7 +44,7 @@ KafkaClient: TypeAlias = Literal["auto", "jvm", "python"]
 #: How an app writes its file topics (``StreamsConfig.file_sink``): Spark's own file sink
 #: (``"spark"``: written by the JVM, exactly once through its ``_spark_metadata`` log),
 #: kspark's ``batch_id=N`` folders (``"batch_folders"``, through ``foreachBatch``), or
-#: ``"auto"`` (Spark's where the app allows it: docs/topics.md).
+#: ``"auto"`` (Spark's where the app allows it: docs/configuration.md, ``file_sink``).
 FileSink: TypeAlias = Literal["auto", "batch_folders", "spark"]
 
 #: The short names of the built-in exception handlers, which ``StreamsConfig``'s

@@ -244,7 +244,7 @@ def _bind_dynamic(
     the names their records give as the app binds any name: the topology's ``Topic``
     objects and ``config.topics`` by name, then every other name by ``bootstrap_servers``
     or ``data_dir``."""
-    if not any(isinstance(node, DynamicSink) for node in topology.terminals):
+    if not any(isinstance(node, DynamicSink) for node in topology.ends):
         return topology
     by_name = {name: topic for name, topic in names.items() if topic is not None}
     by_name.update({n: t for n, t in config.topic_bindings.items() if n not in by_name})

@@ -17,6 +17,15 @@ from kspark.plan.topology import Topology
 from kspark.runtime.server import REMOTE_ENV
 from kspark.runtime.urls import redact
 
+#: The top-level help: plain text, as argparse prints it.
+DESCRIPTION = """\
+kspark: the Kafka Streams DSL on Spark Structured Streaming over Spark Connect.
+
+A topology is named module:attr (an attribute that is a Topology, or a function that
+returns one), imported with the current folder on the path. Relative paths (--config,
+--data-dir, and the paths in a config file) are taken against the current folder and
+sent to the server as absolute paths."""
+
 
 def load_topology(ref: str) -> Topology:
     """``module:attr``: a Topology, or a function returning one."""
@@ -118,8 +127,9 @@ def _add_server_parser(sub: Any) -> None:
     start.add_argument("--port", type=int, default=15002, help="Spark Connect port (15002)")
     start.add_argument(
         "--worker-python",
-        help="the Python of the server's workers (default: this Python); it needs pyarrow, "
-        "pandas and the pyspark[connect] packages, not kspark",
+        metavar="PYTHON",
+        help="the Python of the server's workers (default: this Python). It needs no "
+        f"kspark, but these packages: {_worker_packages()}",
     )
     start.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default loopback)"
@@ -134,6 +144,28 @@ def _add_server_parser(sub: Any) -> None:
     )
     status.add_argument("--json", action="store_true", help="print JSON")
     actions.add_parser("stop", help="stop the server (Spark's stop-connect-server.sh)")
+
+
+def _worker_packages() -> str:
+    """The distributions a server's workers need, as the worker check asks for them."""
+    from kspark.runtime import workers
+
+    base = ", ".join(need.distribution for need in workers.BASE)
+    stateful = " and ".join(need.distribution for need in workers.STATEFUL)
+    kafka = " and ".join(need.distribution for need in workers.KAFKA)
+    return (
+        f"{base}; {stateful} for stateful operators; {kafka} for Kafka through "
+        "kspark's Python client"
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"kspark {version('kspark')}"
+    except PackageNotFoundError:
+        return "kspark (version unknown: not installed as a distribution)"
 
 
 def _server(args: argparse.Namespace) -> int:
@@ -184,13 +216,23 @@ def _server(args: argparse.Namespace) -> int:
     return 0 if current is not None else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kspark", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of the ``kspark`` command line."""
+    parser = argparse.ArgumentParser(
+        prog="kspark",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = sub.add_parser("demo", help="run the demo app on the embedded server")
     demo.add_argument("--payments", type=int, default=2000, help="payments per run")
     demo.add_argument("--remote", help="sc://host:port of a Spark Connect server")
-    demo.add_argument("--data-dir", help="where to write data (default: a temp dir)")
+    demo.add_argument(
+        "--data-dir",
+        help="where to write the data and read the results back (relative: against the "
+        "current folder; default: a temporary folder, removed afterwards)",
+    )
     demo.add_argument(
         "--kafka",
         action="store_true",
@@ -198,20 +240,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     desc = sub.add_parser("describe", help="print a topology")
     desc.add_argument("topology", help="module:attr")
-    desc.add_argument("--format", choices=["text", "mermaid", "dot"], default="text")
+    desc.add_argument(
+        "--format",
+        choices=["text", "mermaid", "dot"],
+        default="text",
+        help="text (Kafka Streams' describe() layout, the default), a Mermaid flowchart or "
+        "Graphviz DOT",
+    )
     run = sub.add_parser("run", help="run a topology until caught up")
     run.add_argument("topology", help="module:attr")
     resc = sub.add_parser(
         "rescale", help="move a stopped app's state to a new number of partitions"
     )
-    resc.add_argument("--app", required=True, help="module:attr of the app's topology")
+    resc.add_argument("topology", nargs="?", help="module:attr of the app's topology")
+    # the form of earlier releases, kept working
+    resc.add_argument("--app", help=argparse.SUPPRESS)
     resc.add_argument("--partitions", type=int, required=True, help="the new num_partitions")
-    for p in (run, resc):
-        p.add_argument("--remote", help="sc://host:port (default: embedded server)")
+    for p, what in ((run, "runs"), (resc, "rescales")):
+        _add_remote_arguments(p, "$KSPARK_REMOTE, else an embedded server")
         p.add_argument(
             "--config", help="a JSON or TOML file of StreamsConfig options (handlers by name)"
         )
-        p.add_argument("--app-id", default="kspark-app")
+        p.add_argument(
+            "--app-id",
+            default="kspark-app",
+            help=f"the application_id of the app it {what}, the default of a config file "
+            "that sets none (default: kspark-app); the checkpoint is found by it",
+        )
     submit = sub.add_parser(
         "submit", help="start a topology on a remote Spark Connect server and leave it running"
     )
@@ -242,6 +297,11 @@ def main(argv: list[str] | None = None) -> int:
         "--keep-session", action="store_true", help="do not release the Spark Connect session"
     )
     _add_server_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "server":
@@ -262,9 +322,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command in ("run", "rescale"):
             from kspark.runtime import StreamsApp, connect
 
-            topo = load_topology(args.topology if args.command == "run" else args.app)
+            ref = args.topology or (args.app if args.command == "rescale" else None)
+            if ref is None or (args.command == "rescale" and args.topology and args.app):
+                parser.error("rescale takes the app's topology once, as module:attr")
             app = StreamsApp(
-                topo, load_config(args.config, args.app_id), session=connect(args.remote)
+                load_topology(ref),
+                load_config(args.config, args.app_id),
+                session=connect(_remote(args)),
             )
             if args.command == "run":
                 print(app.run_until_caught_up().summary())

@@ -375,7 +375,8 @@ class StreamsConfig:
         more per start); or ``"auto"`` (the default): Spark's sink for an app without
         state that writes one file topic, has no dead-letter queue and was never
         rescaled, into a topic that is not already in the other layout; batch folders
-        otherwise. A topic keeps the layout it was first written in (docs/topics.md).
+        otherwise. A topic keeps the layout it was first written in
+        (docs/concepts.md, "One streaming query per app").
     state_snapshot_min_deltas
         A snapshot of a state partition is taken after this many micro-batches
         (changelog files) since the last one
@@ -403,6 +404,14 @@ class StreamsConfig:
         (``spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage`` and
         ``maxMemoryUsageMB``). None: unbounded, Spark's default. The first bounded store
         of a JVM fixes the size.
+    state_base_chunk_bytes
+        Tuning: a stateful task's durable base is written in chunks of about this many
+        bytes (one entry larger than that is a chunk of its own), so that no value in the
+        state store nears Spark's 2 GiB limit.
+    state_check_log
+        Checks, for tests: after every micro-batch, each stateful task reads its durable
+        base and log back and compares them with its state, and logs changes against
+        bases of any size. Slow; an inconsistency stops the app.
     topics
         Bindings of the topology's topic names to where they live: name ->
         ``Topic.jsonl(...)``, ``Topic.parquet(...)``, ``Topic.kafka(...)`` or
@@ -479,6 +488,10 @@ class StreamsConfig:
     state_memory_mb: int | None = attrs.field(
         default=None, validator=_positive_int("state_memory_mb", optional=True)
     )
+    state_base_chunk_bytes: int = attrs.field(
+        default=32 << 20, validator=_positive_int("state_base_chunk_bytes")
+    )
+    state_check_log: bool = attrs.field(default=False, validator=_bool("state_check_log"))
     topics: tuple[tuple[str, TopicSpec], ...] = attrs.field(default=None, converter=_topics_tuple)
     bootstrap_servers: str | None = attrs.field(
         default=None, validator=_optional_str("bootstrap_servers")
@@ -498,6 +511,9 @@ class StreamsConfig:
         else:
             # a relative or ~ path would resolve on the server, against its working directory
             object.__setattr__(self, "checkpoint_dir", resolve_path(self.checkpoint_dir))
+        if self.data_dir:
+            # the same rule, so that the folder is the one the client meant when it was made
+            object.__setattr__(self, "data_dir", resolve_path(self.data_dir))
         interval: object = self.trigger_interval
         if interval is not None and (
             not isinstance(interval, timedelta) or interval <= timedelta(0)

@@ -12,6 +12,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
+from kspark._paths import resolve_path
 from kspark.errors import MissingDependencyError, ServerError
 from kspark.runtime import shipping
 from kspark.runtime.app import StreamsApp
@@ -75,7 +76,9 @@ def run_demo(
     w = out or sys.stdout
     preflight(remote=remote, kafka=kafka)
     own_dir = data_dir is None
-    data_dir = data_dir or tempfile.mkdtemp(prefix="kspark-demo-")
+    # one path for the app and the read-back of its results: a relative --data-dir is
+    # made absolute here, on the client, as StreamsConfig and Topic make theirs
+    data_dir = resolve_path(data_dir) if data_dir else tempfile.mkdtemp(prefix="kspark-demo-")
     broker = None
     try:
         t0 = time.perf_counter()

@@ -1,16 +1,19 @@
 """Fused stateless stages: a chain of user functions run in one Python pass.
 
-A chain spec (:class:`~kspark_server.spec.ChainSpec`) holds steps (filter, map, ...). :func:`make_chain` turns it into
-a ``mapInArrow`` function: each Arrow batch is decoded once, every record goes through all
-steps, and the results are encoded once. Each user-function call is guarded: an exception
-goes to the processing exception handler (see :mod:`kspark_server.handling`).
+A chain spec (:class:`~kspark_server.spec.ChainSpec`) holds steps (filter, map, flat_map,
+branch, ...). :func:`make_chain` turns it into a ``mapInArrow`` function that runs each
+step over all the live records of an Arrow batch before the next step starts. The live
+records are positions in the batch: a filter drops positions, a fan-out repeats one per
+output, and the envelope (topic, offset, headers, ...) reaches the output with one Arrow
+``take`` of those positions. Each user-function call is guarded: an exception goes to the
+processing exception handler with the record's context (see :mod:`kspark_server.handling`).
 """
 
 from __future__ import annotations
 
-import functools
 import gc
 import itertools
+import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -19,7 +22,8 @@ import pyarrow as pa
 
 from kspark_server import codec, columns, handling, recordsize
 from kspark_server.handlers import Origin
-from kspark_server.records import ArrowColumns, ArrowRecord, arrow_record
+from kspark_server.live import FAILED, Live, call_each, retrying, succeeded
+from kspark_server.records import arrow_record
 from kspark_server.spec import (
     ArrowValues,
     BranchStep,
@@ -45,14 +49,12 @@ from kspark_server.spec import (
 from kspark_server.transport import arrow_schema
 
 Pair = tuple[Any, Any]
-# A step maps one (key, value) to a list of pairs: [] drops, [p] passes one, more fan out.
-StepFn = Callable[[Any, Any, dict[str, Any]], list[Pair]]
 
 
-def _loads(s: str) -> Any:
-    import json
-
-    return json.loads(s)
+def arrow_type(spark_json: str) -> pa.DataType:
+    """The Arrow type of a Spark type given in JSON (``"long"``, a struct...)."""
+    field = {"name": "v", "type": json.loads(spark_json), "nullable": True, "metadata": {}}
+    return arrow_schema(json.dumps({"type": "struct", "fields": [field]})).field(0).type
 
 
 def _pair(result: Any, processor: str) -> Pair:
@@ -64,162 +66,6 @@ def _pair(result: Any, processor: str) -> Pair:
     raise TypeError(
         f"{processor}: the mapper must return a (key, value) pair, got {type(result).__name__}"
     )
-
-
-def make_step(step: Step, guard: handling.Guard) -> StepFn:
-    """One step as a function of ``(key, value, row)`` to a list of pairs."""
-    name = step.processor
-    call = guard.call  # (processor, fn, args, row) -> (ok, result)
-
-    if isinstance(step, FilterStep | MapValuesStep) and step.vectorized is not None:
-        return _vectorized_record_step(step, guard)
-    if isinstance(step, FilterStep | TableFilterStep):
-        fn, negate, table = step.fn, step.negate, isinstance(step, TableFilterStep)
-
-        def filter_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            if table and v is None:
-                return [(k, v)]
-            ok, keep = call(name, fn, (k, v), row)
-            if not ok:
-                return []
-            if bool(keep) != negate:
-                return [(k, v)]
-            return [(k, None)] if table else []
-
-        return filter_step
-    if isinstance(step, MapStep):
-        map_fn = step.fn
-
-        def map_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, r = call(name, lambda a, b: _pair(map_fn(a, b), name), (k, v), row)
-            return [r] if ok else []
-
-        return map_step
-    if isinstance(step, MapValuesStep | TableMapValuesStep):
-        mv_fn, with_key = step.fn, step.with_key
-        table = isinstance(step, TableMapValuesStep)
-
-        def map_values_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            if table and v is None:
-                return [(k, None)]
-            ok, r = call(name, mv_fn, (k, v) if with_key else (v,), row)
-            return [(k, r)] if ok else []
-
-        return map_values_step
-    if isinstance(step, FlatMapStep):
-        fm_fn = step.fn
-
-        def flat_map_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, r = call(name, lambda a, b: [_pair(x, name) for x in fm_fn(a, b)], (k, v), row)
-            return r if ok else []
-
-        return flat_map_step
-    if isinstance(step, FlatMapValuesStep):
-        fmv_fn, fmv_with_key = step.fn, step.with_key
-
-        def flat_map_values_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            args = (k, v) if fmv_with_key else (v,)
-            ok, r = call(name, lambda *a: [(k, x) for x in fmv_fn(*a)], args, row)
-            return r if ok else []
-
-        return flat_map_values_step
-    if isinstance(step, SelectKeyStep):
-        sk_fn = step.fn
-
-        def select_key_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, r = call(name, sk_fn, (k, v), row)
-            return [(r, v)] if ok else []
-
-        return select_key_step
-    if isinstance(step, ForeachStep):
-        each_fn = step.fn
-
-        def foreach_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            call(name, each_fn, (k, v), row)
-            return []  # the stream ends here: a record that was acted on is not dropped
-
-        return foreach_step
-    if isinstance(step, PeekStep):
-        peek_fn = step.fn
-
-        def peek_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, _ = call(name, peek_fn, (k, v), row)
-            return [(k, v)] if ok else []
-
-        return peek_step
-    if isinstance(step, BranchStep):
-        preds, index = step.predicates, step.index
-
-        def first_true(k: Any, v: Any) -> int:
-            for i, p in enumerate(preds):
-                if p(k, v):
-                    return i
-            return len(preds)
-
-        # the predicates are the split's: a failure is the split's, the same on every branch
-        split = step.split or name
-
-        def branch_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-            ok, i = call(split, first_true, (k, v), row)
-            return [(k, v)] if ok and i == index else []
-
-        return branch_step
-    raise SpecError(f"unknown step op {type(step).__name__!r}")
-
-
-def _vectorized_record_step(step: FilterStep | MapValuesStep, guard: handling.Guard) -> StepFn:
-    """A vectorized step in a chain that runs record by record (one with a flat map): its
-    function called on one-value arrays."""
-    assert step.vectorized is not None
-    types, fn, name = step.vectorized, step.fn, step.processor
-    is_filter = isinstance(step, FilterStep)
-    negate = isinstance(step, FilterStep) and step.negate
-    arrow = _ArrowTypes(types)
-    enc = codec.encoder(types.before)
-    after_dec = columns.column_decoder(types.after)
-
-    def one(v: Any) -> Any:
-        after_type = pa.bool_() if is_filter else arrow.after
-        res = _vector_result(name, fn(pa.array([enc(v)], type=arrow.before)), 1, after_type)
-        return res[0].as_py() if is_filter else after_dec(res)[0]
-
-    def vectorized_step(k: Any, v: Any, row: dict[str, Any]) -> list[Pair]:
-        ok, r = guard.call(name, one, (v,), row)
-        if not ok:
-            return []
-        if is_filter:
-            # a null answer is neither true nor false: the record is dropped
-            return [(k, v)] if r is not None and r != negate else []
-        return [(k, r)]
-
-    return vectorized_step
-
-
-def _assemble(
-    batch: pa.RecordBatch,
-    schema: pa.Schema,
-    idx: list[int],
-    replaced: dict[str, list[Any] | pa.Array],
-) -> pa.RecordBatch:
-    """The output batch: rows ``idx`` of ``batch``, with the ``replaced`` columns new."""
-    taken = batch.take(pa.array(idx, pa.int64())) if len(idx) != batch.num_rows else batch
-    cols = []
-    for f in schema:
-        if f.name in replaced:
-            new = replaced[f.name]
-            cols.append(new if isinstance(new, pa.Array) else pa.array(new, type=f.type))
-            continue
-        pos = taken.schema.get_field_index(f.name)
-        if pos < 0:
-            cols.append(pa.nulls(len(idx), f.type))
-        else:
-            col = taken.column(pos)
-            cols.append(col if col.type == f.type else col.cast(f.type))
-    return pa.RecordBatch.from_arrays(cols, schema=schema)
-
-
-def _record_at(cells: ArrowColumns, idx: list[int], j: int) -> ArrowRecord:
-    return ArrowRecord(cells, idx[j])
 
 
 def _unfit(values: list[Any], type_: pa.DataType, what: str) -> pa.Array | dict[int, Exception]:
@@ -322,22 +168,135 @@ def output_encoder(inp: TypeSpec, out: TypeSpec, what: str) -> codec.Codec:
 def make_chain(
     spec: ChainSpec,
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of a chain spec.
+    """The ``mapInArrow`` function of a chain spec, run step by step over each batch.
 
-    Only the key and value columns become Python objects; the rest of the envelope stays in
-    Arrow and is carried over with ``take`` (a fan-out repeats a row's index). A chain
-    without fan-out runs column by column instead (:func:`make_columnar_chain`).
+    Each step loops over the batch's live records (one guarded call each) before the next
+    step starts, so a chain's per-record cost is its user functions' and little else:
+
+    - keys and values become Python objects column by column (:mod:`kspark_server.columns`),
+      and only when a step reads them;
+    - a column that no step replaced (the key through ``map_values``, the value through a
+      ``filter``) goes to the output as the input's Arrow column, taken at the live rows;
+    - a new column is type-checked once per batch (the set of its values' types) and
+      converted by Arrow; if that fails, the batch's records are encoded one by one, so
+      that a wrong value reaches its handler with its record (the processing handler of
+      the step that made it, see :func:`output_owners`).
+
+    A record's outputs leave in the order its steps gave them, each record's after the
+    previous record's. In a chain with a fan-out, output ``j`` of a record gets the
+    ``ks_sub`` ``4096 * ks_sub + j``, which keeps the outputs apart and in order
+    downstream.
     """
     check_spec(spec)
-    if any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps) or any(
-        # dynamic (JSON) values converted to a declared record, list or map: the record
-        # path converts them; dynamic to dynamic or to a primitive needs no conversion
-        isinstance(i, JsonSpec) and not isinstance(o, JsonSpec | PrimSpec)
-        for i, o in ((spec.input.key, spec.output.key), (spec.input.value, spec.output.value))
-    ):
-        run = make_record_chain(spec)
-    else:
-        run = make_columnar_chain(spec)
+    guard = handling.Guard(spec.handling, handling.json_columns(spec))
+    kdec = columns.column_decoder(spec.input.key)
+    vdec = columns.column_decoder(spec.input.value)
+    kcol = _column_output(spec.input.key, spec.output.key, "key")
+    vcol = _column_output(spec.input.value, spec.output.value, "value")
+    kenc = output_encoder(spec.input.key, spec.output.key, "key")
+    venc = output_encoder(spec.input.value, spec.output.value, "value")
+    plain_keys = isinstance(spec.input.key, PrimSpec | JsonSpec)
+    steps = [_column_step(s, guard, kdec, plain_keys) for s in spec.steps]
+    fans_out = any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps)
+    owners = output_owners(spec)
+    last_processor = spec.steps[-1].processor if spec.steps else spec.sink or "source"
+    first_processor = spec.steps[0].processor if spec.steps else last_processor
+    # a dynamic column is written afresh even when unchanged: what Spark read may not be
+    # kspark's JSON text yet (a JSON string without its quotes, keys unsorted), and equal
+    # values must leave as equal text
+    same_key = spec.input.key == spec.output.key and not isinstance(spec.input.key, JsonSpec)
+    same_value = spec.input.value == spec.output.value and not isinstance(
+        spec.input.value, JsonSpec
+    )
+    schema_json = spec.output_schema
+    json_in = isinstance(spec.input.value, JsonSpec) and not isinstance(spec.output.value, JsonSpec)
+
+    def encode(live: Live, schema: pa.Schema) -> dict[str, pa.Array]:
+        ktype, vtype = schema.field("key").type, schema.field("value").type
+        out: dict[str, pa.Array | None] = {}
+        if live.keys_new or not same_key:
+            out["key"] = kcol(live.keys(kdec), ktype)
+        if live.values_new or not same_value:
+            # JSON text that no step decoded is decoded here, to be converted, not cast
+            values = live.values() if json_in and not live.values_new else live.arrow_values()
+            if isinstance(values, pa.Array):
+                out["value"] = values if values.type == vtype else values.cast(vtype)
+            else:
+                out["value"] = vcol(values, vtype)
+        if all(a is not None for a in out.values()):
+            return {k: a for k, a in out.items() if a is not None}
+        # a value Arrow refused, or of a type the per-value encoder converts: record by
+        # record, each failure to its handler (output_owners)
+        keys, values = live.keys(kdec), live.values()
+        ok_rows: list[bool] = []
+        ks: list[Any] = []
+        vs: list[Any] = []
+        for j, (k, v) in enumerate(zip(keys, values, strict=True)):
+            ok, enc = guard.encode(last_processor, kenc, venc, k, v, live.row(j), owners)
+            ok_rows.append(ok)
+            if ok:
+                ks.append(enc[0])
+                vs.append(enc[1])
+        if not all(ok_rows):
+            live.keep(ok_rows)
+        # encoded, but Arrow may still refuse a value (see _unfit): find it, report it
+        checked = _refuse_unfit(guard, last_processor, ks, vs, schema, live.row)
+        if isinstance(checked, dict):
+            return checked
+        live.keep(checked)
+        ks = list(itertools.compress(ks, checked))
+        vs = list(itertools.compress(vs, checked))
+        return {"key": pa.array(ks, type=ktype), "value": pa.array(vs, type=vtype)}
+
+    def one_batch(batch: pa.RecordBatch, schema: pa.Schema) -> list[pa.RecordBatch]:
+        out = []
+        side = batch.column("ks_side")
+        has_side = side.null_count < len(side)
+        records = batch.filter(side.is_null()) if has_side else batch
+        live = Live(records, guard, vdec, first_processor)
+        for step in steps:
+            if not live.rows:
+                break
+            retrying(step, live)
+        if fans_out:  # numbered before encoding, as a failed output keeps its number
+            live.subs = _fan_out_subs(records.column("ks_sub"), live.rows)
+        replaced = retrying(lambda lv: encode(lv, schema), live) if live.rows else {}
+        if fans_out:
+            replaced["ks_sub"] = pa.array(live.subs or [], schema.field("ks_sub").type)
+        out.append(_assemble_columns(records, schema, live.rows, replaced))
+        if has_side:
+            # dead-letter and metric rows pass through, without key and value
+            sides = batch.filter(side.is_valid())
+            n = sides.num_rows
+            nulls = {
+                "key": pa.nulls(n, schema.field("key").type),
+                "value": pa.nulls(n, schema.field("value").type),
+            }
+            out.append(_assemble_columns(sides, schema, range(n), nulls))
+        if guard.side or guard.dropped:
+            first = batch.slice(0, 1).to_pylist()[0]
+            chunk = f"{first['ks_seq']}:{first['ks_sub']}"
+            out.extend(guard.drain_batches(schema, chunk))
+        return out
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        schema = arrow_schema(schema_json)
+        for batch in batches:
+            # A batch makes ten thousand records at once, each one an object the cyclic
+            # garbage collector tracks; its collections then walk every object of the
+            # worker (pyspark's modules...) over and over, which doubled the cost of a
+            # dataclass chain (docs/performance.md). Records hold no cycles of their own,
+            # so the collector waits for the end of the batch, and is never left off
+            # while the batch's output is with Spark.
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                out = one_batch(batch, schema)
+            finally:
+                if collecting:
+                    gc.enable()
+            yield from out
+
     if spec.record_limit is not None:  # it feeds a Kafka sink
         return recordsize.limited(
             spec.record_limit,
@@ -347,6 +306,37 @@ def make_chain(
             handling.json_columns(spec, output=True),
         )
     return run
+
+
+def _fan_out_subs(subs: pa.Array, rows: list[int] | range) -> list[int]:
+    """``4096 * ks_sub + j`` for each live row, ``j`` its rank among the live rows of the
+    same input record (which are next to each other)."""
+    at = np.fromiter(rows, np.int64, len(rows))
+    n = len(at)
+    starts = np.ones(n, bool)
+    starts[1:] = at[1:] != at[:-1]
+    first = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+    sub = subs.take(at).to_numpy(zero_copy_only=False).astype(np.int64)
+    return (sub * 4096 + np.arange(n) - first).tolist()  # type: ignore[no-any-return]
+
+
+def _column_output(inp: TypeSpec, out: TypeSpec, what: str) -> columns.ColumnEncoder:
+    """The chain's column encoder of keys or values of type ``out``: from a dynamic input,
+    values of JSON shape are first converted to the declared type (as
+    :func:`output_encoder` does one by one)."""
+    col = columns.column_encoder(out, what)
+    if not isinstance(inp, JsonSpec) or isinstance(out, JsonSpec | PrimSpec):
+        return col
+    convert = codec.converter(out, what)
+
+    def converting(values: list[Any], type_: pa.DataType) -> pa.Array | None:
+        try:
+            converted = list(map(convert, values))
+        except Exception:  # the per-record encoder finds the value and reports it
+            return None
+        return col(converted, type_)
+
+    return converting
 
 
 def constant_widener(
@@ -363,10 +353,8 @@ def constant_widener(
     >>> widen(pa.table({"key": ["a", "b"], "ks_seq": [1, 2]})).to_pydict()
     {'key': ['a', 'b'], 'topic': ['t', 't'], 'ks_seq': [1, 2]}
     """
-    import json
-
     constants = [
-        (str(n), int(i), arrow_type(_dumps(t)), v) for n, i, t, v in json.loads(constants_json)
+        (str(n), int(i), arrow_type(json.dumps(t)), v) for n, i, t, v in json.loads(constants_json)
     ]
     names = [n for n, _, _, _ in constants]
     cache: dict[int, list[pa.Array]] = {}
@@ -419,101 +407,6 @@ def with_constants(
     return wrapped
 
 
-def make_record_chain(
-    spec: ChainSpec,
-) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of any chain, run record by record: each record goes
-    through every step before the next record starts."""
-    guard = handling.Guard(spec.handling, handling.json_columns(spec))
-    kdec = codec.decoder(spec.input.key)
-    vdec = codec.decoder(spec.input.value)
-    kenc = output_encoder(spec.input.key, spec.output.key, "key")
-    venc = output_encoder(spec.input.value, spec.output.value, "value")
-    steps = [make_step(s, guard) for s in spec.steps]
-    fans_out = any(isinstance(s, FlatMapStep | FlatMapValuesStep) for s in spec.steps)
-    last_processor = spec.steps[-1].processor if spec.steps else spec.sink or "source"
-    first_processor = spec.steps[0].processor if spec.steps else last_processor
-    schema_json = spec.output_schema
-    encode = functools.partial(guard.encode, owners=output_owners(spec))
-
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        schema = arrow_schema(schema_json)
-        for batch in batches:
-            keys = batch.column("key").to_pylist()
-            values = batch.column("value").to_pylist()
-            is_side = batch.column("ks_side").is_valid().to_pylist()
-            subs = batch.column("ks_sub").to_pylist() if fans_out else []
-            cells = ArrowColumns(batch)
-            idx: list[int] = []
-            out_k: list[Any] = []
-            out_v: list[Any] = []
-            out_sub: list[Any] = []
-            for i in range(batch.num_rows):
-                if is_side[i]:  # dead-letter and metric rows pass through
-                    idx.append(i)
-                    out_k.append(None)
-                    out_v.append(None)
-                    if fans_out:
-                        out_sub.append(subs[i])
-                    continue
-                row: Any = ArrowRecord(cells, i)
-                origin = "KEY"
-                try:  # a class's constructor or validator may refuse a stored value
-                    k0 = kdec(keys[i])
-                    origin = "VALUE"
-                    pairs: list[Pair] = [(k0, vdec(values[i]))]
-                except Exception as exc:
-                    guard.decode_failed(first_processor, row, exc, origin)
-                    continue
-                for step in steps:
-                    if len(pairs) == 1:
-                        pairs = step(pairs[0][0], pairs[0][1], row)
-                    else:
-                        nxt: list[Pair] = []
-                        for k, v in pairs:
-                            nxt.extend(step(k, v, row))
-                        pairs = nxt
-                    if not pairs:
-                        break
-                for j, (k, v) in enumerate(pairs):
-                    ok, enc = encode(last_processor, kenc, venc, k, v, row)
-                    if not ok:
-                        continue
-                    idx.append(i)
-                    out_k.append(enc[0])
-                    out_v.append(enc[1])
-                    if fans_out:
-                        out_sub.append(subs[i] * 4096 + j)
-            checked = _refuse_unfit(
-                guard,
-                last_processor,
-                out_k,
-                out_v,
-                schema,
-                functools.partial(_record_at, cells, idx),
-            )
-            replaced: dict[str, list[Any] | pa.Array]
-            if isinstance(checked, dict):
-                replaced = dict(checked)
-            else:  # some records refused: the others go on
-                idx, out_k, out_v = (
-                    [x for x, ok in zip(col, checked, strict=True) if ok]
-                    for col in (idx, out_k, out_v)
-                )
-                if fans_out:
-                    out_sub = [x for x, ok in zip(out_sub, checked, strict=True) if ok]
-                replaced = {"key": out_k, "value": out_v}
-            if fans_out:
-                replaced["ks_sub"] = out_sub
-            yield _assemble(batch, schema, idx, replaced)
-            if guard.side or guard.dropped:
-                first = batch.slice(0, 1).to_pylist()[0]
-                chunk = f"{first['ks_seq']}:{first['ks_sub']}"
-                yield from guard.drain_batches(schema, chunk)
-
-    return run
-
-
 def make_id_stage(
     spec: DedupIdSpec,
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -550,220 +443,19 @@ def make_id_stage(
     return run
 
 
-# -- the columnar chain: one step at a time over a whole batch ------------------------------
+# -- the steps: each one over all the live records of a batch -------------------------------
 
-#: The result of a user function that raised (its record is dropped).
-_FAILED: Any = object()
 #: A table filter's answer for a delete, which it passes without asking the predicate.
 _DELETE: Any = object()
 
-ColumnStep = Callable[["Live"], None]
+ColumnStep = Callable[[Live], None]
 
 
-class _ArrowTypes:
-    """The Arrow types of a vectorized step's values, read when the step first runs (in
-    the worker, as the chain's output schema is)."""
-
-    __slots__ = ("_after", "_before", "_types")
-
-    def __init__(self, types: ArrowValues) -> None:
-        self._types = types
-        self._before: pa.DataType | None = None
-        self._after: pa.DataType | None = None
-
-    @property
-    def before(self) -> pa.DataType:
-        if self._before is None:
-            self._before = arrow_type(self._types.before_spark)
-        return self._before
-
-    @property
-    def after(self) -> pa.DataType:
-        if self._after is None:
-            self._after = arrow_type(self._types.after_spark)
-        return self._after
-
-
-def arrow_type(spark_json: str) -> pa.DataType:
-    """The Arrow type of a Spark type given in JSON (``"long"``, a struct...)."""
-    field = {"name": "v", "type": _loads(spark_json), "nullable": True, "metadata": {}}
-    return arrow_schema(_dumps({"type": "struct", "fields": [field]})).field(0).type
-
-
-def _dumps(x: Any) -> str:
-    import json
-
-    return json.dumps(x)
-
-
-class Undecodable(Exception):
-    """Raised by :class:`Live` when some records could not be decoded (and went to the
-    deserialization handler): the step that asked runs again without them. ``keep`` says
-    which of the live records remain."""
-
-    def __init__(self, keep: list[bool]) -> None:
-        super().__init__("records that could not be decoded")
-        self.keep = keep
-
-
-def _retrying(fn: Callable[[Live], Any], live: Live) -> Any:
-    """``fn(live)``, run again without the records that could not be decoded. A step
-    decodes its input before it calls any user function, so running it again is safe."""
-    while True:
-        try:
-            return fn(live)
-        except Undecodable as u:
-            live.keep(u.keep)
-
-
-class Live:
-    """The records of one batch that are still alive, column by column.
-
-    ``rows`` are their positions in ``batch``. Keys and values are decoded only when a step
-    reads them; until a step replaces them, they are the batch's own columns, which the
-    output carries over by reference. Values are a Python list, or an Arrow array after
-    a vectorized step.
-    """
-
-    __slots__ = (
-        "_cols",
-        "_keys",
-        "_values",
-        "batch",
-        "failed",
-        "guard",
-        "keys_new",
-        "reader",
-        "rows",
-        "values_new",
-        "vdec",
-    )
-
-    def __init__(
-        self,
-        batch: pa.RecordBatch,
-        guard: handling.Guard,
-        vdec: columns.ColumnDecoder,
-        reader: str = "source",
-    ) -> None:
-        self.batch, self.guard, self.vdec = batch, guard, vdec
-        #: the processor that decodes the batch's records (the chain's first step)
-        self.reader = reader
-        self.rows: list[int] | range = range(batch.num_rows)
-        #: whether a record failed in the last :func:`_call_each`
-        self.failed = False
-        self._keys: list[Any] | None = None
-        self._values: list[Any] | pa.Array | None = None
-        self.keys_new = self.values_new = False
-        self._cols = ArrowColumns(batch)
-
-    def column(self, name: str) -> pa.Array:
-        """The batch's column ``name`` at the live rows."""
-        col = self.batch.column(name)
-        if len(self.rows) == len(col):
-            return col
-        return col.take(np.fromiter(self.rows, np.int64, len(self.rows)))
-
-    def keys(self, kdec: columns.ColumnDecoder) -> list[Any]:
-        if self._keys is None:
-            self._keys = self._decode(kdec, self.column("key"), "KEY")
-        return self._keys
-
-    def values(self) -> list[Any]:
-        if self._values is None:
-            self._values = self._decode(self.vdec, self.column("value"), "VALUE")
-        elif isinstance(self._values, pa.Array):
-            self._values = self.vdec(self._values)
-        return self._values
-
-    def _decode(self, dec: columns.ColumnDecoder, col: pa.Array, origin: str) -> list[Any]:
-        """``col`` decoded; if a class's constructor or validator refuses a stored value,
-        each refused record goes to the deserialization handler and :class:`Undecodable`
-        asks the caller to run its step again on the others."""
-        try:
-            return dec(col)
-        except Exception:
-            pass
-        keep = []
-        for j in range(len(col)):
-            try:
-                dec(col.slice(j, 1))
-                keep.append(True)
-            except Exception as exc:
-                self.guard.decode_failed(self.reader, self.row(j), exc, origin)
-                keep.append(False)
-        if all(keep):  # fails as a whole only: a bug, not a record's
-            return dec(col)
-        raise Undecodable(keep)
-
-    def set_keys(self, keys: list[Any]) -> None:
-        self._keys, self.keys_new = keys, True
-
-    def set_values(self, values: list[Any] | pa.Array, vdec: columns.ColumnDecoder) -> None:
-        self._values, self.values_new, self.vdec = values, True, vdec
-
-    def arrow_values(self) -> list[Any] | pa.Array:
-        """The values as they are now: an Arrow array if not yet decoded."""
-        if self._values is None:
-            return self.column("value")
-        return self._values
-
-    def row(self, j: int) -> Any:
-        """Live record ``j``'s envelope, read only when asked (the guard's ``row``)."""
-        return ArrowRecord(self._cols, self.rows[j])
-
-    def fail(self, processor: str, args: tuple[Any, ...], j: int, exc: Exception) -> None:
-        """Live record ``j`` failed in ``processor``: ask the handler (or raise)."""
-        self.failed = True
-        self.guard.on_error(processor, args, self.row(j), exc)
-
-    def keep(self, mask: list[bool]) -> None:
-        """Keep the live records where ``mask`` is true."""
-        self.rows = list(itertools.compress(self.rows, mask))
-        if self._keys is not None:
-            self._keys = list(itertools.compress(self._keys, mask))
-        if isinstance(self._values, pa.Array):
-            self._values = self._values.filter(pa.array(mask, pa.bool_()))
-        elif self._values is not None:
-            self._values = list(itertools.compress(self._values, mask))
-
-
-def _call_each(live: Live, name: str, fn: Callable[..., Any], *cols: list[Any]) -> list[Any]:
-    """``fn`` on each live record's ``cols``; a failure is handled and gives :data:`_FAILED`.
-
-    The loop is the one a plain ``mapInArrow`` would run: one call per record inside
-    ``try`` (free in Python 3.11 when nothing raises).
-    """
-    out: list[Any] = []
-    append = out.append
-    live.failed = False
-    if len(cols) == 1:
-        for v in cols[0]:
-            try:
-                append(fn(v))
-            except Exception as exc:
-                live.fail(name, (v,), len(out), exc)
-                append(_FAILED)
-    else:
-        for args in zip(*cols, strict=True):
-            try:
-                append(fn(*args))
-            except Exception as exc:
-                live.fail(name, args, len(out), exc)
-                append(_FAILED)
-    return out
-
-
-def _ok(live: Live, results: list[Any]) -> list[bool] | None:
-    """Which results of the last :func:`_call_each` are not :data:`_FAILED`; None when
-    none failed."""
-    if not live.failed:
-        return None
-    return [r is not _FAILED for r in results]
-
-
-def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder) -> ColumnStep:
-    """One step over all the live records of a batch."""
+def _column_step(
+    step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder, plain_keys: bool
+) -> ColumnStep:
+    """One step over all the live records of a batch. ``plain_keys``: the input's keys
+    decode without fail (no class of the user's builds them)."""
     name = step.processor
 
     if isinstance(step, FilterStep | TableFilterStep):
@@ -777,9 +469,9 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
 
         def filter_step(live: Live) -> None:
             values = live.values()
-            res = _call_each(live, name, pred, live.keys(kdec), values)
-            # bool() outside the guard, as the per-record chain does
-            passed = [r is _DELETE or (r is not _FAILED and bool(r) != negate) for r in res]
+            res = call_each(live, name, pred, live.keys(kdec), values)
+            # bool() outside the guard: the handler covers the predicate's call
+            passed = [r is _DELETE or (r is not FAILED and bool(r) != negate) for r in res]
             if table:
                 # a filtered-out table row is not dropped: it becomes a delete
                 if not all(passed):
@@ -787,7 +479,7 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
                         [v if ok else None for ok, v in zip(passed, values, strict=True)],
                         live.vdec,
                     )
-                keep = [r is not _FAILED for r in res]
+                keep = [r is not FAILED for r in res]
             else:
                 keep = passed
             if not all(keep):
@@ -798,10 +490,10 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
         map_fn = step.fn
 
         def map_step(live: Live) -> None:
-            res = _call_each(
+            res = call_each(
                 live, name, lambda a, b: _pair(map_fn(a, b), name), live.keys(kdec), live.values()
             )
-            mask = _ok(live, res)
+            mask = succeeded(live, res)
             pairs = res if mask is None else list(itertools.compress(res, mask))
             if mask is not None:
                 live.keep(mask)
@@ -828,10 +520,10 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
             else:
                 call = mv_fn
             if with_key:
-                res = _call_each(live, name, call, live.keys(kdec), values)
+                res = call_each(live, name, call, live.keys(kdec), values)
             else:
-                res = _call_each(live, name, call, values)
-            mask = _ok(live, res)
+                res = call_each(live, name, call, values)
+            mask = succeeded(live, res)
             if mask is not None:
                 res = list(itertools.compress(res, mask))
                 live.keep(mask)
@@ -842,8 +534,8 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
         sk_fn = step.fn
 
         def select_key_step(live: Live) -> None:
-            res = _call_each(live, name, sk_fn, live.keys(kdec), live.values())
-            mask = _ok(live, res)
+            res = call_each(live, name, sk_fn, live.keys(kdec), live.values())
+            mask = succeeded(live, res)
             if mask is not None:
                 res = list(itertools.compress(res, mask))
                 live.keep(mask)
@@ -854,7 +546,7 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
         each_fn = step.fn
 
         def foreach_step(live: Live) -> None:
-            _call_each(live, name, each_fn, live.keys(kdec), live.values())
+            call_each(live, name, each_fn, live.keys(kdec), live.values())
             live.keep([False] * len(live.rows))  # the stream ends here
 
         return foreach_step
@@ -862,7 +554,7 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
         peek_fn = step.fn
 
         def peek_step(live: Live) -> None:
-            mask = _ok(live, _call_each(live, name, peek_fn, live.keys(kdec), live.values()))
+            mask = succeeded(live, call_each(live, name, peek_fn, live.keys(kdec), live.values()))
             if mask is not None:
                 live.keep(mask)
 
@@ -879,139 +571,44 @@ def _column_step(step: Step, guard: handling.Guard, kdec: columns.ColumnDecoder)
         split = step.split or name  # as in the per-record step
 
         def branch_step(live: Live) -> None:
-            res = _call_each(live, split, first_true, live.keys(kdec), live.values())
-            keep = [r == index and r is not _FAILED for r in res]
+            res = call_each(live, split, first_true, live.keys(kdec), live.values())
+            keep = [r == index and r is not FAILED for r in res]
             if not all(keep):
                 live.keep(keep)
 
         return branch_step
-    raise SpecError(f"no columnar form of step op {type(step).__name__!r}")
+    if isinstance(step, FlatMapStep | FlatMapValuesStep):
+        fm_fn, pairs = step.fn, isinstance(step, FlatMapStep)
+        with_key = isinstance(step, FlatMapStep) or step.with_key
 
+        # the whole iterable inside the guard: a failure midway drops all its outputs
+        def expand_pairs(k: Any, v: Any) -> list[Pair]:
+            out = list(fm_fn(k, v))
+            for x in out:
+                if type(x) is not tuple or len(x) != 2:
+                    return [_pair(x, name) for x in out]  # a KeyValue, say
+            return out
 
-def make_columnar_chain(
-    spec: ChainSpec,
-) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of a chain without fan-out, run step by step over each
-    batch.
+        def expand_values(*args: Any) -> Any:
+            out = fm_fn(*args)
+            return out if type(out) is list else list(out)
 
-    Each step loops over the batch's live records (one guarded call each) before the next
-    step starts, so a chain's per-record cost is its user functions' and little else:
+        expand = expand_pairs if pairs else expand_values
 
-    - keys and values become Python objects column by column (:mod:`kspark_server.columns`),
-      and only when a step reads them;
-    - a column that no step replaced (the key through ``map_values``, the value through a
-      ``filter``) goes to the output as the input's Arrow column;
-    - a new column is type-checked once per batch (the set of its values' types) and
-      converted by Arrow; if that fails, the batch's records are encoded one by one, as
-      the per-record chain does, so that a wrong value reaches its handler with its record
-      (the processing handler of the step that made it, see :func:`output_owners`).
-    """
-    guard = handling.Guard(spec.handling, handling.json_columns(spec))
-    kdec = columns.column_decoder(spec.input.key)
-    vdec = columns.column_decoder(spec.input.value)
-    kcol, vcol = (
-        columns.column_encoder(spec.output.key, "key"),
-        columns.column_encoder(spec.output.value, "value"),
-    )
-    kenc = codec.encoder(spec.output.key, "key")
-    venc = codec.encoder(spec.output.value, "value")
-    steps = [_column_step(s, guard, kdec) for s in spec.steps]
-    owners = output_owners(spec)
-    last_processor = spec.steps[-1].processor if spec.steps else spec.sink or "source"
-    first_processor = spec.steps[0].processor if spec.steps else last_processor
-    # a dynamic column is written afresh even when unchanged: what Spark read may not be
-    # kspark's JSON text yet (a JSON string without its quotes, keys unsorted), and equal
-    # values must leave as equal text
-    same_key = spec.input.key == spec.output.key and not isinstance(spec.input.key, JsonSpec)
-    same_value = spec.input.value == spec.output.value and not isinstance(
-        spec.input.value, JsonSpec
-    )
-    schema_json = spec.output_schema
-    json_in = isinstance(spec.input.value, JsonSpec) and not isinstance(spec.output.value, JsonSpec)
-
-    def encode(live: Live, schema: pa.Schema) -> dict[str, pa.Array]:
-        ktype, vtype = schema.field("key").type, schema.field("value").type
-        out: dict[str, pa.Array | None] = {}
-        if live.keys_new or not same_key:
-            out["key"] = kcol(live.keys(kdec), ktype)
-        if live.values_new or not same_value:
-            # JSON text that no step decoded is decoded here, to be converted, not cast
-            values = live.values() if json_in and not live.values_new else live.arrow_values()
-            if isinstance(values, pa.Array):
-                out["value"] = values if values.type == vtype else values.cast(vtype)
+        def flat_map_step(live: Live) -> None:
+            if not plain_keys:
+                # keys that a class may refuse are decoded before the fan-out: a record
+                # that cannot be read fails once, not once per output
+                live.keys(kdec)
+            values = live.values()
+            if with_key:
+                res = call_each(live, name, expand, live.keys(kdec), values)
             else:
-                out["value"] = vcol(values, vtype)
-        if all(a is not None for a in out.values()):
-            return {k: a for k, a in out.items() if a is not None}
-        # a value Arrow refused, or of a type the per-value encoder converts: record by
-        # record, each failure to its handler (output_owners)
-        keys, values = live.keys(kdec), live.values()
-        ok_rows: list[bool] = []
-        ks: list[Any] = []
-        vs: list[Any] = []
-        for j, (k, v) in enumerate(zip(keys, values, strict=True)):
-            ok, enc = guard.encode(last_processor, kenc, venc, k, v, live.row(j), owners)
-            ok_rows.append(ok)
-            if ok:
-                ks.append(enc[0])
-                vs.append(enc[1])
-        if not all(ok_rows):
-            live.keep(ok_rows)
-        # encoded, but Arrow may still refuse a value (see _unfit): find it, report it
-        checked = _refuse_unfit(guard, last_processor, ks, vs, schema, live.row)
-        if isinstance(checked, dict):
-            return checked
-        live.keep(checked)
-        ks = [x for x, ok in zip(ks, checked, strict=True) if ok]
-        vs = [x for x, ok in zip(vs, checked, strict=True) if ok]
-        return {"key": pa.array(ks, type=ktype), "value": pa.array(vs, type=vtype)}
+                res = call_each(live, name, expand, values)
+            live.fan_out(res, pairs)
 
-    def one_batch(batch: pa.RecordBatch, schema: pa.Schema) -> list[pa.RecordBatch]:
-        out = []
-        side = batch.column("ks_side")
-        has_side = side.null_count < len(side)
-        records = batch.filter(side.is_null()) if has_side else batch
-        live = Live(records, guard, vdec, first_processor)
-        for step in steps:
-            if not live.rows:
-                break
-            _retrying(step, live)
-        replaced = _retrying(lambda lv: encode(lv, schema), live) if live.rows else {}
-        out.append(_assemble_columns(records, schema, live.rows, replaced))
-        if has_side:
-            # dead-letter and metric rows pass through, without key and value
-            sides = batch.filter(side.is_valid())
-            n = sides.num_rows
-            nulls = {
-                "key": pa.nulls(n, schema.field("key").type),
-                "value": pa.nulls(n, schema.field("value").type),
-            }
-            out.append(_assemble_columns(sides, schema, range(n), nulls))
-        if guard.side or guard.dropped:
-            first = batch.slice(0, 1).to_pylist()[0]
-            chunk = f"{first['ks_seq']}:{first['ks_sub']}"
-            out.extend(guard.drain_batches(schema, chunk))
-        return out
-
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        schema = arrow_schema(schema_json)
-        for batch in batches:
-            # A batch makes ten thousand records at once, each one an object the cyclic
-            # garbage collector tracks; its collections then walk every object of the
-            # worker (pyspark's modules...) over and over, which doubled the cost of a
-            # dataclass chain (docs/performance.md). Records hold no cycles of their own,
-            # so the collector waits for the end of the batch, and is never left off
-            # while the batch's output is with Spark.
-            collecting = gc.isenabled()
-            gc.disable()
-            try:
-                out = one_batch(batch, schema)
-            finally:
-                if collecting:
-                    gc.enable()
-            yield from out
-
-    return run
+        return flat_map_step
+    raise SpecError(f"unknown step op {type(step).__name__!r}")
 
 
 def _assemble_columns(
@@ -1020,8 +617,10 @@ def _assemble_columns(
     rows: list[int] | range,
     replaced: dict[str, pa.Array],
 ) -> pa.RecordBatch:
-    """The output batch: rows ``rows`` of ``batch``, with the ``replaced`` columns new."""
-    if len(rows) == batch.num_rows:
+    """The output batch: rows ``rows`` of ``batch``, with the ``replaced`` columns new.
+    ``rows`` is a range while every row is live once (a list as long as the batch may
+    repeat a row and leave out another: a fan-out)."""
+    if isinstance(rows, range) and len(rows) == batch.num_rows:
         taken = batch
     else:
         # numpy reads a list of ints faster than pyarrow does
@@ -1043,6 +642,30 @@ def _assemble_columns(
 # -- vectorized steps ------------------------------------------------------------------------
 
 
+class _ArrowTypes:
+    """The Arrow types of a vectorized step's values, read when the step first runs (in
+    the worker, as the chain's output schema is)."""
+
+    __slots__ = ("_after", "_before", "_types")
+
+    def __init__(self, types: ArrowValues) -> None:
+        self._types = types
+        self._before: pa.DataType | None = None
+        self._after: pa.DataType | None = None
+
+    @property
+    def before(self) -> pa.DataType:
+        if self._before is None:
+            self._before = arrow_type(self._types.before_spark)
+        return self._before
+
+    @property
+    def after(self) -> pa.DataType:
+        if self._after is None:
+            self._after = arrow_type(self._types.after_spark)
+        return self._after
+
+
 def _vectorized_input(live: Live, name: str, before: TypeSpec, type_: pa.DataType) -> pa.Array:
     """The live values as an Arrow array of the step's input type."""
     values = live.arrow_values()
@@ -1053,8 +676,8 @@ def _vectorized_input(live: Live, name: str, before: TypeSpec, type_: pa.DataTyp
         return arr
     # a value of the wrong type for the step: that record fails, the others go on
     enc = codec.encoder(before)
-    res = _call_each(live, name, enc, values)
-    mask = _ok(live, res)
+    res = call_each(live, name, enc, values)
+    mask = succeeded(live, res)
     if mask is not None:
         res = list(itertools.compress(res, mask))
         live.keep(mask)
@@ -1071,7 +694,7 @@ def _run_vectorized(
 ) -> pa.Array:
     """``fn(arr)`` as an array of ``type_`` and ``arr``'s length. If it raises, the batch
     runs again record by record (``fn`` on one-value arrays), so that only the failing
-    records go to the handler; the result has :data:`_FAILED` rows removed from ``live``.
+    records go to the handler; the result has :data:`FAILED` rows removed from ``live``.
     """
 
     def call(a: pa.Array) -> pa.Array:

@@ -18,12 +18,23 @@ survives Spark's choice of worker process; a write transaction holds the task's 
 Layout of an environment, one per (store, incarnation, task), under
 ``$KSPARK_LOCAL_STATE_DIR`` (default: ``<tmp>/kspark-state``):
 
-- database ``e``: key bytes -> entry bytes (:mod:`kspark_server.stateenc`);
+- database ``e``: key bytes -> entry bytes (:mod:`kspark_server.stateenc`), for keys of
+  at most :data:`SHORT_KEY` bytes;
+- database ``l``: the longer keys (LMDB refuses keys over 511 bytes). Such a key is
+  stored under a *slot*, its digest (:func:`key_digest`) and a 4-byte number, with the
+  record ``len(key)`` (4 bytes, big-endian) + key + entry. The full key decides which
+  slot is a key's: keys whose digests collide get the digest's next numbers, so any two
+  keys stay apart, however long;
 - database ``t``: a time index, ``ts`` (8 bytes, big-endian, offset by 2**63) + key bytes
   -> empty, for operators that expire entries by time (deduplication) or must visit them
-  by then (a stream-stream join, :meth:`TaskStore.due`);
+  by then (a stream-stream join, :meth:`TaskStore.due`); ``u``: the same for long keys,
+  ``ts`` + slot;
 - database ``m``: ``v`` -> the version (incarnation, number) as MessagePack, ``s`` -> the
   task's scalar fields (stream time, grace buffer, ...).
+
+Callers see keys only: :func:`time_key` builds an index key from any key, and every method
+maps keys to slots itself. An entry or the scalars may hold up to 4 GiB (LMDB's limit on a
+value; Spark's state store refuses values past 2 GiB before that).
 
 Examples
 --------
@@ -38,26 +49,48 @@ Examples
 []
 >>> sorted(s.pairs()), s.count()
 ([(b'b', b'2')], 1)
+>>> long = b"k" * 100_000  # far past LMDB's 511-byte keys
+>>> s.apply([(long, b"3")], {}, ("inc-1", 3), index=[(None, time_key(7, long))])
+[]
+>>> s.get_many([long, long[:-1]]), s.due(8) == [long], s.count()
+([b'3', None], True, 2)
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import os
 import shutil
 import sys
 import tempfile
 import types
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import lmdb
 
 from kspark_server import stateenc
 
-#: LMDB reserves this much address space per environment; disk is used as entries grow.
-MAP_SIZE = 1 << 40
+#: The address space an environment's map starts with (disk is used only as entries
+#: grow). A write that fills the map doubles it: a fixed map of 1 TiB, as LMDB's examples
+#: suggest, let a worker process open only about 126 environments (Linux gives a process
+#: 128 TiB of address space), fewer than the tasks and stores one executor may run.
+MAP_SIZE = 1 << 30
 _OFFSET = 1 << 63
+_T = TypeVar("_T")
+#: The longest key stored as itself: LMDB's 511-byte limit on keys, less the time index's
+#: 8 bytes of time. Longer keys are stored under a slot (see the module).
+SHORT_KEY = 511 - 8
+#: Bytes of a long key's digest in its slot.
+DIGEST_BYTES = 16
+_NUMBER = 4  # bytes of a slot's number
+
+
+def key_digest(key: bytes) -> bytes:
+    """The digest that places a long key (BLAKE2b, :data:`DIGEST_BYTES` bytes). Keys may
+    share one: the full key, kept with the entry, tells them apart."""
+    return hashlib.blake2b(key, digest_size=DIGEST_BYTES).digest()
 
 
 def _registry() -> dict[str, TaskStore]:
@@ -86,14 +119,147 @@ def root_dir() -> str:
 
 
 def time_key(ts: int, key: bytes) -> bytes:
-    """A time-index key: sorts by ``ts`` (signed), then by ``key``."""
+    """A time-index key: sorts by ``ts`` (signed), then by ``key``. Any key, of any length:
+    the store maps a long one to its slot."""
     return (int(ts) + _OFFSET).to_bytes(8, "big") + key
+
+
+def _b(x: bytes | memoryview | None) -> bytes:
+    """What LMDB returns, as the bytes it is: every transaction here is opened without
+    ``buffers``."""
+    return cast(bytes, x)
+
+
+def _bound(ts: int) -> bytes:
+    return (int(ts) + _OFFSET).to_bytes(8, "big")
+
+
+class _Keys:
+    """Keys of any length in one write or read transaction: short keys as themselves,
+    long ones under their slots. The one place that maps keys to what LMDB stores."""
+
+    __slots__ = ("digest", "store", "txn")
+
+    def __init__(self, store: TaskStore, txn: lmdb.Transaction) -> None:
+        self.store, self.txn = store, txn
+        self.digest: Callable[[bytes], bytes] = store.digest
+
+    def slot(self, key: bytes) -> tuple[bytes | None, bytes]:
+        """(the long ``key``'s slot, or None, its record), or (None, a free slot)."""
+        d = self.digest(key)
+        width = len(d) + _NUMBER
+        cur = self.txn.cursor(db=self.store.long)
+        last = -1
+        if cur.set_range(d):
+            for found, value in cur.iternext(keys=True, values=True):
+                slot, record = _b(found), _b(value)
+                if slot[: len(d)] != d:
+                    break
+                if len(slot) != width:
+                    continue
+                n = len(key)
+                if int.from_bytes(record[:4], "big") == n and record[4 : 4 + n] == key:
+                    return slot, record
+                last = max(last, int.from_bytes(slot[len(d) :], "big"))
+        return None, d + (last + 1).to_bytes(_NUMBER, "big")
+
+    def get(self, key: bytes) -> bytes | None:
+        if len(key) <= SHORT_KEY:
+            return cast(bytes | None, self.txn.get(key, db=self.store.entries))
+        slot, record = self.slot(key)
+        return None if slot is None else bytes(record[4 + len(key) :])
+
+    def put(self, key: bytes, entry: bytes) -> None:
+        if len(key) <= SHORT_KEY:
+            self.txn.put(key, entry, db=self.store.entries)
+            return
+        found, free = self.slot(key)
+        record = len(key).to_bytes(4, "big") + key + entry
+        self.txn.put(free if found is None else found, record, db=self.store.long)
+
+    def delete(self, key: bytes) -> None:
+        if len(key) <= SHORT_KEY:
+            self.txn.delete(key, db=self.store.entries)
+            return
+        found, _ = self.slot(key)
+        if found is not None:
+            self.txn.delete(found, db=self.store.long)
+
+    def _index(self, ikey: bytes) -> tuple[bytes | None, Any]:
+        """The index database and stored key of a :func:`time_key` (None: a long key
+        without an entry)."""
+        if len(ikey) - 8 <= SHORT_KEY:
+            return ikey, self.store.index
+        found, _ = self.slot(ikey[8:])
+        return (None if found is None else ikey[:8] + found), self.store.long_index
+
+    def index_put(self, ikey: bytes) -> None:
+        stored, db = self._index(ikey)
+        if stored is None:
+            raise KeyError(f"a time-index key for a key of {len(ikey) - 8} bytes with no entry")
+        self.txn.put(stored, b"", db=db)
+
+    def index_delete(self, ikey: bytes) -> None:
+        stored, db = self._index(ikey)
+        if stored is not None:
+            self.txn.delete(stored, db=db)
+
+    def long_key(self, slot: bytes) -> bytes:
+        record = _b(self.txn.get(slot, db=self.store.long))
+        return bytes(record[4 : 4 + int.from_bytes(record[:4], "big")])
+
+    def due(self, bound: bytes) -> list[tuple[bytes, bytes]]:
+        """(time, key) of the index entries older than ``bound``, oldest first."""
+        short: list[tuple[bytes, bytes]] = []
+        cur = self.txn.cursor(db=self.store.index)
+        if cur.first():
+            for found in cur.iternext(keys=True, values=False):
+                k = _b(found)
+                if k[:8] >= bound:
+                    break
+                short.append((k[:8], k[8:]))
+        longs: list[tuple[bytes, bytes]] = []
+        cur = self.txn.cursor(db=self.store.long_index)
+        if cur.first():
+            for found in cur.iternext(keys=True, values=False):
+                k = _b(found)
+                if k[:8] >= bound:
+                    break
+                longs.append((k[:8], k[8:]))
+        if not longs:
+            return short
+        named = [(t, self.long_key(slot)) for t, slot in longs]
+        return list(heapq.merge(short, named, key=lambda p: p[0]))
+
+    def expire(self, bound: bytes) -> list[bytes]:
+        """Remove the entries whose index time is older than ``bound``; their keys."""
+        out: list[bytes] = []
+        for db, is_long in ((self.store.index, False), (self.store.long_index, True)):
+            cur: Any = self.txn.cursor(db=db)
+            if not cur.first():
+                continue
+            while True:
+                # a cursor past the last entry has an empty key (LMDB has no empty keys)
+                k = cur.key()
+                if not k or k[:8] >= bound:
+                    break
+                if is_long:
+                    out.append(self.long_key(k[8:]))
+                    self.txn.delete(k[8:], db=self.store.long)
+                else:
+                    out.append(k[8:])
+                    self.txn.delete(k[8:], db=self.store.entries)
+                cur.delete()
+        return out
 
 
 class TaskStore:
     """One task's local store: an LMDB environment with its databases."""
 
-    __slots__ = ("entries", "env", "index", "meta", "path")
+    __slots__ = ("entries", "env", "index", "long", "long_index", "meta", "path")
+
+    #: how long keys are placed (tests give a tiny one, to make keys collide)
+    digest: Callable[[bytes], bytes] = staticmethod(key_digest)
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -101,7 +267,7 @@ class TaskStore:
         self.env = lmdb.open(
             path,
             map_size=MAP_SIZE,
-            max_dbs=4,
+            max_dbs=6,
             # a cache of the durable state: what a crash loses, a rebuild restores
             sync=False,
             metasync=False,
@@ -109,6 +275,8 @@ class TaskStore:
         )
         self.entries = self.env.open_db(b"e")
         self.index = self.env.open_db(b"t")
+        self.long = self.env.open_db(b"l")
+        self.long_index = self.env.open_db(b"u")
         self.meta = self.env.open_db(b"m")
 
     @classmethod
@@ -122,10 +290,28 @@ class TaskStore:
             found = envs[path] = cls(path)
         return found
 
+    def _begin(self, **kw: Any) -> lmdb.Transaction:
+        """A transaction; after another process grew the map, this one adopts its size."""
+        try:
+            return self.env.begin(**kw)
+        except lmdb.MapResizedError:
+            self.env.set_mapsize(0)
+            return self.env.begin(**kw)
+
+    def _write(self, work: Callable[[lmdb.Transaction], _T]) -> _T:
+        """``work`` in a write transaction; when the map is full, the transaction is undone,
+        the map doubled, and ``work`` run again."""
+        while True:
+            try:
+                with self._begin(write=True) as txn:
+                    return work(txn)
+            except lmdb.MapFullError:
+                self.env.set_mapsize(2 * int(self.env.info()["map_size"]))
+
     @property
     def version(self) -> tuple[str, int] | None:
         """(incarnation, batches applied) of the state it holds; None when empty."""
-        with self.env.begin(db=self.meta) as txn:
+        with self._begin(db=self.meta) as txn:
             raw = txn.get(b"v")
         if raw is None:
             return None
@@ -133,43 +319,44 @@ class TaskStore:
         return str(inc), int(n)
 
     def scalars(self) -> dict[str, Any]:
-        with self.env.begin(db=self.meta) as txn:
+        with self._begin(db=self.meta) as txn:
             raw = txn.get(b"s")
         return {} if raw is None else dict(stateenc.unpack(raw))
 
     def get_many(self, keys: Iterable[bytes]) -> list[bytes | None]:
         """The entries of ``keys`` (None where absent), in order."""
-        with self.env.begin(db=self.entries, buffers=False) as txn:
-            get = txn.get
-            return [get(k) for k in keys]
+        with self._begin(db=self.entries, buffers=False) as txn:
+            get: Any = txn.get
+            mapped = _Keys(self, txn)
+            found: list[bytes | None] = [
+                get(k) if len(k) <= SHORT_KEY else mapped.get(k) for k in keys
+            ]
+            return found
 
     def due(self, before: int) -> list[bytes]:
         """The keys whose time-index time is older than ``before``, oldest first: those
         with something to do by then (a join's records whose windows close, a suppressed
         aggregation's windows that close, so it can emit them before they expire)."""
-        bound = (int(before) + _OFFSET).to_bytes(8, "big")
-        out: list[bytes] = []
-        with self.env.begin(db=self.index) as txn:
-            cur = txn.cursor()
-            if cur.first():
-                for k in cur.iternext(keys=True, values=False):
-                    if k[:8] >= bound:
-                        break
-                    out.append(k[8:])
-        return out
+        with self._begin() as txn:
+            return [k for _, k in _Keys(self, txn).due(_bound(before))]
 
     def count(self) -> int:
         """The number of keys with an entry."""
-        with self.env.begin() as txn:
-            return int(txn.stat(self.entries)["entries"])
+        with self._begin() as txn:
+            return int(txn.stat(self.entries)["entries"]) + int(txn.stat(self.long)["entries"])
 
     #: the same as :meth:`due`, the name the aggregation uses
     keys_before = due
 
     def pairs(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every (key, entry), in key order."""
-        with self.env.begin(db=self.entries) as txn:
-            yield from txn.cursor().iternext(keys=True, values=True)
+        """Every (key, entry): the short keys in key order, then the long ones."""
+        with self._begin(db=self.entries) as txn:
+            for k, e in txn.cursor().iternext(keys=True, values=True):
+                yield _b(k), _b(e)
+            for value in txn.cursor(db=self.long).iternext(keys=False, values=True):
+                record = _b(value)
+                n = int.from_bytes(record[:4], "big")
+                yield bytes(record[4 : 4 + n]), bytes(record[4 + n :])
 
     def apply(
         self,
@@ -183,34 +370,71 @@ class TaskStore:
         """Write ``pairs`` (entry None: remove the key), the scalars and the new version,
         in one transaction.
 
-        ``index`` holds time-index changes, (old index key, new index key); with
-        ``expire_before``, keys whose index time is older are then removed, and returned.
+        ``index`` holds time-index changes, (old index key, new index key), both from
+        :func:`time_key`; with ``expire_before``, keys whose index time is older are then
+        removed, and returned.
         """
-        expired: list[bytes] = []
-        with self.env.begin(write=True) as txn:
-            for k, e in pairs:
-                if e is None:
-                    txn.delete(k, db=self.entries)
+        pairs, index = list(pairs), list(index)
+
+        def work(txn: lmdb.Transaction) -> list[bytes]:
+            keys = _Keys(self, txn)
+            put, delete, entries, tindex = txn.put, txn.delete, self.entries, self.index
+            longest = SHORT_KEY + 8
+            # the old index keys first: a long key's slot is found through its entry
+            for old, _ in index:
+                if old is None:
+                    continue
+                if len(old) <= longest:
+                    delete(old, db=tindex)
                 else:
-                    txn.put(k, e, db=self.entries)
-            for old, new in index:
-                if old is not None:
-                    txn.delete(old, db=self.index)
-                if new is not None:
-                    txn.put(new, b"", db=self.index)
-            if expire_before is not None:
-                bound = (int(expire_before) + _OFFSET).to_bytes(8, "big")
-                cur = txn.cursor(db=self.index)
-                if cur.first():
-                    while cur.key()[:8] < bound:
-                        k = cur.key()[8:]
-                        txn.delete(k, db=self.entries)
-                        expired.append(k)
-                        if not cur.delete():
-                            break
+                    keys.index_delete(old)
+            for k, e in pairs:
+                if len(k) > SHORT_KEY:
+                    if e is None:
+                        keys.delete(k)
+                    else:
+                        keys.put(k, e)
+                elif e is None:
+                    delete(k, db=entries)
+                else:
+                    put(k, e, db=entries)
+            for _, new in index:
+                if new is None:
+                    continue
+                if len(new) <= longest:
+                    put(new, b"", db=tindex)
+                else:
+                    keys.index_put(new)
+            expired = [] if expire_before is None else keys.expire(_bound(expire_before))
             txn.put(b"s", stateenc.pack(scalars), db=self.meta)
             txn.put(b"v", stateenc.pack(list(version)), db=self.meta)
-        return expired
+            return expired
+
+        return self._write(work)
+
+    def _drop_all(self, txn: lmdb.Transaction) -> None:
+        for db in (self.entries, self.index, self.long, self.long_index, self.meta):
+            txn.drop(db, delete=False)
+
+    def _put_all(
+        self, txn: lmdb.Transaction, pairs: Iterable[tuple[bytes, bytes]], index: Iterable[bytes]
+    ) -> None:
+        """Put ``pairs`` and then ``index`` (time-index keys) into a store without them."""
+        keys = _Keys(self, txn)
+        short: list[tuple[bytes, bytes]] = []
+        for k, e in pairs:
+            if len(k) <= SHORT_KEY:
+                short.append((k, e))
+            else:
+                keys.put(k, e)
+        txn.cursor(db=self.entries).putmulti(short)
+        short_index: list[tuple[bytes, bytes]] = []
+        for ik in index:
+            if len(ik) - 8 <= SHORT_KEY:
+                short_index.append((ik, b""))
+            else:
+                keys.index_put(ik)
+        txn.cursor(db=self.index).putmulti(sorted(short_index))
 
     def reset(
         self,
@@ -221,15 +445,15 @@ class TaskStore:
         index: Iterable[bytes] = (),
     ) -> None:
         """Replace everything with ``pairs`` (a rebuild from the durable state)."""
-        with self.env.begin(write=True) as txn:
-            for db in (self.entries, self.index, self.meta):
-                txn.drop(db, delete=False)
-            cur = txn.cursor(db=self.entries)
-            cur.putmulti(pairs)
-            icur = txn.cursor(db=self.index)
-            icur.putmulti((k, b"") for k in index)
+        pairs, index = list(pairs), list(index)
+
+        def work(txn: lmdb.Transaction) -> None:
+            self._drop_all(txn)
+            self._put_all(txn, pairs, index)
             txn.put(b"s", stateenc.pack(scalars), db=self.meta)
             txn.put(b"v", stateenc.pack(list(version)), db=self.meta)
+
+        self._write(work)
 
     def rebuild(
         self,
@@ -245,39 +469,38 @@ class TaskStore:
         The version is written last, in its own transaction: a rebuild cut short leaves a
         store without a version, which the next batch rebuilds again.
         """
-        with self.env.begin(write=True) as txn:
-            for db in (self.entries, self.index, self.meta):
-                txn.drop(db, delete=False)
+        self._write(self._drop_all)
         scalars: dict[str, Any] = {}
         for i, frame in enumerate(chunks):
             sc, pairs = stateenc.decode_frame(frame)
             if i == 0:
                 scalars = dict(sc)
-            with self.env.begin(write=True) as txn:
-                txn.cursor(db=self.entries).putmulti([(k, e) for k, e in pairs if e is not None])
-                if index_of is not None:
-                    txn.cursor(db=self.index).putmulti(
-                        sorted((index_of(k, e), b"") for k, e in pairs if e is not None)
-                    )
+            live = [(k, e) for k, e in pairs if e is not None]
+            index = [] if index_of is None else [index_of(k, e) for k, e in live]
+            self._write(lambda txn: self._put_all(txn, live, index))  # noqa: B023
         last: dict[str, Any] | None = None
         changes: dict[bytes, bytes | None] = {}
         for frame in log:
             last, pairs = stateenc.decode_frame(frame)
             changes.update(pairs)
-        with self.env.begin(write=True) as txn:
+
+        def work(txn: lmdb.Transaction) -> None:
+            keys = _Keys(self, txn)
             for k, e in changes.items():
                 if index_of is not None:
-                    old = txn.get(k, db=self.entries)
+                    old = keys.get(k)
                     if old is not None:
-                        txn.delete(index_of(k, old), db=self.index)
-                    if e is not None:
-                        txn.put(index_of(k, e), b"", db=self.index)
+                        keys.index_delete(index_of(k, old))
                 if e is None:
-                    txn.delete(k, db=self.entries)
+                    keys.delete(k)
                 else:
-                    txn.put(k, e, db=self.entries)
+                    keys.put(k, e)
+                    if index_of is not None:
+                        keys.index_put(index_of(k, e))
             txn.put(b"s", stateenc.pack(scalars if last is None else last), db=self.meta)
             txn.put(b"v", stateenc.pack(list(version)), db=self.meta)
+
+        self._write(work)
 
     def close(self) -> None:
         _registry().pop(self.path, None)

@@ -5,9 +5,9 @@ reader and runs these functions over them with ``mapInPandas``, so that a lookup
 key sends the client one entry, whatever the size of the store. What they return is
 MessagePack (:mod:`kspark_server.stateenc`), never pickle.
 
-Input rows, one per base chunk (:mod:`kspark_server.taskstate`): ``blob`` (the chunk, or
-a format-5 task's whole base), ``first`` (whether it is the task's chunk 0; true when the
-column is missing) and ``log`` (the task's changes, oldest first; may be null). Each row
+Input rows, one per base chunk (:mod:`kspark_server.taskstate`): ``blob`` (the chunk),
+``first`` (whether it is the task's chunk 0) and ``log`` (the task's changes, oldest
+first; may be null). Each row
 stands for its share of the task (:func:`kspark_server.taskstate.share`), so no function
 here holds more than one chunk and the log at a time.
 """
@@ -28,13 +28,10 @@ COUNT_SCHEMA = "entries long"
 
 
 def chunks(frames: Iterator[pd.DataFrame]) -> Iterator[tuple[bytes, bool, list[bytes]]]:
-    """Each row's chunk (a format-5 row: its task's whole base), whether it is its task's
-    chunk 0, and its task's log."""
+    """Each row's chunk, whether it is its task's chunk 0, and its task's log."""
     for frame in frames:
-        n = len(frame)
-        logs = frame["log"].tolist() if "log" in frame else [None] * n
-        firsts = frame["first"].tolist() if "first" in frame else [True] * n
-        for blob, first, log in zip(frame["blob"].tolist(), firsts, logs, strict=True):
+        blobs, firsts, logs = (frame[c].tolist() for c in ("blob", "first", "log"))
+        for blob, first, log in zip(blobs, firsts, logs, strict=True):
             if blob is not None:
                 yield blob, bool(first), [] if log is None else list(log)
 

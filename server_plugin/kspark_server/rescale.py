@@ -2,10 +2,11 @@
 
 A task's state (see :mod:`kspark_server.operators`) is stored as a base of chunks and a log of
 changes (:mod:`kspark_server.taskstate`); the split reads both, one chunk's share of a task
-at a time. It also reads the single-value bases of format 5 and the pickled states of
-formats 3 and 4, and writes format 6: a rescale, even to the same number of partitions,
-is how an older checkpoint migrates. Every base it writes is in chunks, so no value it
-writes passes the chunk size by more than one entry. This job runs on the app's own server. Every entry in it
+at a time, and writes the current state format: a rescale, even to the same number of
+partitions, is where a checkpoint of another format migrates (a later format's reader of
+this one goes in :func:`split_states`). Every base it writes is in chunks of the app's
+``state_base_chunk_bytes``, so no value it writes passes the chunk size by more than one
+entry. This job runs on the app's own server. Every entry in it
 keeps the Spark hash of its partitioning column, so the entry's task under M tasks is
 ``pmod(hash, M)``, the same rule the app's plan applies to new records. Rescaling is
 two pure functions, run as Spark jobs over the state reader's rows:
@@ -27,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from kspark_server import placement, queries, stateenc, taskstate
+from kspark_server.spec import BASE_CHUNK_BYTES
 
 #: Column layout of :func:`split_states`' output: per part chunk its new task, the chunk,
 #: its entries and checksum; per share of an old task (``ks_task`` -1 for a task's first
@@ -66,7 +68,8 @@ def checksum(kind: str, versioned: bool, st: dict[str, Any]) -> int:
 
 
 class UnhashedState(ValueError):
-    """A state entry without its key's hash: written by a kspark older than state format 3."""
+    """A state entry without its key's hash, which every entry keeps: the state cannot be
+    re-split (an operator failed to record the hash)."""
 
 
 def entries(kind: str, versioned: bool, st: dict[str, Any]) -> int:
@@ -76,6 +79,8 @@ def entries(kind: str, versioned: bool, st: dict[str, Any]) -> int:
         return len(st["seen"])
     if kind == taskstate.WINDOW_JOIN:
         return len(st["bufs"])
+    if kind == taskstate.PROCESSOR:
+        return len(st["entries"])
     table = st["table"]["data"] if versioned else st["table"]
     return len(table) + len(st.get("buffer") or [])
 
@@ -83,10 +88,7 @@ def entries(kind: str, versioned: bool, st: dict[str, Any]) -> int:
 def _task_of(hashes: dict[Any, int], key: Any, m: int) -> int:
     h = hashes.get(key)
     if h is None:
-        raise UnhashedState(
-            "a state entry has no key hash; run the app once with this kspark version "
-            "(it rewrites each task's state) and rescale again"
-        )
+        raise UnhashedState(f"the state entry of key {key!r} has no key hash")
     return int(h) % m  # Python's % is Spark's pmod for m > 0
 
 
@@ -103,6 +105,19 @@ def split(kind: str, versioned: bool, st: dict[str, Any], m: int) -> dict[int, d
             p["bufs"][hk] = entry
             p["hash"][hk] = hashes[hk]
         return joins
+    if kind == taskstate.PROCESSOR:
+        # a processor's store entries move by the hash of the record that first wrote
+        # them; each new task keeps the punctuation schedule and the stores' times
+        procs: dict[int, dict[str, Any]] = {}
+        for sk, entry in st["entries"].items():
+            task = _task_of(hashes, sk, m)
+            q = procs.get(task)
+            if q is None:
+                q = procs[task] = taskstate.empty(kind, False)
+                taskstate.set_scalars(kind, False, q, taskstate.scalars(kind, False, st))
+            q["entries"][sk] = entry
+            q["hash"][sk] = hashes[sk]
+        return procs
     parts: dict[int, dict[str, Any]] = {}
 
     def part(task: int) -> dict[str, Any]:
@@ -154,6 +169,17 @@ def merge(kind: str, versioned: bool, parts: list[dict[str, Any]]) -> dict[str, 
             joined["bufs"].update(p["bufs"])
             joined["hash"].update(p["hash"])
         return joined
+    if kind == taskstate.PROCESSOR:
+        merged = taskstate.empty(kind, False)
+        for p in parts:
+            merged["stream_time"] = _max(merged["stream_time"], p.get("stream_time"))
+            for name, t in (p.get("observed") or {}).items():
+                merged["observed"][name] = _max(merged["observed"].get(name), t)
+            for i, sched in (p.get("punct") or {}).items():
+                merged["punct"].setdefault(i, sched)
+            merged["entries"].update(p["entries"])
+            merged["hash"].update(p["hash"])
+        return merged
     out: dict[str, Any] = {
         k: v for k, v in parts[0].items() if k not in ("seen", "table", "buffer", "hash")
     }
@@ -182,17 +208,15 @@ def merge(kind: str, versioned: bool, parts: list[dict[str, Any]]) -> dict[str, 
 
 
 def split_states(
-    kind: str, versioned: bool, m: int
+    kind: str, versioned: bool, m: int, chunk_bytes: int = BASE_CHUNK_BYTES
 ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
     """The ``mapInPandas`` function over the state reader's rows (``blob``, ``first``,
-    ``log``: see :mod:`kspark_server.queries`), one old task's chunk at a time."""
+    ``log``: see :mod:`kspark_server.queries`), one old task's chunk at a time; each part
+    in chunks of about ``chunk_bytes``."""
 
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for blob, first, log in queries.chunks(frames):
-            if stateenc.is_frame(blob):
-                st = taskstate.from_pairs(kind, versioned, *taskstate.share(blob, first, log))
-            else:  # a pickled state (formats 3 and 4): one value per task
-                st = taskstate.materialize(kind, versioned, blob, log, allow_pickle=True)
+            st = taskstate.from_pairs(kind, versioned, *taskstate.share(blob, first, log))
             rows: list[tuple[int, bytes | None, int, int, int, int]] = [
                 (
                     -1 if first else OLD_SHARE,
@@ -205,7 +229,7 @@ def split_states(
             ]
             for task, p in split(kind, versioned, st, m).items():
                 # a part in chunks (with the task's entries and checksum on its first)
-                for i, chunk in enumerate(taskstate.base_chunks(kind, versioned, p)):
+                for i, chunk in enumerate(taskstate.base_chunks(kind, versioned, p, chunk_bytes)):
                     rows.append(
                         (
                             task,
@@ -225,15 +249,18 @@ def split_states(
     return run
 
 
-def merge_states(kind: str, versioned: bool, m: int) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """The ``applyInPandas`` function of one new task's parts (of ``m`` new tasks)."""
+def merge_states(
+    kind: str, versioned: bool, m: int, chunk_bytes: int = BASE_CHUNK_BYTES
+) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """The ``applyInPandas`` function of one new task's parts (of ``m`` new tasks): its
+    base in chunks of about ``chunk_bytes``."""
 
     def run(frame: pd.DataFrame) -> pd.DataFrame:
         task = int(frame["ks_task"].iat[0])
-        parts = [taskstate.materialize(kind, versioned, b, []) for b in frame["part"].tolist()]
+        parts = [taskstate.materialize(kind, versioned, [b], []) for b in frame["part"].tolist()]
         st = merge(kind, versioned, parts)
-        blobs = taskstate.base_chunks(kind, versioned, st)
-        counted = [taskstate.materialize(kind, versioned, b, []) for b in blobs]
+        blobs = taskstate.base_chunks(kind, versioned, st, chunk_bytes)
+        counted = [taskstate.materialize(kind, versioned, [b], []) for b in blobs]
         return pd.DataFrame(
             {
                 "ks_task": [placement.task_keys(m)[task]] * len(blobs),
@@ -258,7 +285,7 @@ def check_states(
         for frame in frames:
             rows = []
             for task, blob in zip(frame["ks_task"].tolist(), frame["blob"].tolist(), strict=True):
-                st = taskstate.materialize(kind, versioned, blob, [])
+                st = taskstate.materialize(kind, versioned, [blob], [])
                 rows.append(
                     (int(task), entries(kind, versioned, st), checksum(kind, versioned, st))
                 )

@@ -33,7 +33,7 @@ def make_batch_writer(spec: SinksSpec) -> Any:
     check_spec(spec)
     sinks = spec.sinks
     dynamic = spec.dynamic
-    terminals = spec.terminals
+    ends = spec.ends
     dlq = spec.dlq
     side_schema = StructType.fromJson(SIDE)
     kafka_format = spec.kafka_format
@@ -60,14 +60,15 @@ def make_batch_writer(spec: SinksSpec) -> Any:
                 _log.warning("cannot renew the lease in %s: %s", lease.folder, exc)
         # a sink whose records name their topics reads the batch once to find the names,
         # then once per topic: from the cache, so that its extractor runs once per record
-        outputs = len(sinks) + len(dynamic) + (1 if dlq else 0) + (1 if terminals else 0)
+        outputs = len(sinks) + len(dynamic) + (1 if dlq else 0) + (1 if ends else 0)
         cached = outputs > 1 or bool(dynamic)
         if cached:
             df = df.persist()
         try:
-            if terminals:
-                # foreach and print have no sink that reads their rows: compute the batch
-                # once, into the cache the sinks then read
+            if ends:
+                # no sink reads the rows of the ends (foreach, print, a branch that ends
+                # in peek), so a write may not compute them: compute the whole batch once,
+                # into the cache the sinks then read
                 df.count()
             for topic, parts in _destinations(df, groups, dynamic):
                 part = functools.reduce(DataFrame.unionByName, parts)

@@ -23,7 +23,7 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 8); use the same kspark version on client and server
+kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 9); use the same kspark version on client and server
 """
 
 from __future__ import annotations
@@ -60,15 +60,19 @@ __all__ = [
     "Packed",
     "PeekStep",
     "PrimSpec",
+    "ProcessorSpec",
     "RecordLimit",
     "RecordSpec",
     "SelectKeyStep",
     "SinkSpec",
     "SinksSpec",
     "SpecError",
+    "StateOptions",
     "StatefulSpec",
     "Step",
+    "StoreSpec",
     "TableFilterStep",
+    "TableJoinSpec",
     "TableMapValuesStep",
     "TopicNameSpec",
     "TopicRef",
@@ -81,9 +85,11 @@ __all__ = [
 #: The version of this contract; a client and the operators it runs must agree on it.
 #: 5: dynamic keys and values (:class:`JsonSpec`); 6: vectorized steps; 7: chains that
 #: feed Kafka sinks check record sizes (:class:`RecordLimit`) and name the step whose
-#: type a value must fit (``ChainSpec.converts_for``); 8: ``foreach`` steps, and sinks
-#: whose topic each record names (:class:`TopicNameSpec`, :class:`DynamicSinkSpec`).
-SPEC_VERSION = 8
+#: type a value must fit (``ChainSpec.converts_for``); 8: stateful operators take their
+#: state's tuning and checks from the spec (:class:`StateOptions`); 9: ``foreach`` steps,
+#: and sinks whose topic each record names (:class:`TopicNameSpec`,
+#: :class:`DynamicSinkSpec`).
+SPEC_VERSION = 9
 
 Fn = Callable[..., Any]
 
@@ -405,6 +411,30 @@ class DedupIdSpec:
     handling: Handling = Handling()
 
 
+#: The size of a base chunk of a task's durable state (``StreamsConfig``'s
+#: ``state_base_chunk_bytes``; :mod:`kspark_server.taskstate`).
+BASE_CHUNK_BYTES = 32 << 20
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StateOptions:
+    """How a stateful operator keeps its task state (``StreamsConfig``'s
+    ``state_base_chunk_bytes`` and ``state_check_log``).
+
+    ``base_chunk_bytes``: a base chunk holds keys until its pairs pass this many bytes.
+    ``check_log``: after each batch, read the durable base and log back and compare them
+    with the task state (slow: for tests); changes are then logged against bases of any
+    size, so that small states take the log path too.
+    """
+
+    base_chunk_bytes: int = BASE_CHUNK_BYTES
+    check_log: bool = False
+
+    def __post_init__(self) -> None:
+        if self.base_chunk_bytes <= 0:
+            raise SpecError(f"base_chunk_bytes must be positive, got {self.base_chunk_bytes}")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DedupSpec:
     """KIP-655 deduplication, per task."""
@@ -422,6 +452,7 @@ class DedupSpec:
     output_schema: str
     packed: Packed
     handling: Handling = Handling()
+    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -449,6 +480,7 @@ class JoinSpec:
     output_schema: str
     packed: Packed
     handling: Handling = Handling()
+    state: StateOptions = StateOptions()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -477,6 +509,7 @@ class WindowJoinSpec:
     output_schema: str
     packed: Packed
     handling: Handling = Handling()
+    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -484,6 +517,37 @@ class WindowJoinSpec:
             raise SpecError(f"{self.processor}: unknown stream-stream join mode {self.mode!r}")
         if self.before_ms + self.after_ms < 0 or self.grace_ms < 0:
             raise SpecError(f"{self.processor}: invalid join windows")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TableJoinSpec:
+    """A same-key table-table join, per task (:mod:`kspark_server.operators.table_join`).
+
+    ``mode`` is ``inner``, ``left`` or ``outer``. Both tables' updates arrive in one input,
+    the right table's tagged ``ks_jside == 1`` with their value in ``ks_tvalue``; the
+    operator keeps each key's latest value of both sides and of the result, and emits the
+    result's changes (None: a tombstone).
+    """
+
+    kind: ClassVar[str] = "tablejoin"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    mode: str
+    joiner: Fn
+    joiner_with_key: bool
+    left: KeyValue
+    right: KeyValue
+    output: KeyValue
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+    state: StateOptions = StateOptions()
+    versioned: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("inner", "left", "outer"):
+            raise SpecError(f"{self.processor}: unknown table-table join mode {self.mode!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -564,9 +628,9 @@ class SinksSpec:
     sinks: tuple[SinkSpec, ...] = ()
     #: sinks whose records name their topics (``to(topic_extractor)``)
     dynamic: tuple[DynamicSinkSpec, ...] = ()
-    #: the app has processors that end a stream without a sink (``foreach``, ``print``):
-    #: every batch is computed even where no sink reads it
-    terminals: bool = False
+    #: the app has processors that end a stream without a sink (``foreach``, ``print``,
+    #: ``peek``, ...): every batch is computed even where no sink reads it
+    ends: bool = False
     dlq: TopicRef | None = None
     kafka_client: str = "auto"
     kafka_format: str = "kafka"
@@ -608,6 +672,7 @@ class AggregateSpec:
     output_schema: str
     packed: Packed
     handling: Handling = Handling()
+    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -639,7 +704,53 @@ class AggregateSpec:
             raise SpecError(f"{self.processor}: suppression needs windows")
 
 
-StatefulSpec = DedupSpec | JoinSpec | WindowJoinSpec | AggregateSpec
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StoreSpec:
+    """A state store of a user processor: ``kind`` is ``key_value``, ``versioned`` or
+    ``window``; ``key`` and ``value`` its types."""
+
+    name: str
+    kind: str
+    key: TypeSpec
+    value: TypeSpec
+    logging: bool = True
+    history_retention_ms: int = 0
+    retention_ms: int = 0
+    window_size_ms: int = 0
+    retain_duplicates: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("key_value", "versioned", "window"):
+            raise SpecError(f"store {self.name}: unknown store kind {self.kind!r}")
+        _check_type(self.key, f"store {self.name} key")
+        _check_type(self.value, f"store {self.name} value")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProcessorSpec:
+    """A user processor of the Processor API (``KStream.process``), per task
+    (:mod:`kspark_server.operators.processor`). ``supplier()`` makes one processor per task and
+    micro-batch; ``fixed_key``: a ``FixedKeyProcessor`` (``process_values``). ``store``
+    names the task state that holds all of ``stores`` (and the punctuation schedule)."""
+
+    kind: ClassVar[str] = "processor"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    supplier: Fn
+    fixed_key: bool
+    stores: tuple[StoreSpec, ...] = ()
+    application_id: str = ""
+    input: KeyValue
+    output: KeyValue
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+    state: StateOptions = StateOptions()
+    versioned: ClassVar[bool] = False
+
+
+StatefulSpec = DedupSpec | JoinSpec | WindowJoinSpec | AggregateSpec | TableJoinSpec | ProcessorSpec
 OperatorSpec = (
     ChainSpec
     | DedupIdSpec
@@ -647,6 +758,8 @@ OperatorSpec = (
     | JoinSpec
     | WindowJoinSpec
     | AggregateSpec
+    | TableJoinSpec
+    | ProcessorSpec
     | SinksSpec
     | TopicNameSpec
 )

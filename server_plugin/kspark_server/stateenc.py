@@ -1,4 +1,4 @@
-"""How state is encoded (state formats 5 and 6): MessagePack with a few extension types, no pickle.
+"""How state is encoded (state format 6): MessagePack with a few extension types, no pickle.
 
 Every byte string that a stateful operator writes to Spark's state store, and that a
 client, a replica or a rescale reads back, is MessagePack (https://msgpack.org), written
@@ -27,9 +27,9 @@ A task's state is stored as *pairs* ``(key bytes, entry bytes)``: each half enco
 own, so that the executor-local store (:mod:`kspark_server.localstore`) can use them as
 they are, without decoding, and an entry of None (a removed key) is a nil. A *chunk* of a
 base and a *change* (:mod:`kspark_server.taskstate`) share one layout, a map framed by
-:data:`MAGIC` (its ``format`` is the frame layout's, 5, in state formats 5 and 6)::
+:data:`MAGIC` and carrying the state format (:data:`FORMAT`)::
 
-    MAGIC + msgpack({"format": 5, "scalars": {...}, "pairs": [[key, entry or nil], ...]})
+    MAGIC + msgpack({"format": 6, "scalars": {...}, "pairs": [[key, entry or nil], ...]})
 
 Examples
 --------
@@ -55,12 +55,11 @@ from typing import Any, Protocol, cast
 
 import msgspec
 
-#: The layout of the frames these functions write (state format 6, whose bases are in
-#: chunks, keeps format 5's frames: see :mod:`kspark_server.taskstate`).
-FORMAT = 5
-#: The first bytes of every base and change of format 5; a pickled one (formats 3 and 4)
-#: starts with ``\x80``.
-MAGIC = b"KSS5"
+#: The state format: the layout of the frames these functions write, and of the task
+#: state they make up (:mod:`kspark_server.taskstate`). Every frame carries it.
+FORMAT = 6
+#: The first bytes of every base chunk and change.
+MAGIC = b"KSSF"
 
 _TUPLE, _DECIMAL, _DATETIME, _DATE, _MAP = 1, 2, 3, 4, 5
 _SCALAR = (str, int, float, bool, bytes, type(None))
@@ -160,20 +159,17 @@ def encode_frame(scalars: dict[str, Any], pairs: Iterable[tuple[bytes, bytes | N
     return MAGIC + _codec().enc.encode(body)
 
 
-def is_frame(blob: bytes) -> bool:
-    """Whether ``blob`` is a base or change of format 5 (not a pickled older one)."""
-    return bytes(blob[: len(MAGIC)]) == MAGIC
-
-
 def decode_frame(blob: bytes) -> tuple[dict[str, Any], Sequence[tuple[bytes, bytes | None]]]:
     """The scalars and pairs of a frame from :func:`encode_frame`; the halves of each pair
     stay encoded."""
-    if not is_frame(blob):
+    if bytes(blob[: len(MAGIC)]) != MAGIC:
         raise StateFormatError(
-            "this state was not written in state format 5 (it is a pickled state of an "
-            "older kspark); run `kspark rescale` with the app's partitions to migrate it"
+            "this is not a kspark state frame (it was not written by kspark's stateful operators)"
         )
     body = _codec().dec.decode(memoryview(blob)[len(MAGIC) :])
     if body.get("format") != FORMAT:
-        raise StateFormatError(f"state format {body.get('format')!r} is not {FORMAT}")
+        raise StateFormatError(
+            f"this state is in state format {body.get('format')!r}; this kspark reads state "
+            f"format {FORMAT}: use the kspark version that wrote it"
+        )
     return body["scalars"], [(bytes(k), None if e is None else bytes(e)) for k, e in body["pairs"]]

@@ -5,7 +5,8 @@ store:
 
 - ``<store>``: a map state, the *base*: the whole state as of some batch, as a sequence of
   *chunks* keyed by their number (0, 1, ...), each a frame of at most about
-  :data:`BASE_CHUNK_BYTES` holding a subset of the keys (:func:`encode_chunks`);
+  :data:`BASE_CHUNK_BYTES` (or the spec's ``state.base_chunk_bytes``) holding a subset of
+  the keys (:func:`encode_chunks`);
 - ``<store>__log``: a list state, one *change* per later batch: the batch's scalar fields
   (stream time, grace buffer) and the new entry of every key the batch changed (nil:
   the key was removed);
@@ -17,9 +18,7 @@ A chunk and a change are frames of :mod:`kspark_server.stateenc` (MessagePack, n
 Chunks hold disjoint sets of keys, so they can be read in any order and one at a time:
 no reader needs the whole base in one value. Chunk 0 carries the task's scalar fields;
 the others carry them without the grace buffer (so a buffered record is in one chunk
-only). Format 5 kept the base as one value (``<store>`` was a value state): a task state
-past Spark's 2 GiB value limit failed the app. Its single base reads as a base of one
-chunk (:func:`materialize` takes either).
+only).
 
 The operator works on the executor-local copy (:mod:`kspark_server.localstore`) and reads
 the base and log only to rebuild it, chunk by chunk. A batch appends its change, which
@@ -54,22 +53,24 @@ True
 
 from __future__ import annotations
 
-import os
-import pickle
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from kspark_server import stateenc
+from kspark_server.spec import BASE_CHUNK_BYTES
 
-#: The layout of the task state these functions read and write: 6, a base of chunks
-#: (5: a base of one value; 3 and 4: pickled).
-STATE_FORMAT = 6
-#: A base chunk holds keys until its pairs pass this many bytes (one entry larger than
-#: this is a chunk of its own). ``$KSPARK_BASE_CHUNK_BYTES`` overrides it (tests lower it).
-BASE_CHUNK_BYTES = 32 << 20
+#: The layout of the task state these functions read and write, recorded in the app's
+#: generations (``kspark.runtime.checkpoints``). An app refuses a checkpoint of another
+#: format; a rescale to the same number of partitions is where a later format's
+#: migration of this one goes.
+STATE_FORMAT = stateenc.FORMAT
 #: The kind of a windowed stream-stream join (:mod:`kspark_server.operators.window_join`): an entry
 #: holds both streams' buffered records of one key.
 WINDOW_JOIN = "windowjoin"
+#: The kind of a user processor (:mod:`kspark_server.operators.processor`): an entry holds one
+#: store key's ``[key, value]``, keyed by ``(store name, key)``; the scalars hold the
+#: stream time, the punctuation schedule and the versioned and window stores' times.
+PROCESSOR = "processor"
 #: Suffix of the list-state variable that holds a store's log of changes.
 LOG_SUFFIX = "__log"
 #: Suffix of the value-state variable that holds a store's version.
@@ -83,32 +84,14 @@ LOG_FRACTION = 0.5
 MAX_LOG_BYTES = 256 << 20
 #: Bases smaller than this are rewritten rather than logged against (cheap either way).
 MIN_BASE_BYTES = 4096
-#: A base as stored: its chunks, chunk 0 first; a single frame (format 5); or None.
-Base = Sequence[bytes] | bytes | None
-
-
-def chunk_bytes() -> int:
-    """The size of a base chunk: ``$KSPARK_BASE_CHUNK_BYTES``, or :data:`BASE_CHUNK_BYTES`."""
-    return int(os.environ.get("KSPARK_BASE_CHUNK_BYTES") or BASE_CHUNK_BYTES)
-
-
-def chunks(base: Base) -> list[bytes]:
-    """A base's chunks, chunk 0 first (a format-5 base is one chunk).
-
-    >>> chunks(None), chunks(b"x"), chunks([b"x", b"y"])
-    ([], [b'x'], [b'x', b'y'])
-    """
-    if base is None:
-        return []
-    if isinstance(base, bytes | bytearray | memoryview):
-        return [bytes(base)]
-    return list(base)
+#: A base as stored: its chunks, chunk 0 first.
+Base = Sequence[bytes]
 
 
 def encode_chunks(
-    sc: dict[str, Any], pairs: Iterable[tuple[bytes, bytes]], limit: int | None = None
+    sc: dict[str, Any], pairs: Iterable[tuple[bytes, bytes]], limit: int = BASE_CHUNK_BYTES
 ) -> list[bytes]:
-    """A base as chunks of at most about ``limit`` bytes (default :func:`chunk_bytes`).
+    """A base as chunks of at most about ``limit`` bytes.
 
     Chunk 0 carries the scalars ``sc``; the others carry them without the grace buffer.
     A base always has a chunk 0, even with no pairs.
@@ -122,10 +105,10 @@ def encode_chunks(
 
 
 def iter_chunks(
-    sc: dict[str, Any], pairs: Iterable[tuple[bytes, bytes]], limit: int | None = None
+    sc: dict[str, Any], pairs: Iterable[tuple[bytes, bytes]], limit: int = BASE_CHUNK_BYTES
 ) -> Iterator[bytes]:
     """:func:`encode_chunks`, one chunk at a time (the operator writes each as it comes)."""
-    bound = chunk_bytes() if limit is None else limit
+    bound = limit
     rest = {k: v for k, v in sc.items() if k != "buffer"}
     batch: list[tuple[bytes, bytes | None]] = []
     size, n = 0, 0
@@ -139,30 +122,21 @@ def iter_chunks(
         yield stateenc.encode_frame(sc if n == 0 else rest, batch)
 
 
-def log_name(store: str) -> str:
-    """The list-state variable of ``store``'s log.
-
-    >>> log_name("rates")
-    'rates__log'
-    """
-    return store + LOG_SUFFIX
-
-
-def version_name(store: str) -> str:
-    """The value-state variable of ``store``'s version.
-
-    >>> version_name("rates")
-    'rates__version'
-    """
-    return store + VERSION_SUFFIX
-
-
 def empty(kind: str, versioned: bool) -> dict[str, Any]:
     """An empty task state of an operator kind."""
     if kind == "dedup":
         return {"format": STATE_FORMAT, "stream_time": None, "seen": {}, "hash": {}}
     if kind == WINDOW_JOIN:
         return {"format": STATE_FORMAT, "stream_time": None, "bufs": {}, "hash": {}}
+    if kind == PROCESSOR:
+        return {
+            "format": STATE_FORMAT,
+            "stream_time": None,
+            "punct": {},
+            "observed": {},
+            "entries": {},
+            "hash": {},
+        }
     table: Any = {"time": None, "data": {}} if versioned else {}
     return {"format": STATE_FORMAT, "stream_time": None, "table": table, "buffer": [], "hash": {}}
 
@@ -173,6 +147,8 @@ def maps(kind: str, versioned: bool, st: dict[str, Any]) -> list[dict[Any, Any]]
         return [st["seen"], st["hash"]]
     if kind == WINDOW_JOIN:
         return [st["bufs"], st["hash"]]
+    if kind == PROCESSOR:
+        return [st["entries"], st["hash"]]
     table = st["table"]["data"] if versioned else st["table"]
     return [table, st["hash"]]
 
@@ -180,6 +156,10 @@ def maps(kind: str, versioned: bool, st: dict[str, Any]) -> list[dict[Any, Any]]
 def scalars(kind: str, versioned: bool, st: dict[str, Any]) -> dict[str, Any]:
     """The fields of a task state outside its per-key maps (written whole in each change)."""
     out = {"stream_time": st.get("stream_time")}
+    if kind == PROCESSOR:
+        out["punct"] = st.get("punct") or {}
+        out["observed"] = st.get("observed") or {}
+        return out
     if kind not in ("dedup", WINDOW_JOIN):
         out["buffer"] = st.get("buffer") or []
         if versioned:
@@ -190,6 +170,10 @@ def scalars(kind: str, versioned: bool, st: dict[str, Any]) -> dict[str, Any]:
 def set_scalars(kind: str, versioned: bool, st: dict[str, Any], s: dict[str, Any]) -> None:
     """Put scalar fields (from :func:`scalars`) into ``st``."""
     st["stream_time"] = s.get("stream_time")
+    if kind == PROCESSOR:
+        st["punct"] = dict(s.get("punct") or {})
+        st["observed"] = dict(s.get("observed") or {})
+        return
     if kind not in ("dedup", WINDOW_JOIN):
         st["buffer"] = list(s.get("buffer") or [])
         if versioned:
@@ -251,11 +235,11 @@ def apply_frame(
 
 
 def merge_pairs(base: Base, log: Iterable[bytes]) -> tuple[dict[str, Any], dict[bytes, bytes]]:
-    """The scalars and encoded pairs of a base (its chunks, or one format-5 frame) with its
-    log applied, without decoding the entries (tests check the operator's log with it)."""
+    """The scalars and encoded pairs of a base (its chunks) with its log applied, without
+    decoding the entries (the operator's log check uses it)."""
     out: dict[bytes, bytes] = {}
     s: dict[str, Any] = {}
-    for i, frame in enumerate(chunks(base)):
+    for i, frame in enumerate(base):
         sc, pairs = stateenc.decode_frame(frame)
         if i == 0:
             s = sc
@@ -328,52 +312,11 @@ def from_pairs(
     return st
 
 
-def _materialize_pickled(
-    kind: str, versioned: bool, base: bytes, log: Iterable[bytes]
-) -> dict[str, Any]:
-    """A state of formats 3 and 4 (pickled), read only by the server-side rescale job
-    that migrates it: the client never unpickles (see :func:`materialize`)."""
-    st: dict[str, Any] = pickle.loads(base)
-    st.setdefault("hash", {})
-    for change in log:
-        c = pickle.loads(change)
-        ms = maps(kind, versioned, st)
-        for k, entries in c["keys"].items():
-            for m, v in zip(ms, entries, strict=True):
-                if v is None:
-                    m.pop(k, None)
-                else:
-                    m[k] = v
-        sc = c["scalars"]
-        st["stream_time"] = sc["stream_time"]
-        if kind != "dedup":
-            st["buffer"] = sc["buffer"]
-            if versioned:
-                st["table"]["time"] = sc["table_time"]
-    st["format"] = STATE_FORMAT
-    return st
-
-
-def materialize(
-    kind: str,
-    versioned: bool,
-    base: Base,
-    log: Iterable[bytes],
-    *,
-    allow_pickle: bool = False,
-) -> dict[str, Any]:
-    """A task's whole state: its base (its chunks, chunk 0 first, or a format-5 frame) with
-    its log applied, oldest change first.
-
-    A pickled state of an older kspark (formats 3 and 4) raises
-    :class:`~kspark_server.stateenc.StateFormatError`, unless ``allow_pickle`` (only the
-    server-side migration passes it).
-    """
-    parts = chunks(base)
-    if len(parts) == 1 and not stateenc.is_frame(parts[0]) and allow_pickle:
-        return _materialize_pickled(kind, versioned, parts[0], log)
+def materialize(kind: str, versioned: bool, base: Base, log: Iterable[bytes]) -> dict[str, Any]:
+    """A task's whole state: its base (its chunks, chunk 0 first) with its log applied,
+    oldest change first."""
     st = empty(kind, versioned)
-    for i, frame in enumerate(parts):
+    for i, frame in enumerate(base):
         apply_frame(kind, versioned, st, frame, with_scalars=i == 0)
     for frame in log:
         apply_frame(kind, versioned, st, frame)
@@ -381,7 +324,7 @@ def materialize(
 
 
 def base_chunks(
-    kind: str, versioned: bool, st: dict[str, Any], limit: int | None = None
+    kind: str, versioned: bool, st: dict[str, Any], limit: int = BASE_CHUNK_BYTES
 ) -> list[bytes]:
     """A whole task state as base chunks (a rescale's new task states)."""
     return encode_chunks(

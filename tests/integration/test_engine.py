@@ -1,5 +1,5 @@
-"""The stateful engine (state format 5): task placement, the executor-local store and its
-rebuilds, and the refusal of an older state format."""
+"""The stateful engine (state format 6): task placement, the executor-local store and its
+rebuilds, and the refusal of another state format."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ def test_a_checkpoint_of_an_older_state_format_is_refused_then_migrated(
 
     write("1.jsonl", BATCHES[0])
     app().run_until_caught_up(progress=False)
-    # what a checkpoint of an older kspark looks like: no state format recorded
+    # a checkpoint whose generation records no state format
     gen = current_generation(spark, ckpt)
     assert gen.state_format is not None
     import attrs
@@ -205,7 +205,7 @@ def _rate(n: int, k: int) -> str:
 def test_a_base_of_several_chunks_restarts_reads_and_rescales_alike(
     spark: Any, spark_server: Any, app_id: str
 ) -> None:
-    """State format 6: a task's base spans several chunks (the test server's chunks are 4
+    """State format 6: a task's base spans several chunks (the suite's chunks are 4
     KiB). A rebuild from them (local stores wiped), the store's readers (a lookup, as of a
     time, the versions, the count, a replica) and a rescale give the answers of the state
     itself."""

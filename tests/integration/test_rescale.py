@@ -190,7 +190,6 @@ def test_rescale_command(
         main(
             [
                 "rescale",
-                "--app",
                 "cli_rescale_app:topology",
                 "--partitions",
                 "3",

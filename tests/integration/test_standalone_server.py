@@ -203,14 +203,33 @@ def test_example_app_with_a_dead_letter_config_file(
         summary = cli("status", "--app-id", app_id, "--remote", url).stdout
         assert " rows/s" in summary and " 0 rows/s" not in summary, summary
         assert list((data / "out" / "dlq").glob("batch_id=*")), "no dead letters written"
-        final = cli.json("stop", "--app-id", app_id, "--remote", url)
+        stopped = cli("stop", "--app-id", app_id, "--remote", url)
+        assert stopped.returncode == 0, stopped.stderr
+        first = stopped.stdout.splitlines()[0]
+        assert first.startswith(f"stopped app {app_id}: query "), stopped.stdout
+        assert "last batch none" not in first and "query None" not in first, first
+        final = cli.json("status", "--app-id", app_id, "--remote", url)
         assert final["state"] == "NOT_RUNNING" and final["error"] is None, final
+        assert final["stopped"] is True, final
     finally:
         from kspark.runtime import submit as remote
 
         path = home / "apps" / f"{app_id}.json"
         if path.exists() and remote.load_handle(app_id, str(path.parent)).final is None:
             remote.stop(handle=str(path), remote=url)
+
+
+def test_demo_with_a_relative_data_dir(standalone: tuple[str, str, Path], tmp_path: Path) -> None:
+    """``kspark demo --data-dir data --remote URL`` run in a folder of the client: the app
+    writes ``./data`` and the demo reads its results back from there (the relative path is
+    made absolute on the client, once, for both)."""
+    url, _python, home = standalone
+    proc = Cli(tmp_path, home)("demo", "--data-dir", "data", "--remote", url, "--payments", "200")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert f"data in {tmp_path / 'data'}" in proc.stdout, proc.stdout[:500]
+    assert list((tmp_path / "data" / "converted").glob("batch_id=*")), proc.stdout[-2000:]
+    assert "PATH_NOT_FOUND" not in proc.stdout + proc.stderr
+    assert "\ndone in " in proc.stdout, proc.stdout[-2000:]
 
 
 KAFKA_APP = """

@@ -10,7 +10,7 @@ from typing import assert_type
 
 import pyarrow.compute as pc
 
-from kspark import KStream, KTable, Materialized, StreamsBuilder, Topic
+from kspark import JoinWindows, KStream, KTable, Materialized, StreamsBuilder, Topic
 
 
 @dataclasses.dataclass
@@ -53,6 +53,14 @@ assert_type(converted, KStream[str, float])
 
 left = payments.left_join(rates, lambda p, r: p.amount * (r.rate if r else 1.0))
 assert_type(left, KStream[str, float])
+
+# two streams: the windows by position or by name
+refunds = b.stream(Topic.jsonl("refunds", "/f"), key_type=str, value_type=Payment)
+within = JoinWindows.of_time_difference_with_no_grace(timedelta(minutes=5))
+net = payments.join(refunds, lambda p, r: p.amount - r.amount, within)
+assert_type(net, KStream[str, float])
+net_by_name = payments.left_join(refunds, lambda p, r: p.amount, windows=within)
+assert_type(net_by_name, KStream[str, float])
 
 deduped = payments.deduplicate_by_key_value(lambda k, p: p.id, timedelta(minutes=1))
 assert_type(deduped, KStream[str, Payment])

@@ -5,6 +5,7 @@ the same durable state after every batch."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from typing import Any
@@ -17,9 +18,9 @@ from hypothesis import strategies as st
 from test_windowjoin import _Handle, close_local_stores
 
 from kspark_server import envelope as env
-from kspark_server import placement, taskstate, transport
+from kspark_server import placement, statevars, taskstate, transport
 from kspark_server.operators.stream_table_join import JoinProcessor, asof_lookup
-from kspark_server.spec import JoinSpec, KeyValue, Packed, PrimSpec
+from kspark_server.spec import JoinSpec, KeyValue, Packed, PrimSpec, StateOptions
 
 STR = PrimSpec(spark="string")
 KV = KeyValue(key=STR, value=STR)
@@ -105,7 +106,7 @@ class Runner:
         return out
 
     def state(self) -> Any:
-        log = [t[0] for t in self.durable.get(taskstate.log_name("rates"), [])]
+        log = [t[0] for t in self.durable.get(statevars.log_name("rates"), [])]
         chunks = self.durable.get("rates", {})
         base = [chunks[k][0] for k in sorted(chunks)]
         return taskstate.materialize("join", True, base, log)
@@ -157,12 +158,12 @@ def test_the_columnar_join_matches_the_record_by_record_join(
             part = data[a:b]
             times = iter(sorted(r[3] for r in part if r[0] == 1))
             data[a:b] = [(s, k, v, next(times) if s else t, p) for s, k, v, t, p in part]
-    spec = make_spec(left, retention)
+    # every logged change is checked against the state it stands for
+    spec = dataclasses.replace(make_spec(left, retention), state=StateOptions(check_log=True))
     tmp = tmp_path_factory.mktemp("asof")
     numbered = list(enumerate(data))
     batches = [numbered[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KSPARK_CHECK_STATE_LOG", "1")
         fast, slow = Runner(spec, True, tmp, mp), Runner(spec, False, tmp, mp)
         try:
             for batch, restart in zip(batches, restarts, strict=False):

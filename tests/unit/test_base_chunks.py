@@ -1,7 +1,7 @@
 """State format 6: a task's base is a sequence of bounded chunks. Whatever the chunk size,
 the chunks read back as the state (with its log), each chunk's share stands for a disjoint
 part of the task, a local store rebuilt chunk by chunk holds the state, and a rescale
-through chunked parts keeps every entry. Format 5's single-value base still reads."""
+through chunked parts keeps every entry."""
 
 from __future__ import annotations
 
@@ -80,18 +80,6 @@ def test_chunks_and_log_read_back_as_the_state(n: int, batches: list[Any], limit
     assert all(s_.get("buffer") is None for s_, _ in shares[1:])
 
 
-def test_a_format_5_base_reads_as_one_chunk() -> None:
-    """A checkpoint of format 5 keeps each task's base as one frame (in a value state): the
-    readers take it as a base of one chunk, chunk 0."""
-    s = join_state(5)
-    single = taskstate.encode_base("join", False, s)
-    assert taskstate.materialize("join", False, single, []) == s
-    assert taskstate.materialize("join", False, [single], []) == s
-    rows = pd.DataFrame({"blob": [single], "log": [None]})  # no "first" column: chunk 0
-    (got,) = pd.concat(list(queries.count()(iter([rows]))))["entries"]
-    assert int(got) == 5
-
-
 def test_queries_read_a_task_chunk_by_chunk() -> None:
     s = join_state(9)
     base = taskstate.base_chunks("join", False, s, 30)
@@ -128,30 +116,25 @@ def test_a_rescale_through_chunks_keeps_every_entry(n: int, m: int, size: int, l
         h = i * 7919
         states[h % n]["table"][f"x{i}"] = f"value-{i}"
         states[h % n]["hash"][f"x{i}"] = h
-    mp = pytest.MonkeyPatch()
-    mp.setenv("KSPARK_BASE_CHUNK_BYTES", str(limit))
-    try:
-        frame = _tasks_to_frame(states, limit)
-        parts = pd.concat(list(rescale.split_states("join", False, m)(iter([frame]))))
-        assert int((parts["ks_task"] == -1).sum()) == n  # tasks, not chunks
-        assert int(parts["old_entries"].sum()) == size + n  # entries and buffered records
-        parts = parts[parts["ks_task"] >= 0]
-        total = 0
-        for _, g in parts.groupby("ks_task"):
-            out = rescale.merge_states("join", False, m)(g)
-            assert list(out["chunk"]) == list(range(len(out)))
-            st_ = taskstate.materialize("join", False, out["blob"].tolist(), [])
-            task = placement.task_of(int(out["ks_task"].iat[0]))
-            assert int(out["entries"].sum()) == rescale.entries("join", False, st_)
-            assert int(out["checksum"].sum()) == rescale.checksum("join", False, st_)
-            checked = pd.concat(list(rescale.check_states("join", False)(iter([out]))))
-            assert int(checked["checksum"].sum()) == int(out["checksum"].sum())
-            assert all(h % m == task for h in st_["hash"].values())
-            assert all(int(r["ks_hash"]) % m == task for r in st_["buffer"])
-            total += rescale.entries("join", False, st_)
-        assert total == size + n
-    finally:
-        mp.undo()
+    frame = _tasks_to_frame(states, limit)
+    parts = pd.concat(list(rescale.split_states("join", False, m, limit)(iter([frame]))))
+    assert int((parts["ks_task"] == -1).sum()) == n  # tasks, not chunks
+    assert int(parts["old_entries"].sum()) == size + n  # entries and buffered records
+    parts = parts[parts["ks_task"] >= 0]
+    total = 0
+    for _, g in parts.groupby("ks_task"):
+        out = rescale.merge_states("join", False, m, limit)(g)
+        assert list(out["chunk"]) == list(range(len(out)))
+        st_ = taskstate.materialize("join", False, out["blob"].tolist(), [])
+        task = placement.task_of(int(out["ks_task"].iat[0]))
+        assert int(out["entries"].sum()) == rescale.entries("join", False, st_)
+        assert int(out["checksum"].sum()) == rescale.checksum("join", False, st_)
+        checked = pd.concat(list(rescale.check_states("join", False)(iter([out]))))
+        assert int(checked["checksum"].sum()) == int(out["checksum"].sum())
+        assert all(h % m == task for h in st_["hash"].values())
+        assert all(int(r["ks_hash"]) % m == task for r in st_["buffer"])
+        total += rescale.entries("join", False, st_)
+    assert total == size + n
 
 
 @settings(max_examples=60, deadline=None)
@@ -208,15 +191,15 @@ def test_a_local_store_rebuilds_chunk_by_chunk(
         store.destroy()
 
 
-def test_the_chunk_size_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert taskstate.chunk_bytes() == taskstate.BASE_CHUNK_BYTES
-    monkeypatch.setenv("KSPARK_BASE_CHUNK_BYTES", "100")
-    assert taskstate.chunk_bytes() == 100
+def test_the_chunk_size_is_a_parameter() -> None:
+    """The default chunk size is 32 MiB; a smaller one (``StreamsConfig``'s
+    ``state_base_chunk_bytes``, passed down) splits a base, which reads back alike."""
     s = join_state(12)
-    assert len(taskstate.base_chunks("join", False, s)) > 1
+    assert len(taskstate.base_chunks("join", False, s)) == 1
+    assert len(taskstate.base_chunks("join", False, s, 100)) > 1
     assert copy.deepcopy(s) == taskstate.materialize(
-        "join", False, taskstate.base_chunks("join", False, s), []
+        "join", False, taskstate.base_chunks("join", False, s, 100), []
     )
-    assert list(itertools.islice(taskstate.iter_chunks({}, [], None), 2)) == [
+    assert list(itertools.islice(taskstate.iter_chunks({}, []), 2)) == [
         stateenc.encode_frame({}, [])
     ]

@@ -1,7 +1,7 @@
 """The fused stateless chain, called in-process on Arrow batches as Spark sends them.
 
-The columnar chain (step by step over a batch) must give what the record-by-record chain
-gives: the same output rows, and the same dead letters and drop counts, whatever fails.
+Each case states what the chain gives: output rows, dead letters and drop counts, whatever
+fails (test_chain_model.py checks random chains against a record-by-record model).
 Vectorized steps are checked against their per-record equivalents.
 """
 
@@ -15,8 +15,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from kspark import StreamsBuilder, StreamsConfig, Topic
 from kspark.compiler import stages
@@ -26,11 +24,10 @@ from kspark.errors import (
     DeadLetterQueueProductionExceptionHandler,
     InvalidArgumentError,
     LogAndContinueProcessingExceptionHandler,
-    LogAndContinueProductionExceptionHandler,
 )
 from kspark.plan.types import describe_type
 from kspark_server import codec, envelope
-from kspark_server.chain import make_chain, make_record_chain, with_constants
+from kspark_server.chain import make_chain, with_constants
 from kspark_server.handling import ProcessingFailed
 from kspark_server.spec import ChainSpec
 from kspark_server.transport import arrow_schema
@@ -97,10 +94,8 @@ def _run(
     return records, sorted(side, key=str)
 
 
-def _same(spec: ChainSpec, batch: pa.RecordBatch) -> list[dict[str, Any]]:
-    columnar = _run(make_chain, spec, batch)
-    assert columnar == _run(make_record_chain, spec, batch)
-    return columnar[0]
+def _records(spec: ChainSpec, batch: pa.RecordBatch) -> list[dict[str, Any]]:
+    return _run(make_chain, spec, batch)[0]
 
 
 ORDERS = [
@@ -123,7 +118,7 @@ def _bad(v: Order) -> int:
     [LogAndContinueProcessingExceptionHandler, DeadLetterQueueProcessingExceptionHandler],
     ids=["continue", "dead-letter"],
 )
-def test_every_stateless_step_gives_what_the_record_chain_gives(handler: Any) -> None:
+def test_every_stateless_step_drops_only_its_failing_records(handler: Any) -> None:
     b = StreamsBuilder()
     orders = b.stream(Topic.jsonl("orders", "/in"), key_type=str, value_type=Order)
     valid = orders.filter(lambda k, v: v is not None)
@@ -146,7 +141,7 @@ def test_every_stateless_step_gives_what_the_record_chain_gives(handler: Any) ->
         "dead_letter_queue_topic": Topic.jsonl("dlq", "/d"),
     }
     batch = _batch(str, Order, ORDERS, side=5)
-    outputs = [_same(spec, batch) for spec in _chains(b, **config)]
+    outputs = [_records(spec, batch) for spec in _chains(b, **config)]
     assert [r["value"] for r in outputs[0][:2]] == ["a:12", "None:3"]
     assert [r["key"] for r in outputs[1][:2]] == ["a8", "None33"]
 
@@ -158,7 +153,7 @@ def test_table_steps_pass_deletes_and_turn_filtered_rows_into_deletes() -> None:
         Topic.jsonl("out", "/out/out")
     )
     (spec,) = _chains(b)
-    out = _same(spec, _batch(str, int, [("a", 1), ("b", None), ("c", 5)]))
+    out = _records(spec, _batch(str, int, [("a", 1), ("b", None), ("c", 5)]))
     assert [(r["key"], r["value"]) for r in out[:3]] == [("a", None), ("b", None), ("c", 50)]
 
 
@@ -177,7 +172,7 @@ def test_a_wrong_output_type_fails_alone_through_the_steps_processing_handler() 
         processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
         dead_letter_queue_topic=Topic.jsonl("dlq", "/d"),
     )
-    out = _same(spec, _batch(str, int, [(str(i), i) for i in range(6)]))
+    out = _records(spec, _batch(str, int, [(str(i), i) for i in range(6)]))
     assert [r["value"] for r in out[:4]] == [0, 1, 4, 5]
 
 
@@ -277,74 +272,12 @@ def test_nested_values_of_the_wrong_shape_fail_alone(
         processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
         dead_letter_queue_topic=Topic.jsonl("dlq", "/d"),
     )
-    out = _same(spec, _batch(str, Order, ORDERS))
+    out = _records(spec, _batch(str, Order, ORDERS))
     # the two batches (all of ORDERS, then from the fourth on) hold 9 orders that are not None
     assert len(out) == 9 - failing
 
 
-_OPS = ["filter", "filter_not", "map_values", "map_values_key", "select_key", "map", "peek"]
-
-
-def _step(s: Any, op: str, m: int, bad: int) -> Any:
-    """One step whose function raises on values ``bad`` modulo ``m``, and whose
-    ``map_values`` sometimes gives a value of the wrong type (a str for an int)."""
-
-    def check(v: Any) -> Any:
-        if isinstance(v, int) and v % m == bad:
-            raise ValueError(f"{v} is bad")
-        return v
-
-    if op == "filter":
-        return s.filter(lambda k, v: check(v) % 3 != 0)
-    if op == "filter_not":
-        return s.filter_not(lambda k, v: check(v) % 4 == 0)
-    if op == "map_values":
-        return s.map_values(lambda v: "x" if v == 35 else check(v) + 1, value_type=int)
-    if op == "map_values_key":
-        return s.map_values(lambda k, v: check(v) * 2 + len(k or ""), value_type=int)
-    if op == "select_key":
-        return s.select_key(lambda k, v: f"{k}{check(v) % 5}", key_type=str)
-    if op == "map":
-        return s.map(lambda k, v: (str(v), check(v) - 1), key_type=str, value_type=int)
-    return s.peek(lambda k, v: check(v))
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    ops=st.lists(
-        st.tuples(st.sampled_from(_OPS), st.integers(2, 9), st.integers(0, 8)), max_size=5
-    ),
-    values=st.lists(st.integers(0, 60) | st.none(), min_size=1, max_size=30),
-    dead_letters=st.booleans(),
-)
-def test_any_chain_gives_what_the_record_chain_gives(
-    ops: list[tuple[str, int, int]], values: list[int | None], dead_letters: bool
-) -> None:
-    b = StreamsBuilder()
-    s = b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int).filter(
-        lambda k, v: v is not None
-    )
-    for op, m, bad in ops:
-        s = _step(s, op, m, bad % m)
-    s.to(Topic.jsonl("out", "/out/out"))
-    handlers: dict[str, Any] = (
-        {
-            "processing_exception_handler": DeadLetterQueueProcessingExceptionHandler,
-            "production_exception_handler": DeadLetterQueueProductionExceptionHandler,
-            "dead_letter_queue_topic": Topic.jsonl("dlq", "/d"),
-        }
-        if dead_letters
-        else {
-            "processing_exception_handler": LogAndContinueProcessingExceptionHandler,
-            # map_values steps give a str for an int now and then: the step's failure
-            "production_exception_handler": LogAndContinueProductionExceptionHandler,
-        }
-    )
-    (spec,) = _chains(b, **handlers)
-    _same(spec, _batch(str, int, [(f"k{i}", v) for i, v in enumerate(values)]))
-
-
-def test_vectorized_steps_run_record_by_record_in_a_chain_with_a_flat_map() -> None:
+def test_vectorized_steps_in_a_chain_with_a_flat_map_match_their_per_record_forms() -> None:
     def chain(vectorized: bool) -> ChainSpec:
         b = StreamsBuilder()
         s = b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int)
@@ -363,12 +296,59 @@ def test_vectorized_steps_run_record_by_record_in_a_chain_with_a_flat_map() -> N
     assert [r["value"] for r in got[0][:4]] == [20, 21, 50, 51]
 
 
+def test_fan_out_outputs_carry_their_own_records_envelope() -> None:
+    # three outputs of the third record in a batch of three: as many rows as the batch,
+    # yet each must be taken from the third record
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int).flat_map_values(
+        lambda v: range(v), value_type=int
+    ).to(Topic.jsonl("out", "/out/out"))
+    (spec,) = _chains(b)
+    batch = _batch(str, int, [("a", 0), ("b", 0), ("c", 3)])
+    out = [r for o in make_chain(spec)(iter([batch])) for r in o.to_pylist()]
+    assert [(r["key"], r["value"], r["offset"], r["timestamp"], r["ks_sub"]) for r in out] == [
+        ("c", 0, 2, 1002, 0),
+        ("c", 1, 2, 1002, 1),
+        ("c", 2, 2, 1002, 2),
+    ]
+
+
+@dataclasses.dataclass
+class _Pair:
+    key: str
+    value: int
+
+
+def _pairs(k: str, v: int) -> list[Any]:
+    # pairs as tuples or objects with key and value; a value of 4 gives something else
+    return [(k, v), _Pair(f"{k}!", v + 1)] + (["not a pair"] if v == 4 else [])
+
+
+def test_a_flat_map_takes_pairs_of_any_shape_and_fails_on_anything_else() -> None:
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int).flat_map(
+        _pairs, key_type=str, value_type=int
+    ).to(Topic.jsonl("out", "/out/out"))
+    (spec,) = _chains(b, processing_exception_handler=LogAndContinueProcessingExceptionHandler)
+    batch = _batch(str, int, [("a", 1), ("b", 4), ("c", 7)])
+    records, side = _run(make_chain, spec, batch)
+    assert [(r["key"], r["value"], r["offset"], r["ks_sub"]) for r in records] == [
+        ("a", 1, 0, 0),
+        ("a!", 2, 0, 1),
+        ("c", 7, 2, 0),
+        ("c!", 8, 2, 1),
+    ]
+    assert [(dict(s)["processor"], dict(s)["count"]) for s in side] == [
+        (spec.steps[0].processor, 1)
+    ]
+
+
 def _dynamic_or_not(v: Any):  # type: ignore[no-untyped-def]  # a dynamic result
     return {"n": v["n"] * 2, "tags": sorted(v.get("tags", []))} if v["n"] != 3 else {1, 2}
 
 
 @pytest.mark.parametrize("out_type", ["dynamic", "int"])
-def test_dynamic_values_run_step_by_step_and_match_the_record_chain(out_type: str) -> None:
+def test_dynamic_values_run_step_by_step(out_type: str) -> None:
     calls: list[str] = []
 
     def keep(k: Any, v: Any) -> bool:
@@ -393,7 +373,7 @@ def test_dynamic_values_run_step_by_step_and_match_the_record_chain(out_type: st
     )
     values = [{"n": i, "tags": ["b", "a"]} for i in range(6)]
     batch = _batch(Any, Any, [(f"k{i}", v) for i, v in enumerate(values)])
-    out = _same(spec, batch)
+    out = _records(spec, batch)
     if out_type == "int":  # n=1 filtered, n=2 divides by zero
         assert [r["value"] for r in out[:4]] == [-5, 10, 5, 3]
     else:  # n=1 filtered, n=3 is a set: not JSON, the mapper's processing handler
@@ -412,9 +392,9 @@ def test_the_chain_modules_hold_nothing_that_cannot_be_pickled() -> None:
     and every chain failed to ship)."""
     from pyspark import cloudpickle
 
-    from kspark_server import chain, codec, columns, handling
+    from kspark_server import chain, codec, columns, handling, live
 
-    for module in (chain, codec, columns, handling):
+    for module in (chain, codec, columns, handling, live):
         for name, value in vars(module).items():
             if not name.startswith("__"):  # the module's own loader and spec stay home
                 cloudpickle.dumps(value)
@@ -428,24 +408,29 @@ def test_dynamic_columns_leave_as_kspark_json_text_even_when_no_step_changes_the
     batch = _batch(Any, Any, [("k", 1), ("k", 2)])
     raw = pa.array(["u1", '{"b":1,"a":2}'])
     batch = batch.set_column(0, "key", raw).set_column(1, "value", raw)
-    out = _same(spec, batch)
+    out = _records(spec, batch)
     assert [(r["key"], r["value"]) for r in out[:2]] == [
         ('"u1"', '"u1"'),
         ('{"a":2,"b":1}', '{"a":2,"b":1}'),
     ]
 
 
-@pytest.mark.parametrize("make", [make_chain, make_record_chain], ids=["columnar", "record"])
+@pytest.mark.parametrize("fan_out", [False, True], ids=["map", "flat-map"])
 def test_constant_columns_left_out_of_the_pass_reach_handlers_and_dead_letters(
-    make: Callable[[ChainSpec], Callable[[Any], Iterator[pa.RecordBatch]]],
+    fan_out: bool,
 ) -> None:
     """A chain given batches without its source's constant columns (topic, partition,
     headers: kept out of Spark's Arrow pass) gives the same records and the same dead
     letters, with the same error context, as over the whole envelope."""
     b = StreamsBuilder()
-    b.stream(Topic.parquet("orders", "/in", layout="value"), key_type=str, value_type=Order).filter(
-        lambda k, v: v is not None
-    ).map_values(_bad, value_type=int).to(Topic.parquet("out", "/out"))
+    s = (
+        b.stream(Topic.parquet("orders", "/in", layout="value"), key_type=str, value_type=Order)
+        .filter(lambda k, v: v is not None)
+        .map_values(_bad, value_type=int)
+    )
+    if fan_out:
+        s = s.flat_map_values(lambda v: [v, -v], value_type=int)
+    s.to(Topic.parquet("out", "/out"))
     (spec,) = _chains(
         b,
         processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
@@ -460,6 +445,8 @@ def test_constant_columns_left_out_of_the_pass_reach_handlers_and_dead_letters(
         "ks_sub": 0,
         "ks_seq": {"same_as": "offset"},
     }
+    if fan_out:  # a fan-out numbers a record's outputs in ks_sub
+        del constants["ks_sub"]
     full = full.set_column(
         full.schema.get_field_index("headers"),
         "headers",
@@ -476,7 +463,7 @@ def test_constant_columns_left_out_of_the_pass_reach_handlers_and_dead_letters(
     stripped = full.drop_columns(list(constants))
 
     def without(s: ChainSpec) -> Callable[[Any], Iterator[pa.RecordBatch]]:
-        run = with_constants(make(s), described)
+        run = with_constants(make_chain(s), described)
 
         def put_back(batches: Any) -> Iterator[pa.RecordBatch]:
             for out in run(batches):
@@ -495,7 +482,7 @@ def test_constant_columns_left_out_of_the_pass_reach_handlers_and_dead_letters(
 
         return put_back
 
-    with_all = _run(make, spec, full)
+    with_all = _run(make_chain, spec, full)
     assert _run(without, spec, stripped) == with_all
     dead = [dict(s) for s in with_all[1] if dict(s)["kind"] == "dlq"]
     assert dead and all(

@@ -1,14 +1,13 @@
 """Dynamic values that do not convert to a declared type (issue 16): where a step declares
 the type, the record is that step's failure and goes to the processing handler under the
-step's name; never a crash of the batch. The chains run in-process on Arrow batches, both
-column by column and record by record; tests/integration/test_dynamic_handlers.py runs the
-same cases in the test driver."""
+step's name; never a crash of the batch. The chains run in-process on Arrow batches;
+tests/integration/test_dynamic_handlers.py runs the same cases in the test driver."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -26,15 +25,10 @@ from kspark.errors import (
 )
 from kspark.plan.types import describe_type
 from kspark_server import envelope
-from kspark_server.chain import make_chain, make_record_chain, output_owners
+from kspark_server.chain import make_chain, output_owners
 from kspark_server.handling import ProcessingFailed
 from kspark_server.spec import ChainSpec, JsonSpec, PrimSpec
 from kspark_server.transport import arrow_schema
-
-MAKERS: dict[str, Callable[[ChainSpec], Callable[[Any], Iterator[pa.RecordBatch]]]] = {
-    "columnar": make_chain,
-    "record-by-record": make_record_chain,
-}
 
 
 @dataclasses.dataclass
@@ -80,11 +74,9 @@ def _chain(build: Callable[[Any], Any], **config: Any) -> ChainSpec:
     return part.stage.spec
 
 
-def _run(
-    spec: ChainSpec, rows: list[tuple[Any, Any]], make: str
-) -> tuple[list[Any], list[dict[str, Any]]]:
+def _run(spec: ChainSpec, rows: list[tuple[Any, Any]]) -> tuple[list[Any], list[dict[str, Any]]]:
     values, side = [], []
-    for out in MAKERS[make](spec)(iter([_batch(rows)])):
+    for out in make_chain(spec)(iter([_batch(rows)])):
         for row in out.to_pylist():
             if row["ks_side"] is None:
                 values.append(row["value"])
@@ -132,9 +124,8 @@ def _input(case: str) -> list[tuple[Any, Any]]:
     return INPUT if case.startswith("filter") else VALUES
 
 
-@pytest.mark.parametrize("make", sorted(MAKERS))
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_log_and_continue_drops_and_counts_the_record_for_the_step(case: str, make: str) -> None:
+def test_log_and_continue_drops_and_counts_the_record_for_the_step(case: str) -> None:
     build, expected, processor = CASES[case]
     spec = _chain(
         build,
@@ -142,31 +133,29 @@ def test_log_and_continue_drops_and_counts_the_record_for_the_step(case: str, ma
         # would swallow the record silently if it were asked instead
         production_exception_handler=LogAndContinueProductionExceptionHandler,
     )
-    values, side = _run(spec, _input(case), make)
+    values, side = _run(spec, _input(case))
     assert [json.loads(v) if isinstance(v, str) else v for v in values] == expected
     assert [(s["kind"], s["processor"], s["reason"], s["count"]) for s in side] == [
         ("dropped", processor, "processing-error", 1)
     ]
 
 
-@pytest.mark.parametrize("make", sorted(MAKERS))
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_log_and_fail_names_the_step_and_the_record(case: str, make: str) -> None:
+def test_log_and_fail_names_the_step_and_the_record(case: str) -> None:
     build, _, processor = CASES[case]
     spec = _chain(build)
     with pytest.raises(ProcessingFailed) as info:
-        _run(spec, _input(case), make)
+        _run(spec, _input(case))
     text = str(info.value)
     assert f"processor {processor} failed" in text and "offset=2" in text
     assert "processing_exception_handler" in text
 
 
-@pytest.mark.parametrize("make", sorted(MAKERS))
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_the_dead_letter_carries_the_steps_name(case: str, make: str) -> None:
+def test_the_dead_letter_carries_the_steps_name(case: str) -> None:
     build, expected, processor = CASES[case]
     spec = _chain(build, processing_exception_handler=DeadLetterQueueProcessingExceptionHandler)
-    values, side = _run(spec, _input(case), make)
+    values, side = _run(spec, _input(case))
     assert len(values) == len(expected)
     (dead,) = side
     assert (dead["kind"], dead["processor"], dead["reason"], dead["src_offset"]) == (
@@ -199,15 +188,14 @@ def test_a_dynamic_key_that_does_not_convert_for_a_join_is_the_joins_failure() -
     assert isinstance(join.stream, st.Chain)
     spec = join.stream.spec
     assert output_owners(spec) == ("KSTREAM-JOIN-0000000003", None)
-    for make in MAKERS:
-        values, side = _run(spec, [(1, 5.0), ("one", 6.0), (3, 7.0)], make)
-        assert len(values) == 2
-        (dead,) = side
-        assert (dead["processor"], dead["reason"], dead["src_offset"]) == (
-            "KSTREAM-JOIN-0000000003",
-            "processing-error",
-            1,
-        )
+    values, side = _run(spec, [(1, 5.0), ("one", 6.0), (3, 7.0)])
+    assert len(values) == 2
+    (dead,) = side
+    assert (dead["processor"], dead["reason"], dead["src_offset"]) == (
+        "KSTREAM-JOIN-0000000003",
+        "processing-error",
+        1,
+    )
 
 
 def test_a_chain_that_makes_nothing_owns_nothing() -> None:
@@ -245,19 +233,18 @@ def _typed_sink_chain(**config: Any) -> ChainSpec:
 SINK = "KSTREAM-SINK-0000000002"
 
 
-@pytest.mark.parametrize("make", sorted(MAKERS))
-def test_a_typed_sink_gives_what_does_not_convert_to_the_production_handler(make: str) -> None:
+def test_a_typed_sink_gives_what_does_not_convert_to_the_production_handler() -> None:
     spec = _typed_sink_chain(
         production_exception_handler=LogAndContinueProductionExceptionHandler,
         # would count it under the filter, were it asked
         processing_exception_handler=LogAndContinueProcessingExceptionHandler,
     )
     assert spec.steps == () and spec.sink == SINK and output_owners(spec) == (None, None)
-    values, side = _run(spec, INPUT, make)
+    values, side = _run(spec, INPUT)
     assert values == [0, 1, 3]  # this chain only converts; the filter runs before it
     assert [(s["processor"], s["reason"]) for s in side] == [(SINK, "production-error")]
     with pytest.raises(ProcessingFailed, match=rf"processor {SINK} failed.*offset=2"):
-        _run(_typed_sink_chain(), INPUT, make)
+        _run(_typed_sink_chain(), INPUT)
 
 
 def test_a_sink_without_declared_types_converts_nothing() -> None:

@@ -36,8 +36,8 @@ def _inverse(v: int) -> int:
 
 
 def _fork(b: StreamsBuilder) -> None:
-    """A failing step, then five paths: two sinks, a flat map (a record-by-record chain)
-    and a split into two branches."""
+    """A failing step, then five paths: two sinks, a flat map and a split into two
+    branches."""
     upstream = b.stream(Topic.jsonl("in", "/in"), key_type=str, value_type=int).map_values(
         _inverse, value_type=int
     )

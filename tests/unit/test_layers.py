@@ -23,7 +23,19 @@ FLOORS: dict[str, tuple[str, ...]] = {
     # kspark_server's contract modules: the specs, the envelope, the handler API, the
     # codecs, windows and paths, which the client and the workers share
     "shared": tuple(
-        f"kspark_server.{m}" for m in ("spec", "envelope", "handlers", "codec", "windows", "paths")
+        f"kspark_server.{m}"
+        for m in (
+            "spec",
+            "envelope",
+            "handlers",
+            "codec",
+            "windows",
+            "paths",
+            # the Processor API's types and stores: user code and the client's build-time
+            # check of a processor use them too
+            "papi",
+            "procstores",
+        )
     ),
     "server": ("kspark_server",),
     "base": (

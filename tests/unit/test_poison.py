@@ -60,7 +60,7 @@ UNFIT = {
 }
 
 
-@pytest.mark.parametrize("flat", [False, True], ids=["columnar", "record-by-record"])
+@pytest.mark.parametrize("flat", [False, True], ids=["map", "flat-map"])
 @pytest.mark.parametrize("case", sorted(UNFIT))
 def test_a_value_arrow_refuses_goes_to_the_production_handler(case: str, flat: bool) -> None:
     out_type, bad = UNFIT[case]
@@ -110,7 +110,7 @@ STORED = [Positive(1), dataclasses.replace(Positive(1), n=1), Positive(3)]
 object.__setattr__(STORED[1], "n", -2)
 
 
-@pytest.mark.parametrize("flat", [False, True], ids=["columnar", "record-by-record"])
+@pytest.mark.parametrize("flat", [False, True], ids=["map", "flat-map"])
 def test_a_value_its_class_refuses_goes_to_the_deserialization_handler(flat: bool) -> None:
     with pytest.raises(DeserializationFailed, match=r"KSPARK_DESERIALIZATION_FAILED.*offset=1"):
         _run(_doubled(flat), Positive, STORED)

@@ -3,7 +3,6 @@ task, the one ``pmod(hash, M)`` names, and the stream times never go back."""
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 import pandas as pd
@@ -20,9 +19,7 @@ def dedup_state(
     n_tasks: int, seen: dict[str, tuple[int, int]], times: list[int | None]
 ) -> list[dict[str, Any]]:
     """Old task states: each id in the task its hash names under ``n_tasks``."""
-    states = [
-        {"format": 3, "stream_time": times[t], "seen": {}, "hash": {}} for t in range(n_tasks)
-    ]
+    states = [{"stream_time": times[t], "seen": {}, "hash": {}} for t in range(n_tasks)]
     for ident, (ts, h) in seen.items():
         s = states[h % n_tasks]
         s["seen"][ident] = ts
@@ -35,7 +32,6 @@ def join_state(
 ) -> list[dict[str, Any]]:
     states = [
         {
-            "format": 3,
             "stream_time": 100 + t,
             "table": {"time": 50 + t, "data": {}},
             "hash": {},
@@ -57,7 +53,8 @@ def join_state(
 def run(
     kind: str, versioned: bool, states: list[dict[str, Any]], m: int
 ) -> tuple[pd.DataFrame, int]:
-    frame = pd.DataFrame({"blob": [pickle.dumps(s) for s in states]})
+    blobs = [taskstate.encode_base(kind, versioned, s) for s in states]
+    frame = pd.DataFrame({"blob": blobs, "first": [True] * len(blobs), "log": [None] * len(blobs)})
     parts = pd.concat(
         list(rescale.split_states(kind, versioned, m)(iter([frame]))), ignore_index=True
     )
@@ -90,7 +87,7 @@ def test_dedup_entries_move_to_their_new_task(
     for key, blob in zip(new["ks_task"], new["blob"], strict=True):
         task = placement.task_of(key)
         assert placement.task_keys(m)[task] == key
-        s = taskstate.materialize("dedup", False, blob, [])
+        s = taskstate.materialize("dedup", False, [blob], [])
         for ident, ts in s["seen"].items():
             assert ident not in got, "an entry in two new tasks"
             assert s["hash"][ident] % m == task
@@ -122,7 +119,7 @@ def test_versioned_join_state_keeps_every_version_and_buffered_record(
     buffered = 0
     for key, blob in zip(new["ks_task"], new["blob"], strict=True):
         task = placement.task_of(key)
-        s = taskstate.materialize("join", True, blob, [])
+        s = taskstate.materialize("join", True, [blob], [])
         for hk, versions in s["table"]["data"].items():
             assert s["hash"][hk] % m == task and hk not in keys
             keys[hk] = versions
@@ -136,7 +133,7 @@ def test_versioned_join_state_keeps_every_version_and_buffered_record(
 
 
 def test_state_without_hashes_is_refused() -> None:
-    old = {"stream_time": 5, "seen": {"a": 1}}  # a state of kspark before format 3
+    old = {"stream_time": 5, "seen": {"a": 1}}  # no hash recorded for "a"
     with pytest.raises(rescale.UnhashedState, match="hash"):
         rescale.split("dedup", False, old, 4)
 

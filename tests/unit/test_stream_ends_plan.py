@@ -55,7 +55,7 @@ def test_foreach_and_print_are_terminal_processors() -> None:
     s.foreach(lambda k, v: None)
     s.print(Printed.to_sysout())
     topology = b.build()  # no sink: the stream ends in foreach and print
-    assert [t.name for t in topology.terminals] == [
+    assert [t.name for t in topology.ends] == [
         "KSTREAM-FOREACH-0000000001",
         "KSTREAM-PRINTER-0000000002",
     ]
@@ -76,10 +76,10 @@ def test_print_labels_as_kafka_streams_does(tmp_path: Any) -> None:
     s.print(Printed.to_sysout().with_label("mine"))
     s.print(Printed.to_sysout().with_label("mine"), label="given")
     s.print(Printed.to_sysout().with_name("printer"))
-    printers = b.build().terminals
+    printers = b.build().ends
     labels = [t.label for t in printers if isinstance(t, n.Print)]
     assert labels == ["KSTREAM-PRINTER-0000000001", "mine", "given", "printer"]
-    assert [t.name for t in b.build().terminals][-1] == "printer"
+    assert [t.name for t in b.build().ends][-1] == "printer"
     assert format_record("x", None, None, None) == "[x]: null, null"
     assert format_record("x", "k", {"a": 1}, lambda k, v: v["a"]) == "[x]: 1"
 
@@ -113,12 +113,25 @@ def test_foreach_compiles_to_a_chain_that_ends_the_stream() -> None:
     s.to("out")
     out = compiled(b, data_dir="/data")
     (end,) = out.ends
-    assert end.index is None and end.processor == "KSTREAM-FOREACH-0000000002"
-    assert isinstance(end.stage, st.Chain)
-    assert isinstance(end.stage.spec.steps[-1], ForeachStep)
-    assert out.writer_spec.terminals
-    # Spark's own file sink would never run the foreach branch
-    assert spark_sink_blocker(out, Generation(checkpoint="")) is not None
+    assert isinstance(end, st.Chain)
+    (*_, last) = end.spec.steps
+    assert isinstance(last, ForeachStep) and last.processor == "KSTREAM-FOREACH-0000000002"
+    assert out.roots()[-1] is end and out.dynamic == ()
+    # the writer computes each batch whole, whether or not a sink reads the branch
+    assert out.writer_spec.ends
+    # Spark's file sink runs the branch too: its query unions the end's side rows
+    assert spark_sink_blocker(out, Generation(checkpoint="")) is None
+
+
+def test_a_branch_that_ends_in_peek_makes_the_writer_compute_each_batch() -> None:
+    b = StreamsBuilder()
+    s = b.stream("in", key_type=str, value_type=int)
+    s.peek(lambda k, v: None)
+    s.to("out")
+    assert compiled(b, data_dir="/data").writer_spec.ends
+    only_sinks = StreamsBuilder()
+    only_sinks.stream("in", key_type=str, value_type=int).to("out")
+    assert not compiled(only_sinks, data_dir="/data").writer_spec.ends
 
 
 def _batch(records: list[tuple[Any, Any]]) -> pa.RecordBatch:
@@ -160,13 +173,13 @@ def test_the_foreach_step_acts_on_each_record_and_outputs_none(fans_out: bool) -
 
     b = StreamsBuilder()
     s = b.stream("in", key_type=str, value_type=int)
-    if fans_out:  # the per-record chain
+    if fans_out:  # a chain whose records fan out before the foreach
         s = s.flat_map_values(lambda v: [v], value_type=int)
     s.foreach(act)
     out = compiled(
         b, data_dir="/d", processing_exception_handler=LogAndContinueProcessingExceptionHandler
     )
-    chain = out.ends[0].stage
+    chain = out.ends[0]
     assert isinstance(chain, st.Chain)
     result = list(make_chain(chain.spec)([_batch([("a", 1), ("b", 2), ("c", 3)])]))
     assert seen == [("a", 1), ("c", 3)]
@@ -184,7 +197,7 @@ def test_a_topic_extractor_is_a_sink_bound_as_the_app_binds_names() -> None:
     b = StreamsBuilder()
     b.stream("in", key_type=str, value_type=int).to(lambda k, v, ctx: "x")
     topology = b.build()
-    (sink,) = topology.terminals
+    (sink,) = topology.ends
     assert isinstance(sink, n.DynamicSink) and not sink.bound
     assert "Sink: KSTREAM-SINK-0000000001 (extractor: " in topology.describe()
     with pytest.raises(CompilationError, match="not bound"):
@@ -227,7 +240,7 @@ def test_the_topic_name_stage_names_topics_and_hands_failures_to_the_handlers() 
         processing_exception_handler=LogAndContinueProcessingExceptionHandler,
         production_exception_handler=LogAndContinueProductionExceptionHandler,
     )
-    stage = out.ends[0].stage
+    stage = out.dynamic[0].stage
     assert isinstance(stage, st.TopicNameStage)
     batches = list(
         make_topic_name_stage(stage.spec)([_batch([("a", 1), ("b", 2), ("c", 3), ("d", 4)])])
@@ -245,7 +258,7 @@ def test_an_unbound_topic_name_fails_without_a_production_handler() -> None:
     b = StreamsBuilder()
     b.stream("in", key_type=str, value_type=int).to(lambda k, v, ctx: "nowhere")
     out = compiled(b, topics={"in": Topic.jsonl("in", "/i")})
-    stage = out.ends[0].stage
+    stage = out.dynamic[0].stage
     assert isinstance(stage, st.TopicNameStage)
     with pytest.raises(Exception, match="production_exception_handler"):
         list(make_topic_name_stage(stage.spec)([_batch([("a", 1)])]))

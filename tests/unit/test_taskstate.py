@@ -35,7 +35,7 @@ def stored(
             base, log = taskstate.encode_base(kind, versioned, state), []
         else:
             log.append(change)
-        assert taskstate.materialize(kind, versioned, base, log) == state
+        assert taskstate.materialize(kind, versioned, [base], log) == state
     return state, base, log
 
 
@@ -132,7 +132,7 @@ def test_expiry_without_a_recorded_key_is_caught() -> None:
     state["hash"]["b"] = 1
     store.expire()  # trims "a" without reporting it
     change = change_of("join", True, state, {"b"})
-    assert taskstate.materialize("join", True, base, [change]) != state
+    assert taskstate.materialize("join", True, [base], [change]) != state
 
 
 def test_rescale_reads_the_log() -> None:
@@ -141,36 +141,34 @@ def test_rescale_reads_the_log() -> None:
     state["seen"]["b"] = 2
     state["hash"]["b"] = 5
     change = change_of("dedup", False, state, {"b"})
-    frame = pd.DataFrame({"blob": [base], "log": [[change]]})
+    frame = pd.DataFrame({"blob": [base], "first": [True], "log": [[change]]})
     parts = pd.concat(list(rescale.split_states("dedup", False, 2)(iter([frame]))))
     assert int(parts["old_entries"].sum()) == 2
     moved = {
-        t: taskstate.materialize("dedup", False, b, [])["seen"]
+        t: taskstate.materialize("dedup", False, [b], [])["seen"]
         for t, b in zip(parts["ks_task"], parts["part"], strict=True)
         if t >= 0
     }
     assert moved == {0: {"a": 1}, 1: {"b": 2}}
 
 
-def test_the_client_never_unpickles_state() -> None:
-    """A pickled state (formats 3 and 4, or a planted one) is refused, not loaded: reading
-    it would run whatever code its bytes name. Only the server-side migration reads it."""
+def test_state_is_never_unpickled() -> None:
+    """Bytes that are not a state frame (here a pickle that would run code) are refused,
+    never loaded."""
 
     class Boom:
         def __reduce__(self) -> Any:
             return (exec, ("raise SystemExit('pickle ran code')",))
 
-    planted = pickle.dumps({"format": 4, "stream_time": 1, "seen": {"a": Boom()}, "hash": {}})
-    with pytest.raises(stateenc.StateFormatError, match="kspark rescale"):
-        taskstate.materialize("dedup", False, planted, [])
+    planted = pickle.dumps({"stream_time": 1, "seen": {"a": Boom()}, "hash": {}})
+    with pytest.raises(stateenc.StateFormatError, match="not a kspark state frame"):
+        taskstate.materialize("dedup", False, [planted], [])
 
 
-def test_a_migration_reads_a_pickled_format_4_state() -> None:
-    old = {"format": 4, "stream_time": 3, "seen": {"a": 1}, "hash": {"a": 4}}
-    st = taskstate.materialize("dedup", False, pickle.dumps(old), [], allow_pickle=True)
-    assert st == {
-        "format": taskstate.STATE_FORMAT,
-        "stream_time": 3,
-        "seen": {"a": 1},
-        "hash": {"a": 4},
-    }
+def test_a_frame_of_another_state_format_is_refused_naming_it() -> None:
+    frame = stateenc.encode_frame({"stream_time": 1}, [])
+    body = stateenc.unpack(frame[len(stateenc.MAGIC) :])
+    body["format"] = stateenc.FORMAT + 1
+    other = stateenc.MAGIC + stateenc.pack(body)
+    with pytest.raises(stateenc.StateFormatError, match=f"state format {stateenc.FORMAT + 1}"):
+        taskstate.materialize("dedup", False, [other], [])

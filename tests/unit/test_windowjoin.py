@@ -19,7 +19,7 @@ from support.joinmodel import Rec, processing_order, stream_join_reference
 from kspark_server import envelope as env
 from kspark_server import localstore, placement, transport
 from kspark_server.operators.window_join import WindowJoinProcessor
-from kspark_server.spec import KeyValue, Packed, PrimSpec, WindowJoinSpec
+from kspark_server.spec import KeyValue, Packed, PrimSpec, StateOptions, WindowJoinSpec
 
 # -- a stand-in for Spark's state store handle ----------------------------------------------
 
@@ -87,7 +87,9 @@ def joiner(left: str | None, right: str | None) -> str:
     return f"{left}+{right}"
 
 
-def make_spec(mode: str, before: int, after: int, grace: int) -> WindowJoinSpec:
+def make_spec(
+    mode: str, before: int, after: int, grace: int, state: StateOptions | None = None
+) -> WindowJoinSpec:
     return WindowJoinSpec(
         processor="JOIN",
         store="join-store",
@@ -102,6 +104,7 @@ def make_spec(mode: str, before: int, after: int, grace: int) -> WindowJoinSpec:
         output=KV,
         output_schema=env.envelope_json("string", "string"),
         packed=Packed(),
+        state=state or StateOptions(),
     )
 
 
@@ -219,15 +222,16 @@ def test_matches_reference_model(
     if ordered:  # each stream's timestamps rise, as on most topics
         data = sorted(data, key=lambda r: (r[0], r[3]))
     mp = pytest.MonkeyPatch()
-    mp.setenv("KSPARK_CHECK_STATE_LOG", "1")
-    # bases of several chunks: restarts rebuild the local store chunk by chunk
-    mp.setenv("KSPARK_BASE_CHUNK_BYTES", "64")
+    # check the log; bases of several chunks: restarts rebuild the local store chunk by chunk
+    checked = StateOptions(base_chunk_bytes=64, check_log=True)
     try:
         numbered = list(enumerate(data))
         # each stream in offset order, the two interleaved as they arrived
         bounds = [0, *sorted(c for c in cuts if c < len(numbered)), len(numbered)]
         batches = [numbered[a:b] for a, b in itertools.pairwise(bounds) if b > a]
-        runner = Runner(make_spec(mode, before, after, grace), tmp_path_factory.mktemp("wj"), mp)
+        runner = Runner(
+            make_spec(mode, before, after, grace, checked), tmp_path_factory.mktemp("wj"), mp
+        )
         got: list[tuple[str | None, str, int]] = []
         seen: list[tuple[int, Rec]] = []
         for i, batch in enumerate(batches):
@@ -333,14 +337,15 @@ def test_rescale_moves_each_keys_buffers_to_the_task_of_its_hash(
         s = states[h % n]
         s["bufs"][k] = {"k": k, "l": [[1, True, "v", "[]", "L", 0, 1, 1, 0]], "r": []}
         s["hash"][k] = h
-    frame = pd.DataFrame({"blob": [taskstate.encode_base(kind, False, s) for s in states]})
+    blobs = [taskstate.encode_base(kind, False, s) for s in states]
+    frame = pd.DataFrame({"blob": blobs, "first": [True] * n, "log": [None] * n})
     parts = pd.concat(list(rescale.split_states(kind, False, m)(iter([frame]))))
     assert int(parts["old_entries"].sum()) == len(keys)
     parts = parts[parts["ks_task"] >= 0]
     found: dict[str, int] = {}
     for _, g in parts.groupby("ks_task"):
         row = rescale.merge_states(kind, False, m)(g)
-        st_ = taskstate.materialize(kind, False, row["blob"].iat[0], [])
+        st_ = taskstate.materialize(kind, False, row["blob"].tolist(), [])
         task = placement.task_of(int(row["ks_task"].iat[0]))
         assert int(row["entries"].iat[0]) == len(st_["bufs"])
         for k in st_["bufs"]:
@@ -356,8 +361,9 @@ def test_a_smaller_base_removes_the_old_bases_extra_chunks(
     """State format 6: a base of many chunks, then one of fewer: the durable map holds
     exactly the new base's chunks (a left-over chunk would put old keys back for every
     reader), and a restart rebuilds the state from them."""
-    monkeypatch.setenv("KSPARK_BASE_CHUNK_BYTES", "64")
-    runner = Runner(make_spec("inner", 5, 5, 0), tmp_path, monkeypatch)
+    runner = Runner(
+        make_spec("inner", 5, 5, 0, StateOptions(base_chunk_bytes=64)), tmp_path, monkeypatch
+    )
     runner.run([(i, (0, f"key-{i}", f"value-{i}", 10)) for i in range(30)])
 
     def chunks() -> list[int]:

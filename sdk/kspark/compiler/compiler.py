@@ -26,6 +26,7 @@ from kspark.plan.grouped import (
     TimeWindowsDef,
     windowed_type,
 )
+from kspark.plan.processing import Process, ProcessValues, StoreDef
 from kspark.plan.topology import Topology
 from kspark.plan.types import DYNAMIC, Dynamic, Primitive, Record, TypeDesc, json_packable
 from kspark_server import envelope as env
@@ -78,6 +79,10 @@ class _Compiler:
     def __init__(self, topology: Topology, config: StreamsConfig) -> None:
         self.topology = topology
         self.config = config
+        #: the stateful operators' state tuning and checks
+        self.state_options = sp.StateOptions(
+            base_chunk_bytes=config.state_base_chunk_bytes, check_log=config.state_check_log
+        )
         self.memo: dict[int, _Pending] = {}
         self.sink_types: dict[str, tuple[TypeDesc | None, TypeDesc | None]] = {}
         self.subtopology_of = {
@@ -112,14 +117,15 @@ class _Compiler:
             parts.append(st.SinkPart(index=i, processor=sink.name, topic=topic, stage=stage))
             ref = _topic_ref(topic)
             sink_specs.append(sp.SinkSpec(index=i, topic=ref, num_partitions=partitions))
-        ends, dynamic = self.ends(len(parts))
+        dynamic_parts, dynamic = self.dynamic_sinks(len(parts))
         dlq = self.config.dead_letter_queue_topic
         dlq_ref = _topic_ref(dlq) if dlq is not None else None
         _check_destinations(parts, dlq_ref)
         writer = sp.SinksSpec(
             sinks=tuple(sink_specs),
             dynamic=dynamic,
-            terminals=any(end.index is None for end in ends),
+            # ends no sink reads: the writer computes each batch for their actions
+            ends=bool(self._side_ends()),
             dlq=dlq_ref,
             kafka_client=self.config.kafka_client,
         )
@@ -127,32 +133,35 @@ class _Compiler:
             sinks=tuple(parts),
             writer_spec=writer,
             stores=self.topology.stores(),
-            ends=ends,
+            ends=tuple(self.flush(self.visit(end)) for end in self._side_ends()),
+            dynamic=dynamic_parts,
         )
 
-    def ends(
+    def _side_ends(self) -> tuple[n.Node, ...]:
+        """The topology's ends whose records go nowhere (``foreach``, ``print``, ``peek``,
+        ...): only their side rows leave them."""
+        return tuple(e for e in self.topology.ends if not isinstance(e, n.DynamicSink))
+
+    def dynamic_sinks(
         self, first_index: int
-    ) -> tuple[tuple[st.EndPart, ...], tuple[sp.DynamicSinkSpec, ...]]:
-        """The stages of the topology's ends without a topic of their own (``foreach``,
-        ``print``, ``to(topic_extractor)``), and the writer's specs of the latter, whose
-        union columns are numbered after the sinks' from ``first_index``."""
-        ends: list[st.EndPart] = []
-        dynamic: list[sp.DynamicSinkSpec] = []
-        index = first_index
-        for node in self.topology.terminals:
-            if isinstance(node, n.DynamicSink):
-                stage, rule = self.dynamic_sink(node)
-                ends.append(st.EndPart(index=index, processor=node.name, stage=stage))
-                dynamic.append(
-                    sp.DynamicSinkSpec(
-                        index=index, rule=rule, num_partitions=self.config.num_partitions
-                    )
+    ) -> tuple[tuple[st.DynamicSinkPart, ...], tuple[sp.DynamicSinkSpec, ...]]:
+        """The stages of the sinks whose records name their topics (``to(topic_extractor)``),
+        and their writer's specs, their union columns numbered after the sinks' from
+        ``first_index``."""
+        parts: list[st.DynamicSinkPart] = []
+        specs: list[sp.DynamicSinkSpec] = []
+        for node in self.topology.ends:
+            if not isinstance(node, n.DynamicSink):
+                continue
+            index = first_index + len(parts)
+            stage, rule = self.dynamic_sink(node)
+            parts.append(st.DynamicSinkPart(index=index, processor=node.name, stage=stage))
+            specs.append(
+                sp.DynamicSinkSpec(
+                    index=index, rule=rule, num_partitions=self.config.num_partitions
                 )
-                index += 1
-            else:
-                stage = self.flush(self.visit(node))
-                ends.append(st.EndPart(index=None, processor=node.name, stage=stage))
-        return tuple(ends), tuple(dynamic)
+            )
+        return tuple(parts), tuple(specs)
 
     def dynamic_sink(self, node: n.DynamicSink) -> tuple[st.Stage, sp.TopicRule]:
         """The stage that names each record's topic for ``node``, and its binding rule."""
@@ -551,6 +560,7 @@ class _Compiler:
                 out=json_packable(out_value),
             ),
             handling=self.handling_at(node),
+            state=self.state_options,
         )
         return self._stateful(
             node, spec, stream, table=table, key_type=stream.key_type, value_type=out_value
@@ -586,8 +596,41 @@ class _Compiler:
                 out=json_packable(out_value),
             ),
             handling=self.handling_at(node),
+            state=self.state_options,
         )
         # the right stream is the operator's second input, as a stream-table join's table
+        return self._stateful(
+            node, spec, left, table=right, key_type=left.key_type, value_type=out_value
+        )
+
+    def visit_TableTableJoin(self, node: n.TableTableJoin) -> _Pending:
+        # both tables' updates go to the task of their key (the operator's input is
+        # grouped by task), so the two tables are co-partitioned whatever their sources
+        left, right = self._join_inputs(
+            node,
+            node.left,
+            node.right,
+            "the tables' key types differ ({} and {}); a same-key join needs one key type",
+        )
+        out_value = _known(node.value_type)
+        spec = sp.TableJoinSpec(
+            processor=node.name,
+            store=node.store_name,
+            mode=node.mode,
+            joiner=node.joiner,
+            joiner_with_key=node.joiner_with_key,
+            left=_kv(left.key_type, left.value_type),
+            right=_kv(right.key_type, right.value_type),
+            output=_kv(left.key_type, out_value),
+            output_schema=_envelope_json(left.key_type, out_value),
+            packed=sp.Packed(
+                value=json_packable(left.value_type),
+                tvalue=json_packable(right.value_type),
+                out=json_packable(out_value),
+            ),
+            handling=self.handling_at(node),
+            state=self.state_options,
+        )
         return self._stateful(
             node, spec, left, table=right, key_type=left.key_type, value_type=out_value
         )
@@ -623,6 +666,7 @@ class _Compiler:
             # one it does not read stays a column of Arrow, carried by reference
             packed=sp.Packed(value=reads_value, out=reads_value),
             handling=self.handling_at(node),
+            state=self.state_options,
         )
         return self._stateful(
             node,
@@ -632,6 +676,29 @@ class _Compiler:
             value_type=stream.value_type,
             task_column=task_column,
         )
+
+    # -- the Processor API (kspark.plan.processing) -------------------------------------
+    def visit_Process(self, node: Process) -> _Pending:
+        stream = self.stage_of(node.parent, node)
+        key_type, value_type = _known(node.key_type), _known(node.value_type)
+        spec = sp.ProcessorSpec(
+            processor=node.name,
+            store=node.name,
+            supplier=node.supplier,
+            fixed_key=isinstance(node, ProcessValues),
+            stores=tuple(_store_spec(d) for d in node.store_defs),
+            application_id=self.config.application_id,
+            input=_kv(stream.key_type, stream.value_type),
+            output=_kv(key_type, value_type),
+            output_schema=_envelope_json(key_type, value_type),
+            packed=sp.Packed(value=json_packable(stream.value_type), out=json_packable(value_type)),
+            handling=self.handling_at(node),
+            state=self.state_options,
+        )
+        return self._stateful(node, spec, stream, key_type=key_type, value_type=value_type)
+
+    def visit_ProcessValues(self, node: ProcessValues) -> _Pending:
+        return self.visit_Process(node)
 
     # -- aggregations (kspark.plan.grouped) ----------------------------------------------
     def visit_Aggregate(self, node: Aggregate) -> _Pending:
@@ -678,6 +745,7 @@ class _Compiler:
             output_schema=_envelope_json(out_key, out_value),
             packed=sp.Packed(value=json_packable(stream.value_type), out=json_packable(out_value)),
             handling=self.handling_at(node),
+            state=self.state_options,
         )
         return self._stateful(node, spec, stream, key_type=out_key, value_type=out_value)
 
@@ -817,6 +885,20 @@ def _check_destinations(parts: list[st.SinkPart], dlq: sp.TopicRef | None) -> No
 
 def _topic_ref(topic: n.TopicSpec) -> sp.TopicRef:
     return sp.TopicRef(name=topic.name, format=topic.format, path=topic.path, options=topic.options)
+
+
+def _store_spec(d: StoreDef) -> sp.StoreSpec:
+    return sp.StoreSpec(
+        name=d.name,
+        kind=d.kind,
+        key=d.key_type.spec(),
+        value=d.value_type.spec(),
+        logging=d.logging,
+        history_retention_ms=d.history_retention_ms,
+        retention_ms=d.retention_ms,
+        window_size_ms=d.window_size_ms,
+        retain_duplicates=d.retain_duplicates,
+    )
 
 
 def _kv(key: TypeDesc, value: TypeDesc) -> sp.KeyValue:

@@ -135,12 +135,11 @@ class SinkPart:
 
 
 @attrs.frozen(kw_only=True, eq=False)
-class EndPart:
-    """A stream's end without a topic of its own: a sink whose records name their topics
-    (``to(topic_extractor)``, its rows in ``k<index>``/``v<index>``), or ``foreach`` and
-    ``print`` (``index`` None: no records, only side rows)."""
+class DynamicSinkPart:
+    """A sink whose records name their topics (``to(topic_extractor)``): its rows are in
+    columns ``k<index>``/``v<index>`` of the union, each with its topic in ``topic``."""
 
-    index: int | None
+    index: int
     processor: str
     stage: Stage
 
@@ -152,16 +151,25 @@ class Output:
     sinks: tuple[SinkPart, ...]
     writer_spec: SinksSpec
     stores: dict[str, str]
-    #: ``to(topic_extractor)``, ``foreach`` and ``print``
-    ends: tuple[EndPart, ...] = ()
+    #: The last stages of branches that reach no sink (the topology's ``ends``: ``foreach``,
+    #: ``print``, ``peek``, ...): they run, and only their side rows (drops, dead letters,
+    #: metrics) leave them.
+    ends: tuple[Stage, ...] = ()
+    #: The sinks whose records name their topics (``to(topic_extractor)``), numbered after
+    #: :attr:`sinks`.
+    dynamic: tuple[DynamicSinkPart, ...] = ()
 
-    def final_stages(self) -> list[Stage]:
-        """The stages whose rows the query's output unites: every sink's and end's."""
-        return [part.stage for part in self.sinks] + [end.stage for end in self.ends]
+    def roots(self) -> tuple[Stage, ...]:
+        """The stages the app's query unions: the sinks', the dynamic sinks', the ends'."""
+        return (
+            *(part.stage for part in self.sinks),
+            *(part.stage for part in self.dynamic),
+            *self.ends,
+        )
 
     def stages(self) -> list[Stage]:
         """All stages, inputs first, each once."""
-        return graph.toposort(self.final_stages(), _inputs)
+        return graph.toposort(self.roots(), _inputs)
 
 
 def _inputs(stage: Stage) -> tuple[Stage, ...]:

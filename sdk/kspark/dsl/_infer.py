@@ -51,6 +51,24 @@ def takes_key(fn: Callable[..., Any], plain: int, processor: str, what: str) -> 
 
 
 def return_hint(fn: Callable[..., Any]) -> Any:
+    """What ``fn`` says it returns: a class returns its instances; a function, its
+    return annotation; None when it says nothing.
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Pair:
+    ...     left: str
+    ...     right: str
+    >>> return_hint(Pair) is Pair
+    True
+    >>> def joiner(a: str, b: str) -> Pair: return Pair(a, b)
+    >>> return_hint(joiner) is Pair, return_hint(lambda a, b: Pair(a, b))
+    (True, None)
+    """
+    if isinstance(fn, type):
+        return fn
     try:
         hints = typing.get_type_hints(fn)
     except Exception:

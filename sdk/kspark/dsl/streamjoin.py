@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from kspark.dsl import _infer
 from kspark.dsl.joinwindows import JoinWindows, StreamJoined
-from kspark.dsl.options import Joined, Named, to_ms
+from kspark.dsl.options import Joined, Materialized, Named, to_ms
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan import nodes as n
 from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc
@@ -18,7 +18,7 @@ from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc
 if TYPE_CHECKING:
     from kspark.dsl.streams import KStream, KTable
 
-__all__ = ["stream_join", "stream_table_join"]
+__all__ = ["stream_join", "stream_table_join", "table_join"]
 
 JoinMode = Literal["inner", "left", "outer"]
 
@@ -143,6 +143,67 @@ def stream_join(
         after_ms=windows.after_ms,
         grace_ms=windows.grace_ms,
         store_name=opts.store_name or builder._store_name(_PREFIX[mode]),
+        key_type=key_type,
+        value_type=_infer.resolve(value_type, _infer.return_hint(joiner), name, "value_type"),
+    )
+
+
+#: Processor name prefixes of table-table joins (Kafka Streams' merge processor's).
+_TABLE_PREFIX = "KTABLE-MERGE"
+
+
+def table_join(
+    this: KTable[Any, Any],
+    other: KTable[Any, Any],
+    joiner: Callable[..., Any],
+    named: Named | str | None,
+    materialized: Materialized | None,
+    value_type: type[Any] | None,
+    mode: JoinMode,
+) -> n.TableTableJoin:
+    """The plan node of ``this.<mode>_join(other, joiner)``, two tables on the same key."""
+    from kspark.dsl.streams import KTable
+
+    builder = this._builder
+    name, seq = builder._next(_TABLE_PREFIX, named)
+    if not isinstance(other, KTable):
+        raise InvalidArgumentError(
+            f"{name}: a table joins a KTable, got {type(other).__name__}", parameter="other"
+        )
+    if other._builder is not builder:
+        raise InvalidTopologyError(
+            f"{name}: the other table comes from another StreamsBuilder", processor=name
+        )
+    _infer.check_callable(joiner, "joiner", name)
+    for side in (this, other):
+        if side._source().versioned:
+            raise InvalidTopologyError(
+                f"{name}: {side._source().name} is a versioned table; a table-table join "
+                "reads latest-value tables (materialize it with Materialized.as_(...))",
+                processor=name,
+            )
+    mat = materialized or Materialized()
+    if mat.versioned:
+        raise InvalidTopologyError(
+            f"{name}: a table-table join's result is a latest-value table; use "
+            "Materialized.as_(name)",
+            processor=name,
+        )
+    key_type = _key_type(
+        this.node,
+        other.node,
+        name,
+        "the tables' key types differ ({} and {}); a same-key join needs one key type",
+    )
+    return n.TableTableJoin(
+        name=name,
+        seq=seq,
+        left=this.node,
+        right=other.node,
+        joiner=joiner,
+        joiner_with_key=_infer.takes_key(joiner, 2, name, "joiner"),
+        mode=mode,
+        store_name=mat.store_name or builder._store_name(_TABLE_PREFIX),
         key_type=key_type,
         value_type=_infer.resolve(value_type, _infer.return_hint(joiner), name, "value_type"),
     )

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, overload
 
-from kspark.dsl import _infer, streamjoin
+from kspark.dsl import _infer, processing, streamjoin
 from kspark.dsl.joinwindows import JoinWindows, StreamJoined
 from kspark.dsl.options import (
     Branched,
@@ -41,8 +41,10 @@ from kspark.dsl.options import (
     to_ms,
 )
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
+from kspark.plan import graph
 from kspark.plan import nodes as n
 from kspark.plan.grouped import Aggregate, Suppress
+from kspark.plan.processing import Process, ProcessValues, StoreDef
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc
 
@@ -51,7 +53,9 @@ if TYPE_CHECKING:
 
     from kspark.dsl.grouped import Grouped, KGroupedStream, Suppressed
     from kspark.dsl.printed import Printed
+    from kspark.dsl.stores import StoreBuilder
     from kspark_server.envelope import RecordContext
+    from kspark_server.papi import FixedKeyProcessor, Processor
 
 __all__ = ["BranchedKStream", "KStream", "KTable", "StreamsBuilder"]
 
@@ -92,9 +96,14 @@ class StreamsBuilder:
     def __init__(self) -> None:
         self._counter = 0
         self._sinks: list[n.Sink] = []
-        #: foreach, print and to(topic_extractor): ends of streams without a topic sink
-        self._terminals: list[n.Node] = []
+        # every processor the user added, by identity: build() keeps the ones that lead
+        # to no sink too
+        self._nodes: dict[int, n.Node] = {}
         self._join_stores: set[str] = set()
+        self._state_stores: dict[str, StoreDef] = {}
+
+    def _added(self, node: n.Node) -> None:
+        self._nodes[id(node)] = node
 
     # -- naming -----------------------------------------------------------------------
     def _next(self, prefix: str, named: Named | str | None = None) -> tuple[str, int]:
@@ -325,11 +334,51 @@ class StreamsBuilder:
     def _add_sink(self, sink: n.Sink) -> None:
         self._sinks.append(sink)
 
-    def _add_terminal(self, node: n.Node) -> None:
-        self._terminals.append(node)
+    def add_state_store(self, builder: StoreBuilder[Any]) -> StreamsBuilder:
+        """Adds a state store that processors connect to by name
+        (``KStream.process(supplier, name)``).
+
+        Parameters
+        ----------
+        builder
+            A store builder from :class:`kspark.state.Stores`.
+
+        Returns
+        -------
+        StreamsBuilder
+            This builder.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> from kspark.state import Stores
+        >>> b = StreamsBuilder().add_state_store(Stores.key_value_store_builder(
+        ...     Stores.persistent_key_value_store("counts"), key_type=str, value_type=int))
+        >>> sorted(b._state_stores)
+        ['counts']
+        """
+        build = getattr(builder, "build", None)
+        store = build() if callable(build) else None
+        if not isinstance(store, StoreDef):
+            raise InvalidArgumentError(
+                "add_state_store takes a store builder, such as Stores.key_value_store_builder"
+                f"(Stores.persistent_key_value_store(name)), got {builder!r}",
+                parameter="builder",
+            )
+        if store.name in self._state_stores or store.name in self._join_stores:
+            raise InvalidTopologyError(
+                f"a state store named {store.name!r} was added already", stores=[store.name]
+            )
+        self._state_stores[store.name] = store
+        return self
 
     def build(self) -> Topology:
-        """The topology of everything that ends in a sink so far.
+        """The topology of every processor added so far.
+
+        As in Kafka Streams, a processor whose records reach no sink is kept and runs: a
+        branch that ends in ``peek`` calls its action for each record, and a table that
+        nothing reads keeps its store for interactive queries. Such processors are the
+        topology's :attr:`~kspark.plan.topology.Topology.ends`.
 
         Returns
         -------
@@ -345,8 +394,41 @@ class StreamsBuilder:
         ... )
         >>> [n.name for n in b.build().nodes()]
         ['KSTREAM-SOURCE-0000000000', 'KSTREAM-SINK-0000000001']
+
+        A branch that ends in ``peek`` stays in the topology:
+
+        >>> src = b.stream(Topic.jsonl("audit", "/tmp/audit"), key_type=str, value_type=int)
+        >>> src.filter(lambda k, v: v < 0).peek(lambda k, v: print("negative", k, v)).name
+        'KSTREAM-PEEK-0000000004'
+        >>> src.to(Topic.jsonl("audited", "/tmp/audited"))
+        >>> [end.name for end in b.build().ends]
+        ['KSTREAM-PEEK-0000000004']
         """
-        return Topology(sinks=tuple(self._sinks), terminals=tuple(self._terminals))
+        added = sorted(self._nodes.values(), key=lambda node: node.seq)
+        nodes = graph.toposort([*added, *self._sinks], lambda node: node.parents)
+        has_child = {id(p) for node in nodes for p in node.parents}
+        sinks: tuple[n.Node, ...] = tuple(self._sinks)
+        ends: tuple[n.Node, ...] = tuple(
+            node for node in added if id(node) not in has_child and not isinstance(node, n.Sink)
+        )
+        if self._state_stores or any(isinstance(x, Process) for x in nodes):
+            # the processors of branches that reach no sink get their stores too
+            roots = processing.connect_stores((*sinks, *ends), self._state_stores)
+            sinks, ends = roots[: len(sinks)], roots[len(sinks) :]
+        return Topology(sinks=sinks, ends=ends)  # type: ignore[arg-type]
+
+
+def _windows(joined: Joined | JoinWindows | None, windows: JoinWindows | None) -> Any:
+    """The third argument of a join, given by position or, for two streams, as
+    ``windows=``."""
+    if windows is None:
+        return joined
+    if joined is not None:
+        raise InvalidArgumentError(
+            "give the join windows once: as the third argument or as windows=",
+            parameter="windows",
+        )
+    return windows
 
 
 def _source_type(tp: Any, topic: n.TopicSpec | None, processor: str, what: str) -> TypeDesc:
@@ -434,6 +516,7 @@ class KStream(Generic[K, V]):
     def __init__(self, builder: StreamsBuilder, node: n.Node) -> None:
         self._builder = builder
         self._node = node
+        builder._added(node)
 
     @property
     def node(self) -> n.Node:
@@ -940,6 +1023,118 @@ class KStream(Generic[K, V]):
         _infer.check_callable(action, "action", name)
         return self._child(n.Peek, name, seq, fn=action)
 
+    def process(
+        self,
+        supplier: Callable[[], Processor[K, V, KR, VR]],
+        *store_names: str,
+        key_type: type[KR] | None = None,
+        value_type: type[VR] | None = None,
+        named: Named | str | None = None,
+    ) -> KStream[KR, VR]:
+        """Runs a custom :class:`~kspark.processor.Processor` on each record (the
+        Processor API; see docs/processor-api.md).
+
+        Each task makes its own processor with ``supplier()`` for each micro-batch and
+        gives it a context (forward, schedule punctuators, get state stores). The
+        processor may forward any key, so a stateful step after it repartitions.
+
+        Parameters
+        ----------
+        supplier
+            A processor class, or a function of no argument returning a new processor.
+        store_names
+            The state stores the processor uses, added with
+            ``StreamsBuilder.add_state_store``.
+        key_type, value_type
+            The forwarded records' types, when the processor's generic base
+            (``Processor[KIn, VIn, KOut, VOut]``) does not say them.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KStream
+            The records the processor forwards.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> from kspark.processor import Processor, ProcessorContext, Record
+        >>> class Upper(Processor[str, str, str, str]):
+        ...     def init(self, context: ProcessorContext[str, str]) -> None:
+        ...         self.context = context
+        ...     def process(self, record: Record[str, str]) -> None:
+        ...         self.context.forward(record.with_key(record.value.upper()))
+        >>> s = StreamsBuilder().stream("words", key_type=str, value_type=str).process(Upper)
+        >>> s.name, s.node.changes_key
+        ('KSTREAM-PROCESSOR-0000000001', True)
+        """
+        name, seq = self._builder._next("KSTREAM-PROCESSOR", named)
+        processing.check_supplier(supplier, False, name)
+        hk, hv = processing.output_hints(supplier, False)
+        return self._child(
+            Process,
+            name,
+            seq,
+            supplier=supplier,
+            store_names=processing.check_store_names(store_names, name),
+            store_defs=(),
+            key_type=_infer.resolve(key_type, hk, name, "key_type"),
+            value_type=_infer.resolve(value_type, hv, name, "value_type"),
+        )
+
+    def process_values(
+        self,
+        supplier: Callable[[], FixedKeyProcessor[K, V, VR]],
+        *store_names: str,
+        value_type: type[VR] | None = None,
+        named: Named | str | None = None,
+    ) -> KStream[K, VR]:
+        """Runs a custom :class:`~kspark.processor.FixedKeyProcessor`: as :meth:`process`,
+        but each forwarded record keeps its input record's key, so nothing repartitions.
+
+        Parameters
+        ----------
+        supplier
+            A processor class, or a function of no argument returning a new processor.
+        store_names
+            The state stores the processor uses.
+        value_type
+            The forwarded values' type, when the processor's generic base does not say it.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        KStream
+            The records the processor forwards.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> from kspark.processor import FixedKeyProcessor, FixedKeyProcessorContext, FixedKeyRecord
+        >>> class Length(FixedKeyProcessor[str, str, int]):
+        ...     def init(self, context: FixedKeyProcessorContext[str, int]) -> None:
+        ...         self.context = context
+        ...     def process(self, record: FixedKeyRecord[str, str]) -> None:
+        ...         self.context.forward(record.with_value(len(record.value)))
+        >>> s = StreamsBuilder().stream("words", key_type=str, value_type=str)
+        >>> s.process_values(Length).node.value_type.display()
+        'int'
+        """
+        name, seq = self._builder._next("KSTREAM-PROCESSVALUES", named)
+        processing.check_supplier(supplier, True, name)
+        _, hv = processing.output_hints(supplier, True)
+        return self._child(
+            ProcessValues,
+            name,
+            seq,
+            supplier=supplier,
+            store_names=processing.check_store_names(store_names, name),
+            store_defs=(),
+            value_type=_infer.resolve(value_type, hv, name, "value_type"),
+        )
+
     def merge(self, other: KStream[K, V], named: Named | None = None) -> KStream[K, V]:
         """The records of both streams. Both must have the same key and value types.
 
@@ -1081,15 +1276,13 @@ class KStream(Generic[K, V]):
         >>> b.build().sinks[0].name
         'write-out'
         >>> s.to(lambda k, v, ctx: "big" if v > 100 else "small")
-        >>> b.build().terminals[0].kind
+        >>> b.build().ends[0].kind
         'DynamicSink'
         """
         if callable(topic) and not isinstance(topic, n.TopicSpec):
             name, seq = self._builder._next("KSTREAM-SINK", named)
             _infer.check_callable(topic, "topic", name)
-            self._builder._add_terminal(
-                _after(self._node, n.DynamicSink, name, seq, extractor=topic)
-            )
+            self._builder._added(_after(self._node, n.DynamicSink, name, seq, extractor=topic))
             return
         topic_name, bound = _topic_arg(topic)
         name, seq = self._builder._next("KSTREAM-SINK", named)
@@ -1123,12 +1316,12 @@ class KStream(Generic[K, V]):
         >>> from kspark import StreamsBuilder
         >>> b = StreamsBuilder()
         >>> b.stream("payments", key_type=str, value_type=float).foreach(lambda k, v: None)
-        >>> [t.name for t in b.build().terminals]
+        >>> [t.name for t in b.build().ends]
         ['KSTREAM-FOREACH-0000000001']
         """
         name, seq = self._builder._next("KSTREAM-FOREACH", named)
         _infer.check_callable(action, "action", name)
-        self._builder._add_terminal(_after(self._node, n.Foreach, name, seq, fn=action))
+        self._builder._added(_after(self._node, n.Foreach, name, seq, fn=action))
 
     def print(self, printed: Printed[K, V], label: str | None = None) -> None:
         """Prints each record as a line ``[label]: key, value``; the stream ends here.
@@ -1155,7 +1348,7 @@ class KStream(Generic[K, V]):
         >>> from kspark import Printed, StreamsBuilder
         >>> b = StreamsBuilder()
         >>> b.stream("orders", key_type=str, value_type=int).print(Printed.to_sysout(), label="in")
-        >>> b.build().terminals[0].label
+        >>> b.build().ends[0].label
         'in'
         """
         from kspark.dsl.printed import Printed as _Printed
@@ -1176,7 +1369,7 @@ class KStream(Generic[K, V]):
             file_path=printed.file_path,
             mapper=printed.mapper,
         )
-        self._builder._add_terminal(node)
+        self._builder._added(node)
 
     # -- joins ------------------------------------------------------------------------
     @overload
@@ -1215,11 +1408,35 @@ class KStream(Generic[K, V]):
     def join(
         self,
         other: KStream[K, VO],
+        joiner: Callable[[V, VO], VR],
+        /,
+        *,
+        windows: JoinWindows,
+        stream_joined: StreamJoined | Named | None = None,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def join(
+        self,
+        other: KStream[K, VO],
         joiner: Callable[[K, V, VO], VR],
         windows: JoinWindows,
         /,
         stream_joined: StreamJoined | Named | None = None,
         *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def join(
+        self,
+        other: KStream[K, VO],
+        joiner: Callable[[K, V, VO], VR],
+        /,
+        *,
+        windows: JoinWindows,
+        stream_joined: StreamJoined | Named | None = None,
         value_type: type[VR] | None = None,
     ) -> KStream[K, VR]: ...
 
@@ -1230,6 +1447,7 @@ class KStream(Generic[K, V]):
         joined: Joined | JoinWindows | None = None,
         stream_joined: StreamJoined | Named | None = None,
         *,
+        windows: JoinWindows | None = None,
         value_type: type[Any] | None = None,
     ) -> KStream[Any, Any]:
         """Inner-joins each stream record with the table's value for its key (a
@@ -1258,8 +1476,13 @@ class KStream(Generic[K, V]):
         stream_joined
             Against a stream, a :class:`~kspark.StreamJoined` or :class:`~kspark.Named`
             that names the join's processor and its store.
+        windows
+            Against a stream, the :class:`~kspark.JoinWindows` given by name
+            (``join(other, joiner, windows=w)``) instead of as the third argument.
         value_type
-            The joined value's type, when ``joiner``'s annotations do not say it.
+            The joined value's type, when the joiner does not say it: a class used as the
+            joiner gives its instances, an annotated function its return annotation; a
+            lambda says nothing, and its values are dynamic.
 
         Returns
         -------
@@ -1307,7 +1530,9 @@ class KStream(Generic[K, V]):
         ... ).name
         'KSTREAM-JOIN-0000000006'
         """
-        return self._join(table, joiner, joined, stream_joined, value_type, "inner")
+        return self._join(
+            table, joiner, _windows(joined, windows), stream_joined, value_type, "inner"
+        )
 
     @overload
     def left_join(
@@ -1345,11 +1570,35 @@ class KStream(Generic[K, V]):
     def left_join(
         self,
         other: KStream[K, VO],
+        joiner: Callable[[V, VO | None], VR],
+        /,
+        *,
+        windows: JoinWindows,
+        stream_joined: StreamJoined | Named | None = None,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
+        other: KStream[K, VO],
         joiner: Callable[[K, V, VO | None], VR],
         windows: JoinWindows,
         /,
         stream_joined: StreamJoined | Named | None = None,
         *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
+        other: KStream[K, VO],
+        joiner: Callable[[K, V, VO | None], VR],
+        /,
+        *,
+        windows: JoinWindows,
+        stream_joined: StreamJoined | Named | None = None,
         value_type: type[VR] | None = None,
     ) -> KStream[K, VR]: ...
 
@@ -1360,6 +1609,7 @@ class KStream(Generic[K, V]):
         joined: Joined | JoinWindows | None = None,
         stream_joined: StreamJoined | Named | None = None,
         *,
+        windows: JoinWindows | None = None,
         value_type: type[Any] | None = None,
     ) -> KStream[Any, Any]:
         """Like :meth:`join`, but a record of this stream that joins nothing gives
@@ -1379,8 +1629,10 @@ class KStream(Generic[K, V]):
             against a stream, as in :meth:`join`.
         stream_joined
             Against a stream, the processor's and the store's names, as in :meth:`join`.
+        windows
+            Against a stream, the :class:`~kspark.JoinWindows` by name, as in :meth:`join`.
         value_type
-            The joined value's type, when ``joiner``'s annotations do not say it.
+            The joined value's type, when the joiner does not say it, as in :meth:`join`.
 
         Returns
         -------
@@ -1397,7 +1649,9 @@ class KStream(Generic[K, V]):
         >>> s.left_join(t, lambda v, name: f"{name}:{v}", value_type=str).name
         'KSTREAM-LEFTJOIN-0000000003'
         """
-        return self._join(table, joiner, joined, stream_joined, value_type, "left")
+        return self._join(
+            table, joiner, _windows(joined, windows), stream_joined, value_type, "left"
+        )
 
     @overload
     def outer_join(
@@ -1903,6 +2157,7 @@ class KTable(Generic[K, V]):
     def __init__(self, builder: StreamsBuilder, node: n.Node) -> None:
         self._builder = builder
         self._node = node
+        builder._added(node)
 
     @property
     def node(self) -> n.Node:
@@ -1923,9 +2178,9 @@ class KTable(Generic[K, V]):
         """The name of the store a join against this table uses."""
         return self._source().store_name
 
-    def _source(self) -> n.TableSource | n.ToTable | Aggregate:
+    def _source(self) -> n.TableSource | n.ToTable | Aggregate | n.TableTableJoin:
         node = self._node
-        while not isinstance(node, n.TableSource | n.ToTable | Aggregate):
+        while not isinstance(node, n.TableSource | n.ToTable | Aggregate | n.TableTableJoin):
             assert isinstance(node, n.TableFilter | n.TableMapValues | Suppress), node
             node = node.parent
         return node
@@ -2081,6 +2336,222 @@ class KTable(Generic[K, V]):
             with_key=_infer.takes_key(mapper, 1, name, "mapper"),
             value_type=_infer.resolve(value_type, _infer.return_hint(mapper), name, "value_type"),
         )
+
+    # -- table-table joins (kspark.dsl.streamjoin) ------------------------------------
+    @overload
+    def join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[V, VO], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    @overload
+    def join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[K, V, VO], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    def join(
+        self,
+        other: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KTable[Any, Any]:
+        """Joins this table with ``other`` on the key (Kafka Streams' ``KTable#join``).
+
+        Each update of either table whose key has a value in both gives the key's new
+        joined row, ``joiner(value, other_value)``; a delete on either side deletes the
+        joined row (a tombstone). Both tables are co-partitioned by key.
+
+        Parameters
+        ----------
+        other
+            The other table, from the same builder, with this table's key type.
+        joiner
+            ``joiner(value, other_value)`` or ``joiner(key, value, other_value)``.
+        named
+            A processor name instead of the generated one.
+        materialized
+            The result's store name (``Materialized.as_(name)``), which
+            ``app.store(name)`` reads.
+        value_type
+            The joined value's type, when ``joiner``'s annotations do not say it.
+
+        Returns
+        -------
+        KTable
+            The joined table: it can be filtered, joined, queried and streamed.
+
+        Examples
+        --------
+        >>> from kspark import Materialized, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> orders = b.table("orders", key_type=str, value_type=int)
+        >>> limits = b.table("limits", key_type=str, value_type=int)
+        >>> checked = orders.join(
+        ...     limits, lambda o, lim: o <= lim, materialized=Materialized.as_("checked"),
+        ...     value_type=bool,
+        ... )
+        >>> checked.name, checked.store_name
+        ('KTABLE-MERGE-0000000002', 'checked')
+        """
+        return self._table_join(other, joiner, named, materialized, value_type, "inner")
+
+    @overload
+    def left_join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[V, VO | None], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[K, V, VO | None], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    def left_join(
+        self,
+        other: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KTable[Any, Any]:
+        """Like :meth:`join`, but every key of this table has a joined row:
+        ``joiner(value, None)`` while ``other`` has no value for it (Kafka Streams'
+        ``KTable#leftJoin``). A delete in ``other`` gives ``joiner(value, None)``; a
+        delete in this table deletes the joined row.
+
+        Parameters
+        ----------
+        other
+            The other table, as in :meth:`join`.
+        joiner
+            ``joiner(value, other_value)`` or ``joiner(key, value, other_value)``;
+            ``other_value`` may be None.
+        named
+            A processor name instead of the generated one.
+        materialized
+            The result's store name, as in :meth:`join`.
+        value_type
+            The joined value's type, when ``joiner``'s annotations do not say it.
+
+        Returns
+        -------
+        KTable
+            The joined table.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> orders = b.table("orders", key_type=str, value_type=int)
+        >>> limits = b.table("limits", key_type=str, value_type=int)
+        >>> orders.left_join(limits, lambda o, lim: lim is None or o <= lim, value_type=bool).name
+        'KTABLE-MERGE-0000000002'
+        """
+        return self._table_join(other, joiner, named, materialized, value_type, "left")
+
+    @overload
+    def outer_join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[V | None, VO | None], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    @overload
+    def outer_join(
+        self,
+        other: KTable[K, VO],
+        joiner: Callable[[K, V | None, VO | None], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    def outer_join(
+        self,
+        other: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[Any] | None = None,
+    ) -> KTable[Any, Any]:
+        """Joins the two tables keeping the keys of both (Kafka Streams'
+        ``KTable#outerJoin``): a key with a value on either side has the joined row
+        ``joiner(value, other_value)``, the missing side None; the row is deleted once
+        both sides are.
+
+        Parameters
+        ----------
+        other
+            The other table, as in :meth:`join`.
+        joiner
+            ``joiner(value, other_value)`` or ``joiner(key, value, other_value)``; either
+            value may be None.
+        named
+            A processor name instead of the generated one.
+        materialized
+            The result's store name, as in :meth:`join`.
+        value_type
+            The joined value's type, when ``joiner``'s annotations do not say it.
+
+        Returns
+        -------
+        KTable
+            The joined table.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> a = b.table("a", key_type=str, value_type=int)
+        >>> c = b.table("c", key_type=str, value_type=int)
+        >>> a.outer_join(c, lambda x, y: (x or 0) + (y or 0), "sum", value_type=int).name
+        'sum'
+        """
+        return self._table_join(other, joiner, named, materialized, value_type, "outer")
+
+    def _table_join(
+        self,
+        other: KTable[Any, Any],
+        joiner: Callable[..., Any],
+        named: Named | str | None,
+        materialized: Materialized | None,
+        value_type: type[Any] | None,
+        mode: streamjoin.JoinMode,
+    ) -> KTable[Any, Any]:
+        node = streamjoin.table_join(self, other, joiner, named, materialized, value_type, mode)
+        return KTable(self._builder, node)
 
     @overload
     def to_stream(self, named: Named | None = None, /) -> KStream[K, V]: ...

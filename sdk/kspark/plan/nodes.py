@@ -45,6 +45,7 @@ __all__ = [
     "TableFilter",
     "TableMapValues",
     "TableSource",
+    "TableTableJoin",
     "ToStream",
     "ToTable",
     "Topic",
@@ -740,6 +741,40 @@ class StreamStreamJoin(Node):
         if self.mode not in ("inner", "left", "outer"):
             raise InvalidTopologyError(
                 f"{self.name}: unknown stream-stream join mode {self.mode!r}", processor=self.name
+            )
+
+    @property
+    def parents(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def stores(self) -> tuple[str, ...]:
+        return (self.store_name,)
+
+
+@attrs.frozen(kw_only=True)
+class TableTableJoin(Node):
+    """A same-key table-table join (``KTable.join``, ``left_join``, ``outer_join``): each
+    update of either table may change the joined row of its key, as Kafka Streams'
+    ``KTableKTableInnerJoin``/``LeftJoin``/``OuterJoin`` decide. ``mode`` is ``inner``,
+    ``left`` or ``outer``; both tables' latest values and the result live in
+    ``store_name`` (kspark_server.operators.table_join). The result is a table."""
+
+    changes_value: ClassVar[bool] = True
+    #: the joined table keeps the latest value per key
+    versioned: ClassVar[bool] = False
+    history_retention_ms: ClassVar[int] = 0
+
+    left: Node
+    right: Node
+    joiner: Fn
+    joiner_with_key: bool
+    mode: str
+    store_name: str
+
+    def __attrs_post_init__(self) -> None:
+        if self.mode not in ("inner", "left", "outer"):
+            raise InvalidTopologyError(
+                f"{self.name}: unknown table-table join mode {self.mode!r}", processor=self.name
             )
 
     @property

@@ -12,7 +12,10 @@ from kspark._typing import TopicRole
 from kspark.errors import InvalidTopologyError
 from kspark.plan import graph, render
 from kspark.plan.nodes import (
+    DynamicSink,
+    Foreach,
     Node,
+    Print,
     Sink,
     Source,
     StreamStreamJoin,
@@ -21,6 +24,9 @@ from kspark.plan.nodes import (
     TopicSpec,
 )
 from kspark.plan.types import TypeDesc
+
+#: The ends that are a stream's output as a sink is: the topology needs one of them or a sink.
+_OUTPUTS = (Foreach, Print, DynamicSink)
 
 __all__ = ["Topology"]
 
@@ -51,12 +57,18 @@ class Topology:
     """
 
     sinks: tuple[Sink, ...]
-    #: processors that end a stream without a sink of one topic: ``foreach``, ``print``
-    #: and ``to(topic_extractor)``
-    terminals: tuple[Node, ...] = ()
+    #: Processors that lead to no sink of one topic (``foreach``, ``print``,
+    #: ``to(topic_extractor)``, a branch that ends in ``peek``, a table only queried
+    #: through its store): they run like every other processor, and their records go
+    #: nowhere after them, as in Kafka Streams.
+    ends: tuple[Node, ...] = ()
+
+    def _roots(self) -> tuple[Node, ...]:
+        return (*self.sinks, *self.ends)
 
     def __attrs_post_init__(self) -> None:
-        if not self.sinks and not self.terminals:
+        # a stream must end somewhere: in a topic, or in an action on each record
+        if not self.sinks and not any(isinstance(e, _OUTPUTS) for e in self.ends):
             raise InvalidTopologyError(
                 "the topology has no sink; end at least one stream with .to(topic) or "
                 ".foreach(action)"
@@ -77,8 +89,7 @@ class Topology:
 
     def nodes(self) -> tuple[Node, ...]:
         """All nodes in a deterministic topological order (parents first)."""
-        ends: tuple[Node, ...] = (*self.sinks, *self.terminals)
-        return tuple(sorted(graph.toposort(ends, _parents), key=lambda n: n.seq))
+        return tuple(sorted(graph.toposort(self._roots(), _parents), key=lambda n: n.seq))
 
     def sources(self) -> tuple[Source | TableSource, ...]:
         return tuple(n for n in self.nodes() if isinstance(n, Source | TableSource))
@@ -209,11 +220,10 @@ class Topology:
     def map_nodes(self, remap: Callable[[Node, Callable[[Node], Node]], Node]) -> Topology:
         """A copy whose every node is ``remap(node, new)``, where ``new`` gives a parent's
         remapped node (:func:`kspark.plan.graph.map_nodes`)."""
-        ends: tuple[Node, ...] = (*self.sinks, *self.terminals)
-        new = graph.map_nodes(ends, _parents, remap)
+        new = graph.map_nodes(self._roots(), _parents, remap)
         return Topology(
             sinks=tuple(new(s) for s in self.sinks),  # type: ignore[misc]
-            terminals=tuple(new(t) for t in self.terminals),
+            ends=tuple(new(e) for e in self.ends),
         )
 
     def to_mermaid(self) -> str:

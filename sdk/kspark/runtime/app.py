@@ -228,9 +228,9 @@ class StreamsApp:
         return self._generation
 
     def _check_state_format(self, gen: Generation, committed: bool) -> Generation:
-        """Refuse a checkpoint whose state an older kspark wrote (pickled, grouped by
-        task number); record a new app's first generation, so that a later start knows
-        its state format and partitions."""
+        """Refuse a checkpoint whose state is in another state format than this kspark's;
+        record a new app's first generation, so that a later start knows its state format
+        and partitions."""
         from kspark_server.taskstate import STATE_FORMAT
 
         if gen.state_format == STATE_FORMAT:
@@ -238,11 +238,10 @@ class StreamsApp:
         if committed:
             raise StreamsAppError(
                 f"app {self.config.application_id}: checkpoint {gen.checkpoint} holds state "
-                f"written by an older kspark (state format {gen.state_format or '4 or older'}, "
-                f"not {STATE_FORMAT}); migrate it once "
-                f"with app.rescale({self.config.num_partitions}) or `kspark rescale --app "
-                f"MODULE:TOPOLOGY --partitions {self.config.num_partitions}`, then start "
-                "the app again"
+                f"in state format {gen.state_format or 'unknown'}, not {STATE_FORMAT}; "
+                f"migrate it once with app.rescale({self.config.num_partitions}) or `kspark "
+                f"rescale MODULE:TOPOLOGY --partitions {self.config.num_partitions}`, "
+                "then start the app again"
             )
         gen = attrs.evolve(
             gen, num_partitions=self.config.num_partitions, state_format=STATE_FORMAT

@@ -38,6 +38,9 @@ class AppStatus:
     error: str | None = None
     checkpoint: str | None = None
     outputs: tuple[OutputInfo, ...] = ()
+    #: Whether the request that made this status stopped the app's running query
+    #: (``stop`` only).
+    stopped: bool = False
 
     @property
     def running(self) -> bool:
@@ -57,6 +60,9 @@ class AppStatus:
 
     def summary(self) -> str:
         lines = [f"app        {self.app_id}", f"state      {self.state.value} ({self.message})"]
+        if self.stopped:
+            last = "none" if self.last_batch_id is None else self.last_batch_id
+            lines.insert(0, f"stopped app {self.app_id}: query {self.query_id}, last batch {last}")
         if self.query_id:
             lines.append(f"query id   {self.query_id}  run id {self.run_id}")
         lines.append(

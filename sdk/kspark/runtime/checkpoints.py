@@ -48,9 +48,9 @@ class Generation:
     kafka_offsets: dict[str, dict[str, int]] = attrs.field(factory=dict)
     #: the generation it was rescaled from, with its partitions (for the report)
     previous: int | None = None
-    #: the layout of its stateful operators' state (``kspark_server.taskstate``); None for
-    #: the state format of the generation's checkpoint (None: recorded before state
-    #: format 5); one older than the current format is migrated by a rescale
+    #: the state format of its stateful operators' state (``kspark_server.taskstate``);
+    #: None until a stateful app first starts on it. An app refuses another format than
+    #: its own; a rescale to the same number of partitions migrates one it can read
     state_format: int | None = None
 
     def resume(self, committed: bool) -> Resume | None:

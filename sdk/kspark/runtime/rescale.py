@@ -193,7 +193,7 @@ def _rescale(
     old_partitions = gen.num_partitions or cfg.num_partitions
     from kspark_server.taskstate import STATE_FORMAT
 
-    # the same number of partitions is a migration of an older kspark's state format
+    # the same number of partitions is a migration of another state format
     if partitions == old_partitions and gen.state_format == STATE_FORMAT:
         raise RescaleError(f"app {app_id} already has {partitions} partitions; nothing to do")
     # compiled for the generation's partitions: the state is laid out by them
@@ -230,7 +230,7 @@ def _rescale(
         op = _operator_id(spark, gen.checkpoint, name)
         old = task_frame(spark, gen.checkpoint, op, name)
         parts = old.mapInPandas(
-            server_rescale.split_states(kind, versioned, partitions),
+            server_rescale.split_states(kind, versioned, partitions, cfg.state_base_chunk_bytes),
             flat_schema(server_rescale.PARTS_SCHEMA),
         ).persist()
         try:
@@ -255,7 +255,9 @@ def _rescale(
                 .select("ks_task", "part")
                 .groupBy("ks_task")
                 .applyInPandas(
-                    server_rescale.merge_states(kind, versioned, partitions),
+                    server_rescale.merge_states(
+                        kind, versioned, partitions, cfg.state_base_chunk_bytes
+                    ),
                     flat_schema(server_rescale.STATES_SCHEMA),
                 )
             )
@@ -264,9 +266,8 @@ def _rescale(
         except Exception as exc:
             if "UnhashedState" in str(exc) or "no key hash" in str(exc):
                 raise RescaleError(
-                    f"store {name} ({spec.processor}) was written by an older kspark whose "
-                    "state does not keep key hashes; run the app once with this version, "
-                    "then rescale"
+                    f"store {name} ({spec.processor}) holds an entry without its key's hash, "
+                    "so it cannot be re-split; nothing was switched"
                 ) from exc
             raise
         finally:

@@ -132,7 +132,7 @@ def store_order(output: st.Output) -> list[str]:
     >>> store_order(st.Output(sinks=(), writer_spec=SinksSpec(), stores={}))
     []
     """
-    stages = graph.preorder(output.final_stages(), lambda s: s.inputs)
+    stages = graph.preorder(output.roots(), lambda s: s.inputs)
     return [s.spec.store for s in stages if isinstance(s, st.Stateful)]
 
 

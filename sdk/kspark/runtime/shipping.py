@@ -88,7 +88,10 @@ def _objects(topology: Topology, extra: Iterable[Any]) -> Iterator[Any]:
     for node in topology.nodes():
         yield from _types(node.key_type)
         yield from _types(node.value_type)
-        for attr in ("fn", "joiner", "id_selector"):
+        for d in getattr(node, "store_defs", ()):  # a processor's stores (their types)
+            yield from _types(d.key_type)
+            yield from _types(d.value_type)
+        for attr in ("fn", "joiner", "id_selector", "supplier"):
             value = getattr(node, attr, None)
             if value is not None:
                 yield value

@@ -16,7 +16,15 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from kspark.compiler import stages as st
 from kspark.compiler.lowering import flat_schema
 from kspark.errors import StoreError
-from kspark_server.spec import AggregateSpec, JoinSpec, TypeSpec
+from kspark_server.spec import (
+    AggregateSpec,
+    JoinSpec,
+    JsonSpec,
+    ProcessorSpec,
+    StoreSpec,
+    TableJoinSpec,
+    TypeSpec,
+)
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -39,7 +47,15 @@ class VersionedRecord(NamedTuple, Generic[V]):
 
 
 def _find_stage(output: st.Output, name: str) -> st.Stateful:
-    found = [s for s in output.stages() if isinstance(s, st.Stateful) and s.spec.store == name]
+    found = [
+        s
+        for s in output.stages()
+        if isinstance(s, st.Stateful)
+        and (
+            s.spec.store == name
+            or (isinstance(s.spec, ProcessorSpec) and name in {d.name for d in s.spec.stores})
+        )
+    ]
     if not found:
         known = sorted(output.stores)
         raise StoreError(
@@ -72,25 +88,12 @@ def _operator_id(spark: Any, checkpoint: str, name: str) -> int:
     )
 
 
-def no_log(exc: BaseException, store: str) -> bool:
-    """Whether reading ``store``'s log failed because the checkpoint has none: it was
-    written before state format 4, where each task's state is its base alone."""
-    from kspark_server import taskstate
-
-    return "STATE_VAR" in str(exc) or taskstate.log_name(store) in str(exc)
-
-
 def _base_change(r: Any) -> tuple[int, int, bytes | None]:
-    """(task key, chunk number, chunk or None) of a row of the base's change feed: of a
-    map state (format 6: ``user_map_key`` is the chunk number) or of a value state
-    (format 5: chunk 0)."""
-    fields = r.asDict()
-    if "user_map_key" in fields:
-        number, value = int(r["user_map_key"][0]), r["user_map_value"]
-    else:
-        number, value = 0, r["value"]
+    """(task key, chunk number, chunk or None) of a row of the base's change feed (a map
+    state: ``user_map_key`` is the chunk number)."""
+    value = r["user_map_value"]
     blob = None if r["change_type"] == "delete" or value is None else value[0]
-    return int(r["key"][0]), number, blob
+    return int(r["key"][0]), int(r["user_map_key"][0]), blob
 
 
 def _state_reader(spark: Any, op: int, var: str) -> Any:
@@ -100,36 +103,29 @@ def _state_reader(spark: Any, op: int, var: str) -> Any:
 
 def _log_reader(spark: Any, op: int, name: str) -> Any:
     """Spark's state reader of store ``name``'s log, each task's list of changes whole."""
-    from kspark_server import taskstate
+    from kspark_server import statevars
 
-    reader = _state_reader(spark, op, taskstate.log_name(name))
+    reader = _state_reader(spark, op, statevars.log_name(name))
     return reader.option("flattenCollectionTypes", "false")
 
 
 def _task_logs(spark: Any, checkpoint: str, op: int, name: str) -> dict[int, list[bytes]]:
-    """Each task's log of changes (state format 4), oldest first; empty for a checkpoint
-    written before logs existed."""
-    try:
-        rows = _log_reader(spark, op, name).load(checkpoint).select("key", "list_value").collect()
-    except Exception as exc:
-        if no_log(exc, name):
-            return {}
-        raise
+    """Each task's log of changes, oldest first."""
+    rows = _log_reader(spark, op, name).load(checkpoint).select("key", "list_value").collect()
     return {int(r["key"][0]): [e[0] for e in (r["list_value"] or [])] for r in rows}
 
 
 def _base_rows(spark: Any, checkpoint: str, op: int, name: str) -> Any:
     """Store ``name``'s base, one row per chunk: ``key`` (the task key), ``blob`` and its
-    number ``chunk``. State format 6 keeps the chunks in a map state; format 5 and older,
-    one whole base in a value state (a single chunk 0)."""
+    number ``chunk`` (the ``<store>`` map state, :mod:`kspark_server.statevars`)."""
     from pyspark.sql import functions as F
 
     raw = _state_reader(spark, op, name).load(checkpoint)
-    if "user_map_key" in raw.columns:
-        blob, chunk = F.col("user_map_value.blob"), F.col("user_map_key.chunk")
-    else:
-        blob, chunk = F.col("value.blob"), F.lit(0)
-    return raw.select("key", blob.alias("blob"), chunk.alias("chunk"))
+    return raw.select(
+        "key",
+        F.col("user_map_value.blob").alias("blob"),
+        F.col("user_map_key.chunk").alias("chunk"),
+    )
 
 
 def task_frame(spark: Any, checkpoint: str, op: int, name: str) -> Any:
@@ -139,17 +135,8 @@ def task_frame(spark: Any, checkpoint: str, op: int, name: str) -> Any:
     from pyspark.sql import functions as F
 
     base = _base_rows(spark, checkpoint, op, name).withColumn("first", F.col("chunk") == 0)
-    try:
-        log = (
-            _log_reader(spark, op, name)
-            .load(checkpoint)
-            .select("key", F.col("list_value.blob").alias("log"))
-        )
-        log.columns  # noqa: B018 -- analyses the read now: a format-3 checkpoint has no log
-    except Exception as exc:
-        if no_log(exc, name):
-            return base.select("blob", "first")
-        raise
+    log = _log_reader(spark, op, name).load(checkpoint)
+    log = log.select("key", F.col("list_value.blob").alias("log"))
     return base.join(log, "key", "left").select("blob", "first", "log")
 
 
@@ -344,26 +331,101 @@ class ReadOnlyKeyValueStore(_ReadOnlyStore[K, V]):
         return None if found is None or found[1] is None else self._vdec(found[1])
 
 
+class ReadOnlyJoinedStore(_StoreView[K, V]):
+    """A table-table join's result as of the app's last committed micro-batch."""
+
+    def __init__(self, name: str, source: _Source, spec: TableJoinSpec) -> None:
+        super().__init__(name, source, spec.output.key, spec.output.value, spec.packed.out)
+
+    def get(self, key: K, as_of: int | None = None) -> V | None:
+        """The joined value of ``key``; None if the key has no joined row."""
+        if as_of is not None:
+            raise StoreError(
+                f"store {self.name} is a table-table join's latest-value store and keeps no history"
+            )
+        hk = self._hashable(self._kenc(key))
+        found = self._source.entries([hk]).get(hk)
+        if found is None or found[1] is None or found[1][4] is None:
+            return None
+        return self._vdec(found[1][4])  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[tuple[Any, V]]:
+        """Each key's joined value (keys as stored: records as sorted field tuples)."""
+        for hk, (_, entry) in self._source.items():
+            if entry is not None and entry[4] is not None:
+                yield hk, self._vdec(entry[4])
+
+
+class ReadOnlyProcessorStore(Generic[K, V]):
+    """A key-value store of a processor (the Processor API) as of the app's last committed
+    micro-batch: ``get``, ``all`` and ``approximate_num_entries``, over all its tasks.
+
+    Its entries are the processor's task state's entries keyed ``(store name, key)``
+    (:mod:`kspark_server.procstores`)."""
+
+    def __init__(self, name: str, source: _Source, store: StoreSpec) -> None:
+        from kspark_server import codec
+
+        if store.kind != "key_value":
+            raise StoreError(
+                f"store {name!r} is a {store.kind} store of a processor; interactive queries "
+                "read the processors' key-value stores"
+            )
+        self.name = name
+        self._source = source
+        plain = isinstance(store.key, JsonSpec)
+        self._kenc = codec.plain if plain else codec.encoder(store.key, "key")
+        self._kdec = codec.plain if plain else codec.decoder(store.key, plain=True)
+        dynamic = isinstance(store.value, JsonSpec)
+        self._vdec = codec.plain if dynamic else codec.decoder(store.value, plain=True)
+        self._hashable = codec.hashable
+
+    def get(self, key: K) -> V | None:
+        """The value of ``key`` (None: no value)."""
+        sk = (self.name, self._hashable(self._kenc(key)))
+        found = self._source.entries([sk]).get(sk)
+        return None if found is None else self._vdec(found[1][1])
+
+    def all(self) -> Iterator[tuple[K, V]]:
+        """Every ``(key, value)`` of the store, in no particular order."""
+        for sk, (_, entry) in self._source.items():
+            if isinstance(sk, tuple) and sk and sk[0] == self.name:
+                yield self._kdec(entry[0]), self._vdec(entry[1])
+
+    def approximate_num_entries(self) -> int:
+        """The number of entries."""
+        return sum(1 for _ in self.all())
+
+
 def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any:
     """The read-only view of store ``name`` of a compiled app whose query checkpoint is
     ``checkpoint``."""
+    found = _find_stage(output, name).spec
+    if isinstance(found, ProcessorSpec):
+        (store,) = [d for d in found.stores if d.name == name]
+        source = _CheckpointSource(spark, checkpoint, found.store)
+        return ReadOnlyProcessorStore(name, source, store)
     spec = _table_spec(output, name, "answer interactive queries")
     return _view(name, _CheckpointSource(spark, checkpoint, name), spec)
 
 
-def _table_spec(output: st.Output, name: str, what: str) -> JoinSpec | AggregateSpec:
+def _table_spec(
+    output: st.Output, name: str, what: str
+) -> JoinSpec | AggregateSpec | TableJoinSpec:
     """The spec of the operator that holds store ``name``, a table's store (a table's
     join, or an aggregation): only those ``what``."""
     spec = _find_stage(output, name).spec
-    if not isinstance(spec, JoinSpec | AggregateSpec):
+    if not isinstance(spec, JoinSpec | AggregateSpec | TableJoinSpec):
         raise StoreError(
             f"store {name!r} belongs to {spec.processor} ({spec.kind}); only table stores {what}"
         )
     return spec
 
 
-def _view(name: str, source: _Source, spec: JoinSpec | AggregateSpec) -> Any:
+def _view(name: str, source: _Source, spec: JoinSpec | AggregateSpec | TableJoinSpec) -> Any:
     """The read-only view of table store ``name`` over ``source``."""
+    if isinstance(spec, TableJoinSpec):
+        return ReadOnlyJoinedStore(name, source, spec)
     if isinstance(spec, AggregateSpec):
         from kspark.runtime.agg_stores import open_aggregate_store
 
@@ -375,7 +437,9 @@ def _view(name: str, source: _Source, spec: JoinSpec | AggregateSpec) -> Any:
 
 
 __all__ = [
+    "ReadOnlyJoinedStore",
     "ReadOnlyKeyValueStore",
+    "ReadOnlyProcessorStore",
     "ReadOnlyVersionedStore",
     "StoreReplica",
     "ValueAndTimestamp",
@@ -445,8 +509,8 @@ class StoreReplica:
                 "batch_id",
                 "change_type",
                 "key",
-                *(["user_map_key", "user_map_value"] if "user_map_key" in feed.columns else []),
-                *(["value"] if "value" in feed.columns else []),
+                "user_map_key",
+                "user_map_value",
             ).collect():
                 task, number, blob = _base_change(r)
                 events.append((int(r["batch_id"]), 0, task, number, blob))
@@ -498,19 +562,14 @@ class StoreReplica:
         )
 
     def _log_feed(self, op: int, last: int) -> list[Any]:
-        from kspark_server import taskstate
+        from kspark_server import statevars
 
-        reader = _state_reader(self._spark, op, taskstate.log_name(self.name))
-        try:
-            return list(
-                self._feed(reader, last)
-                .select("batch_id", "change_type", "key", "list_element")
-                .collect()
-            )
-        except Exception as exc:
-            if no_log(exc, self.name):
-                return []
-            raise
+        reader = _state_reader(self._spark, op, statevars.log_name(self.name))
+        return list(
+            self._feed(reader, last)
+            .select("batch_id", "change_type", "key", "list_element")
+            .collect()
+        )
 
     def _store(self) -> Any:
         if self._view is None:

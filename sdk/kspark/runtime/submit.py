@@ -38,7 +38,7 @@ import datetime as _dt
 import os
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -46,11 +46,18 @@ import attrs
 from kspark._conditions import condition as spark_condition
 from kspark.bindings import bind_topology
 from kspark.config import StreamsConfig
-from kspark.errors import AppAlreadyRunningError, KSparkError, StreamsAppError, UnknownAppError
+from kspark.errors import (
+    AppAlreadyRunningError,
+    ConfigError,
+    KSparkError,
+    StreamsAppError,
+    UnknownAppError,
+)
 from kspark.plan.topology import Topology
 from kspark.runtime import failures, shipping
 from kspark.runtime.app import State, StreamsApp
 from kspark.runtime.app_status import AppStatus, gone, status_of
+from kspark.runtime.checkpoints import _exists
 from kspark.runtime.handles import (
     OutputInfo,
     SubmittedApp,
@@ -304,9 +311,12 @@ def stop(
             if not _session_closed(exc):
                 raise
             query = None
-        if query is not None and query.isActive:
+        stopped = query is not None and query.isActive
+        if stopped:
+            assert query is not None
             query.stop()  # returns when the query has stopped
         result, live = _status_in(spark, found)
+        result = attrs.evolve(result, stopped=stopped)
         if result.state is State.RUNNING:  # stop() returned before the query ended
             result = attrs.evolve(result, state=State.PENDING_SHUTDOWN)
         _record_final(found, result, live)
@@ -318,6 +328,43 @@ def stop(
 
 
 # -- submit ----------------------------------------------------------------------------
+def client_only_path(topology: Topology, exists_on_server: Callable[[str], bool]) -> str | None:
+    """What is wrong when a source of ``topology`` reads a folder that exists on this
+    client but not on the server (``exists_on_server(path)``); None when nothing is.
+
+    Paths are made absolute on the client (:func:`kspark._paths.resolve_path`) and read
+    on the server's file system: on a server on another machine, a folder of the client
+    is not there, and its source would wait for files forever.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from kspark import StreamsBuilder, Topic
+    >>> here = tempfile.mkdtemp()
+    >>> b = StreamsBuilder()
+    >>> b.stream(Topic.jsonl("in", here)).to(Topic.jsonl("out", here + "/out"))
+    >>> client_only_path(b.build(), lambda path: True) is None
+    True
+    >>> print(client_only_path(b.build(), lambda path: False))  # doctest: +ELLIPSIS
+    topic 'in' reads .../tmp..., a folder on this client that the server does not have...
+    """
+    for source in topology.sources():
+        topic = source.topic
+        if topic is None or topic.path is None or topic.format not in ("jsonl", "parquet", "csv"):
+            continue
+        path = topic.path
+        if "://" in path or not os.path.isdir(path) or exists_on_server(path):
+            continue
+        return (
+            f"topic {topic.name!r} reads {path}, a folder on this client that the server "
+            "does not have: kspark makes relative paths absolute against the client's "
+            "working directory, and the server reads that absolute path on its own file "
+            "system. Put the data where the server can read it (shared storage) and bind "
+            "the topic to that path"
+        )
+    return None
+
+
 def _outputs(app: StreamsApp) -> tuple[OutputInfo, ...]:
     seen: dict[str, OutputInfo] = {}
     for part in app.compiled().sinks:
@@ -410,7 +457,7 @@ def submit(
     >>> print(handle.summary())  # doctest: +SKIP
     """
     # unbound topic names fail here, before any connection (StreamsApp binds them again)
-    bind_topology(topology, config)
+    bound = bind_topology(topology, config)
     check_reachable(remote)
     app_id = config.application_id
     base = with_params(remote, session_id=None)
@@ -432,6 +479,9 @@ def submit(
         spark.conf.set("spark.sql.streaming.stopActiveRunOnRestart", "false")
         timeout = spark.conf.get(_TIMEOUT_CONF, None) or "60m"
         app = StreamsApp(topology, config, session=spark)
+        problem = client_only_path(bound, lambda path: _exists(spark, path))
+        if problem is not None:
+            raise ConfigError(f"{problem} on {stored_remote}", option="topics")
         # StreamsApp.start() ships the topology's code; this adds the named modules and
         # their packages to what it registers (cloudpickle registration is global).
         shipped = shipping.ship(

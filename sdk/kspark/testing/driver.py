@@ -484,7 +484,7 @@ class TopologyTestDriver:
         # keeps their types
         sinks = {s.topic_name: s for s in self.app.topology.sinks}
         dlq = self.config.dead_letter_queue_topic
-        dynamic = [t for t in self.app.topology.terminals if isinstance(t, DynamicSink)]
+        dynamic = [t for t in self.app.topology.ends if isinstance(t, DynamicSink)]
         if name not in sinks and dynamic and (dlq is None or dlq.name != name):
             # a topic that records name (to(topic_extractor)): read as its sink wrote it
             picked = dynamic[0]

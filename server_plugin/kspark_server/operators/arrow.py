@@ -11,32 +11,12 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-
-if TYPE_CHECKING:
-    import pandas as pd
-else:
-
-    class _Pandas:
-        """pandas, imported on first use. Spark's driver-side planning runner of
-        ``transformWithStateInPandas`` unpickles the operator at every query start and
-        never needs pandas, whose import is a third of that runner's time (about 0.2 s)."""
-
-        def __getattr__(self, name: str) -> Any:
-            import pandas
-
-            value = getattr(pandas, name)
-            setattr(self, name, value)  # later reads are plain attribute reads
-            return value
-
-        def __reduce__(self) -> tuple[type, tuple[()]]:
-            return (_Pandas, ())  # never the cached pandas objects
-
-    pd = _Pandas()
 
 __all__ = [
     "as_table",
@@ -95,8 +75,8 @@ def order(frame: pa.Table | pd.DataFrame) -> np.ndarray[Any, Any]:
 def headers_from_text(text: Any) -> list[dict[str, Any]]:
     """Headers as the envelope has them (a list of ``{key, value}``, values bytes).
 
-    Headers cross the operators as Arrow, in that form already; records that an older
-    kspark kept in state (a join's grace buffer) hold them as JSON text, values base64.
+    Headers cross the operators as Arrow, in that form already; headers given as JSON
+    text (values base64) are read back too.
     """
     if text is None:
         return []

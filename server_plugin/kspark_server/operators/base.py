@@ -29,23 +29,22 @@ maps a spec's kind to its class.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from kspark_server import (
     handling,
     localstore,
     placement,
     stateenc,
+    statevars,
     taskstate,
     timestamps,
     transport,
@@ -64,26 +63,7 @@ from kspark_server.operators.arrow import (
 from kspark_server.records import ArrowColumns, ArrowRecord
 from kspark_server.spec import StatefulSpec, check_spec
 
-if TYPE_CHECKING:
-    import pandas as pd
-else:
-    from kspark_server.operators.arrow import pd
-
 __all__ = ["Batch", "Emitter", "TaskProcessor", "identity"]
-
-_BLOB = StructType([StructField("blob", BinaryType(), True)])
-#: The key of a base chunk in the ``<store>`` map state: its number.
-_CHUNK = StructType([StructField("chunk", IntegerType(), True)])
-_VERSION = StructType(
-    [
-        StructField("incarnation", StringType(), True),
-        StructField("batches", LongType(), True),
-        StructField("base_bytes", LongType(), True),
-        StructField("log_bytes", LongType(), True),
-        StructField("log_len", IntegerType(), True),
-        StructField("base_chunks", IntegerType(), True),
-    ]
-)
 
 
 def identity(x: Any) -> Any:
@@ -215,7 +195,7 @@ class Emitter:
         )
 
 
-class TaskProcessor(StatefulProcessor):
+class TaskProcessor:
     """Base of per-task operators: open the task's local store, load the entries of the
     keys the batch touches, process the batch in order, write back what changed.
 
@@ -223,6 +203,10 @@ class TaskProcessor(StatefulProcessor):
     (:mod:`kspark_server.taskstate`); the operator works on the executor-local copy
     (:mod:`kspark_server.localstore`), rebuilt from the durable state when its version
     differs. A batch therefore costs the keys it touches, not the whole state.
+
+    Built on the worker by :class:`~kspark_server.operators.shipped.ShippedOperator`,
+    which Spark runs: it hands over the task's state variables (:meth:`attach`) and the
+    records (:meth:`handleInputRows`, :meth:`handleInitialState`).
     """
 
     #: whether the operator replaces the value column (a join) or passes rows through
@@ -231,46 +215,46 @@ class TaskProcessor(StatefulProcessor):
     time_indexed = False
 
     spec: StatefulSpec
-    #: envelope columns left out of the records that cross into and out of the operator,
-    #: the same for every record (``kspark_server.chain.constant_widener``'s JSON; the
-    #: compiler sets it): put back while the operator works, taken out of its output
-    constants_json = ""
 
-    def __init__(self, spec: StatefulSpec) -> None:
+    def __init__(self, spec: StatefulSpec, constants_json: str = "") -> None:
         self.spec = check_spec(spec)
         self.columns = [f["name"] for f in _schema_fields(spec.output_schema)]
         #: the output records' Arrow schema (as :func:`transport.operator_schema` declares)
         self.out_schema = transport.operator_arrow_schema(spec.output_schema, spec.packed.out)
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        store = self.spec.store
-        self.base = handle.getMapState(store, _CHUNK, _BLOB)
-        self.log = handle.getListState(taskstate.log_name(store), _BLOB)
-        self.version = handle.getValueState(taskstate.version_name(store), _VERSION)
-        self.kind = self.spec.kind
-        self.versioned = self.spec.versioned
+        self.kind = spec.kind
+        self.versioned = spec.versioned
         #: keys whose entries the current batch changed (the processors add to it)
         self.touched: set[Any] = set()
-        # tests set it: check every logged change against the state it stands for
-        self.check_log = os.environ.get("KSPARK_CHECK_STATE_LOG") == "1"
-        # ... and log changes against small bases too, so tests take the log path
+        #: check every logged change against the state it stands for ...
+        self.check_log = spec.state.check_log
+        # ... and log changes against small bases too, so that checks take the log path
         self.min_base = 0 if self.check_log else taskstate.MIN_BASE_BYTES
-        #: the size of a base chunk (``$KSPARK_BASE_CHUNK_BYTES`` lowers it in tests)
-        self.chunk_bytes = taskstate.chunk_bytes()
-        self.guard = handling.Guard(self.spec.handling, handling.json_columns(self.spec))
-        packed = self.spec.packed
+        self.chunk_bytes = spec.state.base_chunk_bytes
+        self.guard = handling.Guard(spec.handling, handling.json_columns(spec))
+        packed = spec.packed
         # msgspec parses JSON text about three times as fast as the json module
         self.unpack_value = msgspec.json.decode if packed.value else identity
         self.pack_out = json.dumps if packed.out else identity
-        #: the constant columns' names and the function that puts them back, built once
-        #: per worker rather than per task and batch
+        #: envelope columns left out of the records that cross into and out of the
+        #: operator, the same for every record (``constants_json``, the compiler's
+        #: description): their names, and the function that puts them back while the
+        #: operator works
         self.widener: tuple[list[str], Any] = (
-            constant_widener(self.constants_json) if self.constants_json else ([], None)
+            constant_widener(constants_json) if constants_json else ([], None)
         )
         self.decoders: dict[str, Any] = {"headers": headers_from_text}
         if packed.value:
             self.decoders["value"] = msgspec.json.decode
         self.setup()
+
+    def init(self, handle: Any) -> None:
+        """Declare the task's state variables on a ``StatefulProcessorHandle`` and use
+        them (tests drive an operator so; Spark runs :class:`ShippedOperator`)."""
+        self.attach(statevars.declare(handle, self.spec.store))
+
+    def attach(self, state: statevars.StateVars) -> None:
+        """Use the task's state variables (declared in the processor's ``init``)."""
+        self.base, self.log, self.version = state
 
     def setup(self) -> None:
         """Build codecs; called once per worker."""
@@ -413,14 +397,8 @@ class TaskProcessor(StatefulProcessor):
     def handleInitialState(self, key: Any, initialState: pd.DataFrame, timerValues: Any) -> None:
         # a rescaled app starts from the old app's state, re-split by task (kspark rescale):
         # the task's base chunks, possibly over several calls
-        numbers = (
-            initialState["chunk"].tolist() if "chunk" in initialState else [0] * len(initialState)
-        )
-        rows = [
-            (int(c), b)
-            for c, b in zip(numbers, initialState["blob"].tolist(), strict=True)
-            if b is not None
-        ]
+        chunks, blobs = initialState["chunk"].tolist(), initialState["blob"].tolist()
+        rows = [(int(c), b) for c, b in zip(chunks, blobs, strict=True) if b is not None]
         if not rows:
             return
         ver = self.version.get() if self.version.exists() else None

@@ -7,7 +7,7 @@ names it here.
 Examples
 --------
 >>> sorted(OPERATORS)
-['aggregate', 'dedup', 'join', 'windowjoin']
+['aggregate', 'dedup', 'join', 'processor', 'tablejoin', 'windowjoin']
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from __future__ import annotations
 from kspark_server.operators.aggregate import AggregateProcessor
 from kspark_server.operators.base import TaskProcessor
 from kspark_server.operators.dedup import DedupProcessor
+from kspark_server.operators.processor import UserProcessor
 from kspark_server.operators.stream_table_join import JoinProcessor
+from kspark_server.operators.table_join import TableJoinProcessor
 from kspark_server.operators.window_join import WindowJoinProcessor
 from kspark_server.spec import SpecError, StatefulSpec, check_spec
 
@@ -26,15 +28,18 @@ OPERATORS: dict[str, type[TaskProcessor]] = {
     "aggregate": AggregateProcessor,
     "dedup": DedupProcessor,
     "join": JoinProcessor,
+    "processor": UserProcessor,
+    "tablejoin": TableJoinProcessor,
     "windowjoin": WindowJoinProcessor,
 }
 
 
-def make_operator(spec: StatefulSpec) -> TaskProcessor:
-    """The operator of ``spec``."""
+def make_operator(spec: StatefulSpec, constants_json: str = "") -> TaskProcessor:
+    """The operator of ``spec`` (``constants_json``: the constant columns that its records
+    travel without, :func:`kspark_server.chain.constant_widener`)."""
     kind = check_spec(spec).kind
     try:
         cls = OPERATORS[kind]
     except KeyError:
         raise SpecError(f"{spec.processor}: no stateful operator of kind {kind!r}") from None
-    return cls(spec)
+    return cls(spec, constants_json)

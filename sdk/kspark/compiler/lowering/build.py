@@ -30,7 +30,7 @@ def build_dataframe(
     def lower(stage: st.Stage, df_of: DataFrameOf) -> DataFrame:
         return _lower(stage, df_of, spark, resume)
 
-    df_of = graph.map_nodes(output.final_stages(), lambda s: s.inputs, lower)
+    df_of = graph.map_nodes(output.roots(), lambda s: s.inputs, lower)
     return observe_sides(union_sinks(output, df_of))
 
 

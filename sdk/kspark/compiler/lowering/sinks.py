@@ -24,9 +24,11 @@ SIDE_METRICS = "kspark"
 
 def union_sinks(output: st.Output, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:
     """One DataFrame of every sink's records, tagged by ``ks_sink``, with each sink's key
-    and value in columns of its own (``k<i>``, ``v<i>``)."""
+    and value in columns of its own (``k<i>``, ``v<i>``; a sink whose records name their
+    topics too), and the side rows of the topology's ends (``ks_sink`` -1)."""
     final: DataFrame | None = None
-    for part in output.sinks:
+    parts: tuple[st.SinkPart | st.DynamicSinkPart, ...] = (*output.sinks, *output.dynamic)
+    for part in parts:
         i = part.index
         d = df_of(part.stage).select(
             F.lit(i).alias("ks_sink"),
@@ -36,16 +38,12 @@ def union_sinks(output: st.Output, df_of: Callable[[st.Stage], DataFrame]) -> Da
         )
         final = d if final is None else final.unionByName(d, allowMissingColumns=True)
     for end in output.ends:
-        if end.index is None:  # foreach, print: side rows only
-            d = df_of(end.stage).select(F.lit(-1).alias("ks_sink"), *env.TAIL)
-        else:
-            i = end.index
-            d = df_of(end.stage).select(
-                F.lit(i).alias("ks_sink"),
-                F.col("key").alias(f"k{i}"),
-                F.col("value").alias(f"v{i}"),
-                *env.TAIL,
-            )
+        # a branch that reaches no sink runs for its side effects; only its side rows go on
+        d = (
+            df_of(end)
+            .filter(F.col("ks_side").isNotNull())
+            .select(F.lit(-1).alias("ks_sink"), *env.TAIL)
+        )
         final = d if final is None else final.unionByName(d, allowMissingColumns=True)
     assert final is not None
     return final

@@ -49,11 +49,10 @@ def stateful(
 ) -> DataFrame:
     """The operator of ``stage`` over its input (for a join, the stream and the table in
     one union), its output records unpacked into the envelope's columns."""
-    from kspark_server.operators.registry import make_operator
+    from kspark_server.operators.shipped import ShippedOperator
     from kspark_server.transport import OUTPUT_SCHEMA_DDL, PACKED_SCHEMA_DDL, pack_by_task
 
     spec = stage.spec
-    processor = make_operator(spec)
     stream = _json_values(_joined_input(stage, df_of), spec.packed)
     tasked = stream.withColumn("ks_hash", _hash(stage.task_column)).withColumn(
         "ks_task", task_column(stage.task_column, stage.num_partitions)
@@ -61,12 +60,14 @@ def stateful(
     # columns that are the same for every record stay out of both Python passes
     # (docs/design/stateful-runner.md); the operator puts them back while it works
     constants = stateful_constants(stage)
+    constants_json = ""
     if constants:
-        processor.constants_json = describe_constants(constants, _packed_columns(stage))
+        constants_json = describe_constants(constants, _packed_columns(stage))
         tasked = tasked.drop(*constants)
     grouped = tasked.mapInArrow(pack_by_task, flat_schema(PACKED_SCHEMA_DDL)).groupBy("ks_task")
     result: DataFrame = grouped.transformWithStateInPandas(
-        statefulProcessor=processor,
+        # the operator is built on the workers, from its spec
+        statefulProcessor=ShippedOperator(spec, constants_json),
         outputStructType=flat_schema(OUTPUT_SCHEMA_DDL),
         outputMode="Append",
         timeMode="None",
@@ -125,10 +126,8 @@ def _initial_state(
     if resume is None or stage.spec.store not in resume.initial_state:
         return None
     warm = spark.read.parquet(resume.initial_state[stage.spec.store])
-    # each row one chunk of a task's base (a rescale of state format 5 wrote one
-    # whole base per task: chunk 0)
-    chunk = F.col("chunk") if "chunk" in warm.columns else F.lit(0).alias("chunk")
-    return warm.select("ks_task", chunk, "blob").groupBy("ks_task")
+    # each row one chunk of a task's base
+    return warm.select("ks_task", "chunk", "blob").groupBy("ks_task")
 
 
 def _unpacked(result: DataFrame, stage: st.Stateful, constants: dict[str, Any]) -> DataFrame:
