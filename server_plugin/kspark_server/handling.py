@@ -62,9 +62,9 @@ DROP_REASONS: dict[str, str] = {
     "processing-error": "a user function raised and the processing handler dropped it",
     "production-error": "it did not fit its declared type and the production handler dropped it",
     "deserialization-error": "it could not be read and the deserialization handler dropped it",
-    "null-key": "a record with a null key cannot join (an inner join's stream record, or a "
-    "table update)",
-    "null-value": "a stream record with a null value does not join",
+    "null-key": "a record with a null key cannot join or be aggregated (an inner join's "
+    "stream record, a table update, or an aggregation's record)",
+    "null-value": "a record with a null value does not join and is not aggregated",
     "expired-stream-record": "the stream record is older than the versioned table's history "
     "retention, so the inner join cannot look it up",
     "expired-put": "the table update is older than the versioned table's history retention",

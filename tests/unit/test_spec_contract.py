@@ -108,8 +108,8 @@ def test_kspark_server_never_imports_kspark() -> None:
 def test_dead_letter_headers_have_one_definition() -> None:
     # KIP-1034's names: the sinks write them and the Kafka source recognises dead letters
     # by the same definition
-    from kspark_server import kafka, sinks
+    from kspark_server import kafka_sink, sinks
 
     assert all(h.startswith("__streams.errors.") for h in envelope.DLQ_HEADERS.values())
-    assert kafka.DLQ_EXCEPTION_HEADER == envelope.DLQ_HEADERS["exception_class"]
+    assert kafka_sink.DLQ_EXCEPTION_HEADER == envelope.DLQ_HEADERS["exception_class"]
     assert sinks.DLQ_HEADERS is envelope.DLQ_HEADERS

@@ -17,7 +17,7 @@ import pytest
 
 from kspark.plan.types import describe_type
 from kspark.testing.driver import TestInputTopic
-from kspark_server.kafka import _timestamp_ms
+from kspark_server.kafka_sink import _timestamp_ms
 from kspark_server.transport import arrow_schema
 
 NAIVE = datetime(2024, 7, 1, 12, 30, 0, 123000)

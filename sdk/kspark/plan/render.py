@@ -17,15 +17,21 @@ suits Kafka Streams topologies (mostly chains, a few joins, branches and merges)
 from __future__ import annotations
 
 from html import escape
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kspark.plan import graph
 from kspark.plan.nodes import DynamicSink, Node, Sink, Source, TableSource
 
-if TYPE_CHECKING:
-    from kspark.plan.topology import Topology
-
 __all__ = ["describe", "topology_dot", "topology_mermaid", "topology_svg"]
+
+
+class Topology(Protocol):
+    """What the renderers read of a :class:`kspark.plan.topology.Topology` (a protocol, so
+    that the topology can import its renderers without a circle)."""
+
+    def nodes(self) -> tuple[Node, ...]: ...
+
+    def subtopologies(self) -> list[list[Node]]: ...
 
 
 def _parents(node: Node) -> tuple[Node, ...]:
