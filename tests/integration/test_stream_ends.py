@@ -63,6 +63,25 @@ def test_foreach_sees_every_record_once_per_batch(spark: Any, app_id: str, tmp_p
         assert d.metrics().dropped_records_total == {}
 
 
+@pytest.mark.parametrize("file_sink", ["auto", "batch_folders"])
+def test_a_foreach_beside_a_sink_runs_with_either_writer(
+    spark: Any, app_id: str, tmp_path: Any, file_sink: str
+) -> None:
+    """The branch that ends in foreach runs in the query of the sink's writer: Spark's
+    file sink (the driver's pick for one sink) and the batch-folder writer alike."""
+    seen = str(tmp_path / "seen.txt")
+    b = StreamsBuilder()
+    words = b.stream("words", key_type=str, value_type=str)
+    words.filter(lambda k, v: v != "skip").foreach(AppendTo(seen))
+    words.to("copied")
+    with TopologyTestDriver(b.build(), cfg(app_id, file_sink=file_sink), session=spark) as d:
+        src = d.create_input_topic("words", key_type=str, value_type=str)
+        src.pipe_records([("a", "x", 1), ("b", "skip", 2), ("c", "y", 3)])
+        out = d.create_output_topic("copied", key_type=str, value_type=str)
+        assert out.read_key_values() == [("a", "x"), ("b", "skip"), ("c", "y")]
+        assert sorted(lines(seen)) == ["a=x", "c=y"]
+
+
 def test_a_failing_foreach_goes_to_the_processing_handler(
     spark: Any, app_id: str, tmp_path: Any
 ) -> None:

@@ -2405,7 +2405,7 @@ class KTable(Generic[K, V]):
         ...     value_type=bool,
         ... )
         >>> checked.name, checked.store_name
-        ('KTABLE-MERGE-0000000002', 'checked')
+        ('KTABLE-MERGE-0000000004', 'checked')
         """
         return self._table_join(other, joiner, named, materialized, value_type, "inner")
 
@@ -2471,7 +2471,7 @@ class KTable(Generic[K, V]):
         >>> orders = b.table("orders", key_type=str, value_type=int)
         >>> limits = b.table("limits", key_type=str, value_type=int)
         >>> orders.left_join(limits, lambda o, lim: lim is None or o <= lim, value_type=bool).name
-        'KTABLE-MERGE-0000000002'
+        'KTABLE-MERGE-0000000004'
         """
         return self._table_join(other, joiner, named, materialized, value_type, "left")
 
