@@ -18,7 +18,8 @@ def test_it_stops_the_group_once_its_parent_is_gone() -> None:
     server = _group()
     try:
         # a parent pid that is not this process's parent: as after the client died
-        watchdog.watch(parent=-1, group=server.pid)
+        # a short grace: the stopped child stays this test's zombie, which SIGKILL cannot end
+        watchdog.watch(parent=-1, group=server.pid, grace=0.5)
         assert server.wait(10) == -15  # SIGTERM
     finally:
         server.kill()
@@ -35,7 +36,7 @@ def test_it_runs_as_a_module() -> None:
     server = _group()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "kspark.runtime.watchdog", "-1", str(server.pid)],
+            [sys.executable, "-m", "kspark.runtime.watchdog", "-1", str(server.pid), "0.5"],
             timeout=60,
             check=False,
         )

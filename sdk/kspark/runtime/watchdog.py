@@ -32,19 +32,19 @@ def _alive(group: int) -> bool:
     return True
 
 
-def watch(parent: int, group: int) -> None:
+def watch(parent: int, group: int, grace: float = TERM_GRACE_SECONDS) -> None:
     """Wait while ``parent`` is this process's parent and ``group`` lives; once the parent
-    is gone, stop ``group``."""
+    is gone, stop ``group`` (``grace``: seconds between SIGTERM and SIGKILL)."""
     while os.getppid() == parent:
         if not _alive(group):
             return
         time.sleep(POLL_SECONDS)
-    _stop(group)
+    _stop(group, grace)
 
 
-def _stop(group: int) -> None:
-    """SIGTERM to ``group``, then SIGKILL to what is left after the grace period."""
-    for sig, grace in ((signal.SIGTERM, TERM_GRACE_SECONDS), (signal.SIGKILL, 0.0)):
+def _stop(group: int, term_grace: float) -> None:
+    """SIGTERM to ``group``, then SIGKILL to what is left after ``term_grace`` seconds."""
+    for sig, grace in ((signal.SIGTERM, term_grace), (signal.SIGKILL, 0.0)):
         try:
             os.killpg(group, sig)
         except ProcessLookupError:
@@ -55,10 +55,11 @@ def _stop(group: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line: ``PARENT GROUP``, two pids."""
+    """The command line: ``PARENT GROUP [GRACE]``, two pids and the seconds between SIGTERM
+    and SIGKILL."""
     args = sys.argv[1:] if argv is None else argv
     parent, group = int(args[0]), int(args[1])
-    watch(parent, group)
+    watch(parent, group, float(args[2]) if len(args) > 2 else TERM_GRACE_SECONDS)
     return 0
 
 
