@@ -21,12 +21,14 @@ from kspark.plan.nodes import Topic
 from kspark.plan.topology import Topology
 from kspark.runtime.app import State, StreamsApp
 from kspark.runtime.server import connect
+from kspark_server.envelope import RecordContext
 from kspark_server.windows import Window, Windowed
 
 __version__ = "0.1.0"
 
 __all__ = [
     *dsl.__all__,
+    "RecordContext",
     "State",
     "StreamsApp",
     "StreamsConfig",

@@ -34,7 +34,7 @@ TopicFormat: TypeAlias = Literal["jsonl", "parquet", "csv", "table", "kafka"]
 TopicLayout: TypeAlias = Literal["envelope", "value"]
 
 #: Which side of the app a topic is on (``Topology.with_topics``).
-TopicRole: TypeAlias = Literal["source", "sink"]
+TopicRole: TypeAlias = Literal["source", "sink", "pattern"]
 
 #: How Kafka topics are read and written (``StreamsConfig.kafka_client``): Spark's JVM
 #: connector, kspark's Python source and sink, or ``"auto"`` (the JVM one when the server

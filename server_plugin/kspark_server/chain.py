@@ -32,6 +32,7 @@ from kspark_server.spec import (
     FilterStep,
     FlatMapStep,
     FlatMapValuesStep,
+    ForeachStep,
     JsonSpec,
     MapStep,
     MapValuesStep,
@@ -541,6 +542,14 @@ def _column_step(
             live.set_keys(res)
 
         return select_key_step
+    if isinstance(step, ForeachStep):
+        each_fn = step.fn
+
+        def foreach_step(live: Live) -> None:
+            call_each(live, name, each_fn, live.keys(kdec), live.values())
+            live.keep([False] * len(live.rows))  # the stream ends here
+
+        return foreach_step
     if isinstance(step, PeekStep):
         peek_fn = step.fn
 

@@ -24,6 +24,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 from collections.abc import Iterable
@@ -37,6 +38,7 @@ __all__ = [
     "SIDE",
     "STORED",
     "TAIL",
+    "RecordContext",
     "SideKind",
     "envelope_fields",
     "envelope_json",
@@ -45,6 +47,27 @@ __all__ = [
     "stored_fields",
     "struct_json",
 ]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordContext:
+    """A record's place in its source, from its envelope (Kafka Streams'
+    ``RecordContext``): its source ``topic``, ``partition`` and ``offset``, its
+    ``timestamp`` (ms) and its ``headers`` as ``(key, value)`` pairs. A topic name
+    extractor (``KStream.to(extractor)``) gets it with each record.
+
+    Examples
+    --------
+    >>> ctx = RecordContext(topic="orders", partition=0, offset=7, timestamp=1000)
+    >>> f"{ctx.topic}-archive"
+    'orders-archive'
+    """
+
+    topic: str | None
+    partition: int | None
+    offset: int | None
+    timestamp: int | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 def field(name: str, type_: Any) -> dict[str, Any]:

@@ -13,7 +13,10 @@ Source (``readStream.format("kspark_kafka")``)
 
     - ``kafka.bootstrap.servers`` (required). Every option that starts with ``kafka.`` goes
       to the confluent-kafka (librdkafka) configuration without the prefix.
-    - ``subscribe``: a topic, or topics separated by commas (required).
+    - ``subscribe``: a topic, or topics separated by commas; or ``subscribePattern``: a
+      regular expression, every topic whose whole name matches it (internal topics, whose
+      names start with ``__``, excepted). One of the two is required. A topic that comes
+      to match after the query started is read from offset 0 at the next micro-batch.
     - ``startingOffsets``: ``earliest`` (default), ``latest``, or JSON such as
       ``{"orders": {"0": 23, "1": -2}}`` where ``-2`` is earliest and ``-1`` is latest. The
       JSON must name every partition of every subscribed topic, as in Spark.
@@ -56,6 +59,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -163,27 +167,40 @@ class KafkaDataLossError(KafkaSourceError):
 class _SourceConfig:
     client: dict[str, str]
     topics: tuple[str, ...]
+    pattern: str | None
     starting: str
     max_offsets: int | None
     fail_on_data_loss: bool
     timeout_s: float
     read_committed: bool
 
+    def subscribed(self, topic: str) -> bool:
+        """Whether the source reads ``topic``."""
+        if self.pattern is None:
+            return topic in self.topics
+        return not topic.startswith("__") and re.fullmatch(self.pattern, topic) is not None
+
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> _SourceConfig:
         opts = _lower(options)
         client = _client_conf(opts)
-        for unsupported in ("assign", "subscribePattern"):
-            if unsupported.lower() in opts:
-                raise ValueError(
-                    f"option {unsupported!r} is not supported by kspark_kafka; use 'subscribe'"
-                )
-        topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
-        if not topics:
+        if "assign" in opts:
             raise ValueError(
-                "the kspark_kafka source needs the option 'subscribe': a topic name, "
-                "or names separated by commas"
+                "option 'assign' is not supported by kspark_kafka; use 'subscribe' or "
+                "'subscribePattern'"
             )
+        topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
+        pattern = opts.get("subscribepattern", "").strip() or None
+        if bool(topics) == bool(pattern):
+            raise ValueError(
+                "the kspark_kafka source needs one of the options 'subscribe' (a topic name, "
+                "or names separated by commas) and 'subscribePattern' (a regular expression)"
+            )
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"option 'subscribePattern' {pattern!r}: {exc}") from None
         timeout_ms = _int_option(opts, "kafkaConsumer.pollTimeoutMs", _DEFAULT_TIMEOUT_MS)
         assert timeout_ms is not None
         isolation = client.get("isolation.level", "read_uncommitted").strip().lower()
@@ -195,6 +212,7 @@ class _SourceConfig:
         return cls(
             client=client,
             topics=topics,
+            pattern=pattern,
             starting=opts.get("startingoffsets", "earliest").strip(),
             max_offsets=_int_option(opts, "maxOffsetsPerTrigger", None),
             fail_on_data_loss=_bool_option(opts, "failOnDataLoss", True),
@@ -379,7 +397,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ) from exc
         found: dict[str, list[int]] = {}
         missing: list[str] = []
-        for topic in self._config.topics:
+        subscribed = self._config.topics
+        if self._config.pattern is not None:
+            # the topics that match now (one read before and gone is the caller's data loss)
+            subscribed = tuple(sorted(t for t in metadata.topics if self._config.subscribed(t)))
+        for topic in subscribed:
             meta = metadata.topics.get(topic)
             if meta is not None and meta.error is None and meta.partitions:
                 found[topic] = sorted(int(p) for p in meta.partitions)
@@ -494,7 +516,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _current_end(self, start: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
         """The end offset of every partition now, with deleted topics handled as data loss."""
         _, tps = self._partitions(known={t for t, _ in start})
-        gone = sorted(tp for tp in start if tp[0] in self._config.topics and tp not in set(tps))
+        gone = sorted(tp for tp in start if self._config.subscribed(tp[0]) and tp not in set(tps))
         if gone:
             self._data_loss(
                 f"partitions {', '.join(_tp_text(tp) for tp in gone)} no longer exist "
@@ -519,7 +541,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             start = self._last_end if self._last_end is not None else self.initialOffset()
         if limit is None:
             limit = self.getDefaultReadLimit()
-        begin = {tp: o for tp, o in _flatten(start).items() if tp[0] in self._config.topics}
+        begin = {tp: o for tp, o in _flatten(start).items() if self._config.subscribed(tp[0])}
         latest = self._current_end(begin)
         self._reported = _nest(latest)
 

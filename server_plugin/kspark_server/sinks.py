@@ -20,7 +20,7 @@ from pyspark.sql.types import DataType, StructType
 
 from kspark_server.envelope import DLQ_HEADERS, HEADERS, SIDE, SIDE_IDENTITY, SideKind, field
 from kspark_server.lease import Lease, lease_dir
-from kspark_server.spec import SinkSpec, SinksSpec, TopicRef, check_spec
+from kspark_server.spec import DynamicSinkSpec, SinkSpec, SinksSpec, TopicRef, check_spec
 
 _log = logging.getLogger("kspark.sinks")
 
@@ -32,6 +32,8 @@ def make_batch_writer(spec: SinksSpec) -> Any:
     """The ``foreachBatch`` function of a sinks spec."""
     check_spec(spec)
     sinks = spec.sinks
+    dynamic = spec.dynamic
+    ends = spec.ends
     dlq = spec.dlq
     side_schema = StructType.fromJson(SIDE)
     kafka_format = spec.kafka_format
@@ -56,14 +58,20 @@ def make_batch_writer(spec: SinksSpec) -> Any:
                 lease.keep()  # any session can now see that the app runs
             except OSError as exc:
                 _log.warning("cannot renew the lease in %s: %s", lease.folder, exc)
-        cached = len(sinks) + (1 if dlq else 0) > 1
+        # a sink whose records name their topics reads the batch once to find the names,
+        # then once per topic: from the cache, so that its extractor runs once per record
+        outputs = len(sinks) + len(dynamic) + (1 if dlq else 0) + (1 if ends else 0)
+        cached = outputs > 1 or bool(dynamic)
         if cached:
             df = df.persist()
         try:
-            for group in groups.values():
-                rows = [sink_rows(df, s) for s in group]
-                part = functools.reduce(DataFrame.unionByName, rows)
-                topic = group[0].topic
+            if ends:
+                # no sink reads the rows of the ends (foreach, print, a branch that ends
+                # in peek), so a write may not compute them: compute the whole batch once,
+                # into the cache the sinks then read
+                df.count()
+            for topic, parts in _destinations(df, groups, dynamic):
+                part = functools.reduce(DataFrame.unionByName, parts)
                 write_topic(part, topic, batch_id, topic.ordered, kafka_format)
             if dlq:
                 dead = (
@@ -95,6 +103,30 @@ def make_batch_writer(spec: SinksSpec) -> Any:
                 df.unpersist()
 
     return write_batch
+
+
+def _destinations(
+    df: DataFrame,
+    groups: dict[tuple[str, ...], list[SinkSpec]],
+    dynamic: tuple[DynamicSinkSpec, ...],
+) -> list[tuple[TopicRef, list[DataFrame]]]:
+    """Each topic the batch writes, with the rows of every sink into it: the static sinks'
+    groups, joined by the topics that the batch's records of dynamic sinks name (one
+    write per destination, as a write replaces the batch's folder)."""
+    out: dict[tuple[str, ...], tuple[TopicRef, list[DataFrame]]] = {
+        dest: (group[0].topic, [sink_rows(df, s) for s in group]) for dest, group in groups.items()
+    }
+    for d in dynamic:
+        rows = df.filter(F.col("ks_side").isNull() & (F.col("ks_sink") == d.index))
+        names = sorted(r[0] for r in rows.select("topic").distinct().collect())
+        for name in names:
+            ref = d.rule.resolve(name)
+            if ref is None:  # the topic name stage sent such records to the handler
+                continue
+            static = SinkSpec(index=d.index, topic=ref, num_partitions=d.num_partitions)
+            picked = sink_rows(df.filter(F.col("topic") == name), static)
+            out.setdefault(ref.destination, (ref, []))[1].append(picked)
+    return list(out.values())
 
 
 def sink_rows(df: DataFrame, s: SinkSpec) -> DataFrame:

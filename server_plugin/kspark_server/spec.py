@@ -23,7 +23,7 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 8); use the same kspark version on client and server
+kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 9); use the same kspark version on client and server
 """
 
 from __future__ import annotations
@@ -43,9 +43,11 @@ __all__ = [
     "ChainSpec",
     "DedupIdSpec",
     "DedupSpec",
+    "DynamicSinkSpec",
     "FilterStep",
     "FlatMapStep",
     "FlatMapValuesStep",
+    "ForeachStep",
     "Handling",
     "JoinSpec",
     "JsonSpec",
@@ -72,7 +74,9 @@ __all__ = [
     "TableFilterStep",
     "TableJoinSpec",
     "TableMapValuesStep",
+    "TopicNameSpec",
     "TopicRef",
+    "TopicRule",
     "TypeSpec",
     "WindowJoinSpec",
     "check_spec",
@@ -82,8 +86,10 @@ __all__ = [
 #: 5: dynamic keys and values (:class:`JsonSpec`); 6: vectorized steps; 7: chains that
 #: feed Kafka sinks check record sizes (:class:`RecordLimit`) and name the step whose
 #: type a value must fit (``ChainSpec.converts_for``); 8: stateful operators take their
-#: state's tuning and checks from the spec (:class:`StateOptions`).
-SPEC_VERSION = 8
+#: state's tuning and checks from the spec (:class:`StateOptions`); 9: ``foreach`` steps,
+#: and sinks whose topic each record names (:class:`TopicNameSpec`,
+#: :class:`DynamicSinkSpec`).
+SPEC_VERSION = 9
 
 Fn = Callable[..., Any]
 
@@ -247,6 +253,13 @@ class PeekStep(_FnStep):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ForeachStep(_FnStep):
+    """``fn(key, value)`` for each record, which then ends there (``foreach``, ``print``)."""
+
+    op = "foreach"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BranchStep:
     """Keeps the records whose first true predicate is ``index`` (or none, for the default
     branch, whose ``index`` is ``len(predicates)``)."""
@@ -280,6 +293,7 @@ Step = (
     | FlatMapValuesStep
     | SelectKeyStep
     | PeekStep
+    | ForeachStep
     | BranchStep
     | TableFilterStep
     | TableMapValuesStep
@@ -546,6 +560,61 @@ class SinkSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class TopicRule:
+    """How a topic name that a record picks at run time is bound, as the app binds the
+    names its topology gives: ``explicit`` topics by name first, then ``default`` (its
+    ``name`` is a placeholder): a Kafka topic of the name on its cluster, or for files the
+    folder ``<default.path>/<name>``. A name neither binds is unbound."""
+
+    explicit: tuple[TopicRef, ...] = ()
+    default: TopicRef | None = None
+
+    def resolve(self, name: str) -> TopicRef | None:
+        """Where records for topic ``name`` go, or None if the name is unbound.
+
+        >>> rule = TopicRule(default=TopicRef(name="*", format="jsonl", path="/data"))
+        >>> rule.resolve("eu").path
+        '/data/eu'
+        >>> TopicRule().resolve("eu") is None
+        True
+        """
+        for ref in self.explicit:
+            if ref.name == name:
+                return ref
+        if self.default is None or not name or "/" in name or name in (".", ".."):
+            return None
+        if self.default.format == "kafka":
+            return dataclasses.replace(self.default, name=name)
+        base = (self.default.path or "").rstrip("/")
+        return dataclasses.replace(self.default, name=name, path=f"{base}/{name}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TopicNameSpec:
+    """``to(topic_extractor)``: puts into each record's ``topic`` column the topic that
+    ``extractor(key, value, record_context)`` names; a failing extractor goes to the
+    processing handler, a name that ``rule`` does not bind to the production handler."""
+
+    kind: ClassVar[str] = "topic_name"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    input: KeyValue
+    extractor: Fn
+    rule: TopicRule
+    output_schema: str
+    handling: Handling = Handling()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DynamicSinkSpec:
+    """Sink ``index`` of the app, whose records name their topic (``topic`` column)."""
+
+    index: int
+    rule: TopicRule
+    num_partitions: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SinksSpec:
     """The ``foreachBatch`` writer: routes each batch to the sinks and the DLQ.
 
@@ -557,6 +626,11 @@ class SinksSpec:
     kind: ClassVar[str] = "sinks"
     spec_version: int = SPEC_VERSION
     sinks: tuple[SinkSpec, ...] = ()
+    #: sinks whose records name their topics (``to(topic_extractor)``)
+    dynamic: tuple[DynamicSinkSpec, ...] = ()
+    #: the app has processors that end a stream without a sink (``foreach``, ``print``,
+    #: ``peek``, ...): every batch is computed even where no sink reads it
+    ends: bool = False
     dlq: TopicRef | None = None
     kafka_client: str = "auto"
     kafka_format: str = "kafka"
@@ -687,6 +761,7 @@ OperatorSpec = (
     | TableJoinSpec
     | ProcessorSpec
     | SinksSpec
+    | TopicNameSpec
 )
 _OPERATORS: tuple[type, ...] = get_args(OperatorSpec)
 

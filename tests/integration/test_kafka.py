@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -346,3 +347,37 @@ def test_a_record_over_the_sinks_size_limit_goes_to_the_production_handler(
         assert headers["__streams.errors.processor.node.id"] == sink.encode()
         assert b"2048-byte limit" in headers["__streams.errors.message"]
         assert app.metrics().dead_letter_records == 1
+
+
+def test_a_topic_pattern_and_a_topic_name_extractor_on_kafka(
+    spark: Any, broker: Broker, tmp_path: Any
+) -> None:
+    """``stream(re.compile(...))`` reads every matching topic (a later one too, from its
+    start), and ``to(extractor)`` writes each record to the Kafka topic it names."""
+    suffix = uuid.uuid4().hex[:6]
+    eu, us, other = f"pat-{suffix}-eu", f"pat-{suffix}-us", f"nopat-{suffix}-eu"
+    for t in (eu, us, other, f"copy-{eu}", f"copy-{us}", f"copy-pat-{suffix}-asia"):
+        create_topic(broker.bootstrap, t, partitions=1)
+    produce(broker.bootstrap, eu, [(b"a", b"1", None, None, 1)])
+    produce(broker.bootstrap, us, [(b"b", b"2", None, None, 2)])
+    produce(broker.bootstrap, other, [(b"z", b"9", None, None, 3)])
+    b = StreamsBuilder()
+    b.stream(re.compile(f"pat-{suffix}-.*"), key_type=str, value_type=int).to(
+        lambda k, v, ctx: f"copy-{ctx.topic}"
+    )
+    cfg = StreamsConfig(
+        application_id=f"kpat-{suffix}",
+        checkpoint_dir=str(tmp_path / "chk"),
+        num_partitions=1,
+        bootstrap_servers=broker.bootstrap,
+    )
+    StreamsApp(b.build(), cfg, session=spark).run_until_caught_up()
+    assert [r["key"] for r in consume_all(broker.bootstrap, f"copy-{eu}")] == [b"a"]
+    assert [r["key"] for r in consume_all(broker.bootstrap, f"copy-{us}")] == [b"b"]
+    # a topic that comes to match later is read from its first record
+    asia = f"pat-{suffix}-asia"
+    create_topic(broker.bootstrap, asia, partitions=1)
+    produce(broker.bootstrap, asia, [(b"c", b"3", None, None, 4)])
+    StreamsApp(b.build(), cfg, session=spark).run_until_caught_up()
+    assert [r["key"] for r in consume_all(broker.bootstrap, f"copy-{asia}")] == [b"c"]
+    assert [r["key"] for r in consume_all(broker.bootstrap, f"copy-{eu}")] == [b"a"]

@@ -17,7 +17,7 @@ from pyspark.sql.types import StructType
 from kspark import StreamsBuilder, StreamsConfig, Topic
 from kspark.cli import main
 from kspark.compiler import compile_topology
-from kspark.compiler.compiler import _topic_ref
+from kspark.compiler.specs import topic_ref as _topic_ref
 from kspark.errors import (
     ConfigError,
     DeadLetterQueueProcessingExceptionHandler,

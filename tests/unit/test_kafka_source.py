@@ -135,7 +135,13 @@ def test_name_and_schema_match_sparks_kafka_envelope() -> None:
             {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "failOnDataLoss": "maybe"},
             "failOnDataLoss",
         ),
-        ({"kafka.bootstrap.servers": "h:1", "subscribePattern": "t.*"}, "subscribePattern"),
+        ({"kafka.bootstrap.servers": "h:1"}, "subscribePattern"),
+        (
+            {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "subscribePattern": "t.*"},
+            "one of",
+        ),
+        ({"kafka.bootstrap.servers": "h:1", "subscribePattern": "t(["}, "subscribePattern"),
+        ({"kafka.bootstrap.servers": "h:1", "assign": "{}"}, "assign"),
     ],
 )
 def test_bad_source_options_are_refused(options: dict[str, str], message: str) -> None:
@@ -254,6 +260,39 @@ def test_available_now_stops_at_the_offsets_seen_when_it_started(
     _fill(broker, topic, {0: 3})
     assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 2}}
     assert _reader(broker, topic).latestOffset(start, ReadAllAvailable()) == {topic: {"0": 5}}
+
+
+def test_a_pattern_subscribes_every_matching_topic_and_later_ones(broker: Broker) -> None:
+    run = uuid.uuid4().hex[:8]
+    orders_a, orders_b, other = f"orders-{run}-a", f"orders-{run}-b", f"other-{run}"
+    for t, n in ((orders_a, 2), (orders_b, 1), (other, 1)):
+        create_topic(broker.bootstrap, t, n)
+        _fill(broker, t, dict.fromkeys(range(n), 2))
+    options = {
+        "kafka.bootstrap.servers": broker.bootstrap,
+        "subscribePattern": f"orders-{run}-.*",
+        "kafkaConsumer.pollTimeoutMs": "10000",
+    }
+    reader = KafkaDataSource(CaseInsensitiveDict(options)).streamReader(KAFKA_SCHEMA)
+    start = reader.initialOffset()
+    assert start == {orders_a: {"0": 0, "1": 0}, orders_b: {"0": 0}}  # not other-...
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {orders_a: {"0": 2, "1": 2}, orders_b: {"0": 2}}
+    assert {row[2] for row in _read_all(reader, start, end)} == {orders_a, orders_b}
+    # a topic created later that matches is read from its beginning at the next batch
+    later = f"orders-{run}-c"
+    create_topic(broker.bootstrap, later, 1)
+    _fill(broker, later, {0: 3})
+    following = reader.latestOffset(end, ReadAllAvailable())
+    assert following == {**end, later: {"0": 3}}
+    rows = _read_all(reader, end, following)
+    assert [(row[2], row[4]) for row in rows] == [(later, 0), (later, 1), (later, 2)]
+    # the whole name must match, as Kafka's pattern subscription matches it
+    prefix = {**options, "subscribePattern": f"orders-{run}"}
+    assert (
+        KafkaDataSource(CaseInsensitiveDict(prefix)).streamReader(KAFKA_SCHEMA).initialOffset()
+        == {}
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from kspark import StreamsBuilder, StreamsConfig, Topic
 from kspark.compiler import compile_topology, stages
-from kspark.compiler.compiler import kafka_record_limit
+from kspark.compiler.specs import kafka_record_limit
 from kspark.errors import (
     ConfigError,
     DeadLetterQueueProductionExceptionHandler,

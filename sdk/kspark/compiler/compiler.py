@@ -16,6 +16,19 @@ import attrs
 
 from kspark import errors
 from kspark.compiler import stages as st
+from kspark.compiler.specs import (
+    bound_topic,
+    check_destinations,
+    deserialization_mode,
+    envelope_json,
+    kafka_record_limit,
+    key_value,
+    known_type,
+    read_schema,
+    sql_scope,
+    store_spec,
+    topic_ref,
+)
 from kspark.config import StreamsConfig
 from kspark.errors import CompilationError, InvalidTopologyError
 from kspark.plan import nodes as n
@@ -26,9 +39,9 @@ from kspark.plan.grouped import (
     TimeWindowsDef,
     windowed_type,
 )
-from kspark.plan.processing import Process, ProcessValues, StoreDef
+from kspark.plan.processing import Process, ProcessValues
 from kspark.plan.topology import Topology
-from kspark.plan.types import DYNAMIC, Dynamic, Primitive, Record, TypeDesc, json_packable
+from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, json_packable
 from kspark_server import envelope as env
 from kspark_server import spec as sp
 
@@ -99,36 +112,95 @@ class _Compiler:
                     option="dead_letter_queue_topic",
                 )
 
-        self.deserialization = _deserialization_mode(config)
+        self.deserialization = deserialization_mode(config)
 
     # -- driver --------------------------------------------------------------------
     def compile(self) -> st.Output:
         # inputs first, so that each visit finds its parents done and the recursion
         # stays one level deep however long the chain of steps is
         for node in self.topology.nodes():
-            if not isinstance(node, n.Sink):
+            if not isinstance(node, n.Sink | n.DynamicSink):
                 self.visit(node)
         parts = []
         sink_specs = []
         partitions = self.config.num_partitions
         for i, sink in enumerate(self.topology.sinks):
-            topic = _bound(sink)
+            topic = bound_topic(sink)
             stage = self.sink_stage(sink, topic)
             parts.append(st.SinkPart(index=i, processor=sink.name, topic=topic, stage=stage))
-            ref = _topic_ref(topic)
+            ref = topic_ref(topic)
             sink_specs.append(sp.SinkSpec(index=i, topic=ref, num_partitions=partitions))
+        dynamic_parts, dynamic = self.dynamic_sinks(len(parts))
         dlq = self.config.dead_letter_queue_topic
-        dlq_ref = _topic_ref(dlq) if dlq is not None else None
-        _check_destinations(parts, dlq_ref)
+        dlq_ref = topic_ref(dlq) if dlq is not None else None
+        check_destinations(parts, dlq_ref)
         writer = sp.SinksSpec(
-            sinks=tuple(sink_specs), dlq=dlq_ref, kafka_client=self.config.kafka_client
+            sinks=tuple(sink_specs),
+            dynamic=dynamic,
+            # ends no sink reads: the writer computes each batch for their actions
+            ends=bool(self._side_ends()),
+            dlq=dlq_ref,
+            kafka_client=self.config.kafka_client,
         )
         return st.Output(
             sinks=tuple(parts),
             writer_spec=writer,
             stores=self.topology.stores(),
-            ends=tuple(self.flush(self.visit(end)) for end in self.topology.ends),
+            ends=tuple(self.flush(self.visit(end)) for end in self._side_ends()),
+            dynamic=dynamic_parts,
         )
+
+    def _side_ends(self) -> tuple[n.Node, ...]:
+        """The topology's ends whose records go nowhere (``foreach``, ``print``, ``peek``,
+        ...): only their side rows leave them."""
+        return tuple(e for e in self.topology.ends if not isinstance(e, n.DynamicSink))
+
+    def dynamic_sinks(
+        self, first_index: int
+    ) -> tuple[tuple[st.DynamicSinkPart, ...], tuple[sp.DynamicSinkSpec, ...]]:
+        """The stages of the sinks whose records name their topics (``to(topic_extractor)``),
+        and their writer's specs, their union columns numbered after the sinks' from
+        ``first_index``."""
+        parts: list[st.DynamicSinkPart] = []
+        specs: list[sp.DynamicSinkSpec] = []
+        for node in self.topology.ends:
+            if not isinstance(node, n.DynamicSink):
+                continue
+            index = first_index + len(parts)
+            stage, rule = self.dynamic_sink(node)
+            parts.append(st.DynamicSinkPart(index=index, processor=node.name, stage=stage))
+            specs.append(
+                sp.DynamicSinkSpec(
+                    index=index, rule=rule, num_partitions=self.config.num_partitions
+                )
+            )
+        return tuple(parts), tuple(specs)
+
+    def dynamic_sink(self, node: n.DynamicSink) -> tuple[st.Stage, sp.TopicRule]:
+        """The stage that names each record's topic for ``node``, and its binding rule."""
+        if not node.bound:
+            raise CompilationError(
+                f"{node.name}: its topic names are not bound; StreamsApp binds them "
+                "(kspark.bindings.bind_topology) before it compiles",
+                processor=node.name,
+            )
+        rule = sp.TopicRule(
+            explicit=tuple(topic_ref(t) for t in node.bindings),
+            default=topic_ref(node.default) if node.default is not None else None,
+        )
+        stage = self.stage_of(node.parent, node)
+        spec = sp.TopicNameSpec(
+            processor=node.name,
+            input=key_value(stage.key_type, stage.value_type),
+            extractor=node.extractor,
+            rule=rule,
+            output_schema=envelope_json(stage.key_type, stage.value_type),
+            handling=self.handling_at(node),
+        )
+        named = st.TopicNameStage(
+            input=stage, spec=spec, key_type=stage.key_type, value_type=stage.value_type
+        )
+        return named, rule
 
     def visit(self, node: n.Node) -> _Pending:
         key = id(node)
@@ -159,7 +231,11 @@ class _Compiler:
         if not p.steps:
             return p.base
         return self.chain(
-            p.base, _known(p.key_type), _known(p.value_type), self.handling(p.subtopology), p.steps
+            p.base,
+            known_type(p.key_type),
+            known_type(p.value_type),
+            self.handling(p.subtopology),
+            p.steps,
         )
 
     def chain(
@@ -175,10 +251,10 @@ class _Compiler:
         ``value_type`` (a chain without steps converts dynamic keys or values to them);
         ``extra`` are further :class:`~kspark_server.spec.ChainSpec` fields."""
         spec = sp.ChainSpec(
-            input=_kv(stage.key_type, stage.value_type),
-            output=_kv(key_type, value_type),
+            input=key_value(stage.key_type, stage.value_type),
+            output=key_value(key_type, value_type),
             steps=steps,
-            output_schema=_envelope_json(key_type, value_type),
+            output_schema=envelope_json(key_type, value_type),
             handling=handling,
             **extra,
         )
@@ -197,7 +273,7 @@ class _Compiler:
         limit = sp.RecordLimit(
             processor=sink.name, topic=topic.name, max_bytes=kafka_record_limit(topic)
         )
-        key_type, value_type = _known(p.key_type), _known(p.value_type)
+        key_type, value_type = known_type(p.key_type), known_type(p.value_type)
         handling = self.handling(p.subtopology)
         return self.chain(p.base, key_type, value_type, handling, p.steps, record_limit=limit)
 
@@ -206,7 +282,7 @@ class _Compiler:
         where its key or value is dynamic; None when nothing is to convert. A record that
         does not convert is the sink's, as a serializer's failure: the production handler."""
         key_type, value_type = self.sink_types.get(sink.topic_name, (None, None))
-        have_key, have_value = _known(p.key_type), _known(p.value_type)
+        have_key, have_value = known_type(p.key_type), known_type(p.value_type)
         if sink.topic is not None:  # a Topic with a schema
             for what, have, schema in (
                 ("key_type", have_key, sink.topic.key_type),
@@ -309,13 +385,14 @@ class _Compiler:
         return a, b
 
     # -- sources -------------------------------------------------------------------
-    def _read(self, node: n.Source | n.TableSource) -> st.Read:
-        topic = _bound(node)
-        key_type, value_type = _known(node.key_type), _known(node.value_type)
+    def _read(self, node: n.Source | n.TableSource, topic: n.TopicSpec | None = None) -> st.Read:
+        """A read of ``node``'s topic, or of ``topic``, one of a source of several."""
+        topic = topic or bound_topic(node)
+        key_type, value_type = known_type(node.key_type), known_type(node.value_type)
         return st.Read(
             topic=topic,
             processor=node.name,
-            read_schema=_read_schema(topic, key_type, value_type, node.name),
+            read_schema=read_schema(topic, key_type, value_type, node.name),
             max_files_per_trigger=self.config.max_files_per_trigger,
             deserialization=self.deserialization,
             subtopology=self.subtopology_of.get(node.name, 0),
@@ -327,7 +404,21 @@ class _Compiler:
         )
 
     def visit_Source(self, node: n.Source) -> _Pending:
-        return self._start(self._read(node), node)
+        if not node.more_topics:
+            return self._start(self._read(node), node)
+        # a stream of several topics: one read each, their records in one stream
+        reads: list[st.Stage] = [self._read(node)]
+        for name, topic in node.more_topics:
+            if topic is None:
+                raise CompilationError(
+                    f"{node.name}: topic {name!r} is not bound; StreamsApp binds the "
+                    "topology's names (kspark.bindings.bind_topology) before it compiles",
+                    processor=node.name,
+                )
+            reads.append(attrs.evolve(self._read(node, topic), part=len(reads)))
+        first = reads[0]
+        union = st.Union(parts=tuple(reads), key_type=first.key_type, value_type=first.value_type)
+        return self._start(union, node)
 
     def visit_TableSource(self, node: n.TableSource) -> _Pending:
         return self._start(self._read(node), node)
@@ -372,7 +463,7 @@ class _Compiler:
         """The value types around a vectorized step, which must be known there: its
         values cross into Arrow and back."""
         p = self.visit(node.parent)
-        before, after = _known(p.value_type), _known(node.value_type)
+        before, after = known_type(p.value_type), known_type(node.value_type)
         if before is DYNAMIC or after is DYNAMIC:
             raise CompilationError(
                 f"{node.name}: a vectorized step needs declared value types before and "
@@ -399,6 +490,15 @@ class _Compiler:
 
     def visit_Peek(self, node: n.Peek) -> _Pending:
         return self._step(node, node.parent, sp.PeekStep(processor=node.name, fn=node.fn))
+
+    def visit_Foreach(self, node: n.Foreach) -> _Pending:
+        return self._step(node, node.parent, sp.ForeachStep(processor=node.name, fn=node.fn))
+
+    def visit_Print(self, node: n.Print) -> _Pending:
+        from kspark_server.printing import PrintAction
+
+        action = PrintAction(node.label, node.file_path, node.mapper)
+        return self._step(node, node.parent, sp.ForeachStep(processor=node.name, fn=action))
 
     def visit_Branch(self, node: n.Branch) -> _Pending:
         step = sp.BranchStep(
@@ -457,7 +557,7 @@ class _Compiler:
             node.table,
             "stream key type {} differs from table key type {}; select_key the stream first",
         )
-        out_value = _known(node.value_type)
+        out_value = known_type(node.value_type)
         spec = sp.JoinSpec(
             processor=node.name,
             store=node.store_name,
@@ -467,10 +567,10 @@ class _Compiler:
             grace_ms=node.grace_ms,
             joiner=node.joiner,
             joiner_with_key=node.joiner_with_key,
-            stream=_kv(stream.key_type, stream.value_type),
-            table=_kv(table.key_type, table.value_type),
-            output=_kv(stream.key_type, out_value),
-            output_schema=_envelope_json(stream.key_type, out_value),
+            stream=key_value(stream.key_type, stream.value_type),
+            table=key_value(table.key_type, table.value_type),
+            output=key_value(stream.key_type, out_value),
+            output_schema=envelope_json(stream.key_type, out_value),
             packed=sp.Packed(
                 value=json_packable(stream.value_type),
                 tvalue=json_packable(table.value_type),
@@ -493,7 +593,7 @@ class _Compiler:
             node.right,
             "the streams' key types differ ({} and {}); select_key one of them first",
         )
-        out_value = _known(node.value_type)
+        out_value = known_type(node.value_type)
         spec = sp.WindowJoinSpec(
             processor=node.name,
             store=node.store_name,
@@ -503,10 +603,10 @@ class _Compiler:
             grace_ms=node.grace_ms,
             joiner=node.joiner,
             joiner_with_key=node.joiner_with_key,
-            left=_kv(left.key_type, left.value_type),
-            right=_kv(right.key_type, right.value_type),
-            output=_kv(left.key_type, out_value),
-            output_schema=_envelope_json(left.key_type, out_value),
+            left=key_value(left.key_type, left.value_type),
+            right=key_value(right.key_type, right.value_type),
+            output=key_value(left.key_type, out_value),
+            output_schema=envelope_json(left.key_type, out_value),
             packed=sp.Packed(
                 value=json_packable(left.value_type),
                 tvalue=json_packable(right.value_type),
@@ -529,17 +629,17 @@ class _Compiler:
             node.right,
             "the tables' key types differ ({} and {}); a same-key join needs one key type",
         )
-        out_value = _known(node.value_type)
+        out_value = known_type(node.value_type)
         spec = sp.TableJoinSpec(
             processor=node.name,
             store=node.store_name,
             mode=node.mode,
             joiner=node.joiner,
             joiner_with_key=node.joiner_with_key,
-            left=_kv(left.key_type, left.value_type),
-            right=_kv(right.key_type, right.value_type),
-            output=_kv(left.key_type, out_value),
-            output_schema=_envelope_json(left.key_type, out_value),
+            left=key_value(left.key_type, left.value_type),
+            right=key_value(right.key_type, right.value_type),
+            output=key_value(left.key_type, out_value),
+            output_schema=envelope_json(left.key_type, out_value),
             packed=sp.Packed(
                 value=json_packable(left.value_type),
                 tvalue=json_packable(right.value_type),
@@ -560,8 +660,8 @@ class _Compiler:
             id_spec = sp.DedupIdSpec(
                 processor=node.name,
                 id_selector=node.id_selector,
-                input=_kv(stream.key_type, stream.value_type),
-                output_schema=_envelope_json(
+                input=key_value(stream.key_type, stream.value_type),
+                output_schema=envelope_json(
                     stream.key_type, stream.value_type, [env.field("ks_id", "string")]
                 ),
                 handling=self.handling_at(node),
@@ -577,8 +677,8 @@ class _Compiler:
             interval_ms=node.interval_ms,
             id_selector=node.id_selector,
             store=node.store_name,
-            input=_kv(stream.key_type, stream.value_type),
-            output_schema=_envelope_json(stream.key_type, stream.value_type),
+            input=key_value(stream.key_type, stream.value_type),
+            output_schema=envelope_json(stream.key_type, stream.value_type),
             # which values travel as JSON text through the operator (see json_packable);
             # one it does not read stays a column of Arrow, carried by reference
             packed=sp.Packed(value=reads_value, out=reads_value),
@@ -597,17 +697,17 @@ class _Compiler:
     # -- the Processor API (kspark.plan.processing) -------------------------------------
     def visit_Process(self, node: Process) -> _Pending:
         stream = self.stage_of(node.parent, node)
-        key_type, value_type = _known(node.key_type), _known(node.value_type)
+        key_type, value_type = known_type(node.key_type), known_type(node.value_type)
         spec = sp.ProcessorSpec(
             processor=node.name,
             store=node.name,
             supplier=node.supplier,
             fixed_key=isinstance(node, ProcessValues),
-            stores=tuple(_store_spec(d) for d in node.store_defs),
+            stores=tuple(store_spec(d) for d in node.store_defs),
             application_id=self.config.application_id,
-            input=_kv(stream.key_type, stream.value_type),
-            output=_kv(key_type, value_type),
-            output_schema=_envelope_json(key_type, value_type),
+            input=key_value(stream.key_type, stream.value_type),
+            output=key_value(key_type, value_type),
+            output_schema=envelope_json(key_type, value_type),
             packed=sp.Packed(value=json_packable(stream.value_type), out=json_packable(value_type)),
             handling=self.handling_at(node),
             state=self.state_options,
@@ -639,7 +739,7 @@ class _Compiler:
         stream = self.stage_of(node.parent, node)
         key_type = stream.key_type
         # a reduction's values keep their type; a count's and an aggregate's are the node's
-        out_value = stream.value_type if node.op == "reduce" else _known(node.value_type)
+        out_value = stream.value_type if node.op == "reduce" else known_type(node.value_type)
         windows = node.windows
         w = windows if isinstance(windows, TimeWindowsDef) else None
         sw = windows if isinstance(windows, SessionWindowsDef) else None
@@ -651,215 +751,17 @@ class _Compiler:
             reducer=node.reducer,
             initializer=node.initializer,
             aggregator=node.aggregator,
-            input=_kv(key_type, stream.value_type),
-            output=_kv(out_key, out_value),
+            input=key_value(key_type, stream.value_type),
+            output=key_value(out_key, out_value),
             window_size_ms=w.size_ms if w is not None else 0,
             window_advance_ms=w.advance_ms if w is not None else 0,
             grace_ms=w.grace_ms if w is not None else sw.grace_ms if sw is not None else 0,
             session_gap_ms=sw.gap_ms if sw is not None else 0,
             merger=node.merger,
             suppress=suppress,
-            output_schema=_envelope_json(out_key, out_value),
+            output_schema=envelope_json(out_key, out_value),
             packed=sp.Packed(value=json_packable(stream.value_type), out=json_packable(out_value)),
             handling=self.handling_at(node),
             state=self.state_options,
         )
         return self._stateful(node, spec, stream, key_type=out_key, value_type=out_value)
-
-
-def sql_scope(value_type: TypeDesc) -> tuple[tuple[str, str], ...]:
-    """The columns a ``filter_expr`` condition sees, as ``(name, source)``: a record
-    value's fields (any other value as ``value``), then the record's ``key`` and
-    ``timestamp`` unless a field has that name (Spark's names ignore case).
-
-    Examples
-    --------
-    >>> from kspark.plan.types import describe_type
-    >>> sql_scope(describe_type(int))
-    (('value', 'value'), ('key', 'key'), ('timestamp', 'timestamp'))
-    """
-    if isinstance(value_type, Record):
-        scope = [(f.name, f"value.{f.name}") for f in value_type.fields]
-    else:
-        scope = [("value", "value")]
-    taken = {name.lower() for name, _ in scope}
-    scope += [(c, c) for c in ("key", "timestamp") if c not in taken]
-    return tuple(scope)
-
-
-def _deserialization_mode(config: StreamsConfig) -> str:
-    """Built-in deserialization handlers run in Spark itself, with no Python pass."""
-    h = config.deserialization_exception_handler
-    if h is None:
-        return "fail"
-    cls = h if isinstance(h, type) else type(h)
-    modes = {
-        errors.LogAndFailDeserializationExceptionHandler: "fail",
-        errors.LogAndContinueDeserializationExceptionHandler: "continue",
-        errors.DeadLetterQueueDeserializationExceptionHandler: "dlq",
-    }
-    if cls not in modes:
-        raise errors.ConfigError(
-            "deserialization_exception_handler must be one of the built-in handlers "
-            f"({', '.join(c.__name__ for c in modes)}) in this version; got {cls.__name__}",
-            option="deserialization_exception_handler",
-        )
-    if modes[cls] == "dlq" and config.dead_letter_queue_topic is None:
-        raise errors.ConfigError(
-            "DeadLetterQueueDeserializationExceptionHandler needs "
-            "StreamsConfig(dead_letter_queue_topic=...)",
-            option="dead_letter_queue_topic",
-        )
-    return modes[cls]
-
-
-#: librdkafka's default ``message.max.bytes``, the limit of a Kafka sink that sets none.
-KAFKA_MAX_MESSAGE_BYTES = 1_000_000
-
-
-def kafka_record_limit(topic: n.TopicSpec) -> int:
-    """The largest record, in bytes, that a Kafka sink into ``topic`` produces: the
-    producer's ``message.max.bytes`` (``Topic.kafka(..., **{"kafka.message.max.bytes":
-    "..."})``) or ``max.request.size``, whichever is smaller, and librdkafka's default of
-    1,000,000 bytes if neither is given.
-
-    Examples
-    --------
-    >>> from kspark import Topic
-    >>> kafka_record_limit(Topic.kafka("t", bootstrap_servers="k:9092"))
-    1000000
-    >>> kafka_record_limit(
-    ...     Topic.kafka("t", bootstrap_servers="k:9092", **{"kafka.message.max.bytes": "2048"})
-    ... )
-    2048
-    """
-    opts = topic.option_dict()
-    # message.max.bytes for librdkafka (kspark's own client), max.request.size for the Java
-    # producer of Spark's Kafka connector: the smaller one given wins
-    given = [o for o in ("kafka.message.max.bytes", "kafka.max.request.size") if o in opts]
-    limits = []
-    for option in given:
-        raw = opts[option]
-        try:
-            value = int(raw)
-        except ValueError:
-            value = 0
-        if value <= 0:
-            raise errors.ConfigError(
-                f"topic {topic.name!r}: {option} must be a positive number of bytes, not {raw!r}",
-                option=option,
-            )
-        limits.append(value)
-    return min(limits, default=KAFKA_MAX_MESSAGE_BYTES)
-
-
-def _known(tp: TypeDesc | None) -> TypeDesc:
-    """A key or value type; one that nothing declares is dynamic."""
-    return DYNAMIC if tp is None else tp
-
-
-def _bound(node: n.Source | n.TableSource | n.Sink) -> n.TopicSpec:
-    if node.topic is None:
-        raise CompilationError(
-            f"{node.name}: topic {node.topic_name!r} is not bound; StreamsApp binds the "
-            "topology's names (kspark.bindings.bind_topology) before it compiles",
-            processor=node.name,
-        )
-    return node.topic
-
-
-def _check_destinations(parts: list[st.SinkPart], dlq: sp.TopicRef | None) -> None:
-    """Sinks into one topic are written together (``kspark_server.sinks``), so they must
-    agree on its format and types; the dead-letter queue, whose records have other columns,
-    needs a topic of its own."""
-    first: dict[tuple[str, ...], st.SinkPart] = {}
-    for part in parts:
-        ref = _topic_ref(part.topic)
-        other = first.setdefault(ref.destination, part)
-        if other is part:
-            continue
-        same_types = (
-            other.stage.key_type.spark_json() == part.stage.key_type.spark_json()
-            and other.stage.value_type.spark_json() == part.stage.value_type.spark_json()
-        )
-        if other.topic.format != part.topic.format or not same_types:
-            raise InvalidTopologyError(
-                f"sinks {other.processor} and {part.processor} write into the same topic "
-                f"({ref.path or ref.name}) with different formats or key/value types; their "
-                "records are written together, so give them one format and the same types, "
-                "or separate topics",
-                sinks=[other.processor, part.processor],
-            )
-    if dlq is not None and dlq.destination in first:
-        sink = first[dlq.destination]
-        raise errors.ConfigError(
-            f"dead_letter_queue_topic writes into the same topic ({dlq.path or dlq.name}) as "
-            f"sink {sink.processor}; dead-letter records have other columns than the app's "
-            "records, so give the dead-letter queue a topic of its own",
-            option="dead_letter_queue_topic",
-        )
-
-
-def _topic_ref(topic: n.TopicSpec) -> sp.TopicRef:
-    return sp.TopicRef(name=topic.name, format=topic.format, path=topic.path, options=topic.options)
-
-
-def _store_spec(d: StoreDef) -> sp.StoreSpec:
-    return sp.StoreSpec(
-        name=d.name,
-        kind=d.kind,
-        key=d.key_type.spec(),
-        value=d.value_type.spec(),
-        logging=d.logging,
-        history_retention_ms=d.history_retention_ms,
-        retention_ms=d.retention_ms,
-        window_size_ms=d.window_size_ms,
-        retain_duplicates=d.retain_duplicates,
-    )
-
-
-def _kv(key: TypeDesc, value: TypeDesc) -> sp.KeyValue:
-    return sp.KeyValue(key=key.spec(), value=value.spec())
-
-
-def _envelope_json(
-    key: TypeDesc, value: TypeDesc, extra: list[dict[str, Any]] | None = None
-) -> str:
-    """The envelope's Spark schema as JSON (``StructType.fromJson`` reads it)."""
-    return env.envelope_json(key.spark_json(), value.spark_json(), extra or ())
-
-
-def _read_schema(topic: n.TopicSpec, key: TypeDesc, value: TypeDesc, processor: str) -> str | None:
-    if topic.format in ("kafka", "table"):
-        return None
-    if topic.layout == "envelope":
-        fields = env.stored_fields(key.spark_json(), value.spark_json())
-    else:
-        if not isinstance(value, Record):
-            raise InvalidTopologyError(
-                f"{processor}: layout='value' needs a dataclass or attrs value type, "
-                f"not {value.display()}",
-                processor=processor,
-            )
-        names = {f.name for f in value.fields}
-        for what, fld in (
-            ("key_field", topic.key_field),
-            ("timestamp_field", topic.timestamp_field),
-        ):
-            if fld is not None and fld not in names:
-                raise InvalidTopologyError(
-                    f"{processor}: {what} {fld!r} is not a field of {value.display()}",
-                    processor=processor,
-                )
-        if topic.key_field is not None:
-            kf = next(f for f in value.fields if f.name == topic.key_field)
-            if kf.type != key and not isinstance(key, Primitive):
-                raise InvalidTopologyError(
-                    f"{processor}: key_field {topic.key_field!r} has type {kf.type.display()}, "
-                    f"but key_type is {key.display()}",
-                    processor=processor,
-                )
-        fields = [env.field(f.name, f.type.spark_json()) for f in value.fields]
-    if topic.format in ("jsonl", "csv"):  # lines that do not parse go to the handler
-        fields.append(env.field("_corrupt_record", "string"))
-    return env.struct_json(fields)

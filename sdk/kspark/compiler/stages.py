@@ -13,7 +13,7 @@ from kspark._typing import KafkaClient, TimestampPolicy
 from kspark.plan import graph
 from kspark.plan.nodes import TopicSpec
 from kspark.plan.types import TypeDesc
-from kspark_server.spec import ChainSpec, DedupIdSpec, SinksSpec, StatefulSpec
+from kspark_server.spec import ChainSpec, DedupIdSpec, SinksSpec, StatefulSpec, TopicNameSpec
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -55,6 +55,8 @@ class Read(Stage):
     timestamp_policy: TimestampPolicy = "fail"
     #: skipped records go to the dead-letter queue too (dead_letter_dropped_records)
     dead_letter_dropped: bool = False
+    #: which of its source's topics this read is (``stream(["a", "b"])``: 0, 1)
+    part: int = 0
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -80,6 +82,13 @@ class IdStage(_OneInput):
     """Adds ``ks_id`` for ``deduplicate``'s repartition by id."""
 
     spec: DedupIdSpec
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class TopicNameStage(_OneInput):
+    """Puts into each record's ``topic`` column the topic its sink's extractor names."""
+
+    spec: TopicNameSpec
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -126,19 +135,37 @@ class SinkPart:
 
 
 @attrs.frozen(kw_only=True, eq=False)
+class DynamicSinkPart:
+    """A sink whose records name their topics (``to(topic_extractor)``): its rows are in
+    columns ``k<index>``/``v<index>`` of the union, each with its topic in ``topic``."""
+
+    index: int
+    processor: str
+    stage: Stage
+
+
+@attrs.frozen(kw_only=True, eq=False)
 class Output:
     """The whole app: its sinks' stages and the ``foreachBatch`` writer spec."""
 
     sinks: tuple[SinkPart, ...]
     writer_spec: SinksSpec
     stores: dict[str, str]
-    #: The last stages of branches that reach no sink (the topology's ``ends``): they run,
-    #: and only their side rows (drops, dead letters, metrics) leave them.
+    #: The last stages of branches that reach no sink (the topology's ``ends``: ``foreach``,
+    #: ``print``, ``peek``, ...): they run, and only their side rows (drops, dead letters,
+    #: metrics) leave them.
     ends: tuple[Stage, ...] = ()
+    #: The sinks whose records name their topics (``to(topic_extractor)``), numbered after
+    #: :attr:`sinks`.
+    dynamic: tuple[DynamicSinkPart, ...] = ()
 
     def roots(self) -> tuple[Stage, ...]:
-        """The stages the app's query unions: the sinks', then the ends'."""
-        return (*(part.stage for part in self.sinks), *self.ends)
+        """The stages the app's query unions: the sinks', the dynamic sinks', the ends'."""
+        return (
+            *(part.stage for part in self.sinks),
+            *(part.stage for part in self.dynamic),
+            *self.ends,
+        )
 
     def stages(self) -> list[Stage]:
         """All stages, inputs first, each once."""

@@ -14,6 +14,7 @@ from kspark.dsl.grouped import (
 )
 from kspark.dsl.joinwindows import JoinWindows, StreamJoined
 from kspark.dsl.options import Branched, Deduplicated, Joined, Materialized, Named, Repartitioned
+from kspark.dsl.printed import Printed
 from kspark.dsl.streams import BranchedKStream, KStream, KTable, StreamsBuilder
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "KTable",
     "Materialized",
     "Named",
+    "Printed",
     "Repartitioned",
     "SessionWindowedKStream",
     "SessionWindows",

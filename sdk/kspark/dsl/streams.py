@@ -24,9 +24,10 @@ JSON-compatible value, ``Any`` for mypy:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, overload
 
 from kspark.dsl import _infer, processing, streamjoin
 from kspark.dsl.joinwindows import JoinWindows, StreamJoined
@@ -51,7 +52,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from kspark.dsl.grouped import Grouped, KGroupedStream, Suppressed
+    from kspark.dsl.printed import Printed
     from kspark.dsl.stores import StoreBuilder
+    from kspark_server.envelope import RecordContext
     from kspark_server.papi import FixedKeyProcessor, Processor
 
 __all__ = ["BranchedKStream", "KStream", "KTable", "StreamsBuilder"]
@@ -64,6 +67,9 @@ VT = TypeVar("VT")
 VO = TypeVar("VO")
 ID = TypeVar("ID")
 N = TypeVar("N", bound=n.Node)
+
+#: What :meth:`StreamsBuilder.stream` reads: a topic, several, or those a pattern matches.
+SourceTopics: TypeAlias = "str | n.TopicSpec | Sequence[str | n.TopicSpec] | re.Pattern[str]"
 
 
 class StreamsBuilder:
@@ -118,7 +124,7 @@ class StreamsBuilder:
     @overload
     def stream(
         self,
-        topic: str | n.TopicSpec,
+        topic: SourceTopics,
         *,
         key_type: type[K],
         value_type: type[V],
@@ -127,7 +133,7 @@ class StreamsBuilder:
     @overload
     def stream(
         self,
-        topic: str | n.TopicSpec,
+        topic: SourceTopics,
         *,
         key_type: type[K],
         value_type: None = None,
@@ -136,7 +142,7 @@ class StreamsBuilder:
     @overload
     def stream(
         self,
-        topic: str | n.TopicSpec,
+        topic: SourceTopics,
         *,
         key_type: None = None,
         value_type: type[V],
@@ -145,7 +151,7 @@ class StreamsBuilder:
     @overload
     def stream(
         self,
-        topic: str | n.TopicSpec,
+        topic: SourceTopics,
         *,
         key_type: None = None,
         value_type: None = None,
@@ -153,7 +159,7 @@ class StreamsBuilder:
     ) -> KStream[Any, Any]: ...
     def stream(
         self,
-        topic: str | n.TopicSpec,
+        topic: SourceTopics,
         *,
         key_type: Any = None,
         value_type: Any = None,
@@ -167,7 +173,12 @@ class StreamsBuilder:
             The topic's name, bound to where its records live when the app starts (see
             :class:`~kspark.StreamsConfig` ``topics``, ``bootstrap_servers`` and
             ``data_dir``); or a ``Topic`` such as ``Topic.jsonl(name, path)``, which binds
-            the name right here.
+            the name right here. A list of them reads several topics as one stream (each
+            record keeps its topic in its context). A compiled regular expression
+            (``re.compile("orders-.*")``) reads every topic whose whole name matches it:
+            Kafka topics through the source's pattern subscription with
+            ``bootstrap_servers`` (topics created later are read too), or the folders
+            under ``data_dir``.
         key_type, value_type
             The record's key and value types: primitives, dataclasses or attrs classes.
             Without one, keys or values are *dynamic*: any JSON-compatible value
@@ -191,16 +202,25 @@ class StreamsBuilder:
         ('str', 'int')
         >>> b.stream("orders").node.value_type.display()
         'any'
+        >>> import re
+        >>> print(b.stream(["eu", "us"]).node.topic_parts())
+        (('eu', None), ('us', None))
+        >>> b.stream(re.compile("orders-.*")).node.pattern
+        True
         """
-        topic_name, bound = _topic_arg(topic)
+        parts, pattern = _source_topics(topic)
+        topic_name, bound = parts[0]
         name, seq = self._next("KSTREAM-SOURCE", named)
+        declares = next((t for _, t in parts if t is not None), None)
         node = n.Source(
             name=name,
             seq=seq,
             topic_name=topic_name,
             topic=bound,
-            key_type=_source_type(key_type, bound, name, "key_type"),
-            value_type=_source_type(value_type, bound, name, "value_type"),
+            more_topics=parts[1:],
+            pattern=pattern,
+            key_type=_source_type(key_type, declares, name, "key_type"),
+            value_type=_source_type(value_type, declares, name, "value_type"),
         )
         return KStream(self, node)
 
@@ -419,6 +439,28 @@ def _source_type(tp: Any, topic: n.TopicSpec | None, processor: str, what: str) 
     if tp is None and schema is not None:
         return schema  # type: ignore[no-any-return]
     return _infer.resolve(tp, None, processor, what)
+
+
+def _source_topics(topic: object) -> tuple[tuple[tuple[str, n.TopicSpec | None], ...], bool]:
+    """The topics of ``stream(topic)``: each as its name and its ``Topic`` if given; and
+    whether the one name is a pattern."""
+    if isinstance(topic, re.Pattern):
+        if not isinstance(topic.pattern, str) or not topic.pattern:
+            raise InvalidArgumentError(
+                "a topic pattern is a non-empty str regular expression", parameter="topic"
+            )
+        return ((topic.pattern, None),), True
+    if isinstance(topic, list | tuple):
+        if not topic:
+            raise InvalidArgumentError("stream() needs at least one topic", parameter="topic")
+        parts = tuple(_topic_arg(t) for t in topic)
+        names = [name for name, _ in parts]
+        if len(set(names)) != len(names):
+            raise InvalidArgumentError(
+                f"stream() names a topic more than once: {names}", parameter="topic"
+            )
+        return parts, False
+    return (_topic_arg(topic),), False
 
 
 def _topic_arg(topic: object) -> tuple[str, n.TopicSpec | None]:
@@ -1199,14 +1241,24 @@ class KStream(Generic[K, V]):
         name, seq = self._builder._next("KSTREAM-REPARTITION", opts.name)
         return self._child(n.Repartition, name, seq, num_partitions=opts.num_partitions)
 
-    def to(self, topic: str | n.TopicSpec, named: Named | None = None) -> None:
-        """Writes the stream to ``topic``.
+    def to(
+        self,
+        topic: str | n.TopicSpec | Callable[[K, V, RecordContext], str],
+        named: Named | None = None,
+    ) -> None:
+        """Writes the stream to ``topic``, or to the topic each record names.
 
         Parameters
         ----------
         topic
             The topic's name, bound when the app starts, or a ``Topic`` such as
-            ``Topic.jsonl(name, path)`` (see :meth:`StreamsBuilder.stream`).
+            ``Topic.jsonl(name, path)`` (see :meth:`StreamsBuilder.stream`); or a topic
+            name extractor, ``topic(key, value, record_context) -> str``, which picks each
+            record's topic (Kafka Streams' ``TopicNameExtractor``; ``record_context`` is a
+            :class:`~kspark.RecordContext`). Each name it gives is bound as any topic name
+            is (``StreamsConfig`` ``topics``, ``bootstrap_servers``, ``data_dir``); a
+            record whose name the app does not bind goes to the production exception
+            handler, and one whose extractor raises to the processing exception handler.
         named
             A processor name instead of the generated one.
 
@@ -1223,11 +1275,101 @@ class KStream(Generic[K, V]):
         >>> s.to("out", Named.as_("write-out"))
         >>> b.build().sinks[0].name
         'write-out'
+        >>> s.to(lambda k, v, ctx: "big" if v > 100 else "small")
+        >>> b.build().ends[0].kind
+        'DynamicSink'
         """
+        if callable(topic) and not isinstance(topic, n.TopicSpec):
+            name, seq = self._builder._next("KSTREAM-SINK", named)
+            _infer.check_callable(topic, "topic", name)
+            self._builder._added(_after(self._node, n.DynamicSink, name, seq, extractor=topic))
+            return
         topic_name, bound = _topic_arg(topic)
         name, seq = self._builder._next("KSTREAM-SINK", named)
         sink = _after(self._node, n.Sink, name, seq, topic_name=topic_name, topic=bound)
         self._builder._add_sink(sink)
+
+    def foreach(self, action: Callable[[K, V], object], named: Named | None = None) -> None:
+        """Calls ``action(key, value)`` for each record; the stream ends here.
+
+        ``action`` runs in the Spark executors' Python workers, at least once per record:
+        when Spark retries a task or a micro-batch, or the app restarts after a failure,
+        the records of the micro-batch that did not complete are processed again and
+        ``action`` sees them again. Make its effects idempotent (an upsert by key, say)
+        where that matters. If ``action`` raises, the processing exception handler decides,
+        with the record's context, as for any processor.
+
+        Parameters
+        ----------
+        action
+            A function of the key and the value; what it returns is ignored.
+        named
+            A processor name instead of the generated ``KSTREAM-FOREACH-<n>``.
+
+        Returns
+        -------
+        None
+            The stream ends here; :meth:`StreamsBuilder.build` includes it.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("payments", key_type=str, value_type=float).foreach(lambda k, v: None)
+        >>> [t.name for t in b.build().ends]
+        ['KSTREAM-FOREACH-0000000001']
+        """
+        name, seq = self._builder._next("KSTREAM-FOREACH", named)
+        _infer.check_callable(action, "action", name)
+        self._builder._added(_after(self._node, n.Foreach, name, seq, fn=action))
+
+    def print(self, printed: Printed[K, V], label: str | None = None) -> None:
+        """Prints each record as a line ``[label]: key, value``; the stream ends here.
+
+        As Kafka Streams' ``print``: lines go to standard output (``Printed.to_sysout()``)
+        or to a file (``Printed.to_file(path)``) where the records are processed, in the
+        executors' Python workers; the test driver shows ``to_sysout`` lines on the
+        test's standard output. Like :meth:`foreach`, at least once.
+
+        Parameters
+        ----------
+        printed
+            Where to print, and the label and mapper (:class:`~kspark.Printed`).
+        label
+            The label, instead of ``printed``'s (and of the processor's name, the default).
+
+        Returns
+        -------
+        None
+            The stream ends here; :meth:`StreamsBuilder.build` includes it.
+
+        Examples
+        --------
+        >>> from kspark import Printed, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("orders", key_type=str, value_type=int).print(Printed.to_sysout(), label="in")
+        >>> b.build().ends[0].label
+        'in'
+        """
+        from kspark.dsl.printed import Printed as _Printed
+
+        if not isinstance(printed, _Printed):
+            raise InvalidArgumentError(
+                "print takes a Printed: Printed.to_sysout() or Printed.to_file(path)",
+                parameter="printed",
+            )
+        name, seq = self._builder._next("KSTREAM-PRINTER", printed.name)
+        shown = label if label is not None else printed.label
+        node = _after(
+            self._node,
+            n.Print,
+            name,
+            seq,
+            label=shown if shown is not None else name,
+            file_path=printed.file_path,
+            mapper=printed.mapper,
+        )
+        self._builder._added(node)
 
     # -- joins ------------------------------------------------------------------------
     @overload

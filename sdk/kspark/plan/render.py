@@ -20,7 +20,7 @@ from html import escape
 from typing import Protocol
 
 from kspark.plan import graph
-from kspark.plan.nodes import Node, Sink, Source, TableSource
+from kspark.plan.nodes import DynamicSink, Node, Sink, Source, TableSource
 
 __all__ = ["describe", "topology_dot", "topology_mermaid", "topology_svg"]
 
@@ -52,10 +52,17 @@ def _topic_name(node: Node) -> str:
 
 
 def _describe_line(node: Node) -> str:
-    if isinstance(node, Source | TableSource):
+    if isinstance(node, Source) and node.pattern:
+        return f"Source: {node.name} (topics: {node.topic_name})"
+    if isinstance(node, Source):
+        return f"Source: {node.name} (topics: [{', '.join(n for n, _ in node.topic_parts())}])"
+    if isinstance(node, TableSource):
         return f"Source: {node.name} (topics: [{node.topic_name}])"
     if isinstance(node, Sink):
         return f"Sink: {node.name} (topic: {node.topic_name})"
+    if isinstance(node, DynamicSink):
+        extractor = getattr(node.extractor, "__qualname__", type(node.extractor).__qualname__)
+        return f"Sink: {node.name} (extractor: {extractor})"
     line = f"Processor: {node.name} (stores: [{', '.join(node.stores())}])"
     # what a node compiles to, where that is worth saying (aggregations)
     operator = getattr(node, "operator", None)

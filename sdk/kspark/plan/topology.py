@@ -12,7 +12,10 @@ from kspark._typing import TopicRole
 from kspark.errors import InvalidTopologyError
 from kspark.plan import graph, render
 from kspark.plan.nodes import (
+    DynamicSink,
+    Foreach,
     Node,
+    Print,
     Sink,
     Source,
     StreamStreamJoin,
@@ -21,6 +24,9 @@ from kspark.plan.nodes import (
     TopicSpec,
 )
 from kspark.plan.types import TypeDesc
+
+#: The ends that are a stream's output as a sink is: the topology needs one of them or a sink.
+_OUTPUTS = (Foreach, Print, DynamicSink)
 
 __all__ = ["Topology"]
 
@@ -51,18 +57,21 @@ class Topology:
     """
 
     sinks: tuple[Sink, ...]
-    #: Processors that lead to no sink (a branch that ends in ``peek``, a table only
-    #: queried through its store): they run like every other processor, and their records
-    #: go nowhere after them, as in Kafka Streams.
+    #: Processors that lead to no sink of one topic (``foreach``, ``print``,
+    #: ``to(topic_extractor)``, a branch that ends in ``peek``, a table only queried
+    #: through its store): they run like every other processor, and their records go
+    #: nowhere after them, as in Kafka Streams.
     ends: tuple[Node, ...] = ()
 
     def _roots(self) -> tuple[Node, ...]:
         return (*self.sinks, *self.ends)
 
     def __attrs_post_init__(self) -> None:
-        if not self.sinks:
+        # a stream must end somewhere: in a topic, or in an action on each record
+        if not self.sinks and not any(isinstance(e, _OUTPUTS) for e in self.ends):
             raise InvalidTopologyError(
-                "the topology has no sink; end at least one stream with .to(topic)"
+                "the topology has no sink; end at least one stream with .to(topic) or "
+                ".foreach(action)"
             )
         dupes = [n for n, c in Counter(node.name for node in self.nodes()).items() if c > 1]
         if dupes:
@@ -163,22 +172,25 @@ class Topology:
     def with_topics(self, fn: Callable[[str, TopicSpec | None, TopicRole], TopicSpec]) -> Topology:
         """A copy whose sources and sinks read and write ``fn(name, topic, role)`` instead,
         where ``name`` is the topic's name in the topology, ``topic`` the ``Topic`` the
-        topology binds it to (None for a name alone) and ``role`` is ``"source"`` or
-        ``"sink"``. Names and everything else stay the same."""
+        topology binds it to (None for a name alone) and ``role`` is ``"source"``,
+        ``"sink"`` or ``"pattern"`` (a source of the topics a regular expression matches,
+        ``name`` the expression). Names and everything else stay the same."""
 
         def remap(node: Node, new: Callable[[Node], Node]) -> Node:
             changes = _new_parents(node, new)
-            if isinstance(node, Source | TableSource):
+            if isinstance(node, Source) and node.pattern:
+                changes["topic"] = fn(node.topic_name, node.topic, "pattern")
+            elif isinstance(node, Source | TableSource):
                 changes["topic"] = fn(node.topic_name, node.topic, "source")
+                if isinstance(node, Source) and node.more_topics:
+                    changes["more_topics"] = tuple(
+                        (name, fn(name, topic, "source")) for name, topic in node.more_topics
+                    )
             elif isinstance(node, Sink):
                 changes["topic"] = fn(node.topic_name, node.topic, "sink")
             return attrs.evolve(node, **changes)
 
-        new = graph.map_nodes(self._roots(), _parents, remap)
-        return Topology(
-            sinks=tuple(new(s) for s in self.sinks),  # type: ignore[misc]
-            ends=tuple(new(e) for e in self.ends),
-        )
+        return self.map_nodes(remap)
 
     def with_source_types(
         self, fn: Callable[[Source | TableSource], tuple[TypeDesc, TypeDesc]]
@@ -203,6 +215,11 @@ class Topology:
                     changes["value_type"] = now.value_type
             return attrs.evolve(node, **changes)
 
+        return self.map_nodes(remap)
+
+    def map_nodes(self, remap: Callable[[Node, Callable[[Node], Node]], Node]) -> Topology:
+        """A copy whose every node is ``remap(node, new)``, where ``new`` gives a parent's
+        remapped node (:func:`kspark.plan.graph.map_nodes`)."""
         new = graph.map_nodes(self._roots(), _parents, remap)
         return Topology(
             sinks=tuple(new(s) for s in self.sinks),  # type: ignore[misc]

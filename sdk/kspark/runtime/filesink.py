@@ -76,6 +76,8 @@ def spark_sink_blocker(output: st.Output, generation: Generation) -> str | None:
     more than one topic, a dead-letter queue, Kafka and tables, and for a rescaled app.
     """
     spec = output.writer_spec
+    if output.dynamic:
+        return "it has a sink whose records name their topics, and Spark's sink writes one topic"
     if spec.dlq is not None:
         return "it has a dead-letter queue, a second output of the query"
     destinations = {s.topic.destination for s in spec.sinks}

@@ -96,7 +96,10 @@ def needs(output: st.Output, *, python_kafka: bool) -> tuple[Need, ...]:
 def has_kafka_topic(output: st.Output) -> bool:
     """Whether the app reads or writes a Kafka topic (its dead-letter topic included)."""
     reads = [s.topic.format for s in output.stages() if isinstance(s, st.Read)]
-    writes = [part.topic.format for part in output.sinks]
+    writes: list[str] = [part.topic.format for part in output.sinks]
+    for d in output.writer_spec.dynamic:
+        rule = d.rule
+        writes += [t.format for t in (*rule.explicit, rule.default) if t is not None]
     dlq = output.writer_spec.dlq
     return "kafka" in reads + writes or (dlq is not None and dlq.format == "kafka")
 

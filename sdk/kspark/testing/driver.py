@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -21,11 +23,20 @@ from typing import Any, Generic, TypeVar, overload
 
 import attrs
 
-from kspark.bindings import topic_names
+from kspark.bindings import bind_dynamic_sinks, topic_names
 from kspark.config import StreamsConfig
 from kspark.errors import InvalidArgumentError
-from kspark.plan.nodes import Topic, TopicSpec
-from kspark.plan.topology import Topology
+from kspark.plan.nodes import (
+    PATTERN_OPTION,
+    DynamicSink,
+    Node,
+    Print,
+    Source,
+    TableSource,
+    Topic,
+    TopicSpec,
+)
+from kspark.plan.topology import Topology, _new_parents
 from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, describe_type
 from kspark.runtime import filesink
 from kspark.runtime.app import StreamsApp
@@ -222,6 +233,33 @@ class TestOutputTopic(Generic[K, V]):
         return len(self._all_rows()) <= self._position
 
 
+def _sources_by_topic(topology: Topology) -> dict[str, Source | TableSource]:
+    """The topology's sources by the names of the topics they read (the first source of
+    a name), patterns left out."""
+    out: dict[str, Source | TableSource] = {}
+    for s in topology.sources():
+        if isinstance(s, Source) and s.pattern:
+            continue
+        names = [n for n, _ in s.topic_parts()] if isinstance(s, Source) else [s.topic_name]
+        for name in names:
+            out.setdefault(name, s)
+    return out
+
+
+def _printing_to(topology: Topology, folder: str) -> Topology:
+    """``topology`` whose ``print(Printed.to_sysout())`` processors append their lines to
+    files in ``folder`` (one per processor) instead of the workers' standard output, which
+    the test cannot see; the driver echoes them (:meth:`TopologyTestDriver._echo_printed`)."""
+
+    def remap(node: Node, new: Callable[[Node], Node]) -> Node:
+        changes = _new_parents(node, new)
+        if isinstance(node, Print) and node.file_path is None:
+            changes["file_path"] = os.path.join(folder, f"{node.name}.txt")
+        return attrs.evolve(node, **changes)
+
+    return topology.map_nodes(remap)
+
+
 def _in_output_order(files: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """One micro-batch's rows, from its files, in output order. Rows that Spark's file sink
     wrote carry their source position (``ks_seq``, ``ks_sub``), by which they are sorted
@@ -300,7 +338,16 @@ class TopologyTestDriver:
         # ... but a binding's schema (key_type=, value_type=) is the topology's business
         # too: the driver's folders keep it
         self._schemas = base.topic_bindings
-        self.topology = topology.with_topics(self._rewire)
+        # a name that a record picks (to(topic_extractor)) is the driver's folder too
+        self.topology = bind_dynamic_sinks(
+            _printing_to(topology.with_topics(self._rewire), self._sysout_dir()),
+            (),
+            attrs.evolve(
+                Topic.parquet("*", os.path.join(self._workdir, "topics")),
+                options=(("kspark.ordered", "true"),),
+            ),
+        )
+        self._printed: dict[str, int] = {}
         dlq = base.dead_letter_queue_topic
         self.config = base.with_(
             checkpoint_dir=os.path.join(self._workdir, "checkpoint"),
@@ -322,6 +369,11 @@ class TopologyTestDriver:
         self._started = False
 
     def _rewire(self, name: str, topic: TopicSpec | None, role: str) -> TopicSpec:
+        if role == "pattern":  # every topic folder of the driver whose name matches
+            return attrs.evolve(
+                Topic.parquet(name, os.path.join(self._workdir, "topics")),
+                options=((PATTERN_OPTION, "true"),),
+            )
         opts = (("kspark.ordered", "true"),) if role == "sink" else ()
         schema = topic or self._schemas.get(name)
         return attrs.evolve(
@@ -330,6 +382,29 @@ class TopologyTestDriver:
             key_type=schema.key_type if schema is not None else None,
             value_type=schema.value_type if schema is not None else None,
         )
+
+    def _sysout_dir(self) -> str:
+        return os.path.join(self._workdir, "sysout")
+
+    def _echo_printed(self) -> None:
+        """Write to this process's ``sys.stdout`` the lines that ``print(Printed.to_sysout())``
+        printed since the last micro-batch (the workers append them to the driver's files,
+        :func:`_printing_to`)."""
+        folder = self._sysout_dir()
+        if not os.path.isdir(folder):
+            return
+        for f in sorted(os.listdir(folder)):
+            path = os.path.join(folder, f)
+            start = self._printed.get(f, 0)
+            with open(path, "rb") as fh:
+                fh.seek(start)
+                data = fh.read()
+            # only whole lines: a worker may be writing the next one
+            whole = data[: data.rfind(b"\n") + 1]
+            self._printed[f] = start + len(whole)
+            if whole:
+                sys.stdout.write(whole.decode("utf-8", errors="replace"))
+        sys.stdout.flush()
 
     def _topic_path(self, name: str) -> str:
         return os.path.join(self._workdir, "topics", name)
@@ -362,11 +437,16 @@ class TopologyTestDriver:
         ``key_type`` and ``value_type`` default to the types the topology reads the topic
         with (dynamic where it declares none: any JSON-compatible value).
         """
-        sources = {s.topic_name: s for s in reversed(self.topology.sources())}
+        sources = _sources_by_topic(self.topology)
         if name not in sources:
-            raise InvalidArgumentError(
-                f"topic {name!r} is not a source of the topology; sources: {sorted(sources)}"
-            )
+            patterns = [s for s in self.topology.sources() if isinstance(s, Source) and s.pattern]
+            matching = [s for s in patterns if re.fullmatch(s.topic_name, name)]
+            if not matching:
+                raise InvalidArgumentError(
+                    f"topic {name!r} is not a source of the topology; sources: "
+                    f"{sorted(sources)}, patterns: {[s.topic_name for s in patterns]}"
+                )
+            sources[name] = matching[0]
         source = sources[name]
         key = _type(key_type) if key_type is not None else source.key_type or DYNAMIC
         value = _type(value_type) if value_type is not None else source.value_type or DYNAMIC
@@ -404,6 +484,14 @@ class TopologyTestDriver:
         # keeps their types
         sinks = {s.topic_name: s for s in self.app.topology.sinks}
         dlq = self.config.dead_letter_queue_topic
+        dynamic = [t for t in self.app.topology.ends if isinstance(t, DynamicSink)]
+        if name not in sinks and dynamic and (dlq is None or dlq.name != name):
+            # a topic that records name (to(topic_extractor)): read as its sink wrote it
+            picked = dynamic[0]
+            stored_kv = (picked.key_type or DYNAMIC, picked.value_type or DYNAMIC)
+            key = _type(key_type) if key_type is not None else stored_kv[0]
+            value = _type(value_type) if value_type is not None else stored_kv[1]
+            return TestOutputTopic(self, name, key, value, stored_kv)
         if name not in sinks and (dlq is None or dlq.name != name):
             known = sorted({*sinks, *([dlq.name] if dlq is not None else [])})
             raise InvalidArgumentError(
@@ -454,12 +542,14 @@ class TopologyTestDriver:
         """Run one micro-batch over everything piped since the last one."""
         for topic in self._inputs.values():
             topic._flush()
-        for source in self.topology.sources():
-            os.makedirs(self._topic_path(source.topic_name), exist_ok=True)
+        os.makedirs(os.path.join(self._workdir, "topics"), exist_ok=True)
+        for name in _sources_by_topic(self.topology):
+            os.makedirs(self._topic_path(name), exist_ok=True)
         if not self._started:
             self._choose_file_sink()
         self._started = True
         self.app.run_until_caught_up()
+        self._echo_printed()
 
     def _choose_file_sink(self) -> None:
         """Spark's file sink for the driver's output topic where the topology allows it,

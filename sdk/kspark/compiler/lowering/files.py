@@ -15,12 +15,13 @@ from kspark.compiler import stages as st
 from kspark.compiler.lowering.columns import schema
 from kspark.compiler.resume import Resume
 from kspark.errors import CompilationError
+from kspark.plan.nodes import PATTERN_OPTION, TopicSpec
 from kspark_server.paths import normalize_path, normalized_path_column
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.readwriter import DataStreamReader
 
-__all__ = ["LINE_POSITION", "LINE_WHERE", "position", "read_raw"]
+__all__ = ["LINE_POSITION", "LINE_WHERE", "is_pattern", "position", "read_raw", "topic_of_file"]
 
 FILE_FORMATS = {"jsonl": "json", "parquet": "parquet", "csv": "csv"}
 
@@ -52,10 +53,45 @@ def read_raw(stage: st.Read, spark: SparkSession, resume: Resume | None) -> Data
         reader = spark.readStream.schema(schema(stage.read_schema))
         if stage.max_files_per_trigger is not None:
             reader = reader.option("maxFilesPerTrigger", stage.max_files_per_trigger)
-        for k, v in t.options:
+        for k, v in _reader_options(t):
             reader = reader.option(k, v)
-        return _skip_consumed(reader.format(FILE_FORMATS[t.format]).load(t.path), resume)
+        raw = reader.format(FILE_FORMATS[t.format]).load(_load_path(t))
+        if is_pattern(t):
+            raw = raw.filter(_matches(t, F.col("_metadata.file_path")))
+        return _skip_consumed(raw, resume)
     raise CompilationError(f"{stage.processor}: no reader for format {t.format!r}")
+
+
+def is_pattern(topic: TopicSpec) -> bool:
+    """Whether the file topic is every folder under its path whose name matches its name,
+    a regular expression (``stream(re.compile(...))`` bound by ``data_dir``)."""
+    return topic.option_dict().get(PATTERN_OPTION) == "true"
+
+
+def topic_of_file(path: Column) -> Column:
+    """The topic of a file a pattern source read: the name of the folder it is in."""
+    return F.regexp_extract(path, r"([^/]+)/[^/]+$", 1)
+
+
+def _matches(topic: TopicSpec, path: Column) -> Column:
+    # whole names, as Kafka's pattern subscription matches them
+    return topic_of_file(path).rlike(f"^(?:{topic.name})$")
+
+
+def _load_path(topic: TopicSpec) -> str:
+    """What the reader lists: the topic's folder, or for a pattern every folder under its
+    path (a glob that Spark lists again at each micro-batch, so new folders are read)."""
+    assert topic.path is not None
+    return f"{topic.path.rstrip('/')}/*" if is_pattern(topic) else topic.path
+
+
+def _reader_options(topic: TopicSpec) -> list[tuple[str, str]]:
+    """The file source's options: the topic's own, without kspark's, and for a pattern no
+    partition discovery (folders of other layouts may sit side by side)."""
+    options = [(k, v) for k, v in topic.options if not k.startswith("kspark.")]
+    if is_pattern(topic):
+        options.append(("recursiveFileLookup", "true"))
+    return options
 
 
 def position(raw: DataFrame, fmt: str) -> Column:
@@ -99,11 +135,12 @@ def _read_lines(stage: st.Read, spark: SparkSession, resume: Resume | None) -> D
     ``header``, a CSV file's first line. The cost: a file is one Spark row and one task, so
     a file must stay under 2 GB, and one file is not split between tasks.
     """
-    options = dict(stage.topic.options)
+    options = dict(_reader_options(stage.topic))
     header = options.pop("header", "false").lower() == "true"
     reader = spark.readStream.format("text")
     for k, v in options.items():  # file-source options (pathGlobFilter, ...), as before
         reader = reader.option(k, v)
+    options.pop("recursiveFileLookup", None)
     lines = _split_lines(_whole_files(reader, stage, resume))
     if stage.topic.format == "csv" and header:
         lines = lines.filter(F.col("ks_line") > 0)
@@ -116,7 +153,10 @@ def _whole_files(reader: DataStreamReader, stage: st.Read, resume: Resume | None
     reader = reader.option("wholetext", "true")
     if stage.max_files_per_trigger is not None:
         reader = reader.option("maxFilesPerTrigger", stage.max_files_per_trigger)
-    return _skip_consumed(reader.load(stage.topic.path), resume).select(
+    raw = reader.load(_load_path(stage.topic))
+    if is_pattern(stage.topic):
+        raw = raw.filter(_matches(stage.topic, F.col("_metadata.file_path")))
+    return _skip_consumed(raw, resume).select(
         "value",
         # split decodes the file as UTF-8, invalid bytes becoming U+FFFD: check it whole
         F.is_valid_utf8(F.col("value")).alias("ks_utf8"),

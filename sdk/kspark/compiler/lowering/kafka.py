@@ -71,12 +71,15 @@ def read_kafka(stage: st.Read, spark: SparkSession, resume: Resume | None) -> Da
     value as text) where they did not decode to the declared types."""
     t = stage.topic
     fmt = kafka_format(spark, stage.kafka_client)
-    reader = spark.readStream.format(fmt).option("subscribe", t.name)
+    pattern = "subscribePattern" in t.option_dict()
+    reader = spark.readStream.format(fmt)
+    if not pattern:  # a pattern source subscribes by its subscribePattern option
+        reader = reader.option("subscribe", t.name)
     if fmt == "kafka":
         reader = reader.option("includeHeaders", "true")
     for k, v in t.options:
         reader = reader.option(k, v)
-    if resume is not None and t.name in resume.kafka_offsets:
+    if resume is not None and not pattern and t.name in resume.kafka_offsets:
         # a rescaled app's new checkpoint goes on where the old one's last batch ended
         reader = reader.option(
             "startingOffsets", json.dumps({t.name: resume.kafka_offsets[t.name]})

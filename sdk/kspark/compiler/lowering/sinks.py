@@ -24,10 +24,11 @@ SIDE_METRICS = "kspark"
 
 def union_sinks(output: st.Output, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:
     """One DataFrame of every sink's records, tagged by ``ks_sink``, with each sink's key
-    and value in columns of its own (``k<i>``, ``v<i>``), and the side rows of the
-    topology's ends (``ks_sink`` -1)."""
+    and value in columns of its own (``k<i>``, ``v<i>``; a sink whose records name their
+    topics too), and the side rows of the topology's ends (``ks_sink`` -1)."""
     final: DataFrame | None = None
-    for part in output.sinks:
+    parts: tuple[st.SinkPart | st.DynamicSinkPart, ...] = (*output.sinks, *output.dynamic)
+    for part in parts:
         i = part.index
         d = df_of(part.stage).select(
             F.lit(i).alias("ks_sink"),
@@ -94,6 +95,8 @@ def writer_function(
             application_id=lease[2],
         )
     topics = [s.topic for s in spec.sinks] + ([spec.dlq] if spec.dlq is not None else [])
+    for d in spec.dynamic:
+        topics += [*d.rule.explicit, *([d.rule.default] if d.rule.default is not None else [])]
     if spark is not None and any(t.format == "kafka" for t in topics):
         spec = dataclasses.replace(spec, kafka_format=kafka_format(spark, spec.kafka_client))
     return make_batch_writer(spec)

@@ -17,10 +17,11 @@ from pyspark.sql.types import LongType, StructType
 from kspark.compiler import stages as st
 from kspark.compiler.lowering.columns import dtype, either, no_headers, tail, typed, typed_fields
 from kspark.compiler.lowering.corrupt import corrupt_records, uncast
-from kspark.compiler.lowering.files import LINE_WHERE, position, read_raw
+from kspark.compiler.lowering.files import LINE_WHERE, is_pattern, position, read_raw, topic_of_file
 from kspark.compiler.lowering.kafka import read_kafka
 from kspark.compiler.lowering.timestamps import invalid_timestamps
 from kspark.compiler.resume import Resume
+from kspark.plan.nodes import TopicSpec
 
 __all__ = ["INPUT_METRICS_PREFIX", "read", "read_constants"]
 
@@ -76,7 +77,7 @@ def _from_envelope(raw: DataFrame, stage: st.Read) -> DataFrame:
         value.alias("value"),
         stamp.alias("timestamp"),
         headers.alias("headers"),
-        F.lit(t.name).alias("topic"),
+        _topic_column(raw, t).alias("topic"),
         partition.cast("int").alias("partition"),
         offset.cast("long").alias("offset"),
         *tail(offset, seq),
@@ -113,13 +114,22 @@ def _from_value_fields(raw: DataFrame, stage: st.Read) -> DataFrame:
         value.alias("value"),
         ts.alias("timestamp"),
         no_headers().alias("headers"),
-        F.lit(t.name).alias("topic"),
+        _topic_column(raw, t).alias("topic"),
         F.lit(0).cast("int").alias("partition"),
         offset.alias("offset"),
         *tail(offset),
         *uncast(raw, either(bad_key, bad_ts, bad_value), value_fields),
         *[F.col(c) for c in LINE_WHERE if c in cols],
     )
+
+
+def _topic_column(raw: DataFrame, topic: TopicSpec) -> Column:
+    """Each record's topic: the topic's name, or for a pattern source the folder its
+    file is in."""
+    if not is_pattern(topic):
+        return F.lit(topic.name)
+    path = F.col(LINE_WHERE[1]) if LINE_WHERE[1] in raw.columns else F.col("_metadata.file_path")
+    return topic_of_file(path)
 
 
 def _count_input(df: DataFrame, stage: st.Read) -> DataFrame:
@@ -131,7 +141,9 @@ def _count_input(df: DataFrame, stage: st.Read) -> DataFrame:
     source's DataFrame counts each record once: every scan of the shared subtree counts
     the same records, and Spark reports one value per observation name.
     """
-    return df.observe(INPUT_METRICS_PREFIX + stage.processor, F.count(F.lit(1)).alias("records"))
+    # a source of several topics reads each on its own: one observation each
+    name = INPUT_METRICS_PREFIX + stage.processor + (f"#{stage.part}" if stage.part else "")
+    return df.observe(name, F.count(F.lit(1)).alias("records"))
 
 
 def read_constants(stage: st.Read) -> dict[str, Any]:
@@ -141,7 +153,7 @@ def read_constants(stage: st.Read) -> dict[str, Any]:
     t = stage.topic
     if t.format == "kafka":
         return {}
-    out: dict[str, Any] = {"topic": t.name, "ks_sub": 0}
+    out: dict[str, Any] = {"ks_sub": 0} if is_pattern(t) else {"topic": t.name, "ks_sub": 0}
     if t.layout == "envelope":
         if stage.read_schema is None:  # a table: its columns are not known here
             return out

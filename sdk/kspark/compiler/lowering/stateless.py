@@ -13,7 +13,7 @@ from kspark.compiler.lowering.constants import add_constants, describe_constants
 from kspark_server import envelope as env
 from kspark_server.spec import FlatMapStep, FlatMapValuesStep
 
-__all__ = ["chain", "id_stage"]
+__all__ = ["chain", "id_stage", "topic_name_stage"]
 
 
 def chain(df: DataFrame, stage: st.Chain, constants: dict[str, Any]) -> DataFrame:
@@ -40,3 +40,10 @@ def id_stage(df: DataFrame, stage: st.IdStage) -> DataFrame:
     from kspark_server.chain import make_id_stage
 
     return df.mapInArrow(make_id_stage(stage.spec), schema(stage.spec.output_schema))
+
+
+def topic_name_stage(df: DataFrame, stage: st.TopicNameStage) -> DataFrame:
+    """``df`` with each record's ``topic`` set to the topic its sink's extractor names."""
+    from kspark_server.topicnames import make_topic_name_stage
+
+    return df.mapInArrow(make_topic_name_stage(stage.spec), schema(stage.spec.output_schema))
