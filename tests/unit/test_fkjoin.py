@@ -175,9 +175,7 @@ class Pipeline:
 
         lefts = [row(s, u) for s, u in batch if u[0] == 0]
         subs = self._stage(0, lefts)
-        rights = [
-            row(s, u, value=None, ks_tvalue=u[2], ks_jside=1) for s, u in batch if u[0] == 1
-        ]
+        rights = [row(s, u, value=None, ks_tvalue=u[2], ks_jside=1) for s, u in batch if u[0] == 1]
         responses = self._stage(1, [{**r, "ks_tvalue": None, "ks_jside": 0} for r in subs] + rights)
         return [(r["key"], r["value"], int(r["timestamp"])) for r in self._stage(2, responses)]
 
@@ -253,7 +251,12 @@ def test_which_change_emits_what(
 
 
 def test_a_null_foreign_key(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    updates: list[Upd] = [(1, "a", "A", 1), (0, "o", "a/1", 2), (0, "o", "/2", 3), (0, "o", None, 4)]
+    updates: list[Upd] = [
+        (1, "a", "A", 1),
+        (0, "o", "a/1", 2),
+        (0, "o", "/2", 3),
+        (0, "o", None, 4),
+    ]
     # inner: the result is retracted; left: joiner(value, None), then the delete
     assert run_all("inner", updates, tmp_path / "i", monkeypatch) == [
         ("o", "a/1+A", 2),
@@ -289,6 +292,7 @@ def test_a_stale_response_is_dropped(tmp_path: Any, monkeypatch: pytest.MonkeyPa
     close_local_stores()
     mine = [g for g in got if g[0] == "o"]
     assert mine == [("o", "b/3+B1", 5)]
+
 
 def test_a_null_key_is_dropped_and_counted(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     p = Pipeline("left", 1, tmp_path, monkeypatch)
@@ -374,3 +378,63 @@ def test_property_against_the_reference_model(
             at = int(v.split("+")[0].split("/")[1])
             assert at >= newest.get(k, -1), (k, v, got)
             newest[k] = at
+
+
+# -- the DSL and the compiler (plan only) ---------------------------------------------------
+
+
+def test_the_dsl_forms_and_the_compiled_stages() -> None:
+    from kspark import Materialized, StreamsBuilder
+    from kspark.bindings import bind_topology
+    from kspark.compiler import stages as stg
+    from kspark.compiler.compiler import compile_topology
+    from kspark.config import StreamsConfig
+    from kspark.plan import nodes as n
+
+    b = StreamsBuilder()
+    orders = b.table("orders", key_type=str, value_type=str)
+    customers = b.table("customers", key_type=int, value_type=str)
+    inner = orders.join(customers, lambda o: len(o), joiner, value_type=str)
+    left = orders.left_join(
+        customers,
+        foreign_key_extractor=lambda k, o: len(k),
+        joiner=joiner,
+        materialized=Materialized.as_("enriched"),
+        value_type=str,
+    )
+    assert isinstance(inner.node, n.ForeignKeyJoin) and inner.node.mode == "inner"
+    assert isinstance(left.node, n.ForeignKeyJoin) and left.node.extractor_with_key
+    assert left.store_name == "enriched"
+    assert left.node.stores() == (
+        "enriched",
+        "enriched-fk-subscriptions",
+        "enriched-fk-registrations",
+    )
+    left.to_stream().to("out")
+    cfg = StreamsConfig(application_id="a", data_dir="/tmp/fk-plan")
+    (part,) = compile_topology(bind_topology(b.build(), cfg), cfg).sinks
+    resolve = part.stage
+    while not isinstance(resolve, stg.Stateful):
+        resolve = resolve.inputs[0]
+    match = resolve.stream
+    assert isinstance(match, stg.Stateful) and isinstance(match.stream, stg.Stateful)
+    assert [s.spec.kind for s in (match.stream, match, resolve)] == [
+        "fksubscribe",
+        "fkmatch",
+        "fkresolve",
+    ]
+    # the subscriptions are keyed by the foreign key: the right table's key type
+    assert match.stream.key_type == match.table.key_type  # type: ignore[union-attr]
+
+
+def test_the_dsl_refuses_what_it_cannot_join() -> None:
+    from kspark import StreamsBuilder
+    from kspark.errors import InvalidArgumentError
+
+    b = StreamsBuilder()
+    orders = b.table("orders", key_type=str, value_type=str)
+    customers = b.table("customers", key_type=str, value_type=str)
+    with pytest.raises(InvalidArgumentError, match="joiner is required"):
+        orders.join(customers, foreign_key_extractor=foreign_key)  # type: ignore[call-overload]
+    with pytest.raises(InvalidArgumentError, match="foreign_key_extractor must be callable"):
+        orders.join(customers, foreign_key_extractor=3, joiner=joiner)  # type: ignore[call-overload]
