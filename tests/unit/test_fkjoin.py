@@ -514,3 +514,38 @@ def test_kafka_moves_between_missing_foreign_keys(
         {"l1": "r1/4+R1"},
         {"l1": None},
     ]
+
+
+@pytest.mark.parametrize("mode", ["inner", "left"])
+def test_kafka_unsubscribes_the_old_foreign_key(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    steps: list[list[Upd]] = [
+        [(1, "r1", "R1", 1), (1, "r2", "R2", 1)],
+        [(0, "l1", "r1/1", 2)],
+        [(0, "l1", "r2/2", 3)],
+        [(1, "r1", "R1b", 4)],  # the old foreign key's change reaches nobody
+    ]
+    assert _steps(mode, steps, tmp_path, monkeypatch) == [
+        {},
+        {"l1": "r1/1+R1"},
+        {"l1": "r2/2+R2"},
+        {},
+    ]
+
+
+def test_the_result_joins_again() -> None:
+    """As Kafka's rejoin case: the foreign-key join's result is a table that a same-key
+    join takes."""
+    from kspark import StreamsBuilder
+    from kspark.bindings import bind_topology
+    from kspark.compiler.compiler import compile_topology
+    from kspark.config import StreamsConfig
+
+    b = StreamsBuilder()
+    orders = b.table("orders", key_type=str, value_type=str)
+    customers = b.table("customers", key_type=str, value_type=str)
+    fk = orders.join(customers, foreign_key, joiner, value_type=str)
+    fk.left_join(orders, lambda j, o: f"rejoin({j},{o})", value_type=str).to_stream().to("out")
+    cfg = StreamsConfig(application_id="a", data_dir="/tmp/fk-plan")
+    assert compile_topology(bind_topology(b.build(), cfg), cfg).sinks
