@@ -96,18 +96,15 @@ def decoder(t: TypeSpec, nested: bool = False, plain: bool = False) -> Codec:
     )
 
     def dec_record(x: Any) -> Any:
-        # a field missing from the mapping is null: Spark's to_json leaves null fields
-        # out of the JSON text that carries a record into a stateful operator
         if x is None:
             return None
-        get = x.get if type(x) is dict else x.__getitem__
         if as_is is not None:
-            obj = cls(**{arg: get(name) for arg, name in as_is})
+            obj = cls(**{arg: x[name] for arg, name in as_is})
         else:
-            obj = cls(**{arg: dec(get(name)) for arg, name, dec in by_arg})
+            obj = cls(**{arg: dec(x[name]) for arg, name, dec in by_arg})
         for name, dec in after:
             # frozen and slotted classes too: the value is the one that was encoded
-            object.__setattr__(obj, name, dec(get(name)))
+            object.__setattr__(obj, name, dec(x[name]))
         return obj
 
     return dec_record

@@ -274,21 +274,3 @@ def test_texts_the_fast_json_reader_refuses_read_as_before(text: str) -> None:
         want = text  # not JSON: Spark handed a JSON string over without its quotes
     assert repr(codec.decode_json_texts([text, None])) == repr([want, None])
     assert repr(codec.decoder(JsonSpec())(text)) == repr(want)
-
-
-def test_a_record_missing_a_null_field_decodes_it_as_none() -> None:
-    """Spark's to_json leaves null fields out of the JSON text that carries a record into
-    a stateful operator; the decoder reads a missing field as None."""
-    import dataclasses
-
-    from kspark.plan.types import describe_type
-    from kspark_server import codec as c
-
-    @dataclasses.dataclass
-    class Order:
-        customer_id: str | None
-        note: str
-
-    for plain in (False, True):
-        dec = c.decoder(describe_type(Order).spec(), plain=plain)
-        assert dec({"note": "n"}) == Order(None, "n")
