@@ -4,6 +4,7 @@ store contents."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -126,7 +127,7 @@ def batches(draw: st.DrawFn, topics: int) -> list[list[Rec]]:
     )
     cuts = sorted(set(draw(st.lists(st.integers(1, len(records)), max_size=2))))
     bounds = [0, *cuts, len(records)]
-    return [records[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    return [records[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def _store_contents(store: Any) -> Any:
