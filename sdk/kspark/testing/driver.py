@@ -762,7 +762,9 @@ class TopologyTestDriver:
         Kafka Streams' ``advanceWallClockTime``. No kspark operator punctuates on wall-clock
         time: the clock is kept for when one does, and pending input is processed first.
         """
-        ms = int(duration.total_seconds() * 1000) if isinstance(duration, timedelta) else duration
+        ms: Any = (
+            int(duration.total_seconds() * 1000) if isinstance(duration, timedelta) else duration
+        )
         if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
             raise InvalidArgumentError(f"duration must be >= 0 (timedelta or ms), got {duration!r}")
         self._process_pending()

@@ -258,7 +258,11 @@ class LocalEngine:
                     raise unsupported(spec.processor, f"the {spec.kind} operator")
                 for name, packed, tp in (
                     ("value", spec.packed.value, stage.stream.value_type),
-                    ("table value", spec.packed.tvalue, stage.table and stage.table.value_type),
+                    (
+                        "table value",
+                        spec.packed.tvalue,
+                        stage.table.value_type if stage.table is not None else None,
+                    ),
                 ):
                     if packed and tp is not None and not _json_safe(tp.spark_json()):
                         raise unsupported(
