@@ -11,10 +11,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from kspark import (
+    JoinWindows,
     Materialized,
     Named,
     StreamsBuilder,
@@ -100,12 +101,31 @@ def table_join_aggregate() -> Any:
     return b.build()
 
 
+def joins() -> Any:
+    b = StreamsBuilder()
+    left = b.stream("in", key_type=str, value_type=int)
+    right = b.stream("table", key_type=str, value_type=int)
+    left.left_join(
+        right,
+        lambda v, o: v * 1000 + (o if o is not None else -1),
+        JoinWindows.of_time_difference_and_grace(timedelta(seconds=2), timedelta(seconds=1)),
+        value_type=int,
+    ).to("out")
+    lt = left.to_table(Materialized.as_("left-table"))
+    rt = right.to_table(Materialized.as_("right-table"))
+    lt.join(
+        rt, lambda a, c: a - c, materialized=Materialized.as_("joined"), value_type=int
+    ).to_stream().to("big")
+    return b.build()
+
+
 #: topology, its input topics, its stores
 CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[str, ...]]] = {
     "stateless": (stateless, ("in",), ()),
     "counts": (counts, ("in",), ("counts", "sums")),
     "dedup_join_window": (dedup_join_window, ("in", "table"), ("rates", "windows")),
     "table_join_aggregate": (table_join_aggregate, ("in", "table"), ("limits", "totals")),
+    "joins": (joins, ("in", "table"), ("joined",)),
 }
 
 Rec = tuple[int, str, int, int]  # input topic, key, value, timestamp
@@ -196,10 +216,13 @@ def _sinks(d: TopologyTestDriver) -> set[str]:
 def test_engines_agree(spark: Any, case: str) -> None:
     inputs = len(CASES[case][1])
 
+    # each example is two apps' runs, one of them on Spark: a few, the same in every run
     @settings(
         max_examples=2,
         deadline=None,
         database=None,
+        derandomize=True,
+        phases=[Phase.explicit, Phase.generate],
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
     @given(data=batches(inputs))
@@ -209,3 +232,53 @@ def test_engines_agree(spark: Any, case: str) -> None:
         assert local == remote
 
     check()
+
+
+def test_in_process_hash_is_sparks(spark: Any) -> None:
+    """The hash the in-process engine places records and output partitions by is Spark's,
+    for every type a key can have."""
+    from pyspark.sql import functions as F
+
+    from kspark_server import placement
+
+    texts = ["", "a", "ab", "abc", "abcd", "abcde", "é", "日本語", "k" * 17]
+    numbers = [0, 1, -1, 2**31 - 1, -(2**31), 2**40 + 3, -(2**62)]
+    doubles = [0.0, -0.0, 1.5, -2.25, 1e300]
+    rows = [
+        (t, n, d, n % 2 == 0, {"key": t, "window": {"start": n, "end": n + 5}})
+        for t, n, d in zip(texts, numbers * 2, doubles * 2, strict=False)
+    ]
+    ddl = "t string, n long, d double, b boolean, w struct<key:string,window:struct<start:long,end:long>>"
+    df = spark.createDataFrame(rows, ddl)
+    got = df.select(
+        *[F.hash(c).alias(c) for c in ("t", "n", "d", "b", "w")],
+        F.hash(F.col("n").cast("int")).alias("i"),
+    ).collect()
+    types = {
+        "t": "string",
+        "n": "long",
+        "d": "double",
+        "b": "boolean",
+        "w": {
+            "type": "struct",
+            "fields": [
+                {"name": "key", "type": "string"},
+                {
+                    "name": "window",
+                    "type": {
+                        "type": "struct",
+                        "fields": [
+                            {"name": "start", "type": "long"},
+                            {"name": "end", "type": "long"},
+                        ],
+                    },
+                },
+            ],
+        },
+    }
+    for row, r in zip(rows, got, strict=True):
+        values = dict(zip(("t", "n", "d", "b", "w"), row, strict=True))
+        for c, tp in types.items():
+            assert placement.spark_hasher(tp)(values[c], 42) == r[c], (c, values[c])
+        as_int = (values["n"] + 2**31) % 2**32 - 2**31  # Spark's cast to int wraps
+        assert placement.spark_hasher("integer")(as_int, 42) == r["i"]
