@@ -4,12 +4,15 @@ driver API it answers, and Spark's hash as the engine places records with it
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kspark import Materialized, Named, StreamsBuilder, StreamsConfig, TimeWindows, Topic
 from kspark.compiler import stages
@@ -168,3 +171,45 @@ def test_spark_hash(spark_type: str, value: Any, expected: int) -> None:
 def test_spark_hash_of_int_agrees_with_the_task_key_hash() -> None:
     h = placement.spark_hasher("integer")
     assert all(h(i, 42) == placement.murmur3_int(i) for i in range(-50, 50))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(
+    data=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 9), st.integers(0, 30_000)),
+        min_size=1,
+        max_size=30,
+    ),
+    cuts=st.lists(st.integers(1, 29), max_size=3, unique=True),
+    restarts=st.lists(st.integers(0, 3), max_size=2),
+)
+def test_a_restart_rebuilds_the_same_state(
+    data: list[tuple[str, int, int]], cuts: list[int], restarts: list[int]
+) -> None:
+    """Operators that start over on empty local stores (a restart on new executors)
+    rebuild their state from its durable form: the same output as a run without one."""
+    b = StreamsBuilder()
+    s = b.stream("in", key_type=str, value_type=int).deduplicate_by_key_value(
+        lambda k, v: v, timedelta(seconds=5)
+    )
+    s.group_by_key().windowed_by(
+        TimeWindows.of_size_and_grace(timedelta(seconds=10), timedelta(seconds=2))
+    ).count().to_stream().map(lambda w, n: (f"{w.key}@{w.window.start}", n)).to("out")
+    topology = b.build()
+    bounds = [0, *sorted(c for c in cuts if c < len(data)), len(data)]
+    batches = [data[x:y] for x, y in itertools.pairwise(bounds) if y > x]
+
+    def run(restart_at: set[int]) -> list[Any]:
+        with TopologyTestDriver(topology, _config(), engine="local") as d:
+            src, out = d.create_input_topic("in"), d.create_output_topic("out")
+            seen = []
+            for i, batch in enumerate(batches):
+                if i in restart_at and d._local is not None:
+                    d._local.restart()
+                for k, v, ts in batch:
+                    src.pipe_input(k, v, timestamp=ts)
+                d.process()
+                seen.append(out.read_key_values())
+            return seen
+
+    assert run(set(restarts)) == run(set())

@@ -227,7 +227,8 @@ class LocalEngine:
     def __init__(self, output: st.Output, application_id: str, state_dir: str) -> None:
         self.output = output
         self.application_id = application_id
-        self.state_dir = state_dir
+        self.state_dir = self._state_root = state_dir
+        self._restarts = 0
         #: topic name -> its records, one list per micro-batch that wrote to it
         self.topics: dict[str, list[Rows]] = {}
         #: (stateful stage, task key) -> the task's state variables (Spark's state store)
@@ -599,6 +600,13 @@ class LocalEngine:
                 spec.kind, spec.versioned, chunks, logs
             )
         return out
+
+    def restart(self) -> None:
+        """Start over as a new run on new executors: new operators, and empty local
+        stores that they rebuild from the durable state, as after a restart on Spark."""
+        self.close()
+        self._restarts += 1
+        self.state_dir = f"{self._state_root}-{self._restarts}"
 
     def close(self) -> None:
         """Close the operators and the local stores they opened."""
