@@ -139,7 +139,8 @@ def batches(draw: st.DrawFn, topics: int) -> list[list[Rec]]:
                 st.integers(0, topics - 1),
                 st.sampled_from(KEYS),
                 st.integers(0, 30),
-                st.integers(0, 20_000),
+                # -1: an invalid timestamp, dropped and dead-lettered by the source
+                st.one_of(st.just(-1), st.integers(0, 20_000)),
             ),
             min_size=1,
             max_size=24,
@@ -173,6 +174,8 @@ def run(case: str, data: list[list[Rec]], engine: str, session: Any) -> dict[str
         num_partitions=3,
         processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
         dead_letter_queue_topic=Topic.parquet("dlq", "/unused"),
+        timestamp_policy="skip",
+        dead_letter_dropped_records=True,
     )
     seen: dict[str, Any] = {"batches": []}
     with TopologyTestDriver(make(), cfg, session=session, engine=engine) as d:  # type: ignore[arg-type]

@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 from kspark import Materialized, Named, StreamsBuilder, StreamsConfig, TimeWindows, Topic
 from kspark.compiler import stages
 from kspark.compiler.compiler import compile_topology
-from kspark.errors import EngineNotSupportedError, InvalidArgumentError, StoreError
+from kspark.errors import (
+    EngineNotSupportedError,
+    InvalidArgumentError,
+    StoreError,
+    StreamsAppError,
+)
 from kspark.testing import TopologyTestDriver
 from kspark_server import envelope, placement
 from kspark_server.chain import make_chain
@@ -141,11 +146,21 @@ def test_filter_expr_is_refused_naming_the_processor_and_the_switch() -> None:
     assert "KSTREAM-FILTER" in str(e.value) and 'engine="spark"' in str(e.value)
 
 
-def test_an_invalid_timestamp_is_refused() -> None:
+def test_invalid_timestamps_follow_the_timestamp_policy() -> None:
     with TopologyTestDriver(counts(), _config(), engine="local") as d:
         d.create_input_topic("in").pipe_input("a", 2, timestamp=-5)
-        with pytest.raises(EngineNotSupportedError, match="KSTREAM-SOURCE"):
+        with pytest.raises(StreamsAppError, match="KSPARK_INVALID_TIMESTAMP.*offset 0"):
             d.process()
+    with TopologyTestDriver(counts(), _config(timestamp_policy="skip"), engine="local") as d:
+        d.create_input_topic("in").pipe_records([("a", 2, -5), ("b", 1, 7)])
+        assert d.create_output_topic("out").read_key_values() == [("b", 1)]
+        assert d.metrics().dropped_by_reason() == {
+            ("KSTREAM-SOURCE-0000000000", "invalid-timestamp"): 1
+        }
+    cfg = _config(timestamp_policy="use-partition-time")
+    with TopologyTestDriver(counts(), cfg, engine="local") as d:
+        d.create_input_topic("in").pipe_records([("a", 1, 40), ("a", 2, -5)])
+        assert d.create_output_topic("out").read_records()[-1].timestamp == 40
 
 
 def test_engine_choice_is_checked() -> None:

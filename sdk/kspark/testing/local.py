@@ -386,27 +386,79 @@ class LocalEngine:
         )
         records = []
         for r in rows:
-            ts = r["timestamp"]
+            record = {
+                "key": r["key"],
+                "value": r["value"],
+                "timestamp": r["timestamp"],
+                "headers": r["headers"],
+                "topic": stage.topic.name,
+                "partition": r["partition"],
+                "offset": r["offset"],
+                "ks_seq": r["ks_seq"],
+                "ks_sub": 0,
+                "ks_side": None,
+            }
+            ts = record["timestamp"]
             if ts is None or ts < 0:
-                raise unsupported(
-                    stage.processor,
-                    f"a record with an invalid timestamp ({ts}) for timestamp_policy",
-                )
-            records.append(
-                {
-                    "key": r["key"],
-                    "value": r["value"],
-                    "timestamp": ts,
-                    "headers": r["headers"],
-                    "topic": stage.topic.name,
-                    "partition": r["partition"],
-                    "offset": r["offset"],
-                    "ks_seq": r["ks_seq"],
-                    "ks_sub": 0,
-                    "ks_side": None,
-                }
-            )
+                self._invalid_timestamp(stage, record)
+            records.append(record)
         return pa.Table.from_pylist(records, schema=schema)
+
+    def _invalid_timestamp(self, stage: st.Read, record: dict[str, Any]) -> None:
+        """A record whose timestamp is null or negative, by ``timestamp_policy``, as the
+        source's checks on Spark (``kspark.compiler.lowering.timestamps``) treat it."""
+        policy = stage.timestamp_policy
+        if policy == "use-partition-time":  # the next stateful operator fills it in
+            record["timestamp"] = None
+            return
+        ts, p, offset = record["timestamp"], record["partition"], record["offset"]
+        if policy == "fail":
+            from kspark.runtime.app import translate_failure
+
+            raise translate_failure(
+                RuntimeError(
+                    f"[KSPARK_INVALID_TIMESTAMP] {stage.processor}: a record of topic "
+                    f"{stage.topic.name!r} has an invalid timestamp "
+                    f"({'null' if ts is None else ts}) at partition {p} offset {offset}. Set "
+                    "StreamsConfig(timestamp_policy='skip') to drop such records, or "
+                    "'use-partition-time' to give them their partition's time."
+                ),
+                self.application_id,
+            )
+        side: dict[str, Any] = {
+            "kind": SideKind.DROPPED.value,
+            "processor": stage.processor,
+            "task": f"{stage.subtopology}_{p}",
+            "count": 1,
+            "reason": "invalid-timestamp",
+            "chunk": f"{stage.processor}:ts:{p}:{offset}",
+        }
+        if stage.dead_letter_dropped:
+            side.update(
+                kind=SideKind.DLQ.value,
+                dlq_key=_json_text(record["key"], stage.key_type),
+                dlq_value=_json_text(record["value"], stage.value_type),
+                exception_class="kspark_server.handling.DroppedRecord",
+                exception_message=(
+                    f"{stage.processor} dropped the record: its timestamp is null or "
+                    "negative (StreamsConfig.timestamp_policy='skip')"
+                ),
+                stack_trace="",
+                dlq_headers=[
+                    {
+                        "key": h["key"],
+                        "value": None
+                        if h["value"] is None
+                        else base64.b64encode(h["value"]).decode(),
+                    }
+                    for h in record["headers"] or []
+                ],
+                src_topic=record["topic"],
+                src_partition=p,
+                src_offset=offset,
+                src_timestamp=ts,
+            )
+        record.update(key=None, value=None, ks_side=json.dumps(side))
 
     # -- stateful operators -------------------------------------------------------------
     def _stateful(self, stage: st.Stateful, table_of: Callable[[st.Stage], pa.Table]) -> pa.Table:
@@ -619,6 +671,18 @@ class LocalEngine:
             if path.startswith(self.state_dir):
                 store.close()
                 localstore._registry().pop(path, None)
+
+
+def _json_text(value: Any, desc: Any) -> str | None:
+    """A key or value as the JSON text a dead letter holds (Spark's ``to_json``); a
+    dynamic one is JSON text already."""
+    from kspark.plan.types import Dynamic
+
+    if value is None:
+        return None
+    if isinstance(desc, Dynamic):
+        return str(value)
+    return json.dumps(_spark_json_text(value, desc.spark_json()), separators=(",", ":"))
 
 
 def _b64(v: Any) -> bytes | None:
