@@ -228,3 +228,15 @@ def test_a_restart_rebuilds_the_same_state(
             return seen
 
     assert run(set(restarts)) == run(set())
+
+
+def test_stores_read_the_engines_stages_after_the_app_is_replaced() -> None:
+    """A test that restarts the app (a new ``StreamsApp`` on the driver) reads the stores
+    the engine holds: the engine's stages, not the new app's plan."""
+    from kspark import StreamsApp
+
+    with TopologyTestDriver(counts(), _config(), engine="local") as d:
+        d.create_input_topic("in").pipe_records([("a", 1, 0), ("a", 2, 1)])
+        d.process()
+        d.app = StreamsApp(d.topology, d.config)
+        assert d.get_key_value_store("counts").get("a") == 2

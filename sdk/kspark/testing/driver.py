@@ -694,12 +694,13 @@ class TopologyTestDriver:
         their durable form (the view :meth:`kspark.StreamsApp.store` gives)."""
         from kspark.runtime import stores
 
-        output = self.app.compiled()
+        # the stages the engine runs (the app's own plan may have been rebuilt since)
+        engine = self._local_engine()
+        output = engine.output
         stage = stores._find_stage(output, name)
         if stage.spec.kind == "processor":
             raise unsupported(stage.spec.processor, "a Processor API store")
         spec = stores._table_spec(output, name, "answer interactive queries")
-        engine = self._local_engine()
         source = stores._MemorySource(engine.task_states(stage), spec.versioned)
         return stores._view(name, source, spec)
 
