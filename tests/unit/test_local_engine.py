@@ -149,7 +149,7 @@ def test_filter_expr_is_refused_naming_the_processor_and_the_switch() -> None:
 def test_invalid_timestamps_follow_the_timestamp_policy() -> None:
     with TopologyTestDriver(counts(), _config(), engine="local") as d:
         d.create_input_topic("in").pipe_input("a", 2, timestamp=-5)
-        with pytest.raises(StreamsAppError, match="KSPARK_INVALID_TIMESTAMP.*offset 0"):
+        with pytest.raises(StreamsAppError, match=r"KSPARK_INVALID_TIMESTAMP.*offset 0"):
             d.process()
     with TopologyTestDriver(counts(), _config(timestamp_policy="skip"), engine="local") as d:
         d.create_input_topic("in").pipe_records([("a", 2, -5), ("b", 1, 7)])
