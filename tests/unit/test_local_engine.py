@@ -240,3 +240,14 @@ def test_stores_read_the_engines_stages_after_the_app_is_replaced() -> None:
         d.process()
         d.app = StreamsApp(d.topology, d.config)
         assert d.get_key_value_store("counts").get("a") == 2
+
+
+def test_a_foreign_key_join_is_refused_naming_its_operator() -> None:
+    b = StreamsBuilder()
+    orders = b.table("orders", key_type=str, value_type=int)
+    customers = b.table("customers", key_type=int, value_type=str)
+    orders.join(customers, lambda o: o, lambda o, c: c, value_type=str).to_stream().to("out")
+    with TopologyTestDriver(b.build(), _config(), engine="local") as d:
+        d.create_input_topic("orders").pipe_input("o1", 7, timestamp=0)
+        with pytest.raises(EngineNotSupportedError, match=r'fk.*engine="spark"'):
+            d.process()

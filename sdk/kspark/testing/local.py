@@ -63,6 +63,18 @@ LOCAL_OPERATORS = frozenset({"aggregate", "dedup", "join", "tablejoin", "windowj
 
 _SWITCH = 'TopologyTestDriver(..., engine="spark")'
 
+#: The stages the engine knows (each checked further by ``LocalEngine._check``).
+_RUNS = (
+    st.Read,
+    st.Chain,
+    st.SqlFilter,
+    st.IdStage,
+    st.TopicNameStage,
+    st.Union,
+    st.Shuffle,
+    st.Stateful,
+)
+
 
 def unsupported(processor: str, what: str) -> EngineNotSupportedError:
     """The error for ``processor``, which needs Spark for ``what``."""
@@ -243,6 +255,8 @@ class LocalEngine:
     def _check(self) -> None:
         """Refuse, before anything runs, a stage the engine cannot run exactly as Spark."""
         for stage in self.output.stages():
+            if not isinstance(stage, _RUNS):
+                raise unsupported(type(stage).__name__, "this kind of stage")
             if isinstance(stage, st.SqlFilter):
                 raise unsupported(stage.processor, f"filter_expr({stage.condition!r}), Spark SQL,")
             if isinstance(stage, st.TopicNameStage):
