@@ -25,7 +25,6 @@ from kspark.compiler.specs import (
     key_value,
     known_type,
     read_schema,
-    source_name,
     sql_scope,
     store_spec,
     topic_ref,
@@ -114,8 +113,6 @@ class _Compiler:
                 )
 
         self.deserialization = deserialization_mode(config)
-        #: the reads of each topic so far (specs.source_name)
-        self.source_names: dict[str, int] = {}
 
     # -- driver --------------------------------------------------------------------
     def compile(self) -> st.Output:
@@ -404,7 +401,6 @@ class _Compiler:
             dead_letter_dropped=self.config.dead_letter_dropped_records,
             key_type=key_type,
             value_type=value_type,
-            source_name=source_name(topic.name, self.source_names),
         )
 
     def visit_Source(self, node: n.Source) -> _Pending:

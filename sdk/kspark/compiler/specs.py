@@ -4,8 +4,6 @@ envelope schemas (used by :mod:`kspark.compiler.compiler`)."""
 
 from __future__ import annotations
 
-import hashlib
-import re
 from typing import Any
 
 from kspark import errors
@@ -27,7 +25,6 @@ __all__ = [
     "key_value",
     "known_type",
     "read_schema",
-    "source_name",
     "sql_scope",
     "store_spec",
     "topic_ref",
@@ -228,27 +225,3 @@ def read_schema(topic: n.TopicSpec, key: TypeDesc, value: TypeDesc, processor: s
     if topic.format in ("jsonl", "csv"):  # lines that do not parse go to the handler
         fields.append(env.field("_corrupt_record", "string"))
     return env.struct_json(fields)
-
-
-def source_name(topic: str, seen: dict[str, int]) -> str:
-    """The checkpoint name of a streaming source that reads ``topic`` (Spark's
-    ``DataStreamReader.name``): letters, digits and underscores of the topic's name, and a
-    digest of the whole name so that two names that differ only in other characters stay
-    apart. Spark otherwise numbers sources in the order it meets them in the plan, and a
-    topology that reads another topic, or reads them in another order, would resume each
-    source from another one's offsets. ``seen`` counts the reads of each topic so far: a
-    topic read twice has a second name.
-
-    Examples
-    --------
-    >>> seen: dict[str, int] = {}
-    >>> source_name("orders", seen), source_name("orders", seen)
-    ('orders_f85164bc', 'orders_f85164bc_1')
-    >>> source_name("orders-.*", seen)
-    'orders____c33b43ea'
-    """
-    digest = hashlib.blake2b(topic.encode("utf-8"), digest_size=4).hexdigest()
-    base = f"{re.sub(r'[^A-Za-z0-9_]', '_', topic)[:64]}_{digest}"
-    n = seen.get(base, 0)
-    seen[base] = n + 1
-    return base if n == 0 else f"{base}_{n}"

@@ -57,10 +57,6 @@ class Read(Stage):
     dead_letter_dropped: bool = False
     #: which of its source's topics this read is (``stream(["a", "b"])``: 0, 1)
     part: int = 0
-    #: its streaming source's name in the checkpoint (``sources/<name>``), from its topic
-    #: (:func:`kspark.compiler.specs.source_name`): a source keeps its offsets whatever
-    #: the order Spark meets the sources in, so a changed topology does not mix them
-    source_name: str = ""
 
 
 @attrs.frozen(kw_only=True, eq=False)

@@ -44,12 +44,6 @@ from kspark.runtime.server import connect
 __all__ = ["Metrics", "RunReport", "StartPlan", "State", "StreamsApp"]
 
 
-#: each streaming source is named after its topic (``Read.source_name``), which Spark
-#: allows with source evolution on: its offsets are then kept under its name, not under
-#: its position in the plan
-SOURCE_NAMES = ("spark.sql.streaming.queryEvolution.enableSourceEvolution", "true")
-
-
 class State(enum.Enum):
     """The app's life cycle, after Kafka Streams' ``KafkaStreams.State``."""
 
@@ -389,7 +383,7 @@ class StreamsApp:
         spark.conf.set(
             "spark.sql.shuffle.partitions", str(self.config.effective_shuffle_partitions)
         )
-        for k, v in [*state_store_conf(self.config), SOURCE_NAMES, *self.config.spark_conf]:
+        for k, v in [*state_store_conf(self.config), *self.config.spark_conf]:
             spark.conf.set(k, v)
 
     def _plan_start(self, output: Output, gen: Generation) -> StartPlan:

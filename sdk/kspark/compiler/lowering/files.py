@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.readwriter import DataStreamReader
 
 from kspark.compiler import stages as st
 from kspark.compiler.lowering.columns import schema
@@ -46,12 +45,12 @@ def read_raw(stage: st.Read, spark: SparkSession, resume: Resume | None) -> Data
     """The rows of a table or file topic as its source gives them."""
     t = stage.topic
     if t.format == "table":
-        return named(spark.readStream, stage).table(t.path or t.name)
+        return spark.readStream.table(t.path or t.name)
     if t.format in LINE_FORMATS:
         return _read_lines(stage, spark, resume)
     if t.format in FILE_FORMATS:
         assert stage.read_schema is not None
-        reader = named(spark.readStream, stage).schema(schema(stage.read_schema))
+        reader = spark.readStream.schema(schema(stage.read_schema))
         if stage.max_files_per_trigger is not None:
             reader = reader.option("maxFilesPerTrigger", stage.max_files_per_trigger)
         for k, v in _reader_options(t):
@@ -61,12 +60,6 @@ def read_raw(stage: st.Read, spark: SparkSession, resume: Resume | None) -> Data
             raw = raw.filter(_matches(t, F.col("_metadata.file_path")))
         return _skip_consumed(raw, resume)
     raise CompilationError(f"{stage.processor}: no reader for format {t.format!r}")
-
-
-def named(reader: DataStreamReader, stage: st.Read) -> DataStreamReader:
-    """``reader`` naming its source as the compiler named it (``Read.source_name``), so
-    the source's offsets live under ``sources/<name>`` in the checkpoint."""
-    return reader.name(stage.source_name) if stage.source_name else reader
 
 
 def is_pattern(topic: TopicSpec) -> bool:
@@ -144,7 +137,7 @@ def _read_lines(stage: st.Read, spark: SparkSession, resume: Resume | None) -> D
     """
     options = dict(_reader_options(stage.topic))
     header = options.pop("header", "false").lower() == "true"
-    reader = named(spark.readStream, stage).format("text")
+    reader = spark.readStream.format("text")
     for k, v in options.items():  # file-source options (pathGlobFilter, ...), as before
         reader = reader.option(k, v)
     options.pop("recursiveFileLookup", None)

@@ -12,7 +12,6 @@ from pyspark.sql.types import StructType
 from kspark._conditions import condition
 from kspark.compiler import stages as st
 from kspark.compiler.lowering.columns import dtype, no_headers, tail
-from kspark.compiler.lowering.files import named
 from kspark.compiler.resume import Resume
 from kspark.plan.types import Dynamic, Primitive, TypeDesc
 
@@ -73,7 +72,7 @@ def read_kafka(stage: st.Read, spark: SparkSession, resume: Resume | None) -> Da
     t = stage.topic
     fmt = kafka_format(spark, stage.kafka_client)
     pattern = "subscribePattern" in t.option_dict()
-    reader = named(spark.readStream, stage).format(fmt)
+    reader = spark.readStream.format(fmt)
     if not pattern:  # a pattern source subscribes by its subscribePattern option
         reader = reader.option("subscribe", t.name)
     if fmt == "kafka":
