@@ -219,9 +219,9 @@ def _sinks(d: TopologyTestDriver) -> set[str]:
 def test_engines_agree(spark: Any, case: str) -> None:
     inputs = len(CASES[case][1])
 
-    # each example is two apps' runs, one of them on Spark: a few, the same in every run
+    # each example is two apps' runs, one of them on Spark: one, the same in every run
     @settings(
-        max_examples=2,
+        max_examples=1,
         deadline=None,
         database=None,
         derandomize=True,
