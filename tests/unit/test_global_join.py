@@ -50,8 +50,9 @@ Rec = tuple[int, str | None, str | None, str | None, int]
 Out = tuple[str | None, str, int]
 
 
-def joiner(v: str, t: str | None) -> str:
-    return f"{v}+{t}"
+def joiner(k: str | None, v: str, t: str | None) -> str:
+    # the stream record's own key, not the table key
+    return f"{k}:{v}+{t}"
 
 
 def make_spec(left: bool) -> JoinSpec:
@@ -63,7 +64,7 @@ def make_spec(left: bool) -> JoinSpec:
         history_retention_ms=0,
         grace_ms=0,
         joiner=joiner,
-        joiner_with_key=False,
+        joiner_with_key=True,
         stream=KV,
         table=KV,
         output=KV,
@@ -100,7 +101,7 @@ def reference(records: list[Rec], left: bool) -> tuple[list[Out], dict[str, int]
         t = None if gkey is None else table.get(gkey)
         if t is None and not left:
             continue
-        out.append((own, joiner(v, t), ts))
+        out.append((own, joiner(own, v, t), ts))
     return out, dropped
 
 
