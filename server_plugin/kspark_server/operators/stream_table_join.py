@@ -7,6 +7,11 @@ processing order (:func:`kspark_server.operators.arrow.order`). A latest-value t
 values and joins as of the stream record's time (KIP-889/914), buffering stream records
 for the grace period (KIP-923). Without grace, a versioned table's batch is joined
 columnar (:func:`asof_lookup`).
+
+A stream-global-table join runs here too (``JoinSpec.global_table``): every record's
+table key is then in ``ks_gkey`` (a stream record's from its key selector,
+:mod:`kspark_server.joinkeys`), the records are grouped by its task, and ``key`` is the
+stream record's own key, which the joiner and the output get.
 """
 
 from __future__ import annotations
