@@ -55,7 +55,7 @@ def joiner(k: str | None, v: str, t: str | None) -> str:
     return f"{k}:{v}+{t}"
 
 
-def make_spec(left: bool) -> JoinSpec:
+def make_spec(left: bool, the_joiner: Any = joiner) -> JoinSpec:
     return JoinSpec(
         processor="JOIN",
         store="rates",
@@ -63,8 +63,8 @@ def make_spec(left: bool) -> JoinSpec:
         versioned=False,
         history_retention_ms=0,
         grace_ms=0,
-        joiner=joiner,
-        joiner_with_key=True,
+        joiner=the_joiner,
+        joiner_with_key=the_joiner is joiner,
         stream=KV,
         table=KV,
         output=KV,
@@ -230,6 +230,130 @@ def test_the_operator_matches_the_reference_for_any_split_and_restart(
             close_local_stores()
     assert got == want
     assert runner.dropped == dropped
+
+
+# -- Kafka Streams' scenarios -----------------------------------------------------------
+# KStreamGlobalKTableJoinTest and KStreamGlobalKTableLeftJoinTest, one step per micro-batch:
+# stream values "X<i>,FKey<i>" (the part after the comma is the table key), table values
+# "Y<i>" for keys "FKey<i>", each topic's timestamps rising from 0 by 1
+
+
+def _stream(n: int, prefix: str, first: int, with_fk: bool = True, null_key: bool = False) -> Any:
+    return [
+        (
+            0,
+            None if null_key and i == 0 else str(i),
+            f"FKey{i}" if with_fk else None,
+            f"{prefix}{i}" + (f",FKey{i}" if with_fk else ""),
+            first + i,
+        )
+        for i in range(n)
+    ]
+
+
+def _table(n: int, prefix: str | None, first: int) -> Any:
+    return [
+        (1, None, f"FKey{i}", None if prefix is None else f"{prefix}{i}", first + i)
+        for i in range(n)
+    ]
+
+
+def _plain(v: str, t: str | None) -> str:
+    return f"{v}+{t}"
+
+
+SCENARIOS: dict[str, tuple[list[Any], list[list[Out]], list[list[Out]]]] = {
+    # the table's updates emit nothing; a stream record joins the value its key has then
+    "not-on-table-updates": (
+        [
+            _stream(2, "X", 0),
+            _table(2, "Y", 0),
+            _stream(4, "X", 2),
+            _table(4, "YY", 2),
+            _stream(4, "X", 6),
+            _table(4, "YYY", 6),
+        ],
+        [
+            [],
+            [],
+            [("0", "X0,FKey0+Y0", 2), ("1", "X1,FKey1+Y1", 3)],
+            [],
+            [(str(i), f"X{i},FKey{i}+YY{i}", 6 + i) for i in range(4)],
+            [],
+        ],
+        [
+            [("0", "X0,FKey0+None", 0), ("1", "X1,FKey1+None", 1)],
+            [],
+            [
+                ("0", "X0,FKey0+Y0", 2),
+                ("1", "X1,FKey1+Y1", 3),
+                ("2", "X2,FKey2+None", 4),
+                ("3", "X3,FKey3+None", 5),
+            ],
+            [],
+            [(str(i), f"X{i},FKey{i}+YY{i}", 6 + i) for i in range(4)],
+            [],
+        ],
+    ),
+    # tombstones delete the table's keys
+    "tombstones": (
+        [_table(4, "Y", 0), _stream(4, "X", 0), _table(2, None, 4), _stream(4, "XX", 4)],
+        [
+            [],
+            [(str(i), f"X{i},FKey{i}+Y{i}", i) for i in range(4)],
+            [],
+            [("2", "XX2,FKey2+Y2", 6), ("3", "XX3,FKey3+Y3", 7)],
+        ],
+        [
+            [],
+            [(str(i), f"X{i},FKey{i}+Y{i}", i) for i in range(4)],
+            [],
+            [
+                ("0", "XX0,FKey0+None", 4),
+                ("1", "XX1,FKey1+None", 5),
+                ("2", "XX2,FKey2+Y2", 6),
+                ("3", "XX3,FKey3+Y3", 7),
+            ],
+        ],
+    ),
+    # no table key: neither join emits
+    "null-key-selector": (
+        [_table(4, "Y", 0), _stream(4, "XXX", 0, with_fk=False)],
+        [[], []],
+        [[], []],
+    ),
+    # a null stream key joins by its table key
+    "null-stream-key": (
+        [_table(2, "Y", 0), _stream(4, "X", 0, null_key=True)],
+        [[], [(None, "X0,FKey0+Y0", 0), ("1", "X1,FKey1+Y1", 1)]],
+        [
+            [],
+            [
+                (None, "X0,FKey0+Y0", 0),
+                ("1", "X1,FKey1+Y1", 1),
+                ("2", "X2,FKey2+None", 2),
+                ("3", "X3,FKey3+None", 3),
+            ],
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("left", [False, True], ids=["join", "left_join"])
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_kafka_streams_scenarios(
+    tmp_path_factory: pytest.TempPathFactory, name: str, left: bool
+) -> None:
+    steps, inner_want, left_want = SCENARIOS[name]
+    tmp = tmp_path_factory.mktemp("scenario")
+    seq = itertools.count()
+    with pytest.MonkeyPatch.context() as mp:
+        runner = Runner(make_spec(left, _plain), tmp, mp)
+        try:
+            got = [runner.run([(next(seq), r) for r in step]) for step in steps]
+        finally:
+            close_local_stores()
+    assert got == (left_want if left else inner_want)
 
 
 # -- the key selector's stage -----------------------------------------------------------
