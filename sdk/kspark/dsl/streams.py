@@ -1611,7 +1611,10 @@ class KStream(Generic[K, V]):
         ----------
         table
             The table, or the other stream, from the same builder with this stream's key
-            type.
+            type; or a :class:`~kspark.GlobalKTable`, joined with
+            ``join(table, key_selector, joiner, named)``: each record joins the table's
+            value for ``key_selector(key, value)`` and keeps its own key (see
+            :meth:`StreamsBuilder.global_table`).
         joiner
             ``joiner(value, other_value)`` or ``joiner(key, value, other_value)`` gives the
             joined value; a stream record whose key has no table value is dropped.
@@ -1790,7 +1793,7 @@ class KStream(Generic[K, V]):
         Parameters
         ----------
         table
-            The table, or the other stream, as in :meth:`join`.
+            The table, the other stream, or a global table, as in :meth:`join`.
         joiner
             ``joiner(value, other_value)`` or ``joiner(key, value, other_value)``;
             ``other_value`` is None for a record that joins nothing.
