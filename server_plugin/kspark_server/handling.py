@@ -65,6 +65,8 @@ DROP_REASONS: dict[str, str] = {
     "null-key": "a record with a null key cannot join or be aggregated (an inner join's "
     "stream record, a table update, or an aggregation's record)",
     "null-value": "a record with a null value does not join and is not aggregated",
+    "null-join-key": "the key selector of a global-table join gave None, so the record has "
+    "no table key to join on",
     "expired-stream-record": "the stream record is older than the versioned table's history "
     "retention, so the inner join cannot look it up",
     "expired-put": "the table update is older than the versioned table's history retention",

@@ -23,7 +23,7 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 9); use the same kspark version on client and server
+kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 10); use the same kspark version on client and server
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ __all__ = [
     "FlatMapValuesStep",
     "ForeachStep",
     "Handling",
+    "JoinKeySpec",
     "JoinSpec",
     "JsonSpec",
     "KeyValue",
@@ -91,8 +92,9 @@ __all__ = [
 #: type a value must fit (``ChainSpec.converts_for``); 8: stateful operators take their
 #: state's tuning and checks from the spec (:class:`StateOptions`); 9: ``foreach`` steps,
 #: and sinks whose topic each record names (:class:`TopicNameSpec`,
-#: :class:`DynamicSinkSpec`).
-SPEC_VERSION = 9
+#: :class:`DynamicSinkSpec`); 10: global-table joins (:class:`JoinKeySpec`,
+#: ``JoinSpec.global_table``).
+SPEC_VERSION = 10
 
 Fn = Callable[..., Any]
 
@@ -414,6 +416,22 @@ class DedupIdSpec:
     handling: Handling = Handling()
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JoinKeySpec:
+    """Adds ``ks_gkey`` to each stream record of a global-table join: the table key that
+    ``key_selector(key, value)`` gives, as ``table_key`` encodes it, so the record goes to
+    the task of that key (None for a record with a null value, which the join drops)."""
+
+    kind: ClassVar[str] = "join_key"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    input: KeyValue
+    key_selector: Fn
+    table_key: TypeSpec
+    output_schema: str
+    handling: Handling = Handling()
+
+
 #: The size of a base chunk of a task's durable state (``StreamsConfig``'s
 #: ``state_base_chunk_bytes``; :mod:`kspark_server.taskstate`).
 BASE_CHUNK_BYTES = 32 << 20
@@ -484,6 +502,10 @@ class JoinSpec:
     packed: Packed
     handling: Handling = Handling()
     state: StateOptions = StateOptions()
+    #: a global-table join: every record's table key is in ``ks_gkey`` (a stream
+    #: record's from its key selector, a table update's its own key), and ``key`` is the
+    #: stream record's own key, which the output keeps
+    global_table: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -852,6 +874,7 @@ StatefulSpec = (
 OperatorSpec = (
     ChainSpec
     | DedupIdSpec
+    | JoinKeySpec
     | DedupSpec
     | JoinSpec
     | WindowJoinSpec

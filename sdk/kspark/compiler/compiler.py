@@ -423,6 +423,9 @@ class _Compiler:
     def visit_TableSource(self, node: n.TableSource) -> _Pending:
         return self._start(self._read(node), node)
 
+    def visit_GlobalTableSource(self, node: n.GlobalTableSource) -> _Pending:
+        return self.visit_TableSource(node)
+
     # -- stateless -------------------------------------------------------------------
     def visit_Filter(self, node: n.Filter) -> _Pending:
         step = sp.FilterStep(
@@ -581,6 +584,62 @@ class _Compiler:
         )
         return self._stateful(
             node, spec, stream, table=table, key_type=stream.key_type, value_type=out_value
+        )
+
+    def visit_StreamGlobalTableJoin(self, node: n.StreamGlobalTableJoin) -> _Pending:
+        # the stream-table join's operator, its records grouped by the table key: each
+        # stream record by the key its selector gives (JoinKeyStage: ks_gkey), each table
+        # update by its own, so that no task needs the whole table; the stream record's
+        # own key rides along in ``key`` and is the output's (docs/design/global-tables.md)
+        stream = self.stage_of(node.stream, node)
+        table = self.stage_of(node.table, node)
+        handling = self.handling_at(node)
+        key_spec = sp.JoinKeySpec(
+            processor=node.name,
+            input=key_value(stream.key_type, stream.value_type),
+            key_selector=node.key_selector,
+            table_key=table.key_type.spec(),
+            output_schema=envelope_json(
+                stream.key_type,
+                stream.value_type,
+                [env.field("ks_gkey", table.key_type.spark_json())],
+            ),
+            handling=handling,
+        )
+        keyed = st.JoinKeyStage(
+            input=stream, spec=key_spec, key_type=stream.key_type, value_type=stream.value_type
+        )
+        out_value = known_type(node.value_type)
+        spec = sp.JoinSpec(
+            processor=node.name,
+            store=node.store_name,
+            left=node.left,
+            versioned=False,
+            history_retention_ms=0,
+            grace_ms=0,
+            joiner=node.joiner,
+            joiner_with_key=node.joiner_with_key,
+            stream=key_value(stream.key_type, stream.value_type),
+            table=key_value(table.key_type, table.value_type),
+            output=key_value(stream.key_type, out_value),
+            output_schema=envelope_json(stream.key_type, out_value),
+            packed=sp.Packed(
+                value=json_packable(stream.value_type),
+                tvalue=json_packable(table.value_type),
+                out=json_packable(out_value),
+            ),
+            handling=handling,
+            state=self.state_options,
+            global_table=True,
+        )
+        return self._stateful(
+            node,
+            spec,
+            keyed,
+            table=table,
+            key_type=stream.key_type,
+            value_type=out_value,
+            task_column="ks_gkey",
         )
 
     def visit_StreamStreamJoin(self, node: n.StreamStreamJoin) -> _Pending:

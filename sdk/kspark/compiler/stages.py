@@ -13,7 +13,14 @@ from kspark._typing import KafkaClient, TimestampPolicy
 from kspark.plan import graph
 from kspark.plan.nodes import TopicSpec
 from kspark.plan.types import TypeDesc
-from kspark_server.spec import ChainSpec, DedupIdSpec, SinksSpec, StatefulSpec, TopicNameSpec
+from kspark_server.spec import (
+    ChainSpec,
+    DedupIdSpec,
+    JoinKeySpec,
+    SinksSpec,
+    StatefulSpec,
+    TopicNameSpec,
+)
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -85,6 +92,13 @@ class IdStage(_OneInput):
 
 
 @attrs.frozen(kw_only=True, eq=False)
+class JoinKeyStage(_OneInput):
+    """Adds ``ks_gkey``, the table key a global-table join looks each record up by."""
+
+    spec: JoinKeySpec
+
+
+@attrs.frozen(kw_only=True, eq=False)
 class TopicNameStage(_OneInput):
     """Puts into each record's ``topic`` column the topic its sink's extractor names."""
 
@@ -112,7 +126,8 @@ class Stateful(Stage):
     """A per-task operator (``transformWithStateInPandas`` grouped by ``ks_task``).
 
     ``table`` is the second input of a stream-table join. ``task_column`` is the column
-    hashed into tasks: ``key``, or ``ks_id`` for ``deduplicate``.
+    hashed into tasks: ``key``, ``ks_id`` for ``deduplicate``, or ``ks_gkey`` for a
+    global-table join.
     """
 
     stream: Stage

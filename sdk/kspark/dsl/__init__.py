@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kspark.dsl.globaltable import GlobalKTable
 from kspark.dsl.grouped import (
     BufferConfig,
     Grouped,
@@ -22,6 +23,7 @@ __all__ = [
     "BranchedKStream",
     "BufferConfig",
     "Deduplicated",
+    "GlobalKTable",
     "Grouped",
     "JoinWindows",
     "Joined",

@@ -30,6 +30,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, overload
 
 from kspark.dsl import _infer, processing, streamjoin
+from kspark.dsl.globaltable import GlobalKTable, stream_global_join
 from kspark.dsl.joinwindows import JoinWindows, StreamJoined
 from kspark.dsl.options import (
     Branched,
@@ -66,6 +67,7 @@ VR = TypeVar("VR")
 VT = TypeVar("VT")
 VO = TypeVar("VO")
 KO = TypeVar("KO")
+KT = TypeVar("KT")
 ID = TypeVar("ID")
 N = TypeVar("N", bound=n.Node)
 
@@ -332,6 +334,126 @@ class StreamsBuilder:
             "history_retention_ms": to_ms(retention, "history_retention") if retention else 0,
         }
 
+    @overload
+    def global_table(
+        self,
+        topic: str | n.TopicSpec,
+        *,
+        key_type: type[K],
+        value_type: type[V],
+        materialized: Materialized | None = None,
+        named: Named | None = None,
+    ) -> GlobalKTable[K, V]: ...
+    @overload
+    def global_table(
+        self,
+        topic: str | n.TopicSpec,
+        *,
+        key_type: type[K],
+        value_type: None = None,
+        materialized: Materialized | None = None,
+        named: Named | None = None,
+    ) -> GlobalKTable[K, Any]: ...
+    @overload
+    def global_table(
+        self,
+        topic: str | n.TopicSpec,
+        *,
+        key_type: None = None,
+        value_type: type[V],
+        materialized: Materialized | None = None,
+        named: Named | None = None,
+    ) -> GlobalKTable[Any, V]: ...
+    @overload
+    def global_table(
+        self,
+        topic: str | n.TopicSpec,
+        *,
+        key_type: None = None,
+        value_type: None = None,
+        materialized: Materialized | None = None,
+        named: Named | None = None,
+    ) -> GlobalKTable[Any, Any]: ...
+    def global_table(
+        self,
+        topic: str | n.TopicSpec,
+        *,
+        key_type: Any = None,
+        value_type: Any = None,
+        materialized: Materialized | None = None,
+        named: Named | None = None,
+    ) -> GlobalKTable[Any, Any]:
+        """A global table: the latest value per key of ``topic``'s changelog, which a
+        stream joins on a key its key selector picks from each record, whatever the
+        stream's own key and partitioning (Kafka Streams' ``globalTable``).
+
+        A record with value None (a tombstone) deletes its key. A stream joins it with
+        ``KStream.join(table, key_selector, joiner)`` or ``left_join``: each stream record
+        joins the table's value for ``key_selector(key, value)`` as of when the record is
+        processed, never waiting for the table, and keeps its own key
+        (docs/joins.md, "Global tables").
+
+        Parameters
+        ----------
+        topic
+            The topic's name, bound when the app starts, or a ``Topic`` (see
+            :meth:`stream`).
+        key_type, value_type
+            The record's key and value types; dynamic when not given.
+        materialized
+            The table's store name (``Materialized.as_(name)``), which
+            ``app.store(name)`` reads. A global table keeps latest values only.
+        named
+            A processor name instead of the generated one.
+
+        Returns
+        -------
+        GlobalKTable
+            The table, for stream joins.
+
+        Examples
+        --------
+        >>> from dataclasses import dataclass
+        >>> from kspark import Materialized, StreamsBuilder, Topic
+        >>> @dataclass
+        ... class Payment:
+        ...     currency: str
+        ...     amount: float
+        >>> b = StreamsBuilder()
+        >>> rates = b.global_table(Topic.jsonl("rates", "/tmp/rates"), key_type=str,
+        ...                        value_type=float, materialized=Materialized.as_("rates"))
+        >>> payments = b.stream(Topic.jsonl("payments", "/tmp/payments"), key_type=int,
+        ...                     value_type=Payment)
+        >>> payments.left_join(
+        ...     rates, lambda account, p: p.currency,
+        ...     lambda p, rate: None if rate is None else p.amount * rate, value_type=float,
+        ... ).to(Topic.jsonl("converted", "/tmp/converted"))
+        >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
+        Topologies:
+           Sub-topology: 0
+            Source: KTABLE-SOURCE-0000000000 (topics: [rates])
+              --> KSTREAM-LEFTJOIN-0000000002
+            Source: KSTREAM-SOURCE-0000000001 (topics: [payments])
+              --> KSTREAM-LEFTJOIN-0000000002
+            Processor: KSTREAM-LEFTJOIN-0000000002 (stores: [rates])
+              --> KSTREAM-SINK-0000000003
+              <-- KSTREAM-SOURCE-0000000001, KTABLE-SOURCE-0000000000
+            Sink: KSTREAM-SINK-0000000003 (topic: converted)
+              <-- KSTREAM-LEFTJOIN-0000000002
+        """
+        topic_name, bound = _topic_arg(topic)
+        name, seq = self._next("KTABLE-SOURCE", named)
+        node = n.GlobalTableSource(
+            name=name,
+            seq=seq,
+            topic_name=topic_name,
+            topic=bound,
+            key_type=_source_type(key_type, bound, name, "key_type"),
+            value_type=_source_type(value_type, bound, name, "value_type"),
+            **self._table_store(materialized, "KTABLE-SOURCE"),
+        )
+        return GlobalKTable(self, node)
+
     def _add_sink(self, sink: n.Sink) -> None:
         self._sinks.append(sink)
 
@@ -419,7 +541,7 @@ class StreamsBuilder:
         return Topology(sinks=sinks, ends=ends)  # type: ignore[arg-type]
 
 
-def _windows(joined: Joined | JoinWindows | None, windows: JoinWindows | None) -> Any:
+def _windows(joined: Any, windows: JoinWindows | None) -> Any:
     """The third argument of a join, given by position or, for two streams, as
     ``windows=``."""
     if windows is None:
@@ -1376,6 +1498,30 @@ class KStream(Generic[K, V]):
     @overload
     def join(
         self,
+        table: GlobalKTable[KT, VT],
+        key_selector: Callable[[K, V], KT | None],
+        joiner: Callable[[V, VT], VR],
+        named: Named | str | None = None,
+        /,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def join(
+        self,
+        table: GlobalKTable[KT, VT],
+        key_selector: Callable[[K, V], KT | None],
+        joiner: Callable[[K, V, VT], VR],
+        named: Named | str | None = None,
+        /,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def join(
+        self,
         table: KTable[K, VT],
         joiner: Callable[[V, VT], VR],
         joined: Joined | None = None,
@@ -1443,10 +1589,10 @@ class KStream(Generic[K, V]):
 
     def join(
         self,
-        table: KTable[Any, Any] | KStream[Any, Any],
+        table: KTable[Any, Any] | KStream[Any, Any] | GlobalKTable[Any, Any],
         joiner: Callable[..., Any],
-        joined: Joined | JoinWindows | None = None,
-        stream_joined: StreamJoined | Named | None = None,
+        joined: Joined | JoinWindows | Callable[..., Any] | None = None,
+        stream_joined: StreamJoined | Named | str | None = None,
         *,
         windows: JoinWindows | None = None,
         value_type: type[Any] | None = None,
@@ -1466,7 +1612,10 @@ class KStream(Generic[K, V]):
         ----------
         table
             The table, or the other stream, from the same builder with this stream's key
-            type.
+            type; or a :class:`~kspark.GlobalKTable`, joined with
+            ``join(table, key_selector, joiner, named)``: each record joins the table's
+            value for ``key_selector(key, value)`` and keeps its own key (see
+            :meth:`StreamsBuilder.global_table`).
         joiner
             ``joiner(value, other_value)`` or ``joiner(key, value, other_value)`` gives the
             joined value; a stream record whose key has no table value is dropped.
@@ -1538,6 +1687,30 @@ class KStream(Generic[K, V]):
     @overload
     def left_join(
         self,
+        table: GlobalKTable[KT, VT],
+        key_selector: Callable[[K, V], KT | None],
+        joiner: Callable[[V, VT | None], VR],
+        named: Named | str | None = None,
+        /,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
+        table: GlobalKTable[KT, VT],
+        key_selector: Callable[[K, V], KT | None],
+        joiner: Callable[[K, V, VT | None], VR],
+        named: Named | str | None = None,
+        /,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KStream[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
         table: KTable[K, VT],
         joiner: Callable[[V, VT | None], VR],
         joined: Joined | None = None,
@@ -1605,10 +1778,10 @@ class KStream(Generic[K, V]):
 
     def left_join(
         self,
-        table: KTable[Any, Any] | KStream[Any, Any],
+        table: KTable[Any, Any] | KStream[Any, Any] | GlobalKTable[Any, Any],
         joiner: Callable[..., Any],
-        joined: Joined | JoinWindows | None = None,
-        stream_joined: StreamJoined | Named | None = None,
+        joined: Joined | JoinWindows | Callable[..., Any] | None = None,
+        stream_joined: StreamJoined | Named | str | None = None,
         *,
         windows: JoinWindows | None = None,
         value_type: type[Any] | None = None,
@@ -1621,7 +1794,7 @@ class KStream(Generic[K, V]):
         Parameters
         ----------
         table
-            The table, or the other stream, as in :meth:`join`.
+            The table, the other stream, or a global table, as in :meth:`join`.
         joiner
             ``joiner(value, other_value)`` or ``joiner(key, value, other_value)``;
             ``other_value`` is None for a record that joins nothing.
@@ -1730,15 +1903,36 @@ class KStream(Generic[K, V]):
 
     def _join(
         self,
-        other: KTable[Any, Any] | KStream[Any, Any],
+        other: KTable[Any, Any] | KStream[Any, Any] | GlobalKTable[Any, Any],
         joiner: Callable[..., Any],
-        joined: Joined | JoinWindows | None,
-        stream_joined: StreamJoined | Named | None,
+        joined: Joined | JoinWindows | Callable[..., Any] | None,
+        stream_joined: StreamJoined | Named | str | None,
         value_type: type[Any] | None,
         mode: streamjoin.JoinMode,
     ) -> KStream[Any, Any]:
         # the overloads tell mypy which arguments go together; this tells a caller who
         # gets it wrong at run time
+        if isinstance(other, GlobalKTable):
+            # join(table, key_selector, joiner, named): the joiner comes third
+            if mode == "outer" or not callable(joined) or isinstance(joined, JoinWindows):
+                raise InvalidArgumentError(
+                    "a global table joins with join(table, key_selector, joiner) or "
+                    "left_join(table, key_selector, joiner)",
+                    parameter="joiner",
+                )
+            return self._wrap(
+                stream_global_join(self, other, joiner, joined, stream_joined, value_type, mode)
+            )
+        if callable(joined) and not isinstance(joined, JoinWindows):
+            raise InvalidArgumentError(
+                "a key selector goes with a GlobalKTable; a KTable joins on the stream's key",
+                parameter="joined",
+            )
+        if isinstance(stream_joined, str):
+            raise InvalidArgumentError(
+                "a name as the fourth argument goes with a GlobalKTable join",
+                parameter="stream_joined",
+            )
         if isinstance(other, KStream):
             return self._wrap(
                 streamjoin.stream_join(self, other, joiner, joined, stream_joined, value_type, mode)

@@ -30,6 +30,7 @@ __all__ = [
     "FlatMapValues",
     "Foreach",
     "ForeignKeyJoin",
+    "GlobalTableSource",
     "Map",
     "MapValues",
     "Merge",
@@ -40,6 +41,7 @@ __all__ = [
     "SelectKey",
     "Sink",
     "Source",
+    "StreamGlobalTableJoin",
     "StreamStreamJoin",
     "StreamTableJoin",
     "TableFilter",
@@ -152,6 +154,21 @@ class TableSource(_TopicNode):
     store_name: str
     versioned: bool = False
     history_retention_ms: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class GlobalTableSource(TableSource):
+    """A global table (``StreamsBuilder.global_table``): a table that a stream joins on a
+    key its key selector picks from each record, with no co-partitioning; only
+    :class:`StreamGlobalTableJoin` reads it. Latest values only."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.versioned:
+            raise InvalidTopologyError(
+                f"{self.name}: a global table keeps the latest value per key; materialize "
+                "it with Materialized.as_(name), or join a versioned KTable instead",
+                processor=self.name,
+            )
 
 
 @attrs.frozen(kw_only=True)
@@ -360,6 +377,15 @@ class StreamTableJoin(Node):
 
     def stores(self) -> tuple[str, ...]:
         return (self.store_name,)
+
+
+@attrs.frozen(kw_only=True)
+class StreamGlobalTableJoin(StreamTableJoin):
+    """A stream-global-table join: each stream record joins the table's value for
+    ``key_selector(key, value)`` and keeps its own key (``left`` keeps records with no
+    table value). The stream's key type (``key_type``) need not be the table's."""
+
+    key_selector: Fn
 
 
 @attrs.frozen(kw_only=True)

@@ -7,6 +7,11 @@ processing order (:func:`kspark_server.operators.arrow.order`). A latest-value t
 values and joins as of the stream record's time (KIP-889/914), buffering stream records
 for the grace period (KIP-923). Without grace, a versioned table's batch is joined
 columnar (:func:`asof_lookup`).
+
+A stream-global-table join runs here too (``JoinSpec.global_table``): every record's
+table key is then in ``ks_gkey`` (a stream record's from its key selector,
+:mod:`kspark_server.joinkeys`), the records are grouped by its task, and ``key`` is the
+stream record's own key, which the joiner and the output get.
 """
 
 from __future__ import annotations
@@ -147,15 +152,20 @@ class JoinProcessor(TaskProcessor):
         self.unpack_table = msgspec.json.decode if s.packed.tvalue else identity
         self.store_plain = not s.packed.tvalue
         self.expired_puts = 0
+        # a global-table join looks records up by the table key in ks_gkey (a stream
+        # record's from its key selector) and keeps the stream record's own key
+        self.global_table = s.global_table
+        self.key_column = "ks_gkey" if s.global_table else "key"
 
     def keys(self, st: Any, batch: Batch) -> list[Any]:
         # the batch's keys (both sides) and those of stream records buffered for grace
         hashable = codec.hashable
-        column = batch.table.column("key")
+        column = batch.table.column(self.key_column)
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
             found = set(pc.unique(column).drop_null().to_pylist())
         else:
-            found = {k if type(k) is str else hashable(k) for k in batch.keys if k is not None}
+            keys = batch.col(self.key_column) if self.global_table else batch.keys
+            found = {k if type(k) is str else hashable(k) for k in keys if k is not None}
         for r in st["buffer"]:
             k = r.get("key")
             if k is not None:
@@ -207,7 +217,12 @@ class JoinProcessor(TaskProcessor):
         jside = batch.col("ks_jside")
         values = batch.col("value")
         tvalues = batch.col("ks_tvalue")
-        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
+        tss, hashes = batch.ts, batch.hashes
+        # the table keys; and the stream records' own keys, which the joiner and the
+        # output get (the same column but in a global-table join)
+        own = batch.keys
+        keys = batch.col("ks_gkey") if self.global_table else own
+        global_table = self.global_table
         store = self.store(st) if self.versioned else None
         table = st["table"]
         khash: dict[Any, int] = st["hash"]
@@ -244,8 +259,16 @@ class JoinProcessor(TaskProcessor):
                 # Kafka Streams' stream-table join drops a stream record with a null value,
                 # and an inner join one with a null key, and counts it (since KIP-962 a left
                 # join calls the joiner for a null key, with a null table value)
-                reason = "null-value" if values[i] is None else "null-key"
+                if values[i] is not None:
+                    reason = "null-join-key" if global_table else "null-key"
+                else:
+                    reason = "null-value"
                 self._drop(task, reason, batch, i)
+            elif global_table and key is None and own[i] is not None:
+                # a left join against a global table drops a record whose key selector
+                # gave None, unless the record's own key is null too (KIP-962), as
+                # Kafka Streams' KStreamKTableJoinProcessor does
+                self._drop(task, "null-join-key", batch, i)
             elif grace > 0 and ts + grace > stream_time:
                 st["buffer"].append(batch.row(i).to_dict([*batch.columns, "ks_hash", "ks_task"]))
             else:
@@ -255,7 +278,7 @@ class JoinProcessor(TaskProcessor):
                         # too old to look up: the inner join drops it, and says so
                         self._drop(task, "expired-stream-record", batch, i)
                     continue
-                res = join_one(i, key, values[i], tv)
+                res = join_one(i, own[i], values[i], tv)
                 if res is not _HANDLED:
                     out.take(i, res)
             if grace > 0 and st["buffer"]:

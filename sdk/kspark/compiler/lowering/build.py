@@ -11,7 +11,7 @@ from kspark.compiler.lowering.sinks import observe_sides, union_sinks
 from kspark.compiler.lowering.sources import read, read_constants
 from kspark.compiler.lowering.sql import sql_filter
 from kspark.compiler.lowering.stateful import stateful
-from kspark.compiler.lowering.stateless import chain, id_stage, topic_name_stage
+from kspark.compiler.lowering.stateless import chain, id_stage, join_key_stage, topic_name_stage
 from kspark.compiler.resume import Resume
 from kspark.errors import CompilationError
 from kspark.plan import graph
@@ -47,6 +47,8 @@ def _lower(
         return sql_filter(df_of(stage.input), stage)
     if isinstance(stage, st.IdStage):
         return id_stage(df_of(stage.input), stage)
+    if isinstance(stage, st.JoinKeyStage):
+        return join_key_stage(df_of(stage.input), stage)
     if isinstance(stage, st.TopicNameStage):
         return topic_name_stage(df_of(stage.input), stage)
     if isinstance(stage, st.Union):

@@ -86,14 +86,26 @@ def _joined_input(stage: st.Stateful, df_of: Callable[[st.Stage], DataFrame]) ->
     tvalue_t = dtype(stage.table.value_type.spark_json())
     svalue_t = dtype(stage.stream.value_type.spark_json())
     names = [name for name, _ in env.ENVELOPE]
+    global_table = stage.task_column == "ks_gkey"
     left = stream.select(
-        *names, F.lit(None).cast(tvalue_t).alias("ks_tvalue"), F.lit(0).alias("ks_jside")
+        *names,
+        F.lit(None).cast(tvalue_t).alias("ks_tvalue"),
+        F.lit(0).alias("ks_jside"),
+        *(["ks_gkey"] if global_table else []),
     )
     right = table.select(
         *[F.lit(None).cast(svalue_t).alias("value") if c == "value" else F.col(c) for c in names],
         F.col("value").alias("ks_tvalue"),
         F.lit(1).alias("ks_jside"),
     )
+    if global_table:
+        # the stream's records carry their table key (JoinKeyStage), the table's updates
+        # are keyed by it; ``key`` is the stream's own key, whose type the table's need
+        # not share (a table update's is null)
+        skey_t = dtype(stage.stream.key_type.spark_json())
+        right = right.withColumn("ks_gkey", F.col("key")).withColumn(
+            "key", F.lit(None).cast(skey_t)
+        )
     return left.unionByName(right)
 
 
@@ -117,6 +129,8 @@ def _packed_columns(stage: st.Stateful) -> list[str]:
     order = [name for name, _ in env.ENVELOPE]
     if stage.table is not None:
         order += ["ks_tvalue", "ks_jside"]
+    if stage.task_column == "ks_gkey":
+        order.append("ks_gkey")
     return [*order, "ks_hash", "ks_task"]
 
 

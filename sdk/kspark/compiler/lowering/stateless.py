@@ -13,7 +13,7 @@ from kspark.compiler.lowering.constants import add_constants, describe_constants
 from kspark_server import envelope as env
 from kspark_server.spec import FlatMapStep, FlatMapValuesStep
 
-__all__ = ["chain", "id_stage", "topic_name_stage"]
+__all__ = ["chain", "id_stage", "join_key_stage", "topic_name_stage"]
 
 
 def chain(df: DataFrame, stage: st.Chain, constants: dict[str, Any]) -> DataFrame:
@@ -40,6 +40,13 @@ def id_stage(df: DataFrame, stage: st.IdStage) -> DataFrame:
     from kspark_server.chain import make_id_stage
 
     return df.mapInArrow(make_id_stage(stage.spec), schema(stage.spec.output_schema))
+
+
+def join_key_stage(df: DataFrame, stage: st.JoinKeyStage) -> DataFrame:
+    """``df`` with the ``ks_gkey`` column that a global-table join groups records by."""
+    from kspark_server.joinkeys import make_join_key_stage
+
+    return df.mapInArrow(make_join_key_stage(stage.spec), schema(stage.spec.output_schema))
 
 
 def topic_name_stage(df: DataFrame, stage: st.TopicNameStage) -> DataFrame:
