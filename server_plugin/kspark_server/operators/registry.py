@@ -7,7 +7,7 @@ names it here.
 Examples
 --------
 >>> sorted(OPERATORS)
-['aggregate', 'dedup', 'join', 'processor', 'tablejoin', 'windowjoin']
+['aggregate', 'dedup', 'join', 'processor', 'tablegroupby', 'tablejoin', 'windowjoin']
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from kspark_server.operators.base import TaskProcessor
 from kspark_server.operators.dedup import DedupProcessor
 from kspark_server.operators.processor import UserProcessor
 from kspark_server.operators.stream_table_join import JoinProcessor
+from kspark_server.operators.table_group_by import TableGroupByProcessor
 from kspark_server.operators.table_join import TableJoinProcessor
 from kspark_server.operators.window_join import WindowJoinProcessor
 from kspark_server.spec import SpecError, StatefulSpec, check_spec
@@ -29,6 +30,7 @@ OPERATORS: dict[str, type[TaskProcessor]] = {
     "dedup": DedupProcessor,
     "join": JoinProcessor,
     "processor": UserProcessor,
+    "tablegroupby": TableGroupByProcessor,
     "tablejoin": TableJoinProcessor,
     "windowjoin": WindowJoinProcessor,
 }

@@ -1,0 +1,295 @@
+"""``KTable.group_by`` and its aggregations, the two operators driven directly (no Spark):
+Kafka Streams' scenarios (KTableAggregateTest, KTableReduceTest, KGroupedTableImplTest),
+and a property test against the reference model over random micro-batch splits and
+restarts, the durable state checked against the local store after every batch."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.groupbymodel import Row, Update, aggregate, changes
+from support.taskharness import Runner, close_local_stores
+
+from kspark_server import envelope as env
+from kspark_server.operators.aggregate import AggregateProcessor
+from kspark_server.operators.table_group_by import TableGroupByProcessor
+from kspark_server.spec import (
+    AggregateSpec,
+    Change,
+    KeyValue,
+    Packed,
+    PrimSpec,
+    RecordSpec,
+    SpecError,
+    StateOptions,
+    TableGroupBySpec,
+)
+
+STR = PrimSpec(spark="string")
+LONG = PrimSpec(spark="long")
+CHANGE = RecordSpec(cls=Change, fields=(("new", STR), ("old", STR)))
+CHECKED = StateOptions(check_log=True)
+
+
+def by_first_letter(key: str, value: str) -> tuple[Any, Any]:
+    """The group of a value: its first letter; "-" selects a null group, "~" a null
+    value (both dropped, as Kafka Streams skips them)."""
+    if value.startswith("-"):
+        return None, value
+    if value.startswith("~"):
+        return value[:1], None
+    return value[:1], value
+
+
+def _less(letters: str, value: str) -> str:
+    """``letters`` without one of each of ``value``'s letters."""
+    rest = list(letters)
+    for c in value:
+        rest.remove(c)
+    return "".join(rest)
+
+
+OPS: dict[str, dict[str, Any]] = {
+    "count": {},
+    # the values' letters as a sorted multiset: subtraction undoes addition exactly
+    "reduce": {
+        "adder": lambda a, v: "".join(sorted(a + v)),
+        "subtractor": lambda a, v: _less(a, v),
+    },
+    "aggregate": {
+        "initializer": lambda: 0,
+        "adder": lambda k, v, a: a + len(v),
+        "subtractor": lambda k, v, a: a - len(v),
+    },
+}
+
+
+def group_by_spec() -> TableGroupBySpec:
+    return TableGroupBySpec(
+        processor="KTABLE-SELECT",
+        store="select",
+        selector=by_first_letter,
+        input=KeyValue(key=STR, value=STR),
+        selected=KeyValue(key=STR, value=STR),
+        output=KeyValue(key=STR, value=CHANGE),
+        output_schema=env.envelope_json("string", CHANGE_JSON),
+        packed=Packed(),
+        state=CHECKED,
+    )
+
+
+CHANGE_JSON: Any = {
+    "type": "struct",
+    "fields": [env.field("new", "string"), env.field("old", "string")],
+}
+
+
+def aggregate_spec(op: str) -> AggregateSpec:
+    fns = OPS[op]
+    extra: dict[str, Any] = {}
+    if op == "reduce":
+        extra = {"reducer": fns["adder"], "subtractor": fns["subtractor"]}
+    elif op == "aggregate":
+        extra = {
+            "initializer": fns["initializer"],
+            "aggregator": fns["adder"],
+            "subtractor": fns["subtractor"],
+        }
+    out = STR if op == "reduce" else LONG
+    return AggregateSpec(
+        processor="KTABLE-AGGREGATE",
+        store="agg",
+        op=op,
+        input=KeyValue(key=STR, value=CHANGE),
+        output=KeyValue(key=STR, value=out),
+        table=True,
+        output_schema=env.envelope_json("string", "string" if op == "reduce" else "long"),
+        packed=Packed(),
+        state=CHECKED,
+        **extra,
+    )
+
+
+class Pipeline:
+    """The re-keying operator (one source task) feeding the aggregation (one task)."""
+
+    def __init__(self, op: str, tmp: Any, mp: pytest.MonkeyPatch) -> None:
+        self.select = Runner(lambda: TableGroupByProcessor(group_by_spec()), tmp / "s", mp)
+        self.agg = Runner(lambda: AggregateProcessor(aggregate_spec(op)), tmp / "a", mp)
+        self.seq = itertools.count()
+        self.changes: list[Any] = []
+
+    def restart(self) -> None:
+        self.select.restart()
+        self.agg.restart()
+
+    def run(self, updates: list[Update]) -> list[Row]:
+        batch = [(next(self.seq), (0, k, v, ts)) for k, v, ts in updates]
+        out = self.select.run(batch)
+        self.changes += [(k, v["new"], v["old"], ts) for k, v, ts in out]
+        if not out:  # Spark calls no task without records
+            return []
+        return self.agg.run([(i, (0, k, v, ts)) for i, (k, v, ts) in enumerate(out)])
+
+
+def pipeline(op: str, tmp: Any, mp: pytest.MonkeyPatch) -> Pipeline:
+    return Pipeline(op, tmp, mp)
+
+
+# -- Kafka Streams' scenarios ---------------------------------------------------------------
+
+
+def test_a_row_that_moves_leaves_its_old_group_first(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KTableAggregateTest's shape: updates that stay in a group, move, and delete."""
+    p = pipeline("aggregate", tmp_path, monkeypatch)
+    got = [
+        p.run([("k1", "apple", 1)]),
+        p.run([("k2", "avocado", 2)]),
+        p.run([("k1", "banana", 3)]),  # k1 moves from a to b
+        p.run([("k2", "apricot", 4)]),  # k2 stays in a
+        p.run([("k1", None, 5)]),  # k1 deleted: b goes back to 0
+    ]
+    close_local_stores()
+    assert got == [
+        [("a", 5, 1)],
+        [("a", 12, 2)],
+        [("a", 7, 3), ("b", 6, 3)],
+        [("a", 7, 4)],
+        [("b", 0, 5)],
+    ]
+    # a move is two records, subtraction first; a change within a group is one record
+    assert p.changes == [
+        ("a", "apple", None, 1),
+        ("a", "avocado", None, 2),
+        ("a", None, "apple", 3),
+        ("b", "banana", None, 3),
+        ("a", "apricot", "avocado", 4),
+        ("b", None, "banana", 5),
+    ]
+
+
+def test_count_goes_down_to_zero_and_stays(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KGroupedTableImplTest's count: a group whose rows all left counts 0 (Kafka Streams
+    keeps the row: its subtractor gives 0, not null)."""
+    p = pipeline("count", tmp_path, monkeypatch)
+    got = p.run([("k1", "x1", 1), ("k2", "x2", 2), ("k1", "y1", 3), ("k2", None, 4)])
+    close_local_stores()
+    assert got == [("y", 1, 3), ("x", 0, 4)]
+
+
+def test_one_batch_emits_each_changed_group_once(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a record cache flushed per micro-batch, the groups' latest values only."""
+    p = pipeline("reduce", tmp_path, monkeypatch)
+    got = p.run([("k1", "ab", 1), ("k2", "ac", 2), ("k1", "bd", 3), ("k3", "b", 4)])
+    close_local_stores()
+    # a group's row takes the latest timestamp of the changes it took, a subtraction too
+    assert got == [("a", "ac", 3), ("b", "bbd", 4)]
+
+
+def test_null_keys_and_selections_are_dropped_and_counted(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = pipeline("count", tmp_path, monkeypatch)
+    got = p.run([(None, "a1", 1), ("k1", "-none", 2), ("k2", "~", 3), ("k3", "a3", 4)])
+    # k3 then selects a null group: it leaves a, and the selection is dropped
+    got += p.run([("k3", "-gone", 5)])
+    close_local_stores()
+    assert got == [("a", 1, 4), ("a", 0, 5)]
+    assert p.select.sides["dropped"] == 4
+
+
+def test_a_failing_selector_goes_to_the_handler_and_changes_no_group(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    from kspark_server.handlers import LogAndContinueProcessingExceptionHandler as Continue
+    from kspark_server.spec import Handling
+
+    def selector(key: str, value: str) -> tuple[str, str]:
+        if value == "boom":
+            raise ValueError("bad row")
+        return value[:1], value
+
+    spec = dataclasses.replace(
+        group_by_spec(), selector=selector, handling=Handling(processing=Continue())
+    )
+    r = Runner(lambda: TableGroupByProcessor(spec), tmp_path, monkeypatch)
+    first = r.run([(0, (0, "k", "ab", 1))])
+    failed = r.run([(1, (0, "k", "boom", 2))])
+    # the key kept no selection: its next value subtracts nothing
+    after = r.run([(2, (0, "k", "cd", 3))])
+    close_local_stores()
+    assert first == [("a", {"new": "ab", "old": None}, 1)]
+    assert failed == []
+    assert after == [("c", {"new": "cd", "old": None}, 3)]
+    assert r.sides.get("dropped") == 1
+
+
+def test_specs_refuse_a_subtractor_where_none_belongs() -> None:
+    import dataclasses
+
+    with pytest.raises(SpecError, match="subtractor goes with"):
+        dataclasses.replace(aggregate_spec("aggregate"), subtractor=None)
+    with pytest.raises(SpecError, match="without windows"):
+        dataclasses.replace(aggregate_spec("count"), window_size_ms=10, window_advance_ms=10)
+
+
+# -- the reference model, any micro-batch split, restarts ------------------------------------
+
+updates = st.lists(
+    st.tuples(
+        st.sampled_from(["k1", "k2", "k3", "", "ключ", None]),
+        st.sampled_from(["apple", "avocado", "banana", "blue", "cherry", "-x", "~", None]),
+        st.integers(0, 30),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    data=updates,
+    op=st.sampled_from(["count", "reduce", "aggregate"]),
+    cuts=st.lists(st.integers(1, 24), max_size=4, unique=True),
+    restarts=st.sets(st.integers(1, 4), max_size=2),
+)
+def test_property_against_the_reference_model(
+    tmp_path_factory: pytest.TempPathFactory,
+    data: list[Update],
+    op: str,
+    cuts: list[int],
+    restarts: set[int],
+) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        p = pipeline(op, tmp_path_factory.mktemp("gb"), mp)
+        bounds = [0, *sorted(c for c in cuts if c < len(data)), len(data)]
+        split = [data[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+        got: list[list[Row]] = []
+        for i, batch in enumerate(split):
+            if i in restarts:
+                p.restart()
+            got.append(p.run(batch))
+        close_local_stores()
+    want_changes, dropped = changes(data, by_first_letter)
+    assert p.changes == want_changes
+    assert p.select.sides.get("dropped", 0) == dropped
+    # the model's rows, batch by batch: each batch's change records are those of the
+    # updates up to its end, less those of the batches before it
+    aggs: dict[Any, Any] = {}
+    want: list[list[Row]] = []
+    done = 0
+    for end in itertools.accumulate(len(b) for b in split):
+        upto, _ = changes(data[:end], by_first_letter)
+        want.append(aggregate(upto[done:], op, OPS[op], aggs))
+        done = len(upto)
+    assert got == want
