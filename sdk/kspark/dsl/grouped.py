@@ -719,11 +719,11 @@ class KGroupedTable(Generic[K, V]):
         >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
         Topologies:
            Sub-topology: 0
-            Source: KTABLE-SOURCE-0000000001 (topics: [customers])
+            Source: KTABLE-SOURCE-0000000000 (topics: [customers])
               --> KTABLE-SELECT-0000000002
             Processor: KTABLE-SELECT-0000000002 (stores: [KTABLE-SELECT-0000000002-STATE-STORE]) [operator: kspark task operator (transformWithStateInPandas, per-task state)]
               --> KTABLE-AGGREGATE-0000000003
-              <-- KTABLE-SOURCE-0000000001
+              <-- KTABLE-SOURCE-0000000000
            Sub-topology: 1
             Processor: KTABLE-AGGREGATE-0000000003 (stores: [customers-per-region]) [operator: kspark task operator (transformWithStateInPandas, per-task state)]
               --> KTABLE-TOSTREAM-0000000004
