@@ -5,6 +5,7 @@ restarts, the durable state checked against the local store after every batch.""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -293,3 +294,59 @@ def test_property_against_the_reference_model(
         want.append(aggregate(upto[done:], op, OPS[op], aggs))
         done = len(upto)
     assert got == want
+
+
+# -- the DSL and the compiler (plan only) ---------------------------------------------------
+
+
+@dataclasses.dataclass
+class Customer:
+    name: str
+    region: str
+
+
+def test_the_grouped_table_compiles_to_two_operators() -> None:
+    from kspark import Materialized, StreamsBuilder, StreamsConfig, Topic
+    from kspark.compiler import compile_topology
+    from kspark.compiler import stages as stg
+    from kspark.plan.grouped import Aggregate, TableGroupBy
+    from kspark_server.spec import check_spec
+
+    b = StreamsBuilder()
+    customers = b.table(Topic.jsonl("c", "/tmp/c"), key_type=str, value_type=Customer)
+    by_region = customers.group_by(lambda k, c: (c.region, c), key_type=str, value_type=Customer)
+    names = by_region.reduce(lambda a, c: c, lambda a, c: a, materialized=Materialized.as_("n"))
+    names.to_stream().to(Topic.jsonl("o", "/tmp/o"))
+    node = names.node
+    assert isinstance(node, Aggregate) and isinstance(node.parent, TableGroupBy)
+    assert node.grouped_table and node.repartitions and names.store_name == "n"
+    out = compile_topology(b.build(), StreamsConfig(application_id="g"))
+    stateful = [s.spec for s in out.stages() if isinstance(s, stg.Stateful)]
+    select, agg = (check_spec(s) for s in stateful)
+    assert isinstance(select, TableGroupBySpec) and isinstance(agg, AggregateSpec)
+    assert select.output.value == RecordSpec(
+        cls=Change, fields=(("new", select.selected.value), ("old", select.selected.value))
+    )
+    # the reduction's table holds the selected values, not their changes
+    assert agg.table and agg.subtractor is not None and agg.output.value == select.selected.value
+
+
+def test_the_plan_refuses_a_grouped_table_aggregate_without_subtractor() -> None:
+    from kspark import StreamsBuilder
+    from kspark.errors import InvalidTopologyError
+    from kspark.plan.grouped import Aggregate
+
+    b = StreamsBuilder()
+    grouped = b.table("t", key_type=str, value_type=str).group_by(
+        lambda k, v: (v, v), key_type=str, value_type=str
+    )
+    with pytest.raises(InvalidTopologyError, match="subtractor"):
+        Aggregate(
+            name="A",
+            parent=grouped._node,
+            op="reduce",
+            reducer=lambda a, v: v,
+            store_name="s",
+            key_type=None,
+            value_type=None,
+        )
