@@ -98,14 +98,13 @@ def decoder(t: TypeSpec, nested: bool = False, plain: bool = False) -> Codec:
     def dec_record(x: Any) -> Any:
         if x is None:
             return None
-        # a struct as JSON text (a value that travels packed) leaves out its null fields
         if as_is is not None:
-            obj = cls(**{arg: x.get(name) for arg, name in as_is})
+            obj = cls(**{arg: x[name] for arg, name in as_is})
         else:
-            obj = cls(**{arg: dec(x.get(name)) for arg, name, dec in by_arg})
+            obj = cls(**{arg: dec(x[name]) for arg, name, dec in by_arg})
         for name, dec in after:
             # frozen and slotted classes too: the value is the one that was encoded
-            object.__setattr__(obj, name, dec(x.get(name)))
+            object.__setattr__(obj, name, dec(x[name]))
         return obj
 
     return dec_record

@@ -274,17 +274,3 @@ def test_texts_the_fast_json_reader_refuses_read_as_before(text: str) -> None:
         want = text  # not JSON: Spark handed a JSON string over without its quotes
     assert repr(codec.decode_json_texts([text, None])) == repr([want, None])
     assert repr(codec.decoder(JsonSpec())(text)) == repr(want)
-
-
-def test_a_record_as_json_text_without_its_null_fields_decodes_them_as_none() -> None:
-    """Spark's ``to_json`` leaves out a struct's null fields: a value that travels into a
-    stateful operator as JSON text (a record of strings and numbers) comes without them."""
-
-    @dataclasses.dataclass
-    class Pair:
-        new: str | None
-        old: str | None
-
-    spec = describe_type(Pair).spec()
-    assert codec.decoder(spec, plain=True)({"new": "a"}) == Pair("a", None)
-    assert codec.decoder(spec)({"old": "b"}) == Pair(None, "b")

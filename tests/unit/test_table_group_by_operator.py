@@ -350,3 +350,22 @@ def test_the_plan_refuses_a_grouped_table_aggregate_without_subtractor() -> None
             key_type=None,
             value_type=None,
         )
+
+
+def test_changes_as_json_text_without_their_none_field(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Change of a record of strings and numbers travels into the aggregation as JSON
+    text, which Spark's ``to_json`` writes without its None field."""
+    spec = dataclasses.replace(aggregate_spec("aggregate"), packed=Packed(value=True))
+    r = Runner(lambda: AggregateProcessor(spec), tmp_path, monkeypatch)
+    got = r.run(
+        [
+            (0, (0, "a", '{"new":"apple"}', 1)),
+            (1, (0, "a", '{"new":"avocado","old":"apple"}', 2)),
+            (2, (0, "b", '{"new":"banana"}', 3)),
+        ]
+    )
+    got += r.run([(3, (0, "a", '{"old":"avocado"}', 4))])
+    close_local_stores()
+    assert got == [("a", 7, 2), ("b", 6, 3), ("a", 0, 4)]

@@ -47,7 +47,7 @@ import numpy as np
 from kspark_server import codec, stateenc
 from kspark_server.envelope import SideKind, side_row
 from kspark_server.operators.base import Batch, Emitter, TaskProcessor
-from kspark_server.spec import AggregateSpec, JsonSpec, PrimSpec
+from kspark_server.spec import AggregateSpec, Change, JsonSpec, PrimSpec, RecordSpec
 from kspark_server.windows import windows_for
 
 __all__ = ["AggregateProcessor"]
@@ -108,6 +108,10 @@ class AggregateProcessor(TaskProcessor):
         self.suppress = s.suppress
         #: a grouped table's changes: subtract the old value, then add the new
         self.table = s.table
+        if self.table and isinstance(s.input.value, RecordSpec):
+            # a Change's fields, each decoded on its own: a Change that travels as JSON
+            # text leaves out a None field (Spark's to_json drops null fields)
+            self.change_dec = codec.decoder(dict(s.input.value.fields)["new"], nested=True)
         # windows expire by their start, a key's sessions by their latest end, through the
         # local store's time index
         self.time_indexed = self.windowed or self.session
@@ -471,7 +475,8 @@ class AggregateProcessor(TaskProcessor):
         aggregate), then the new one added (to ``initializer()``, or for ``reduce`` taken
         as it is, when there is no aggregate). Not ok if the user's function failed."""
         k = self.kdec(key)
-        change = self.vdec(self.unpack_value(value))
+        cell, dec = self.unpack_value(value), self.change_dec
+        change = Change(new=dec(cell.get("new")), old=dec(cell.get("old")))
         spec, aenc, op = self.spec, self.aenc, self.op
 
         def run(kk: Any, ch: Any) -> tuple[Any, Any]:
