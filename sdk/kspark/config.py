@@ -89,6 +89,26 @@ def _positive_int(name: str, *, optional: bool = False) -> Any:
     return check
 
 
+#: the most tasks an app may have: a record's task is its key's hash modulo this many
+#: slots (``kspark_server.placement.MAX_TASKS``), then modulo the app's tasks
+MAX_PARTITIONS = 4096
+
+
+def _task_count(name: str) -> Any:
+    positive = _positive_int(name)
+
+    def check(inst: object, attr: object, value: object) -> None:
+        positive(inst, attr, value)
+        if value > MAX_PARTITIONS:  # type: ignore[operator]
+            raise ConfigError(
+                f"{name} must be at most {MAX_PARTITIONS}, got {value!r}: a task is a "
+                f"slot of the key hash's {MAX_PARTITIONS} slots",
+                option=name,
+            )
+
+    return check
+
+
 def _bool(name: str) -> Any:
     def check(_inst: object, _attr: object, value: object) -> None:
         if not isinstance(value, bool):
@@ -323,7 +343,7 @@ class StreamsConfig:
         resolved on the client, against its working directory; a URI is kept as it is.
     num_partitions
         The number of tasks: logical partitions by key hash, like a Kafka topic's
-        partitions. Stream time and state are per task. To change it on an existing
+        partitions, from 1 to 4096. Stream time and state are per task. To change it on an existing
         checkpoint, use :meth:`kspark.StreamsApp.rescale` (``kspark rescale``).
     shuffle_partitions
         Physical parallelism of the shuffles (``spark.sql.shuffle.partitions``).
@@ -448,7 +468,7 @@ class StreamsConfig:
 
     application_id: str = attrs.field(validator=_check_app_id)
     checkpoint_dir: str = attrs.field(default=None)
-    num_partitions: int = attrs.field(default=4, validator=_positive_int("num_partitions"))
+    num_partitions: int = attrs.field(default=4, validator=_task_count("num_partitions"))
     shuffle_partitions: int | None = attrs.field(
         default=None, validator=_positive_int("shuffle_partitions", optional=True)
     )

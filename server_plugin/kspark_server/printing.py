@@ -12,13 +12,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import IO, Any
+from typing import Any
 
 __all__ = ["PrintAction", "format_record"]
-
-#: the files this worker process appends to, open (the module is shipped by value to the
-#: workers, so it holds nothing that does not pickle)
-_files: dict[str, IO[str]] = {}
 
 
 def _text(x: Any) -> str:
@@ -54,15 +50,15 @@ class PrintAction:
             sys.stdout.write(line)
             sys.stdout.flush()
             return
-        out = _files.get(self.path)
-        if out is None:
-            parent = os.path.dirname(self.path)
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            # line-buffered appends: each line reaches the file whole, whichever worker
-            # writes it
-            out = _files.setdefault(self.path, open(self.path, "a", buffering=1))
-        out.write(line)
+        parent = os.path.dirname(self.path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        # opened per record, never cached: the action and its module are pickled to the
+        # workers (by value where the server lacks kspark_server), and an open file does
+        # not pickle. One append of a whole line reaches the file whole, whichever worker
+        # writes it.
+        with open(self.path, "a", encoding="utf-8") as out:
+            out.write(line)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PrintAction) and (self.label, self.path, self.mapper) == (

@@ -38,6 +38,8 @@ from kspark import (
     Window,
     Windowed,
 )
+from kspark.processor import Processor, ProcessorContext, Record
+from kspark.state import KeyValueStore, Stores
 from kspark.testing import TopologyTestDriver
 
 pytestmark = pytest.mark.spark
@@ -74,6 +76,26 @@ def _join(a: str | None, b: str | None) -> str:
     return f"{a}+{b}"
 
 
+class _CountEach(Processor[Any, Any, Any, int]):
+    """Counts each key's records in a key-value store and forwards the count; a null
+    key (which a store cannot hold) is forwarded with -1."""
+
+    def __init__(self, store: str) -> None:
+        self.store = store
+
+    def init(self, context: ProcessorContext[Any, int]) -> None:
+        self.context = context
+        self.counts: KeyValueStore[Any, int] = context.get_state_store(self.store)
+
+    def process(self, record: Record[Any, Any]) -> None:
+        if record.key is None:
+            self.context.forward(record.with_value(-1))
+            return
+        n = (self.counts.get(record.key) or 0) + 1
+        self.counts.put(record.key, n)
+        self.context.forward(record.with_value(n))
+
+
 def _branch(b: StreamsBuilder, p: str, key_type: type[Any], full: bool) -> None:
     """The stateful operators over topics ``{p}`` (a stream), ``{p}r`` (the other stream
     of the stream-stream joins), ``{p}l`` and ``{p}v`` (a latest-value and a versioned
@@ -108,6 +130,21 @@ def _branch(b: StreamsBuilder, p: str, key_type: type[Any], full: bool) -> None:
     ).to(f"{p}-outer")
     if not full:
         return
+    # the Processor API: a processor's own key-value store
+    store = f"{p}-proc"
+    b.add_state_store(
+        Stores.key_value_store_builder(
+            Stores.persistent_key_value_store(store), key_type=key_type, value_type=int
+        )
+    )
+    s.process(lambda: _CountEach(store), store, key_type=key_type, value_type=int).to(f"{p}-proc")
+    # a table-table join of the stream's and the other stream's latest values
+    s.to_table(Materialized.as_(f"{p}-stable")).outer_join(
+        right.to_table(Materialized.as_(f"{p}-rtable")),
+        _join,
+        materialized=Materialized.as_(f"{p}-tables"),
+        value_type=str,
+    ).to_stream().to(f"{p}-tables")
     # the same id for each value of a key; None (never a duplicate) for a null value
     s.deduplicate_by_key_value(
         lambda k, v: v and "same", every, Deduplicated.as_(f"{p}-dedup-kv")
@@ -170,6 +207,8 @@ SINKS = {
         "inner",
         "left",
         "outer",
+        "proc",
+        "tables",
     ],
     "b": ["dedup-key", "count", "final", "versioned-join", "outer"],
     "x": ["dedup-0", "dedup-1000", "windowed"],
@@ -227,6 +266,21 @@ def _expected(p: str, sink: str, keys: list[Any]) -> list[list[Out]]:
     elif sink == "dedup-kv":  # a null id (here: for a null value) is forwarded
         null_ids = each(lambda n, k: [(k, None)], [(None, "n:v2"), (None, None)])
         batches = [forwarded(1), null_ids, forwarded(3), forwarded(4)]
+    elif sink == "proc":  # the processor sees every record, null values too
+        minus = (None, -1)
+        batches = [
+            each(lambda n, k: [(k, 1)], [minus]),
+            each(lambda n, k: [(k, 2), (k, 3)], [minus, minus]),
+            each(lambda n, k: [(k, 4)], [minus]),
+            each(lambda n, k: [(k, 5)], [minus]),
+        ]
+    elif sink == "tables":  # each batch's last joined row per key (see _last_per_key)
+        batches = [
+            each(lambda n, k: [(k, f"{n}:v1+{n}:r1")]),
+            each(lambda n, k: [(k, f"None+{n}:r1")]),  # v2, then a delete of the left row
+            each(lambda n, k: [(k, f"{n}:v3+{n}:r1")]),
+            each(lambda n, k: [(k, f"{n}:v4+{n}:r1")]),
+        ]
     elif sink == "count":  # a null key or value is dropped
         batches = [counted(c) for c in (1, 2, 3, 4)]
     elif sink == "windowed":  # a windowed count counts null values too
@@ -298,6 +352,13 @@ def _key(k: Any) -> Any:
     return k
 
 
+def _last_per_key(records: list[Out]) -> list[Out]:
+    last: dict[Any, Any] = {}
+    for k, v in records:
+        last[k] = v
+    return list(last.items())
+
+
 def _short(o: Out) -> str:
     k = o[0].key if isinstance(o[0], Windowed) else o[0]
     return f"({'None' if k is None else f'<{type(k).__name__} of {len(k)}>'}, {o[1]!r})"
@@ -337,6 +398,9 @@ def corpus_run(spark: Any, spark_server: Any) -> dict[str, Any]:
                 [versioned.get(k, as_of=t) for t in (500, 1_200, 16_000)] for k in keys
             ]
             stores[f"{p}-versioned-keys"] = sorted(k for k, _ in versioned)
+            if p == "s":
+                stores["s-proc"] = [d.store("s-proc").get(k) for k in keys]
+                stores["s-tables"] = [d.store("s-tables").get(k) for k in keys]
             replica = d.app.replica(f"{p}-count")
             stores[f"{p}-replica"] = [replica.get(k) for k in keys]
         return {"outputs": outputs, "stores": stores, "metrics": d.metrics()}
@@ -348,6 +412,10 @@ def test_each_key_behaves_as_any_key(corpus_run: dict[str, Any], sink: str) -> N
     keys = BYTES_KEYS if p == "b" else STR_KEYS
     got = corpus_run["outputs"][sink]
     want = _expected(p, name, keys)
+    if name == "tables":
+        # which side of a batch's updates at one timestamp the join takes first is the
+        # task's processing order; the row each key ends the batch with is not
+        got = [_last_per_key(g) for g in got]
     for batch, (g, e) in enumerate(zip(got, want, strict=True), start=1):
         # the order across keys within a batch is not Kafka Streams' business here
         g_keys = Counter((_key(k), v) for k, v in g)
@@ -373,6 +441,8 @@ def test_stores_replicas_and_rescale_return_the_original_keys(
             [(f"{i}:T1", 0), (f"{i}:T2", 1_000), (f"{i}:T3", 15_000)] for i in range(len(keys))
         ]
         assert stores[f"{p}-versioned-keys"] == sorted(keys)
+    assert stores["s-proc"] == [5] * len(STR_KEYS)
+    assert stores["s-tables"] == [f"{i}:v4+{i}:r1" for i in range(len(STR_KEYS))]
 
 
 def test_null_keys_and_invalid_timestamps_are_counted(corpus_run: dict[str, Any]) -> None:

@@ -326,6 +326,18 @@ def test_versioned_and_window_stores_with_record_values(spark: Any, app_id: str)
             Price("p", 101),  # at 3 000 the price was 1; first put of window 10 000
             Price("p", 202),  # at 6 000 it was 2
         ]
+        # both stores answer interactive queries as of the last micro-batch
+        prices = d.store("prices")
+        latest = prices.get("p")
+        assert (latest.value, latest.valid_from, latest.valid_to) == (Price("p", 4), 16_000, None)
+        then = prices.get("p", 6_000)
+        assert (then.value, then.valid_from, then.valid_to) == (Price("p", 2), 5_000, 13_000)
+        assert prices.get("p", 999) is None and prices.get("q") is None
+        assert list(prices.all()) == [("p", Price("p", 4))]
+        puts = d.store("puts")
+        assert puts.fetch("p", 0, 20_000) == [(0, 2), (10_000, 2)]
+        assert puts.fetch("p", 5_000, 20_000) == [(10_000, 2)]
+        assert puts.fetch_all(0, 0) == [(("p", 0), 2)]
 
 
 def test_a_rescale_carries_the_stores_over(spark: Any, app_id: str) -> None:

@@ -220,3 +220,25 @@ def test_cli_config_file_sets_handlers_and_rejects_unknown_keys(tmp_path: Path) 
     bad.write_text('{"procesing_exception_handler": "log-and-continue"}')
     with pytest.raises(ConfigError, match="procesing_exception_handler"):
         load_config(str(bad), "payments")
+
+
+def test_num_partitions_is_bounded_by_the_key_hash_slots() -> None:
+    """A task is one of the key hash's 4096 slots: more tasks is a config error that
+    says so, not a failure in the workers."""
+    assert StreamsConfig(application_id="a", num_partitions=4096).num_partitions == 4096
+    with pytest.raises(ConfigError, match="at most 4096") as info:
+        StreamsConfig(application_id="a", num_partitions=4097)
+    assert info.value.params["option"] == "num_partitions"
+    # the bound is the placement's own
+    from kspark.config import MAX_PARTITIONS
+    from kspark_server.placement import MAX_TASKS
+
+    assert MAX_PARTITIONS == MAX_TASKS
+
+
+def test_a_rescale_beyond_the_key_hash_slots_is_refused_before_it_reads_anything() -> None:
+    from kspark.errors import RescaleError
+    from kspark.runtime.rescale import rescale
+
+    with pytest.raises(RescaleError, match="at most 4096"):
+        rescale(None, None, StreamsConfig(application_id="a"), 5000)  # type: ignore[arg-type]

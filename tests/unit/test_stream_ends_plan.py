@@ -106,6 +106,26 @@ def test_print_action_appends_whole_lines(tmp_path: Any) -> None:
         assert f.read() == "[lbl]: a, 1\n[lbl]: b, null\n"
 
 
+def test_a_print_action_that_has_printed_still_pickles_by_value(tmp_path: Any) -> None:
+    """A server without kspark_server gets the printing module by value: once a record
+    was printed, the action and its module must hold nothing that does not pickle."""
+    from pyspark import cloudpickle
+
+    from kspark_server import printing
+
+    path = str(tmp_path / "printed.txt")
+    action = PrintAction("lbl", path)
+    action("a", 1)
+    cloudpickle.register_pickle_by_value(printing)
+    try:
+        shipped = cloudpickle.loads(cloudpickle.dumps(action))
+    finally:
+        cloudpickle.unregister_pickle_by_value(printing)
+    shipped("b", 2)
+    with open(path) as f:
+        assert f.read() == "[lbl]: a, 1\n[lbl]: b, 2\n"
+
+
 def test_foreach_compiles_to_a_chain_that_ends_the_stream() -> None:
     b = StreamsBuilder()
     s = b.stream("in", key_type=str, value_type=int)

@@ -29,7 +29,7 @@ import attrs
 from kspark.compiler import stages as st
 from kspark.compiler.compiler import compile_topology
 from kspark.compiler.lowering import flat_schema
-from kspark.config import StreamsConfig
+from kspark.config import MAX_PARTITIONS, StreamsConfig
 from kspark.errors import RescaleError
 from kspark.plan.topology import Topology
 from kspark.runtime import lease
@@ -150,6 +150,8 @@ def rescale(
     """
     if type(partitions) is not int or partitions < 1:
         raise RescaleError(f"partitions must be a positive integer, got {partitions!r}")
+    if partitions > MAX_PARTITIONS:
+        raise RescaleError(f"partitions must be at most {MAX_PARTITIONS}, got {partitions}")
     cfg = config
     app_id = cfg.application_id
     for q in spark.streams.active:

@@ -366,11 +366,6 @@ class ReadOnlyProcessorStore(Generic[K, V]):
     def __init__(self, name: str, source: _Source, store: StoreSpec) -> None:
         from kspark_server import codec
 
-        if store.kind != "key_value":
-            raise StoreError(
-                f"store {name!r} is a {store.kind} store of a processor; interactive queries "
-                "read the processors' key-value stores"
-            )
         self.name = name
         self._source = source
         plain = isinstance(store.key, JsonSpec)
@@ -397,6 +392,104 @@ class ReadOnlyProcessorStore(Generic[K, V]):
         return sum(1 for _ in self.all())
 
 
+class ReadOnlyProcessorVersionedStore(Generic[K, V]):
+    """A versioned store of a processor (the Processor API) as of the app's last committed
+    micro-batch: ``get(key)`` and ``get(key, as_of_timestamp)``, as the processor's own
+    :class:`kspark.state.VersionedKeyValueStore` answers them.
+
+    Its entries are ``(store name, key) -> [key, [timestamps, values]]`` in the
+    processor's task state (:mod:`kspark_server.procstores`); the versions a processor
+    keeps are those within its history retention, so an ``as_of`` older than that finds
+    the oldest kept version's predecessor gone, as in the processor."""
+
+    def __init__(self, name: str, source: _Source, store: StoreSpec) -> None:
+        self._kv: ReadOnlyProcessorStore[K, Any] = ReadOnlyProcessorStore(name, source, store)
+        self.name = name
+
+    def _versions(self, key: K) -> tuple[list[int], list[Any]]:
+        kv = self._kv
+        sk = (self.name, kv._hashable(kv._kenc(key)))
+        found = kv._source.entries([sk]).get(sk)
+        if found is None:
+            return [], []
+        tss, vals = found[1][1]
+        return list(tss), list(vals)
+
+    def get(self, key: K, as_of_timestamp: int | None = None) -> VersionedRecord[V] | None:
+        """The version of ``key`` valid at ``as_of_timestamp`` (the latest: None), or None
+        where the key had no value then."""
+        tss, vals = self._versions(key)
+        at = len(tss) - 1
+        if as_of_timestamp is not None:
+            at = max((i for i, t in enumerate(tss) if t <= as_of_timestamp), default=-1)
+        if at < 0 or vals[at] is None:
+            return None
+        valid_to = tss[at + 1] if at + 1 < len(tss) else None
+        return VersionedRecord(self._kv._vdec(vals[at]), tss[at], valid_to)
+
+    def all(self) -> Iterator[tuple[K, V]]:
+        """Every key with a current (latest, not deleted) value, in no particular order."""
+        kv = self._kv
+        for sk, (_, entry) in kv._source.items():
+            if isinstance(sk, tuple) and sk and sk[0] == self.name:
+                vals = entry[1][1]
+                if vals and vals[-1] is not None:
+                    yield kv._kdec(entry[0]), kv._vdec(vals[-1])
+
+
+class ReadOnlyProcessorWindowStore(Generic[K, V]):
+    """A window store of a processor (the Processor API) as of the app's last committed
+    micro-batch: ``fetch(key, time_from, time_to)`` and ``fetch_all(time_from, time_to)``.
+
+    Its entries are ``(store name, key, window start[, sequence]) -> [key, value]`` in the
+    processor's task state (:mod:`kspark_server.procstores`). The processor removes
+    expired windows as its stream time moves; a window it would skip as expired but has not
+    removed yet is still answered here."""
+
+    def __init__(self, name: str, source: _Source, store: StoreSpec) -> None:
+        self._kv: ReadOnlyProcessorStore[K, Any] = ReadOnlyProcessorStore(name, source, store)
+        self.name = name
+
+    def _windows(self, time_from: int, time_to: int) -> list[tuple[Any, Any, int, int]]:
+        kv = self._kv
+        out = []
+        for sk, (_, entry) in kv._source.items():
+            if isinstance(sk, tuple) and len(sk) >= 3 and sk[0] == self.name:
+                if time_from <= sk[2] <= time_to and entry is not None:
+                    out.append((sk[1], entry, int(sk[2]), int(sk[3]) if len(sk) > 3 else 0))
+        out.sort(key=lambda w: (w[2], w[3]))
+        return out
+
+    def fetch(self, key: K, time_from: int, time_to: int) -> list[tuple[int, V]]:
+        """``(window start, value)`` of ``key``'s windows that start in
+        ``[time_from, time_to]``, by start (with duplicates retained, in put order)."""
+        kv = self._kv
+        hk = kv._hashable(kv._kenc(key))
+        return [
+            (start, kv._vdec(e[1]))
+            for h, e, start, _ in self._windows(time_from, time_to)
+            if h == hk
+        ]
+
+    def fetch_all(self, time_from: int, time_to: int) -> list[tuple[tuple[K, int], V]]:
+        """``((key, window start), value)`` of every window that starts in
+        ``[time_from, time_to]``, by start."""
+        kv = self._kv
+        return [
+            ((kv._kdec(e[0]), start), kv._vdec(e[1]))
+            for _, e, start, _ in self._windows(time_from, time_to)
+        ]
+
+
+def _processor_view(name: str, source: _Source, store: StoreSpec) -> Any:
+    """The read-only view of a processor's store ``name``, by its kind."""
+    if store.kind == "versioned":
+        return ReadOnlyProcessorVersionedStore(name, source, store)
+    if store.kind == "window":
+        return ReadOnlyProcessorWindowStore(name, source, store)
+    return ReadOnlyProcessorStore(name, source, store)
+
+
 def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any:
     """The read-only view of store ``name`` of a compiled app whose query checkpoint is
     ``checkpoint``."""
@@ -404,7 +497,7 @@ def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any
     if isinstance(found, ProcessorSpec):
         (store,) = [d for d in found.stores if d.name == name]
         source = _CheckpointSource(spark, checkpoint, found.store)
-        return ReadOnlyProcessorStore(name, source, store)
+        return _processor_view(name, source, store)
     spec = _table_spec(output, name, "answer interactive queries")
     return _view(name, _CheckpointSource(spark, checkpoint, name), spec)
 
@@ -439,6 +532,8 @@ __all__ = [
     "ReadOnlyJoinedStore",
     "ReadOnlyKeyValueStore",
     "ReadOnlyProcessorStore",
+    "ReadOnlyProcessorVersionedStore",
+    "ReadOnlyProcessorWindowStore",
     "ReadOnlySessionStore",
     "ReadOnlyVersionedStore",
     "ReadOnlyWindowStore",
