@@ -31,6 +31,11 @@ end plus grace, by the task's stream time, is dropped from that window and count
 per window it missed. ``reduce`` and ``aggregate`` call the user's function per record,
 guarded by the processing exception handler.
 
+The aggregation of a grouped table (``KTable.group_by``, ``spec.table``) takes
+``Change(new, old)`` records from :mod:`kspark_server.operators.table_group_by`: it
+subtracts ``old`` from the group's aggregate with the subtractor, then adds ``new``, as
+Kafka Streams' ``KTableAggregate`` and ``KTableReduce`` do; not windowed.
+
 Examples
 --------
 >>> _window_key(("EUR", 60_000), [60_000, 3, 61_000, None, None], 60_000)
