@@ -118,9 +118,17 @@ def aggregate_spec(op: str) -> AggregateSpec:
 class Pipeline:
     """The re-keying operator (one source task) feeding the aggregation (one task)."""
 
-    def __init__(self, op: str, tmp: Any, mp: pytest.MonkeyPatch) -> None:
-        self.select = Runner(lambda: TableGroupByProcessor(group_by_spec()), tmp / "s", mp)
-        self.agg = Runner(lambda: AggregateProcessor(aggregate_spec(op)), tmp / "a", mp)
+    def __init__(
+        self,
+        op: str,
+        tmp: Any,
+        mp: pytest.MonkeyPatch,
+        select: TableGroupBySpec | None = None,
+        agg: AggregateSpec | None = None,
+    ) -> None:
+        s, a = select or group_by_spec(), agg or aggregate_spec(op)
+        self.select = Runner(lambda: TableGroupByProcessor(s), tmp / "s", mp)
+        self.agg = Runner(lambda: AggregateProcessor(a), tmp / "a", mp)
         self.seq = itertools.count()
         self.changes: list[Any] = []
 
@@ -173,6 +181,70 @@ def test_a_row_that_moves_leaves_its_old_group_first(
         ("a", "apricot", "avocado", 4),
         ("b", None, "banana", 5),
     ]
+
+
+def _strings(tmp: Any, mp: pytest.MonkeyPatch, selector: Any) -> Pipeline:
+    """KTableAggregateTest's aggregation: from "0", "+v" per added value and "-v" per
+    subtracted one, so the aggregate shows the order of the calls."""
+    agg = dataclasses.replace(
+        aggregate_spec("aggregate"),
+        initializer=lambda: "0",
+        aggregator=lambda k, v, a: f"{a}+{v}",
+        subtractor=lambda k, v, a: f"{a}-{v}",
+        output=KeyValue(key=STR, value=STR),
+        output_schema=env.envelope_json("string", "string"),
+    )
+    select = dataclasses.replace(group_by_spec(), selector=selector)
+    return Pipeline("aggregate", tmp, mp, select, agg)
+
+
+def test_kafka_streams_basic_aggregation_one_update_per_batch(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KTableAggregateTest's basic scenario, grouped by the source key itself: a new value
+    of a key is one change of its group, subtracted then added, at the later timestamp."""
+    p = _strings(tmp_path, monkeypatch, lambda k, v: (k, v))
+    updates = [("A", "1", 10), ("B", "2", 15), ("A", "3", 20), ("B", "4", 18)]
+    updates += [("C", "5", 5), ("D", "6", 25), ("B", "7", 15), ("C", "8", 10)]
+    got = [row for u in updates for row in p.run([u])]
+    close_local_stores()
+    assert got == [
+        ("A", "0+1", 10),
+        ("B", "0+2", 15),
+        ("A", "0+1-1+3", 20),
+        ("B", "0+2-2+4", 18),
+        ("C", "0+5", 5),
+        ("D", "0+6", 25),
+        ("B", "0+2-2+4-4+7", 18),
+        ("C", "0+5-5+8", 10),
+    ]
+
+
+def test_kafka_streams_repartition_scenario(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KTableAggregateTest's re-grouping by value: rows move between groups, a null group
+    key or no pair at all is skipped, a delete subtracts."""
+
+    def by_value(key: str, value: str) -> tuple[str | None, str] | None:
+        if key == "NULL":
+            return None
+        return (None if key == "null" else value), value
+
+    p = _strings(tmp_path, monkeypatch, by_value)
+    updates = [("A", "1", 1), ("B", "1", 2), ("C", "1", 3), ("null", "1", 4)]
+    updates += [("NULL", "1", 5), ("A", "2", 6), ("B", None, 7), ("C", "2", 8)]
+    got = [row for u in updates for row in p.run([u])]
+    close_local_stores()
+    assert got == [
+        ("1", "0+1", 1),
+        ("1", "0+1+1", 2),
+        ("1", "0+1+1+1", 3),
+        ("1", "0+1+1+1-1", 6),
+        ("2", "0+2", 6),
+        ("1", "0+1+1+1-1-1", 7),
+        ("1", "0+1+1+1-1-1-1", 8),
+        ("2", "0+2+2", 8),
+    ]
+    assert p.select.sides["dropped"] == 2
 
 
 def test_count_goes_down_to_zero_and_stays(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:

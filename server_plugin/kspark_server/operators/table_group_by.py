@@ -16,8 +16,8 @@ a new value, another group     ``(g1, Change(None, v1))`` then ``(g2, Change(v2,
 a delete (None)                ``(g1, Change(None, v1))``
 =============================  ==============================================================
 
-A selected pair whose group key or value is None takes no part in any group: it is
-dropped and counted (``null-key``, ``null-value``) and the key's row leaves its old group.
+A selected pair whose group key or value is None (or a selector that returns None) takes
+no part in any group: it is dropped and counted (``null-key``, ``null-value``) and the key's row leaves its old group.
 An update without a key is dropped and counted too. A selector that raises goes to the
 processing exception handler; the update then changes no group (the key's row stays in
 its group, as nothing was forwarded in Kafka Streams either), and the key keeps no
@@ -121,6 +121,8 @@ class TableGroupByProcessor(TaskProcessor):
 
         def select(kk: Any, vv: Any) -> tuple[Any, Any]:
             got = selector(kk, vv)
+            if got is None:  # no pair at all: as a pair with a null key
+                return None, None
             if not (isinstance(got, tuple | list) and len(got) == 2):
                 raise TypeError(
                     f"{self.processor}: the selector must return a (key, value) pair, "
