@@ -46,6 +46,9 @@ __all__ = [
     "DedupSpec",
     "DynamicSinkSpec",
     "FilterStep",
+    "FkMatchSpec",
+    "FkResolveSpec",
+    "FkSubscribeSpec",
     "FlatMapStep",
     "FlatMapValuesStep",
     "ForeachStep",
@@ -553,6 +556,91 @@ class TableJoinSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class FkSubscribeSpec:
+    """The first stage of a foreign-key table-table join, keyed by the left table's key
+    (:mod:`kspark_server.operators.fk_subscribe`).
+
+    Keeps each left key's foreign key and a version number, and sends subscription
+    messages (``output.value``: MessagePack bytes) keyed by the foreign key (``fk``, the
+    right table's key type): subscribe, unsubscribe, delete.
+    """
+
+    kind: ClassVar[str] = "fksubscribe"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    extractor: Fn
+    extractor_with_key: bool
+    left: KeyValue
+    fk: TypeSpec
+    output: KeyValue
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+    state: StateOptions = StateOptions()
+    versioned: ClassVar[bool] = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FkMatchSpec:
+    """The second stage of a foreign-key join, keyed by the foreign key
+    (:mod:`kspark_server.operators.fk_match`): the subscriptions (``stream``, side 0) and
+    the right table's updates (side 1, their value in ``ks_tvalue``). Keeps the right
+    table's values and each foreign key's subscribers, and answers each subscription and
+    each right update with responses keyed by the left key (``output.value``: bytes)."""
+
+    kind: ClassVar[str] = "fkmatch"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    stream: KeyValue
+    right: KeyValue
+    output: KeyValue
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+    state: StateOptions = StateOptions()
+    versioned: ClassVar[bool] = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FkResolveSpec:
+    """The last stage of a foreign-key join, keyed by the left key
+    (:mod:`kspark_server.operators.fk_resolve`): takes the responses of the newest
+    version of each left key only, calls the joiner and keeps the result, which
+    ``app.store(name)`` answers.
+
+    ``mode`` is ``inner`` or ``left``; ``key``, ``left_value`` and ``right_value`` are
+    the types the joiner's arguments decode to, the values having travelled as JSON text
+    where ``left_packed`` / ``right_packed``.
+    """
+
+    kind: ClassVar[str] = "fkresolve"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    mode: str
+    joiner: Fn
+    joiner_with_key: bool
+    key: TypeSpec
+    left_value: TypeSpec
+    right_value: TypeSpec
+    left_packed: bool
+    right_packed: bool
+    input: KeyValue
+    output: KeyValue
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+    state: StateOptions = StateOptions()
+    versioned: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("inner", "left"):
+            raise SpecError(f"{self.processor}: unknown foreign-key join mode {self.mode!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SinkSpec:
     """Sink ``index`` of the app: columns ``k<index>``/``v<index>`` of the union."""
 
@@ -810,6 +898,9 @@ StatefulSpec = (
     | AggregateSpec
     | TableJoinSpec
     | TableGroupBySpec
+    | FkSubscribeSpec
+    | FkMatchSpec
+    | FkResolveSpec
     | ProcessorSpec
 )
 OperatorSpec = (
@@ -821,6 +912,9 @@ OperatorSpec = (
     | AggregateSpec
     | TableJoinSpec
     | TableGroupBySpec
+    | FkSubscribeSpec
+    | FkMatchSpec
+    | FkResolveSpec
     | ProcessorSpec
     | SinksSpec
     | TopicNameSpec

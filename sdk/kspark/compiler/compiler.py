@@ -43,7 +43,7 @@ from kspark.plan.grouped import (
 )
 from kspark.plan.processing import Process, ProcessValues
 from kspark.plan.topology import Topology
-from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, json_packable
+from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, describe_type, json_packable
 from kspark_server import envelope as env
 from kspark_server import spec as sp
 
@@ -652,6 +652,84 @@ class _Compiler:
         )
         return self._stateful(
             node, spec, left, table=right, key_type=left.key_type, value_type=out_value
+        )
+
+    def visit_ForeignKeyJoin(self, node: n.ForeignKeyJoin) -> _Pending:
+        # three operators, one shuffle each (kspark_server.operators.fk_messages): by the
+        # left key, by the foreign key (with the right table's updates), by the left key
+        left = self.stage_of(node.left, node)
+        right = self.stage_of(node.right, node)
+        if isinstance(right.key_type, Dynamic):
+            raise InvalidTopologyError(
+                f"{node.name}: the other table's key type is not declared; a foreign-key "
+                "join needs it (the foreign keys take it): give the table key_type=...",
+                processor=node.name,
+            )
+        out_value = known_type(node.value_type)
+        message = describe_type(bytes)
+        left_packed = json_packable(left.value_type)
+        right_packed = json_packable(right.value_type)
+        handling = self.handling_at(node)
+        subscribe = sp.FkSubscribeSpec(
+            processor=f"{node.name}-SUBSCRIPTION",
+            store=node.subscription_store,
+            extractor=node.extractor,
+            extractor_with_key=node.extractor_with_key,
+            left=key_value(left.key_type, left.value_type),
+            fk=right.key_type.spec(),
+            output=key_value(right.key_type, message),
+            output_schema=envelope_json(right.key_type, message),
+            packed=sp.Packed(value=left_packed),
+            handling=handling,
+            state=self.state_options,
+        )
+        subscriptions = st.Stateful(
+            stream=left,
+            table=None,
+            spec=subscribe,
+            num_partitions=self.config.num_partitions,
+            key_type=right.key_type,
+            value_type=message,
+        )
+        match = sp.FkMatchSpec(
+            processor=f"{node.name}-REGISTRATION",
+            store=node.registration_store,
+            stream=key_value(right.key_type, message),
+            right=key_value(right.key_type, right.value_type),
+            output=key_value(left.key_type, message),
+            output_schema=envelope_json(left.key_type, message),
+            packed=sp.Packed(tvalue=right_packed),
+            handling=handling,
+            state=self.state_options,
+        )
+        responses = st.Stateful(
+            stream=subscriptions,
+            table=right,
+            spec=match,
+            num_partitions=self.config.num_partitions,
+            key_type=left.key_type,
+            value_type=message,
+        )
+        resolve = sp.FkResolveSpec(
+            processor=node.name,
+            store=node.store_name,
+            mode=node.mode,
+            joiner=node.joiner,
+            joiner_with_key=node.joiner_with_key,
+            key=left.key_type.spec(),
+            left_value=left.value_type.spec(),
+            right_value=right.value_type.spec(),
+            left_packed=left_packed,
+            right_packed=right_packed,
+            input=key_value(left.key_type, message),
+            output=key_value(left.key_type, out_value),
+            output_schema=envelope_json(left.key_type, out_value),
+            packed=sp.Packed(out=json_packable(out_value)),
+            handling=handling,
+            state=self.state_options,
+        )
+        return self._stateful(
+            node, resolve, responses, key_type=left.key_type, value_type=out_value
         )
 
     def visit_Deduplicate(self, node: n.Deduplicate) -> _Pending:

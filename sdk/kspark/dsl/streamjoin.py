@@ -18,7 +18,7 @@ from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc
 if TYPE_CHECKING:
     from kspark.dsl.streams import KStream, KTable
 
-__all__ = ["stream_join", "stream_table_join", "table_join"]
+__all__ = ["foreign_key_join", "stream_join", "stream_table_join", "table_join"]
 
 JoinMode = Literal["inner", "left", "outer"]
 
@@ -205,5 +205,66 @@ def table_join(
         mode=mode,
         store_name=mat.store_name or builder._store_name(_TABLE_PREFIX),
         key_type=key_type,
+        value_type=_infer.resolve(value_type, _infer.return_hint(joiner), name, "value_type"),
+    )
+
+
+#: Processor name prefix of foreign-key joins (Kafka Streams' result processor's).
+_FK_PREFIX = "KTABLE-FK-JOIN-OUTPUT"
+
+
+def foreign_key_join(
+    this: KTable[Any, Any],
+    other: KTable[Any, Any],
+    extractor: Callable[..., Any],
+    joiner: Callable[..., Any],
+    named: Named | str | None,
+    materialized: Materialized | None,
+    value_type: type[Any] | None,
+    mode: Literal["inner", "left"],
+) -> n.ForeignKeyJoin:
+    """The plan node of ``this.<mode>_join(other, extractor, joiner)``: each left value
+    joins ``other``'s value of the key ``extractor`` gives it (KIP-213)."""
+    from kspark.dsl.streams import KTable
+
+    builder = this._builder
+    name, seq = builder._next(_FK_PREFIX, named)
+    if not isinstance(other, KTable):
+        raise InvalidArgumentError(
+            f"{name}: a foreign-key join joins a KTable, got {type(other).__name__}",
+            parameter="other",
+        )
+    if other._builder is not builder:
+        raise InvalidTopologyError(
+            f"{name}: the other table comes from another StreamsBuilder", processor=name
+        )
+    _infer.check_callable(extractor, "foreign_key_extractor", name)
+    _infer.check_callable(joiner, "joiner", name)
+    for side in (this, other):
+        if side._source().versioned:
+            raise InvalidTopologyError(
+                f"{name}: {side._source().name} is a versioned table; a foreign-key join "
+                "reads latest-value tables (materialize it with Materialized.as_(...))",
+                processor=name,
+            )
+    mat = materialized or Materialized()
+    if mat.versioned:
+        raise InvalidTopologyError(
+            f"{name}: a foreign-key join's result is a latest-value table; use "
+            "Materialized.as_(name)",
+            processor=name,
+        )
+    return n.ForeignKeyJoin(
+        name=name,
+        seq=seq,
+        left=this.node,
+        right=other.node,
+        extractor=extractor,
+        extractor_with_key=_infer.takes_key(extractor, 1, name, "foreign_key_extractor"),
+        joiner=joiner,
+        joiner_with_key=_infer.takes_key(joiner, 2, name, "joiner"),
+        mode=mode,
+        store_name=mat.store_name or builder._store_name(_FK_PREFIX),
+        key_type=this.node.key_type,
         value_type=_infer.resolve(value_type, _infer.return_hint(joiner), name, "value_type"),
     )

@@ -65,6 +65,7 @@ KR = TypeVar("KR")
 VR = TypeVar("VR")
 VT = TypeVar("VT")
 VO = TypeVar("VO")
+KO = TypeVar("KO")
 ID = TypeVar("ID")
 N = TypeVar("N", bound=n.Node)
 
@@ -2178,9 +2179,13 @@ class KTable(Generic[K, V]):
         """The name of the store a join against this table uses."""
         return self._source().store_name
 
-    def _source(self) -> n.TableSource | n.ToTable | Aggregate | n.TableTableJoin:
+    def _source(
+        self,
+    ) -> n.TableSource | n.ToTable | Aggregate | n.TableTableJoin | n.ForeignKeyJoin:
         node = self._node
-        while not isinstance(node, n.TableSource | n.ToTable | Aggregate | n.TableTableJoin):
+        while not isinstance(
+            node, n.TableSource | n.ToTable | Aggregate | n.TableTableJoin | n.ForeignKeyJoin
+        ):
             assert isinstance(node, n.TableFilter | n.TableMapValues | Suppress), node
             node = node.parent
         return node
@@ -2414,27 +2419,64 @@ class KTable(Generic[K, V]):
         value_type: type[VR] | None = None,
     ) -> KTable[K, VR]: ...
 
+    @overload
+    def join(
+        self,
+        other: KTable[KO, VO],
+        foreign_key_extractor: Callable[..., KO | None],
+        joiner: Callable[[V, VO], VR],
+        /,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    @overload
+    def join(
+        self,
+        other: KTable[KO, VO],
+        *,
+        foreign_key_extractor: Callable[..., KO | None],
+        joiner: Callable[[V, VO], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
     def join(
         self,
         other: KTable[Any, Any],
-        joiner: Callable[..., Any],
-        named: Named | str | None = None,
-        materialized: Materialized | None = None,
+        joiner: Callable[..., Any] | None = None,
+        named: Named | str | Callable[..., Any] | None = None,
+        materialized: Materialized | Named | str | None = None,
         *,
         value_type: type[Any] | None = None,
+        foreign_key_extractor: Callable[..., Any] | None = None,
     ) -> KTable[Any, Any]:
-        """Joins this table with ``other`` on the key (Kafka Streams' ``KTable#join``).
+        """Joins this table with ``other`` on the key (Kafka Streams' ``KTable#join``),
+        or on a foreign key (KIP-213) given ``foreign_key_extractor``.
 
         Each update of either table whose key has a value in both gives the key's new
         joined row, ``joiner(value, other_value)``; a delete on either side deletes the
         joined row (a tombstone). Both tables are co-partitioned by key.
 
+        A foreign-key join, ``join(other, foreign_key_extractor, joiner)``, joins each
+        value of this table with ``other``'s value of the key
+        ``foreign_key_extractor(value)`` (or ``(key, value)``) gives it; ``other`` may
+        have another key type and partitioning. The result is keyed by this table's key;
+        a change of a value's foreign key retracts its old result, and results are never
+        emitted out of order for a key (docs/joins.md has the table of which change emits
+        what).
+
         Parameters
         ----------
         other
-            The other table, from the same builder, with this table's key type.
+            The other table, from the same builder, with this table's key type (a
+            foreign-key join: any key type).
         joiner
             ``joiner(value, other_value)`` or ``joiner(key, value, other_value)``.
+        foreign_key_extractor
+            A foreign-key join's ``extractor(value)`` or ``extractor(key, value)``: the
+            key of ``other`` that a value joins; None joins nothing.
         named
             A processor name instead of the generated one.
         materialized
@@ -2460,8 +2502,15 @@ class KTable(Generic[K, V]):
         ... )
         >>> checked.name, checked.store_name
         ('KTABLE-MERGE-0000000004', 'checked')
+        >>> customers = b.table("customers", key_type=str, value_type=str)
+        >>> named = orders.join(customers, lambda o: f"c{o}", lambda o, c: f"{o}@{c}",
+        ...                     value_type=str)
+        >>> named.name
+        'KTABLE-FK-JOIN-OUTPUT-0000000007'
         """
-        return self._table_join(other, joiner, named, materialized, value_type, "inner")
+        return self._table_join(
+            other, joiner, named, materialized, value_type, "inner", foreign_key_extractor
+        )
 
     @overload
     def left_join(
@@ -2485,19 +2534,45 @@ class KTable(Generic[K, V]):
         value_type: type[VR] | None = None,
     ) -> KTable[K, VR]: ...
 
+    @overload
+    def left_join(
+        self,
+        other: KTable[KO, VO],
+        foreign_key_extractor: Callable[..., KO | None],
+        joiner: Callable[[V, VO | None], VR],
+        /,
+        *,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
+    @overload
+    def left_join(
+        self,
+        other: KTable[KO, VO],
+        *,
+        foreign_key_extractor: Callable[..., KO | None],
+        joiner: Callable[[V, VO | None], VR],
+        named: Named | str | None = None,
+        materialized: Materialized | None = None,
+        value_type: type[VR] | None = None,
+    ) -> KTable[K, VR]: ...
+
     def left_join(
         self,
         other: KTable[Any, Any],
-        joiner: Callable[..., Any],
-        named: Named | str | None = None,
-        materialized: Materialized | None = None,
+        joiner: Callable[..., Any] | None = None,
+        named: Named | str | Callable[..., Any] | None = None,
+        materialized: Materialized | Named | str | None = None,
         *,
         value_type: type[Any] | None = None,
+        foreign_key_extractor: Callable[..., Any] | None = None,
     ) -> KTable[Any, Any]:
         """Like :meth:`join`, but every key of this table has a joined row:
         ``joiner(value, None)`` while ``other`` has no value for it (Kafka Streams'
         ``KTable#leftJoin``). A delete in ``other`` gives ``joiner(value, None)``; a
-        delete in this table deletes the joined row.
+        delete in this table deletes the joined row. With ``foreign_key_extractor``, a
+        foreign-key left join: a value whose foreign key is None or has no value in
+        ``other`` joins None.
 
         Parameters
         ----------
@@ -2506,6 +2581,8 @@ class KTable(Generic[K, V]):
         joiner
             ``joiner(value, other_value)`` or ``joiner(key, value, other_value)``;
             ``other_value`` may be None.
+        foreign_key_extractor
+            A foreign-key join's extractor, as in :meth:`join`.
         named
             A processor name instead of the generated one.
         materialized
@@ -2526,8 +2603,15 @@ class KTable(Generic[K, V]):
         >>> limits = b.table("limits", key_type=str, value_type=int)
         >>> orders.left_join(limits, lambda o, lim: lim is None or o <= lim, value_type=bool).name
         'KTABLE-MERGE-0000000004'
+        >>> orders.left_join(
+        ...     limits, foreign_key_extractor=lambda o: "default", joiner=lambda o, lim: lim,
+        ...     value_type=int,
+        ... ).name
+        'KTABLE-FK-JOIN-OUTPUT-0000000006'
         """
-        return self._table_join(other, joiner, named, materialized, value_type, "left")
+        return self._table_join(
+            other, joiner, named, materialized, value_type, "left", foreign_key_extractor
+        )
 
     @overload
     def outer_join(
@@ -2598,12 +2682,39 @@ class KTable(Generic[K, V]):
     def _table_join(
         self,
         other: KTable[Any, Any],
-        joiner: Callable[..., Any],
-        named: Named | str | None,
-        materialized: Materialized | None,
+        joiner: Callable[..., Any] | None,
+        named: Named | str | Callable[..., Any] | None,
+        materialized: Materialized | Named | str | None,
         value_type: type[Any] | None,
         mode: streamjoin.JoinMode,
+        extractor: Callable[..., Any] | None = None,
     ) -> KTable[Any, Any]:
+        """A same-key join, or a foreign-key join: given ``foreign_key_extractor=``, or
+        positionally as ``(other, foreign_key_extractor, joiner)`` (then ``named`` and
+        ``materialized`` go by keyword, with ``foreign_key_extractor=``)."""
+        if extractor is None and callable(named):
+            if materialized is not None:
+                raise InvalidArgumentError(
+                    f"{mode} join of {self.name}: a foreign-key join takes named= and "
+                    "materialized= with foreign_key_extractor= and joiner= by keyword"
+                )
+            extractor, joiner, named = joiner, named, None
+        if joiner is None:
+            raise InvalidArgumentError(f"{mode} join of {self.name}: a joiner is required")
+        if isinstance(materialized, Named | str) or callable(named):
+            raise InvalidArgumentError(
+                f"{mode} join of {self.name}: pass named= and materialized= by keyword"
+            )
+        if extractor is not None:
+            if mode == "outer":
+                raise InvalidArgumentError(
+                    f"outer join of {self.name}: a foreign-key join is inner or left"
+                )
+            fk_mode: Literal["inner", "left"] = "inner" if mode == "inner" else "left"
+            fk = streamjoin.foreign_key_join(
+                self, other, extractor, joiner, named, materialized, value_type, fk_mode
+            )
+            return KTable(self._builder, fk)
         node = streamjoin.table_join(self, other, joiner, named, materialized, value_type, mode)
         return KTable(self._builder, node)
 

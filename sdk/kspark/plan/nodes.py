@@ -29,6 +29,7 @@ __all__ = [
     "FlatMap",
     "FlatMapValues",
     "Foreach",
+    "ForeignKeyJoin",
     "Map",
     "MapValues",
     "Merge",
@@ -426,6 +427,52 @@ class TableTableJoin(Node):
 
     def stores(self) -> tuple[str, ...]:
         return (self.store_name,)
+
+
+@attrs.frozen(kw_only=True)
+class ForeignKeyJoin(Node):
+    """A foreign-key table-table join (KIP-213; ``KTable.join(other, foreign_key_extractor,
+    joiner)`` and ``left_join``): each left value joins the right table's value of the
+    key ``extractor`` gives it. The result is a table keyed by the left key, in
+    ``store_name``; the left values' foreign keys and the subscriptions live in
+    ``subscription_store`` and ``registration_store``
+    (kspark_server.operators.fk_messages). ``mode`` is ``inner`` or ``left``."""
+
+    changes_value: ClassVar[bool] = True
+    versioned: ClassVar[bool] = False
+    history_retention_ms: ClassVar[int] = 0
+
+    left: Node
+    right: Node
+    extractor: Fn
+    extractor_with_key: bool
+    joiner: Fn
+    joiner_with_key: bool
+    mode: str
+    store_name: str
+
+    def __attrs_post_init__(self) -> None:
+        if self.mode not in ("inner", "left"):
+            raise InvalidTopologyError(
+                f"{self.name}: unknown foreign-key join mode {self.mode!r}", processor=self.name
+            )
+
+    @property
+    def subscription_store(self) -> str:
+        """The store of the left keys' foreign keys and versions."""
+        return f"{self.store_name}-fk-subscriptions"
+
+    @property
+    def registration_store(self) -> str:
+        """The store of the right table's values and each foreign key's subscribers."""
+        return f"{self.store_name}-fk-registrations"
+
+    @property
+    def parents(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def stores(self) -> tuple[str, ...]:
+        return (self.store_name, self.subscription_store, self.registration_store)
 
 
 class DedupMode(enum.Enum):

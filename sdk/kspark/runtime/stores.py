@@ -18,6 +18,7 @@ from kspark.compiler.lowering import flat_schema
 from kspark.errors import StoreError
 from kspark_server.spec import (
     AggregateSpec,
+    FkResolveSpec,
     JoinSpec,
     JsonSpec,
     ProcessorSpec,
@@ -334,7 +335,7 @@ class ReadOnlyKeyValueStore(_ReadOnlyStore[K, V]):
 class ReadOnlyJoinedStore(_StoreView[K, V]):
     """A table-table join's result as of the app's last committed micro-batch."""
 
-    def __init__(self, name: str, source: _Source, spec: TableJoinSpec) -> None:
+    def __init__(self, name: str, source: _Source, spec: TableJoinSpec | FkResolveSpec) -> None:
         super().__init__(name, source, spec.output.key, spec.output.value, spec.packed.out)
 
     def get(self, key: K, as_of: int | None = None) -> V | None:
@@ -504,20 +505,23 @@ def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any
 
 def _table_spec(
     output: st.Output, name: str, what: str
-) -> JoinSpec | AggregateSpec | TableJoinSpec:
+) -> JoinSpec | AggregateSpec | TableJoinSpec | FkResolveSpec:
     """The spec of the operator that holds store ``name``, a table's store (a table's
     join, or an aggregation): only those ``what``."""
     spec = _find_stage(output, name).spec
-    if not isinstance(spec, JoinSpec | AggregateSpec | TableJoinSpec):
+    if not isinstance(spec, JoinSpec | AggregateSpec | TableJoinSpec | FkResolveSpec):
         raise StoreError(
             f"store {name!r} belongs to {spec.processor} ({spec.kind}); only table stores {what}"
         )
     return spec
 
 
-def _view(name: str, source: _Source, spec: JoinSpec | AggregateSpec | TableJoinSpec) -> Any:
+def _view(
+    name: str, source: _Source, spec: JoinSpec | AggregateSpec | TableJoinSpec | FkResolveSpec
+) -> Any:
     """The read-only view of table store ``name`` over ``source``."""
-    if isinstance(spec, TableJoinSpec):
+    if isinstance(spec, TableJoinSpec | FkResolveSpec):
+        # a foreign-key join's entries keep the result where a table-table join's do
         return ReadOnlyJoinedStore(name, source, spec)
     if isinstance(spec, AggregateSpec):
         # an aggregation's entries have a latest-value table's layout

@@ -7,7 +7,7 @@ names it here.
 Examples
 --------
 >>> sorted(OPERATORS)
-['aggregate', 'dedup', 'join', 'processor', 'tablegroupby', 'tablejoin', 'windowjoin']
+['aggregate', 'dedup', 'fkmatch', 'fkresolve', 'fksubscribe', 'join', 'processor', 'tablegroupby', 'tablejoin', 'windowjoin']
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from __future__ import annotations
 from kspark_server.operators.aggregate import AggregateProcessor
 from kspark_server.operators.base import TaskProcessor
 from kspark_server.operators.dedup import DedupProcessor
+from kspark_server.operators.fk_match import FkMatchProcessor
+from kspark_server.operators.fk_resolve import FkResolveProcessor
+from kspark_server.operators.fk_subscribe import FkSubscribeProcessor
 from kspark_server.operators.processor import UserProcessor
 from kspark_server.operators.stream_table_join import JoinProcessor
 from kspark_server.operators.table_group_by import TableGroupByProcessor
@@ -28,6 +31,9 @@ __all__ = ["OPERATORS", "make_operator"]
 OPERATORS: dict[str, type[TaskProcessor]] = {
     "aggregate": AggregateProcessor,
     "dedup": DedupProcessor,
+    "fkmatch": FkMatchProcessor,
+    "fkresolve": FkResolveProcessor,
+    "fksubscribe": FkSubscribeProcessor,
     "join": JoinProcessor,
     "processor": UserProcessor,
     "tablegroupby": TableGroupByProcessor,

@@ -101,10 +101,12 @@ def _json_values(stream: DataFrame, packed: Packed) -> DataFrame:
     """Values that the operator reads travel as JSON text, which msgspec parses fast;
     everything else (headers, a deduplicated value) crosses as Arrow columns, by
     reference (docs/design/stateful-runner.md)."""
+    # null fields stay in the text: a record's decoder reads each of its fields
+    keep_nulls = {"ignoreNullFields": "false"}
     if packed.value:
-        stream = stream.withColumn("value", F.to_json("value"))
+        stream = stream.withColumn("value", F.to_json("value", keep_nulls))
     if packed.tvalue:
-        stream = stream.withColumn("ks_tvalue", F.to_json("ks_tvalue"))
+        stream = stream.withColumn("ks_tvalue", F.to_json("ks_tvalue", keep_nulls))
     return stream
 
 

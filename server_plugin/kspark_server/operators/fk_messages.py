@@ -1,0 +1,78 @@
+"""The messages between the three stages of a foreign-key table-table join, and their
+output rows.
+
+A foreign-key join (KIP-213) runs as three operators, one shuffle each:
+
+1. :mod:`~kspark_server.operators.fk_subscribe`, keyed by the left key, keeps each left
+   key's foreign key and a version number, and sends *subscriptions* keyed by the
+   foreign key;
+2. :mod:`~kspark_server.operators.fk_match`, keyed by the foreign key, keeps the right
+   table and each foreign key's subscribers, and sends *responses* keyed by the left key:
+   one per subscription, and one per subscriber of a right update;
+3. :mod:`~kspark_server.operators.fk_resolve`, keyed by the left key, takes the
+   responses of each left key's newest version only and emits the joined result.
+
+A left key's version grows with each of its updates, so a response that a stage-2 task
+sent for an older value (the foreign key has moved to another task since) is recognised
+and dropped: results are never emitted out of order for a key. Every message of a
+micro-batch is answered within the micro-batch, so only the newest version needs to be
+remembered across micro-batches.
+
+Messages are MessagePack (:func:`kspark_server.stateenc.pack`) lists:
+
+=================  ========================================================
+subscription       ``[SUBSCRIBE, left key, version, left value]``,
+                   ``[UNSUBSCRIBE, left key, version]`` (no response) or
+                   ``[DELETE, left key, version]`` (the left value was deleted)
+response           ``[version, SUBSCRIBED, left value, right value, right ts]``,
+                   ``[version, UPDATED, right value, right ts]`` (a right update)
+                   or ``[version, DELETED]``
+=================  ========================================================
+
+Values are carried as they travel (JSON text where the spec packs them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kspark_server.operators.base import Emitter
+
+__all__ = ["DELETE", "DELETED", "SUBSCRIBE", "SUBSCRIBED", "UNSUBSCRIBE", "UPDATED", "KeyedEmitter"]
+
+SUBSCRIBE, UNSUBSCRIBE, DELETE = 0, 1, 2
+SUBSCRIBED, UPDATED, DELETED = 0, 1, 2
+
+
+class KeyedEmitter(Emitter):
+    """Output rows of the batch's records with a new key, value and timestamp, in
+    emission order.
+
+    Each output takes the largest source position seen so far in processing order and its
+    emission number within the batch, and the task's outputs are one queue (topic: the
+    processor, partition: the task), so the next stage takes them in the order they were
+    emitted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[Any] = []
+        self.times: list[int] = []
+        self.seqs: list[int] = []
+        self.queue: tuple[str, int] = ("", 0)
+
+    def put(self, i: int, key: Any, value: Any, ts: int, seq: int) -> None:
+        self.take(i, value)
+        self.keys.append(key)
+        self.times.append(ts)
+        self.seqs.append(seq)
+
+    def new_columns(self) -> dict[str, list[Any]]:
+        return {
+            "key": self.keys,
+            "value": self.values,
+            "timestamp": self.times,
+            "ks_seq": self.seqs,
+            "ks_sub": list(range(len(self.seqs))),
+            "topic": [self.queue[0]] * len(self.seqs),
+            "partition": [self.queue[1]] * len(self.seqs),
+        }
