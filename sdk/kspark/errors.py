@@ -34,6 +34,7 @@ __all__ = [
     "CompilationError",
     "ConfigError",
     "DeserializationError",
+    "EngineNotSupportedError",
     "HandlerError",
     "InvalidArgumentError",
     "InvalidTopologyError",
@@ -141,6 +142,14 @@ class MissingDependencyError(KSparkError, ImportError):
     """
 
     code = "KSPARK_MISSING_DEPENDENCY"
+
+
+class EngineNotSupportedError(KSparkError, NotImplementedError):
+    """The test driver's in-process engine cannot run part of a topology exactly as
+    Spark would (``filter_expr``, a pattern source, the Processor API, ...); the error
+    names the processor, and ``TopologyTestDriver(..., engine="spark")`` runs it."""
+
+    code = "KSPARK_ENGINE_NOT_SUPPORTED"
 
 
 class StoreError(KSparkError, LookupError):

@@ -260,10 +260,13 @@ def make_chain(
             retrying(step, live)
         if fans_out:  # numbered before encoding, as a failed output keeps its number
             live.subs = _fan_out_subs(records.column("ks_sub"), live.rows)
-        replaced = retrying(lambda lv: encode(lv, schema), live) if live.rows else {}
-        if fans_out:
-            replaced["ks_sub"] = pa.array(live.subs or [], schema.field("ks_sub").type)
-        out.append(_assemble_columns(records, schema, live.rows, replaced))
+        if live.rows:
+            replaced = retrying(lambda lv: encode(lv, schema), live)
+            if fans_out:
+                replaced["ks_sub"] = pa.array(live.subs or [], schema.field("ks_sub").type)
+            out.append(_assemble_columns(records, schema, live.rows, replaced))
+        # no record left (or none at all: a batch of side rows only) takes no column of
+        # the input, whose key or value type may not cast to the output's
         if has_side:
             # dead-letter and metric rows pass through, without key and value
             sides = batch.filter(side.is_valid())

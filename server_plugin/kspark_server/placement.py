@@ -20,6 +20,9 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 #: The most tasks an app can have (the task number is a task key's low 12 bits).
 MAX_TASKS = 1 << 12
 
@@ -80,3 +83,151 @@ def _task_keys(tasks: int) -> tuple[int, ...]:
 def task_of(key: int) -> int:
     """The task number of a task key."""
     return int(key) % MAX_TASKS
+
+
+# -- Spark's hash() of any column, for an engine that runs the operators without Spark ----
+#
+# Spark's ``hash`` expression is Murmur3 x86 32-bit with seed 42, applied to each value by
+# its type and folded over the fields of a struct, the elements of an array and the
+# entries of a map (the previous hash is the next one's seed); a null leaves the seed as
+# it is. The in-process test driver places records in tasks with it, as ``pmod(hash(key),
+# n)`` does on Spark (``kspark.compiler.lowering.stateful.task_column``).
+
+
+def _mix_k1(k1: int) -> int:
+    k1 = (k1 & _MASK) * _C1 & _MASK
+    return _rotl(k1, 15) * _C2 & _MASK
+
+
+def _mix_h1(h1: int, k1: int) -> int:
+    h1 = (h1 & _MASK) ^ k1
+    return (_rotl(h1, 13) * 5 + 0xE6546B64) & _MASK
+
+
+def _fmix(h1: int, length: int) -> int:
+    h1 ^= length
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & _MASK
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & _MASK
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def _hash_int(value: int, seed: int) -> int:
+    return _fmix(_mix_h1(seed, _mix_k1(value)), 4)
+
+
+def _hash_long(value: int, seed: int) -> int:
+    value &= 0xFFFFFFFFFFFFFFFF
+    h1 = _mix_h1(seed, _mix_k1(value & _MASK))
+    h1 = _mix_h1(h1, _mix_k1(value >> 32))
+    return _fmix(h1, 8)
+
+
+def _hash_bytes(data: bytes, seed: int) -> int:
+    # Spark's hashUnsafeBytes: whole little-endian words, then each remaining byte on its
+    # own, as a signed int
+    n = len(data)
+    aligned = n - n % 4
+    h1 = seed & _MASK
+    for i in range(0, aligned, 4):
+        h1 = _mix_h1(h1, _mix_k1(int.from_bytes(data[i : i + 4], "little")))
+    for i in range(aligned, n):
+        b = data[i]
+        h1 = _mix_h1(h1, _mix_k1(b - 256 if b > 127 else b))
+    return _fmix(h1, n)
+
+
+def _hash_double(value: float, seed: int) -> int:
+    import struct
+
+    if value == 0.0:  # -0.0 hashes as 0.0
+        value = 0.0
+    if value != value:  # every NaN as Java's canonical one
+        bits = 0x7FF8000000000000
+    else:
+        bits = struct.unpack("<q", struct.pack("<d", value))[0]
+    return _hash_long(bits, seed)
+
+
+def _hash_float(value: float, seed: int) -> int:
+    import struct
+
+    if value == 0.0:
+        value = 0.0
+    if value != value:
+        bits = 0x7FC00000
+    else:
+        bits = struct.unpack("<i", struct.pack("<f", value))[0]
+    return _hash_int(bits, seed)
+
+
+SparkHash = Callable[[Any, int], int]
+
+
+def spark_hasher(spark_type: Any) -> SparkHash:
+    """Spark's ``hash`` of a value of ``spark_type`` (Spark's JSON form of the type), as
+    ``f(value, seed)``; values as Arrow gives them to Python (a struct as a dict, a map as
+    pairs). A type Spark hashes otherwise (decimals, intervals) raises ``ValueError``.
+
+    Examples
+    --------
+    >>> spark_hasher("integer")(7, 42) == murmur3_int(7)
+    True
+    >>> spark_hasher("string")("a", 42)
+    1485273170
+    """
+    if isinstance(spark_type, str):
+        if spark_type in ("integer", "short", "byte", "date"):
+            return lambda v, seed: seed if v is None else _hash_int(int(v), seed)
+        if spark_type == "boolean":
+            return lambda v, seed: seed if v is None else _hash_int(1 if v else 0, seed)
+        if spark_type == "long":
+            return lambda v, seed: seed if v is None else _hash_long(int(v), seed)
+        if spark_type == "double":
+            return lambda v, seed: seed if v is None else _hash_double(float(v), seed)
+        if spark_type == "float":
+            return lambda v, seed: seed if v is None else _hash_float(float(v), seed)
+        if spark_type == "string":
+            return lambda v, seed: seed if v is None else _hash_bytes(v.encode("utf-8"), seed)
+        if spark_type == "binary":
+            return lambda v, seed: seed if v is None else _hash_bytes(bytes(v), seed)
+        raise ValueError(f"no in-process hash for Spark type {spark_type!r}")
+    kind = spark_type.get("type")
+    if kind == "struct":
+        fields = [(f["name"], spark_hasher(f["type"])) for f in spark_type["fields"]]
+
+        def struct_hash(v: Any, seed: int) -> int:
+            if v is None:
+                return seed
+            for name, h in fields:
+                seed = h(v.get(name), seed)
+            return seed
+
+        return struct_hash
+    if kind == "array":
+        element = spark_hasher(spark_type["elementType"])
+
+        def array_hash(v: Any, seed: int) -> int:
+            for x in v or ():
+                seed = element(x, seed)
+            return seed
+
+        return array_hash
+    if kind == "map":
+        kh, vh = spark_hasher(spark_type["keyType"]), spark_hasher(spark_type["valueType"])
+
+        def map_hash(v: Any, seed: int) -> int:
+            items = v.items() if isinstance(v, dict) else (v or ())
+            for k, x in items:
+                seed = vh(x, kh(k, seed))
+            return seed
+
+        return map_hash
+    raise ValueError(f"no in-process hash for Spark type {spark_type!r}")
+
+
+def pmod(value: int, n: int) -> int:
+    """Spark's ``pmod``: the non-negative remainder."""
+    return value % n

@@ -57,12 +57,16 @@ def agg_topology(op: str, windows: TimeWindows | None = None, suppress: bool = F
 
 
 def run(
-    spark: Any, topo: Any, batches: list[list[Rec]], partitions: int = 1
+    spark: Any | None, topo: Any, batches: list[list[Rec]], partitions: int = 1
 ) -> tuple[list[list[tuple[Any, Any, int | None]]], Any]:
-    """Each batch's output records (key, value, timestamp), and the metrics."""
+    """Each batch's output records (key, value, timestamp), and the metrics: on Spark, or
+    in this process without a session (``tests/integration/test_driver_engines.py`` shows
+    that both engines give the same answers, so the model tests run in-process, where an
+    example costs milliseconds)."""
     cfg = StreamsConfig(application_id=f"agg-{uuid.uuid4().hex[:8]}", num_partitions=partitions)
     outs: list[list[tuple[Any, Any, int | None]]] = []
-    with TopologyTestDriver(topo, cfg, session=spark) as d:
+    engine = "spark" if spark is not None else "local"
+    with TopologyTestDriver(topo, cfg, session=spark, engine=engine) as d:
         src = d.create_input_topic("in", key_type=str, value_type=int)
         sink = d.create_output_topic("out")
         for batch in batches:
@@ -141,26 +145,24 @@ RECORDS = st.lists(
 )
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(
     records=RECORDS,
     op=st.sampled_from(["count", "reduce", "aggregate"]),
     cuts=st.lists(st.integers(1, 15), max_size=2, unique=True),
 )
-def test_per_key_against_the_model(
-    spark: Any, records: list[Rec], op: str, cuts: list[int]
-) -> None:
+def test_per_key_against_the_model(records: list[Rec], op: str, cuts: list[int]) -> None:
     batches = split(records, cuts)
-    got, metrics = run(spark, agg_topology(op), batches)
+    got, metrics = run(None, agg_topology(op), batches)
     want, dropped = model(op, batches)
     assert got == want
     assert dropped_total(metrics) == dropped
 
 
-def test_counts_only_rise_and_the_last_update_is_the_model_whatever_the_split(spark: Any) -> None:
+def test_counts_only_rise_and_the_last_update_is_the_model_whatever_the_split() -> None:
     records: list[Rec] = [(k, 1, ts) for ts, k in enumerate("abacbbacabcc")]
-    whole, _ = run(spark, agg_topology("count"), [records], partitions=2)
-    cut, _ = run(spark, agg_topology("count"), split(records, [3, 7]), partitions=2)
+    whole, _ = run(None, agg_topology("count"), [records], partitions=2)
+    cut, _ = run(None, agg_topology("count"), split(records, [3, 7]), partitions=2)
     for outs in (whole, cut):
         flat = [r for batch in outs for r in batch]
         latest: dict[Any, int] = {}
@@ -170,7 +172,7 @@ def test_counts_only_rise_and_the_last_update_is_the_model_whatever_the_split(sp
         assert latest == {"a": 4, "b": 4, "c": 4}
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(
     records=RECORDS,
     op=st.sampled_from(["count", "reduce"]),
@@ -180,7 +182,7 @@ def test_counts_only_rise_and_the_last_update_is_the_model_whatever_the_split(sp
     cuts=st.lists(st.integers(1, 15), max_size=2, unique=True),
 )
 def test_time_windows_against_the_model(
-    spark: Any, records: list[Rec], op: str, size: int, hop: bool, grace: int, cuts: list[int]
+    records: list[Rec], op: str, size: int, hop: bool, grace: int, cuts: list[int]
 ) -> None:
     if op == "reduce":  # the reducer adds: give it numbers (a None is its own case)
         records = [(k, 1 if v is None else v, ts) for k, v, ts in records]
@@ -189,7 +191,7 @@ def test_time_windows_against_the_model(
         timedelta(milliseconds=size), timedelta(milliseconds=grace)
     ).advance_by(timedelta(milliseconds=advance))
     batches = split(records, cuts)
-    got, metrics = run(spark, agg_topology(op, w), batches)
+    got, metrics = run(None, agg_topology(op, w), batches)
     want, dropped = model(op, batches, (size, advance, grace))
     assert got == want
     assert dropped_total(metrics) == dropped
@@ -246,15 +248,15 @@ def test_windows_after_a_re_key_take_the_source_partitions_in_timestamp_order(
     assert dropped_total(metrics) == 0
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(records=RECORDS, cuts=st.lists(st.integers(1, 15), max_size=2, unique=True))
 def test_suppress_emits_each_closed_window_once_with_its_final_value(
-    spark: Any, records: list[Rec], cuts: list[int]
+    records: list[Rec], cuts: list[int]
 ) -> None:
     size, grace = 10, 2
     w = TimeWindows.of_size_and_grace(timedelta(milliseconds=size), timedelta(milliseconds=grace))
     batches = split(records, cuts)
-    got, _ = run(spark, agg_topology("count", w, suppress=True), batches)
+    got, _ = run(None, agg_topology("count", w, suppress=True), batches)
     updates, _ = model("count", batches, (size, size, grace))
     final: dict[Any, Any] = {}
     for b in updates:

@@ -189,3 +189,55 @@ def test_a_new_session_is_the_active_one(spark: Any, spark_server: Any) -> None:
         assert fresh.range(3).mapInArrow(lambda it: it, "id long").count() == 3
     finally:
         fresh.stop()
+
+
+def test_a_topology_that_gains_and_reorders_sources_resumes_each_topic(
+    spark: Any, app_id: str
+) -> None:
+    """Each source keeps its offsets under its topic's name: a topology that reads a new
+    topic first, and its old topics in another order, resumes each where it was (Spark
+    would otherwise number the sources by their place in the plan, and read one topic from
+    another one's offsets)."""
+
+    def topology(names: list[str]) -> Any:
+        b = StreamsBuilder()
+        streams = [b.stream(n, key_type=str, value_type=str) for n in names]
+        merged = streams[0]
+        for s in streams[1:]:
+            merged = merged.merge(s)
+        merged.to("out")
+        return b.build()
+
+    with tempfile.TemporaryDirectory() as data:
+
+        def write(topic: str, part: int, values: list[str]) -> None:
+            os.makedirs(os.path.join(data, topic), exist_ok=True)
+            with open(os.path.join(data, topic, f"part-{part}.jsonl"), "w") as f:
+                for v in values:
+                    f.write(json.dumps({"key": "k", "value": v, "timestamp": 1}) + "\n")
+
+        cfg = StreamsConfig(
+            application_id=app_id,
+            num_partitions=1,
+            data_dir=data,
+            checkpoint_dir=os.path.join(data, "checkpoint"),
+        )
+        write("a", 0, ["a1", "a2"])
+        write("b", 0, ["b1"])
+        first = StreamsApp(topology(["a", "b"]), cfg, session=spark).run_until_caught_up()
+        assert first.input_records == 3
+        write("a", 1, ["a3"])
+        write("b", 1, ["b2", "b3"])
+        write("c", 0, ["c1"])
+        again = StreamsApp(topology(["c", "b", "a"]), cfg, session=spark).run_until_caught_up()
+        assert again.input_records == 4
+        rows = spark.read.json(os.path.join(data, "out")).select("value").collect()
+        assert sorted(r["value"] for r in rows) == [
+            "a1",
+            "a2",
+            "a3",
+            "b1",
+            "b2",
+            "b3",
+            "c1",
+        ]

@@ -59,7 +59,9 @@ def drive(
     restart_before: int | None = None,
 ) -> tuple[list[Out], dict[str, int]]:
     cfg = StreamsConfig(application_id=app_id, num_partitions=partitions)
-    with TopologyTestDriver(topo, cfg, session=spark) as d:
+    with TopologyTestDriver(
+        topo, cfg, session=spark, engine="spark" if spark is not None else "local"
+    ) as d:
         topics = (
             d.create_input_topic("L", key_type=str, value_type=str),
             d.create_input_topic("R", key_type=str, value_type=str),
@@ -134,7 +136,7 @@ def test_outer_results_survive_a_restart(spark: Any, app_id: str) -> None:
     assert sorted(got) == [("j", "None+r1", 101), ("k", "l1+None", 100)]
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(
     data=st.lists(
         st.tuples(
@@ -152,21 +154,23 @@ def test_outer_results_survive_a_restart(spark: Any, app_id: str) -> None:
     cuts=st.lists(st.integers(1, 15), max_size=2, unique=True),
 )
 def test_property_against_the_reference_model(
-    spark: Any, data: list[Rec], mode: str, window: int, grace: int, cuts: list[int]
+    data: list[Rec], mode: str, window: int, grace: int, cuts: list[int]
 ) -> None:
+    """In this process (the engines agree: tests/integration/test_driver_engines.py)."""
     numbered = list(enumerate(data))
     bounds = [0, *sorted(c for c in cuts if c < len(data)), len(data)]
     split = [numbered[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     got, metrics = drive(
-        spark,
+        None,
         f"prop-{uuid.uuid4().hex[:8]}",
         topology(mode, window, window, grace),
         [[r for _, r in batch] for batch in split],
     )
     seen = [r for batch in split for r in processing_order(batch)]
     want, late = stream_join_reference(seen, mode, window, window, grace, joiner)
-    # the sink writes a batch's records in position order, not in emission order
-    assert sorted(got) == sorted(want)
+    # the sink writes a batch's records in position order, not in emission order (an
+    # outer join's null keys sort by their text)
+    assert sorted(got, key=repr) == sorted(want, key=repr)
     nulls = sum(
         1
         for side, k, _, _ in data

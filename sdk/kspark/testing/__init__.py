@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
-from kspark.testing.driver import TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver
+from kspark.testing.driver import (
+    DEFAULT_ENGINE,
+    TestInputTopic,
+    TestOutputTopic,
+    TestRecord,
+    TopologyTestDriver,
+)
 
-__all__ = ["TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"]
+__all__ = [
+    "DEFAULT_ENGINE",
+    "TestInputTopic",
+    "TestOutputTopic",
+    "TestRecord",
+    "TopologyTestDriver",
+]

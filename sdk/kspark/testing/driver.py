@@ -1,11 +1,13 @@
-"""``TopologyTestDriver``: Kafka Streams' test driver, on a real Spark server.
+"""``TopologyTestDriver``: Kafka Streams' test driver, in process or on a Spark server.
 
-Input topics buffer what a test pipes; :meth:`TopologyTestDriver.process` writes it as one
-file per topic and runs exactly one micro-batch over it, so a test controls micro-batch
-boundaries. Reading an output topic processes pending input first.
+Input topics buffer what a test pipes; :meth:`TopologyTestDriver.process` runs exactly one
+micro-batch over it, so a test controls micro-batch boundaries. Reading an output topic
+processes pending input first.
 
-The driver writes and reads files on the client's file system, so it needs a Spark server
-that shares it: the embedded server, or one on the same machine.
+With ``engine="local"`` the micro-batch runs in this process (:mod:`kspark.testing.local`).
+With ``engine="spark"`` the driver writes the input as one file per topic and runs the
+micro-batch on a Spark server that shares the client's file system: the embedded server,
+or one on the same machine.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Generic, TypeVar, overload
+from datetime import timedelta
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import attrs
 
 from kspark.bindings import bind_dynamic_sinks, topic_names
 from kspark.config import StreamsConfig
-from kspark.errors import InvalidArgumentError
+from kspark.errors import InvalidArgumentError, StoreError
 from kspark.plan.nodes import (
     PATTERN_OPTION,
     DynamicSink,
@@ -42,8 +45,22 @@ from kspark.runtime import filesink
 from kspark.runtime.app import StreamsApp
 from kspark.runtime.checkpoints import Generation
 from kspark.runtime.metrics import Metrics
+from kspark.testing.local import LocalEngine, unsupported
 
-__all__ = ["TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"]
+__all__ = [
+    "DEFAULT_ENGINE",
+    "Engine",
+    "TestInputTopic",
+    "TestOutputTopic",
+    "TestRecord",
+    "TopologyTestDriver",
+]
+
+#: Where the driver runs a topology: in this process, or on a Spark server.
+Engine = Literal["local", "spark"]
+
+#: The engine of a driver that names none.
+DEFAULT_ENGINE: Engine = "spark"
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -131,6 +148,11 @@ class TestInputTopic(Generic[K, V]):
         for v in values:
             self.pipe_input(None, v)
 
+    def _take(self) -> list[dict[str, Any]]:
+        """The buffered records, handed to the in-process engine."""
+        rows, self._pending = self._pending, []
+        return rows
+
     def _flush(self) -> None:
         if not self._pending:
             return
@@ -174,6 +196,11 @@ class TestOutputTopic(Generic[K, V]):
         self._position = 0
 
     def _all_rows(self) -> list[dict[str, Any]]:
+        engine = self._driver._local
+        if engine is not None:
+            return [dict(r) for batch in engine.topics.get(self.name, ()) for r in batch]
+        if self._driver.engine == "local":  # nothing processed yet
+            return []
         import pyarrow.parquet as pq
 
         directory = self._driver._topic_path(self.name)
@@ -227,6 +254,36 @@ class TestOutputTopic(Generic[K, V]):
         """All rows of the topic's files as written (for dead-letter topics)."""
         self._driver._process_pending()
         return self._all_rows()
+
+    def read_key_values_to_map(self) -> dict[Any, V]:
+        """The records written since the last read as a dict: each key's last value (a
+        tombstone's ``None`` too), as Kafka Streams' ``readKeyValuesToMap``.
+
+        Examples
+        --------
+        >>> out.read_key_values_to_map()  # doctest: +SKIP
+        {'a': 2, 'b': None}
+        """
+        from kspark_server import codec
+
+        result: dict[Any, V] = {}
+        for r in self.read_records():
+            if r.key is None:
+                raise InvalidArgumentError(
+                    f"topic {self.name!r} has a record with a null key; read_key_values_to_map "
+                    "needs keys (read_key_values() keeps every record)"
+                )
+            try:
+                result[r.key] = r.value
+            except TypeError:  # a dynamic key: a dict or list
+                result[codec.hashable(r.key)] = r.value
+        return result
+
+    def get_queue_size(self) -> int:
+        """How many records are written and not read yet (Kafka Streams'
+        ``getQueueSize``)."""
+        self._driver._process_pending()
+        return max(0, len(self._all_rows()) - self._position)
 
     def is_empty(self) -> bool:
         self._driver._process_pending()
@@ -309,14 +366,22 @@ def _written(have: TypeDesc | None, schema: TypeDesc | None) -> TypeDesc:
 
 
 class TopologyTestDriver:
-    """Runs a topology on a real Spark server, one micro-batch per :meth:`process`.
+    """Runs a topology one micro-batch per :meth:`process`, in this process or on Spark.
+
+    ``engine="local"`` runs the compiled stages in the test's own process with
+    ``kspark_server``'s operator code (:mod:`kspark.testing.local`): no Spark server, a
+    few milliseconds per step. ``engine="spark"`` runs each micro-batch on a real Spark
+    server, for what only Spark runs (``filter_expr``, the Processor API, ...): the local
+    engine refuses such a topology with :class:`~kspark.errors.EngineNotSupportedError`,
+    never a different answer. Without ``engine``, :data:`DEFAULT_ENGINE`.
 
     Topics are matched by name: each source and sink of the topology, and the dead-letter
-    topic, becomes a Parquet folder in the driver's working directory.
+    topic, becomes a topic of the driver (a Parquet folder in its working directory, on
+    Spark).
 
     Examples
     --------
-    >>> with TopologyTestDriver(topology, config) as driver:  # doctest: +SKIP
+    >>> with TopologyTestDriver(topology, config, engine="local") as driver:  # doctest: +SKIP
     ...     src = driver.create_input_topic("in", key_type=str, value_type=int)
     ...     out = driver.create_output_topic("out", key_type=str, value_type=int)
     ...     src.pipe_input("a", 1, timestamp=0)
@@ -325,8 +390,24 @@ class TopologyTestDriver:
     """
 
     def __init__(
-        self, topology: Topology, config: StreamsConfig | None = None, session: Any = None
+        self,
+        topology: Topology,
+        config: StreamsConfig | None = None,
+        session: Any = None,
+        *,
+        engine: Engine | None = None,
     ) -> None:
+        engine = engine or DEFAULT_ENGINE
+        if engine not in ("local", "spark"):
+            raise InvalidArgumentError(f'engine must be "local" or "spark", not {engine!r}')
+        if engine == "local" and session is not None:
+            raise InvalidArgumentError(
+                'a session is for engine="spark"; the local engine runs in this process'
+            )
+        #: ``local`` (in this process) or ``spark``
+        self.engine: Engine = engine
+        self._local: LocalEngine | None = None
+        self._wall_clock_ms = 0
         self._workdir = tempfile.mkdtemp(prefix="kspark-ttd-")
         self._seq = 0
         self._inputs: dict[str, TestInputTopic[Any, Any]] = {}
@@ -540,6 +621,13 @@ class TopologyTestDriver:
 
     def process(self) -> None:
         """Run one micro-batch over everything piped since the last one."""
+        if self.engine == "local":
+            engine = self._local_engine()
+            inputs = {name: topic._take() for name, topic in self._inputs.items()}
+            self._started = True
+            engine.run(inputs)
+            self._echo_printed()
+            return
         for topic in self._inputs.values():
             topic._flush()
         os.makedirs(os.path.join(self._workdir, "topics"), exist_ok=True)
@@ -576,18 +664,118 @@ class TopologyTestDriver:
             shutil.rmtree(os.path.join(topic.path, filesink.SPARK_LOG), ignore_errors=True)
         self.config = self.app.config = self.config.with_(file_sink="auto")
 
+    def _local_engine(self) -> LocalEngine:
+        """The in-process engine, built at the first micro-batch (the output topics'
+        declared types are known then, as for the Spark query's plan)."""
+        if self._local is None:
+            self._local = LocalEngine(
+                self.app.compiled(),
+                self.config.application_id,
+                os.path.join(self._workdir, "local-state"),
+            )
+        return self._local
+
     def metrics(self) -> Metrics:
+        if self.engine == "local":
+            self._process_pending()
+            return self._local_engine().metrics()
         return self.app.metrics()
 
     def store(self, name: str) -> Any:
         """The state store ``name`` after the last :meth:`process` (see
         :meth:`kspark.StreamsApp.store`)."""
         self._process_pending()
+        if self.engine == "local":
+            return self._local_store(name)
         return self.app.store(name)
+
+    def _local_store(self, name: str) -> Any:
+        """Store ``name``'s view over the in-process engine's task states, read back from
+        their durable form (the view :meth:`kspark.StreamsApp.store` gives)."""
+        from kspark.runtime import stores
+
+        # the stages the engine runs (the app's own plan may have been rebuilt since)
+        engine = self._local_engine()
+        output = engine.output
+        stage = stores._find_stage(output, name)
+        if stage.spec.kind == "processor":
+            raise unsupported(stage.spec.processor, "a Processor API store")
+        spec = stores._table_spec(output, name, "answer interactive queries")
+        source = stores._MemorySource(engine.task_states(stage), spec.versioned)
+        return stores._view(name, source, spec)
+
+    def get_key_value_store(self, name: str) -> Any:
+        """Key-value store ``name`` (a table's or a key's aggregation): ``get(key)``,
+        iteration, ``approximate_num_entries()``, as Kafka Streams'
+        ``getKeyValueStore``."""
+        from kspark.runtime.stores import (
+            ReadOnlyAggregateStore,
+            ReadOnlyJoinedStore,
+            ReadOnlyKeyValueStore,
+        )
+
+        return self._typed_store(
+            name,
+            (ReadOnlyKeyValueStore, ReadOnlyAggregateStore, ReadOnlyJoinedStore),
+            "a key-value store",
+        )
+
+    def get_versioned_key_value_store(self, name: str) -> Any:
+        """Versioned store ``name`` (``Materialized.as_versioned``): ``get(key, as_of)``
+        and ``versions(key, ...)``, as Kafka Streams' ``getVersionedKeyValueStore``."""
+        from kspark.runtime.stores import ReadOnlyVersionedStore
+
+        return self._typed_store(name, (ReadOnlyVersionedStore,), "a versioned store")
+
+    def get_window_store(self, name: str) -> Any:
+        """Window store ``name`` (a windowed aggregation's): ``fetch(key, time_from,
+        time_to)``, as Kafka Streams' ``getWindowStore``."""
+        from kspark.runtime.stores import ReadOnlyWindowStore
+
+        return self._typed_store(name, (ReadOnlyWindowStore,), "a window store")
+
+    def _typed_store(self, name: str, kinds: tuple[type, ...], what: str) -> Any:
+        found = self.store(name)
+        if not isinstance(found, kinds):
+            raise StoreError(
+                f"store {name!r} is not {what} but a {type(found).__name__}; read it with "
+                "driver.store(name)",
+                store=name,
+            )
+        return found
+
+    def produced_topic_names(self) -> set[str]:
+        """The topics that micro-batches have written records into, the dead-letter topic
+        included (Kafka Streams' ``producedTopicNames``)."""
+        self._process_pending()
+        names = {p.topic.name for p in self.app.compiled().sinks}
+        dlq = self.config.dead_letter_queue_topic
+        if dlq is not None:
+            names.add(dlq.name)
+        return {
+            n
+            for n in names
+            if TestOutputTopic(self, n, describe_type(str), describe_type(str))._all_rows()
+        }
+
+    def advance_wall_clock_time(self, duration: timedelta | int) -> None:
+        """Move the driver's wall clock on by ``duration`` (a ``timedelta`` or ms), as
+        Kafka Streams' ``advanceWallClockTime``. No kspark operator punctuates on wall-clock
+        time: the clock is kept for when one does, and pending input is processed first.
+        """
+        ms: Any = (
+            int(duration.total_seconds() * 1000) if isinstance(duration, timedelta) else duration
+        )
+        if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
+            raise InvalidArgumentError(f"duration must be >= 0 (timedelta or ms), got {duration!r}")
+        self._process_pending()
+        self._wall_clock_ms += ms
 
     def rescale(self, partitions: int) -> Any:
         """Rescale the app's state to ``partitions`` partitions between two
-        :meth:`process` calls (see :meth:`kspark.StreamsApp.rescale`)."""
+        :meth:`process` calls (see :meth:`kspark.StreamsApp.rescale`); Spark only."""
+        if self.engine == "local":
+            raise unsupported("rescale", "moving state to another number of partitions")
         self._process_pending()
         if self.config.file_sink == "spark":
             self._to_batch_folders()
@@ -596,7 +784,10 @@ class TopologyTestDriver:
         return report
 
     def close(self) -> None:
-        self.app.stop()
+        if self._local is not None:
+            self._local.close()
+        if self.engine == "spark":
+            self.app.stop()
         shutil.rmtree(self._workdir, ignore_errors=True)
 
     def __enter__(self) -> TopologyTestDriver:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from kspark.compiler import stages as st
 from kspark.compiler.lowering.sinks import observe_sides, union_sinks
@@ -31,7 +32,30 @@ def build_dataframe(
         return _lower(stage, df_of, spark, resume)
 
     df_of = graph.map_nodes(output.roots(), lambda s: s.inputs, lower)
-    return observe_sides(union_sinks(output, df_of))
+    return observe_sides(_sources_first(output, df_of, union_sinks(output, df_of)))
+
+
+def _sources_first(output: st.Output, df_of: DataFrameOf, df: DataFrame) -> DataFrame:
+    """``df`` behind a branch that reads every source in the order of their topics'
+    names, and keeps no row.
+
+    Spark numbers a query's sources in the order it meets them in the plan and keeps each
+    one's offsets under its number in the checkpoint. The plan's own order follows the
+    topology's shape, so a topology that reads its topics in another order, or a plan
+    built otherwise, would resume a topic from another one's offsets. Met first here, the
+    sources are numbered by their topics' names whatever the shape behind them."""
+    reads = sorted(
+        (s for s in output.stages() if isinstance(s, st.Read)),
+        key=lambda r: (r.topic.name, r.processor, r.part),
+    )
+    if len(reads) < 2:
+        return df
+    first: DataFrame | None = None
+    for r in reads:
+        d = df_of(r).where(F.lit(False)).select(F.lit(-1).alias("ks_sink"))
+        first = d if first is None else first.unionByName(d)
+    assert first is not None
+    return first.unionByName(df, allowMissingColumns=True)
 
 
 def _lower(

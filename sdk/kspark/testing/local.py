@@ -1,0 +1,730 @@
+"""The test driver's in-process engine: the compiled stages run by ``kspark_server``'s own
+code, with no Spark server.
+
+:class:`LocalEngine` takes the same :class:`~kspark.compiler.stages.Output` that the Spark
+path lowers to DataFrames, and runs each stage as Spark would run it, one micro-batch per
+:meth:`LocalEngine.run`:
+
+- a source's records take the envelope's form (:mod:`kspark_server.envelope`);
+- a :class:`~kspark.compiler.stages.Chain` runs the chain's ``mapInArrow`` function
+  (:func:`kspark_server.chain.make_chain`) over the records, as a Spark worker does;
+- a :class:`~kspark.compiler.stages.Stateful` stage places each record in the task that
+  Spark's ``pmod(hash(key), n)`` gives it (:func:`kspark_server.placement.spark_hasher`),
+  packs each task's records (:mod:`kspark_server.transport`) and hands them to the
+  operator that :func:`kspark_server.operators.registry.make_operator` builds from the
+  spec: the operator keeps its durable state (base and log, :mod:`kspark_server.taskstate`)
+  in the engine's stand-in for Spark's state variables and works on a local store in the
+  driver's temporary folder, exactly as on an executor;
+- the sinks take their records as the ``foreachBatch`` writer does
+  (:mod:`kspark_server.sinks`): in source order, each with its output partition
+  ``pmod(hash(key), partitions)``; dead-letter side rows become the dead-letter topic's
+  records, and every side row is counted in the app's metrics.
+
+What only Spark runs (``filter_expr``'s SQL, a pattern source, a sink whose records name
+their topics, the Processor API, records with invalid timestamps) is refused with
+:class:`~kspark.errors.EngineNotSupportedError`, naming the processor and
+``engine="spark"``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kspark.compiler import stages as st
+from kspark.errors import (
+    DeserializationError,
+    EngineNotSupportedError,
+    HandlerError,
+    ProcessingError,
+    StreamsAppError,
+)
+from kspark.runtime.metrics import INPUT_METRICS_PREFIX, OBSERVED_METRICS, Batches, Metrics
+from kspark_server import envelope as env
+from kspark_server import placement, statevars, taskstate, transport
+from kspark_server.envelope import SIDE_IDENTITY, SideKind
+from kspark_server.spec import SinkSpec
+
+__all__ = ["LocalEngine", "Rows", "unsupported"]
+
+#: A topic's records of one micro-batch, as the test driver buffers them.
+Rows = list[dict[str, Any]]
+
+#: The stateful operators the in-process engine runs (a spec's ``kind``).
+LOCAL_OPERATORS = frozenset({"aggregate", "dedup", "join", "tablejoin", "windowjoin"})
+
+_SWITCH = 'TopologyTestDriver(..., engine="spark")'
+
+#: The stages the engine knows (each checked further by ``LocalEngine._check``).
+_RUNS = (
+    st.Read,
+    st.Chain,
+    st.SqlFilter,
+    st.IdStage,
+    st.TopicNameStage,
+    st.Union,
+    st.Shuffle,
+    st.Stateful,
+)
+
+
+def unsupported(processor: str, what: str) -> EngineNotSupportedError:
+    """The error for ``processor``, which needs Spark for ``what``."""
+    return EngineNotSupportedError(
+        f"{processor}: {what} runs only on Spark; run this test with {_SWITCH}",
+        processor=processor,
+        engine="local",
+    )
+
+
+class _Value:
+    """A value state variable, held in a dict (Spark's ``ValueState``)."""
+
+    def __init__(self, store: dict[str, Any], name: str) -> None:
+        self.store, self.name = store, name
+
+    def exists(self) -> bool:
+        return self.name in self.store
+
+    def get(self) -> Any:
+        return self.store.get(self.name)
+
+    def update(self, v: tuple[Any, ...]) -> None:
+        self.store[self.name] = v
+
+    def clear(self) -> None:
+        self.store.pop(self.name, None)
+
+
+class _List(_Value):
+    """A list state variable (Spark's ``ListState``)."""
+
+    def get(self) -> Iterator[tuple[Any, ...]]:
+        return iter(list(self.store.get(self.name, [])))
+
+    def appendValue(self, v: tuple[Any, ...]) -> None:
+        self.store.setdefault(self.name, []).append(v)
+
+
+class _Map(_Value):
+    """A map state variable (Spark's ``MapState``)."""
+
+    def getValue(self, key: tuple[Any, ...]) -> Any:
+        return self.store.get(self.name, {}).get(key)
+
+    def updateValue(self, key: tuple[Any, ...], v: tuple[Any, ...]) -> None:
+        self.store.setdefault(self.name, {})[key] = v
+
+    def containsKey(self, key: tuple[Any, ...]) -> bool:
+        return key in self.store.get(self.name, {})
+
+    def removeKey(self, key: tuple[Any, ...]) -> None:
+        self.store.get(self.name, {}).pop(key, None)
+
+
+class _Handle:
+    """Spark's ``StatefulProcessorHandle`` for one task: its state variables in a dict,
+    which stands for the task's part of Spark's state store."""
+
+    def __init__(self, store: dict[str, Any]) -> None:
+        self.store = store
+
+    def getMapState(self, name: str, key_schema: Any, schema: Any) -> _Map:
+        return _Map(self.store, name)
+
+    def getValueState(self, name: str, schema: Any) -> _Value:
+        return _Value(self.store, name)
+
+    def getListState(self, name: str, schema: Any) -> _List:
+        return _List(self.store, name)
+
+
+def _arrow_schema(schema_json: str) -> pa.Schema:
+    return transport.arrow_schema(schema_json)
+
+
+def _empty(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
+
+
+def _spark_json_text(value: Any, spark_type: Any) -> Any:
+    """``value`` as the JSON-compatible object Spark's ``to_json`` writes: a struct's null
+    fields left out, a map as an object."""
+    if value is None:
+        return None
+    if isinstance(spark_type, dict):
+        kind = spark_type.get("type")
+        if kind == "struct":
+            out = {}
+            for f in spark_type["fields"]:
+                v = value.get(f["name"])
+                if v is not None:
+                    out[f["name"]] = _spark_json_text(v, f["type"])
+            return out
+        if kind == "array":
+            return [_spark_json_text(v, spark_type["elementType"]) for v in value]
+        if kind == "map":
+            items = value.items() if isinstance(value, dict) else value
+            return {str(k): _spark_json_text(v, spark_type["valueType"]) for k, v in items}
+    return value
+
+
+def _to_arrow_value(value: Any, type_: pa.DataType) -> Any:
+    """A JSON-parsed value as the Python value Arrow builds ``type_`` from (Spark's
+    ``from_json``: a map from an object)."""
+    if value is None:
+        return None
+    if pa.types.is_struct(type_):
+        return {
+            type_.field(i).name: _to_arrow_value(
+                value.get(type_.field(i).name), type_.field(i).type
+            )
+            for i in range(type_.num_fields)
+        }
+    if pa.types.is_map(type_):
+        return [(k, _to_arrow_value(v, type_.item_type)) for k, v in value.items()]
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return [_to_arrow_value(v, type_.value_type) for v in value]
+    return value
+
+
+_PACKABLE_LEAVES = {
+    "string",
+    "integer",
+    "long",
+    "short",
+    "byte",
+    "double",
+    "float",
+    "boolean",
+}
+
+
+def _json_safe(spark_type: Any) -> bool:
+    """Whether values of ``spark_type`` cross to JSON text and back as Spark's
+    ``to_json``/``from_json`` pass them (no dates, times, decimals or bytes)."""
+    if isinstance(spark_type, str):
+        return spark_type in _PACKABLE_LEAVES
+    kind = spark_type.get("type")
+    if kind == "struct":
+        return all(_json_safe(f["type"]) for f in spark_type["fields"])
+    if kind == "array":
+        return _json_safe(spark_type["elementType"])
+    if kind == "map":
+        return spark_type["keyType"] == "string" and _json_safe(spark_type["valueType"])
+    return False
+
+
+def _side_of(text: str) -> dict[str, Any]:
+    side: dict[str, Any] = json.loads(text)
+    return side
+
+
+class LocalEngine:
+    """Runs a compiled app in this process, one micro-batch per :meth:`run`.
+
+    ``output`` is what :func:`kspark.compiler.compile_topology` gives (the Spark path
+    lowers the same object); ``state_dir`` is where the operators' local stores live.
+    Output topics' records are kept in :attr:`topics`, batch by batch.
+    """
+
+    def __init__(self, output: st.Output, application_id: str, state_dir: str) -> None:
+        self.output = output
+        self.application_id = application_id
+        self.state_dir = self._state_root = state_dir
+        self._restarts = 0
+        #: topic name -> its records, one list per micro-batch that wrote to it
+        self.topics: dict[str, list[Rows]] = {}
+        #: (stateful stage, task key) -> the task's state variables (Spark's state store)
+        self.durable: dict[tuple[int, int], dict[str, Any]] = {}
+        self._operators: dict[tuple[int, int], Any] = {}
+        self._chains: dict[int, Callable[[Any], Iterator[pa.RecordBatch]]] = {}
+        self._batches = Batches()
+        self._batch_id = 0
+        self._check()
+
+    # -- what the engine runs -----------------------------------------------------------
+    def _check(self) -> None:
+        """Refuse, before anything runs, a stage the engine cannot run exactly as Spark."""
+        for stage in self.output.stages():
+            if not isinstance(stage, _RUNS):
+                raise unsupported(type(stage).__name__, "this kind of stage")
+            if isinstance(stage, st.SqlFilter):
+                raise unsupported(stage.processor, f"filter_expr({stage.condition!r}), Spark SQL,")
+            if isinstance(stage, st.TopicNameStage):
+                raise unsupported(
+                    stage.spec.processor, "a sink whose records name their topics (to(extractor))"
+                )
+            if isinstance(stage, st.Read):
+                t = stage.topic
+                if t.format != "parquet" or t.option_dict().get("kspark.pattern") == "true":
+                    raise unsupported(stage.processor, f"reading a {t.format} or pattern topic")
+            if isinstance(stage, st.Stateful):
+                spec = stage.spec
+                if spec.kind not in LOCAL_OPERATORS:
+                    raise unsupported(spec.processor, f"the {spec.kind} operator")
+                for name, packed, tp in (
+                    ("value", spec.packed.value, stage.stream.value_type),
+                    (
+                        "table value",
+                        spec.packed.tvalue,
+                        stage.table.value_type if stage.table is not None else None,
+                    ),
+                ):
+                    if packed and tp is not None and not _json_safe(tp.spark_json()):
+                        raise unsupported(
+                            spec.processor,
+                            f"a {name} of type {tp.display()} through Spark's JSON functions",
+                        )
+                out_value = json.loads(spec.output_schema)["fields"][1]["type"]
+                if spec.packed.out and not _json_safe(out_value):
+                    raise unsupported(
+                        spec.processor, "an output value through Spark's JSON functions"
+                    )
+        for part in self.output.sinks:
+            if part.topic.format not in ("parquet",):
+                raise unsupported(part.processor, f"writing a {part.topic.format} topic")
+
+    # -- one micro-batch --------------------------------------------------------------
+    def run(self, inputs: dict[str, Rows]) -> bool:
+        """Run one micro-batch over ``inputs`` (topic name -> its buffered records); False
+        when there is no record (no micro-batch runs, as on Spark)."""
+        if not any(inputs.values()):
+            return False
+        started = time.perf_counter()
+        memo: dict[int, pa.Table] = {}
+        observed: dict[str, Any] = {}
+
+        def table_of(stage: st.Stage) -> pa.Table:
+            key = id(stage)
+            if key not in memo:
+                memo[key] = self._stage(stage, table_of, inputs, observed)
+            return memo[key]
+
+        with self._state_dir(), _translated(self.application_id):
+            for stage in self.output.stages():  # inputs first: no deep recursion
+                table_of(stage)
+            written = self._write(table_of)
+        sides = self._sides(table_of)
+        ms = int((time.perf_counter() - started) * 1000)
+        observed[OBSERVED_METRICS] = {"records": written, "side": sides}
+        self._batches.add(
+            {
+                "runId": "local",
+                "batchId": self._batch_id,
+                "numInputRows": sum(len(r) for r in inputs.values()),
+                "durationMs": {"addBatch": ms, "triggerExecution": ms},
+                "observedMetrics": observed,
+            }
+        )
+        self._batch_id += 1
+        return True
+
+    @contextmanager
+    def _state_dir(self) -> Iterator[None]:
+        """The operators' local stores in the engine's folder (an executor's local dir)."""
+        old = os.environ.get("KSPARK_LOCAL_STATE_DIR")
+        os.environ["KSPARK_LOCAL_STATE_DIR"] = self.state_dir
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop("KSPARK_LOCAL_STATE_DIR", None)
+            else:
+                os.environ["KSPARK_LOCAL_STATE_DIR"] = old
+
+    def _stage(
+        self,
+        stage: st.Stage,
+        table_of: Callable[[st.Stage], pa.Table],
+        inputs: dict[str, Rows],
+        observed: dict[str, Any],
+    ) -> pa.Table:
+        if isinstance(stage, st.Read):
+            table = self._read(stage, inputs.get(stage.topic.name) or [])
+            name = INPUT_METRICS_PREFIX + stage.processor + (f"#{stage.part}" if stage.part else "")
+            observed[name] = {"records": table.num_rows}
+            return table
+        if isinstance(stage, st.Chain):
+            from kspark_server.chain import make_chain
+
+            fn = self._chains.get(id(stage))
+            if fn is None:
+                fn = self._chains[id(stage)] = make_chain(stage.spec)
+            return self._map(fn, table_of(stage.input), stage.spec.output_schema)
+        if isinstance(stage, st.IdStage):
+            from kspark_server.chain import make_id_stage
+
+            return self._map(
+                make_id_stage(stage.spec), table_of(stage.input), stage.spec.output_schema
+            )
+        if isinstance(stage, st.Union):
+            parts = [table_of(p) for p in stage.parts]
+            first = parts[0]
+            return pa.concat_tables(
+                [first, *(p.select(first.column_names).cast(first.schema) for p in parts[1:])]
+            )
+        if isinstance(stage, st.Shuffle):
+            # records keep their order; only a stateful operator's tasks see partitions
+            return table_of(stage.input)
+        if isinstance(stage, st.Stateful):
+            return self._stateful(stage, table_of)
+        raise unsupported(type(stage).__name__, "this stage")
+
+    @staticmethod
+    def _map(
+        fn: Callable[[Any], Iterator[pa.RecordBatch]], table: pa.Table, schema_json: str
+    ) -> pa.Table:
+        """A ``mapInArrow`` function over ``table``; Spark calls it with the rows' batches."""
+        schema = _arrow_schema(schema_json)
+        if not table.num_rows:
+            return _empty(schema)
+        out = [b for b in fn(iter(table.combine_chunks().to_batches())) if b.num_rows]
+        if not out:
+            return _empty(schema)
+        return pa.Table.from_batches([b.select(schema.names).cast(schema) for b in out], schema)
+
+    def _read(self, stage: st.Read, rows: Rows) -> pa.Table:
+        """A source's records of the batch, in the envelope's form (what the Spark
+        source makes of the driver's files: topic, offsets and ``ks_sub`` filled in)."""
+        schema = _arrow_schema(
+            env.envelope_json(stage.key_type.spark_json(), stage.value_type.spark_json())
+        )
+        records = []
+        for r in rows:
+            record = {
+                "key": r["key"],
+                "value": r["value"],
+                "timestamp": r["timestamp"],
+                "headers": r["headers"],
+                "topic": stage.topic.name,
+                "partition": r["partition"],
+                "offset": r["offset"],
+                "ks_seq": r["ks_seq"],
+                "ks_sub": 0,
+                "ks_side": None,
+            }
+            ts = record["timestamp"]
+            if ts is None or ts < 0:
+                self._invalid_timestamp(stage, record)
+            records.append(record)
+        return pa.Table.from_pylist(records, schema=schema)
+
+    def _invalid_timestamp(self, stage: st.Read, record: dict[str, Any]) -> None:
+        """A record whose timestamp is null or negative, by ``timestamp_policy``, as the
+        source's checks on Spark (``kspark.compiler.lowering.timestamps``) treat it."""
+        policy = stage.timestamp_policy
+        if policy == "use-partition-time":  # the next stateful operator fills it in
+            record["timestamp"] = None
+            return
+        ts, p, offset = record["timestamp"], record["partition"], record["offset"]
+        if policy == "fail":
+            from kspark.runtime.app import translate_failure
+
+            raise translate_failure(
+                RuntimeError(
+                    f"[KSPARK_INVALID_TIMESTAMP] {stage.processor}: a record of topic "
+                    f"{stage.topic.name!r} has an invalid timestamp "
+                    f"({'null' if ts is None else ts}) at partition {p} offset {offset}. Set "
+                    "StreamsConfig(timestamp_policy='skip') to drop such records, or "
+                    "'use-partition-time' to give them their partition's time."
+                ),
+                self.application_id,
+            )
+        side: dict[str, Any] = {
+            "kind": SideKind.DROPPED.value,
+            "processor": stage.processor,
+            "task": f"{stage.subtopology}_{p}",
+            "count": 1,
+            "reason": "invalid-timestamp",
+            "chunk": f"{stage.processor}:ts:{p}:{offset}",
+        }
+        if stage.dead_letter_dropped:
+            side.update(
+                kind=SideKind.DLQ.value,
+                dlq_key=_json_text(record["key"], stage.key_type),
+                dlq_value=_json_text(record["value"], stage.value_type),
+                exception_class="kspark_server.handling.DroppedRecord",
+                exception_message=(
+                    f"{stage.processor} dropped the record: its timestamp is null or "
+                    "negative (StreamsConfig.timestamp_policy='skip')"
+                ),
+                stack_trace="",
+                dlq_headers=[
+                    {
+                        "key": h["key"],
+                        "value": None
+                        if h["value"] is None
+                        else base64.b64encode(h["value"]).decode(),
+                    }
+                    for h in record["headers"] or []
+                ],
+                src_topic=record["topic"],
+                src_partition=p,
+                src_offset=offset,
+                src_timestamp=ts,
+            )
+        record.update(key=None, value=None, ks_side=json.dumps(side))
+
+    # -- stateful operators -------------------------------------------------------------
+    def _stateful(self, stage: st.Stateful, table_of: Callable[[st.Stage], pa.Table]) -> pa.Table:
+        spec = stage.spec
+        out_schema = _arrow_schema(spec.output_schema)
+        table = self._joined_input(stage, table_of)
+        if not table.num_rows:
+            return _empty(out_schema)
+        if spec.packed.value:
+            table = _packed_column(table, "value", stage.stream.value_type.spark_json())
+        if spec.packed.tvalue and stage.table is not None:
+            table = _packed_column(table, "ks_tvalue", stage.table.value_type.spark_json())
+        column_type = stage.stream.key_type.spark_json() if stage.task_column == "key" else "string"
+        hasher = placement.spark_hasher(column_type)
+        n = stage.num_partitions
+        keys = placement.task_keys(n)
+        hashes = [hasher(v, 42) for v in table.column(stage.task_column).to_pylist()]
+        table = table.append_column("ks_hash", pa.array(hashes, pa.int32()))
+        table = table.append_column(
+            "ks_task", pa.array([keys[placement.pmod(h, n)] for h in hashes], pa.int32())
+        )
+        import pandas as pd
+
+        from kspark_server.operators.registry import make_operator
+
+        results: list[pa.Table] = []
+        for packed in transport.pack_by_task(table.combine_chunks().to_batches()):
+            for task_key, blob in zip(
+                packed.column("ks_task").to_pylist(),
+                packed.column("ks_rows").to_pylist(),
+                strict=True,
+            ):
+                slot = (id(stage), int(task_key))
+                op = self._operators.get(slot)
+                if op is None:
+                    op = make_operator(spec, "")
+                    op.init(_Handle(self.durable.setdefault(slot, {})))
+                    self._operators[slot] = op
+                frame = pd.DataFrame({"ks_task": [task_key], "ks_rows": [blob]})
+                for f in op.handleInputRows((task_key,), iter([frame]), None):
+                    got = transport.unpack_table(f["ks_rows"].tolist())
+                    if got is not None and got.num_rows:
+                        results.append(got)
+        if not results:
+            return _empty(out_schema)
+        out = pa.concat_tables(results, promote_options="permissive")
+        if spec.packed.out:
+            value_type = out_schema.field("value").type
+            values = [
+                None if v is None else _to_arrow_value(json.loads(v), value_type)
+                for v in out.column("value").to_pylist()
+            ]
+            out = out.set_column(
+                out.column_names.index("value"), "value", pa.array(values, value_type)
+            )
+        return out.select(out_schema.names).cast(out_schema)
+
+    @staticmethod
+    def _joined_input(stage: st.Stateful, table_of: Callable[[st.Stage], pa.Table]) -> pa.Table:
+        """The operator's input: its stream, or for a join the stream's records
+        (``ks_jside`` 0) and the second input's (1, its value in ``ks_tvalue``)."""
+        stream = table_of(stage.stream)
+        if stage.table is None:
+            return stream
+        second = table_of(stage.table)
+        names = [name for name, _ in env.ENVELOPE]
+        tvalue_t = second.schema.field("value").type
+        svalue_t = stream.schema.field("value").type
+        left = stream.select(names)
+        left = left.append_column("ks_tvalue", pa.nulls(left.num_rows, tvalue_t))
+        left = left.append_column("ks_jside", pa.array([0] * left.num_rows, pa.int32()))
+        right = second.select(names)
+        right = right.set_column(1, "value", pa.nulls(right.num_rows, svalue_t))
+        right = right.append_column("ks_tvalue", second.column("value"))
+        right = right.append_column("ks_jside", pa.array([1] * right.num_rows, pa.int32()))
+        return pa.concat_tables([left, right.cast(left.schema)])
+
+    # -- the writer -----------------------------------------------------------------------
+    def _write(self, table_of: Callable[[st.Stage], pa.Table]) -> int:
+        """The sinks' records of the batch into their topics; the number of records."""
+        spec = self.output.writer_spec
+        by_topic: dict[tuple[str, ...], tuple[str, list[dict[str, Any]]]] = {}
+        total = 0
+        for part, sink in zip(self.output.sinks, spec.sinks, strict=True):
+            rows = self._sink_rows(table_of(part.stage), part, sink)
+            total += len(rows)
+            by_topic.setdefault(sink.topic.destination, (sink.topic.name, []))[1].extend(rows)
+        for name, rows in by_topic.values():
+            rows.sort(key=lambda r: (r["ks_seq"], r["ks_sub"]))
+            for r in rows:
+                del r["ks_seq"], r["ks_sub"]
+            self.topics.setdefault(name, []).append(rows)
+        if spec.dlq is not None:
+            dead = self._dead_letters(table_of)
+            self.topics.setdefault(spec.dlq.name, []).append(dead)
+        return total
+
+    @staticmethod
+    def _sink_rows(table: pa.Table, part: st.SinkPart, sink: SinkSpec) -> list[dict[str, Any]]:
+        records = table.filter(pc.is_null(table.column("ks_side")))
+        hasher = placement.spark_hasher(part.stage.key_type.spark_json())
+        n = sink.num_partitions
+        rows = records.select(
+            ["key", "value", "timestamp", "headers", "ks_seq", "ks_sub"]
+        ).to_pylist()
+        out = []
+        for r in rows:
+            out.append(
+                {
+                    "key": r["key"],
+                    "value": r["value"],
+                    "timestamp": r["timestamp"],
+                    "headers": r["headers"],
+                    "partition": placement.pmod(hasher(r["key"], 42), n),
+                    "ks_seq": r["ks_seq"],
+                    "ks_sub": r["ks_sub"],
+                }
+            )
+        return out
+
+    def _side_texts(self, table_of: Callable[[st.Stage], pa.Table]) -> list[str]:
+        texts: list[str] = []
+        for stage in self.output.roots():
+            col = table_of(stage).column("ks_side")
+            texts.extend(t for t in col.to_pylist() if t is not None)
+        return texts
+
+    def _dead_letters(self, table_of: Callable[[st.Stage], pa.Table]) -> Rows:
+        """The batch's dead letters as the writer writes them: one per side row's
+        identity, in source order."""
+        seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for text in self._side_texts(table_of):
+            s = _side_of(text)
+            if s.get("kind") != SideKind.DLQ.value:
+                continue
+            seen.setdefault(tuple(s.get(k) for k in SIDE_IDENTITY), s)
+        rows = []
+        for s in seen.values():
+            headers = [
+                {"key": h.get("key"), "value": _b64(h.get("value"))}
+                for h in s.get("dlq_headers") or []
+            ]
+            rows.append(
+                {
+                    "key": s.get("dlq_key"),
+                    "value": s.get("dlq_value"),
+                    "timestamp": s.get("src_timestamp"),
+                    "headers": headers,
+                    "exception_class": s.get("exception_class"),
+                    "exception_message": s.get("exception_message"),
+                    "stack_trace": s.get("stack_trace"),
+                    "topic": s.get("src_topic"),
+                    "partition": s.get("src_partition"),
+                    "offset": s.get("src_offset"),
+                    "processor_node_id": s.get("processor"),
+                    "task_id": s.get("task"),
+                }
+            )
+        rows.sort(key=lambda r: r["offset"] if r["offset"] is not None else -1)
+        return rows
+
+    def _sides(self, table_of: Callable[[st.Stage], pa.Table]) -> list[dict[str, Any]]:
+        """The batch's side rows as the writer's observation collects them (a set)."""
+        fields = ("kind", "processor", "task", "count", "chunk", "reason")
+        found: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for text in self._side_texts(table_of):
+            s = _side_of(text)
+            row = {f: s.get(f) for f in fields}
+            found.setdefault(tuple(row.values()), row)
+        return list(found.values())
+
+    # -- what a test reads ------------------------------------------------------------------
+    def metrics(self) -> Metrics:
+        return Metrics.of(self._batches.figures())
+
+    def task_states(self, stage: st.Stateful) -> dict[int, Any]:
+        """Each task's state of ``stage``, read back from its durable base and log (as an
+        interactive query reads the checkpoint)."""
+        spec = stage.spec
+        out: dict[int, Any] = {}
+        for (sid, task_key), store in self.durable.items():
+            if sid != id(stage):
+                continue
+            version = store.get(statevars.version_name(spec.store))
+            if version is None:
+                continue
+            n_chunks = int(version[5])
+            chunks = [store[spec.store][(i,)][0] for i in range(n_chunks)]
+            logs = [t[0] for t in store.get(statevars.log_name(spec.store), [])]
+            out[placement.task_of(task_key)] = taskstate.materialize(
+                spec.kind, spec.versioned, chunks, logs
+            )
+        return out
+
+    def restart(self) -> None:
+        """Start over as a new run on new executors: new operators, and empty local
+        stores that they rebuild from the durable state, as after a restart on Spark."""
+        self.close()
+        self._restarts += 1
+        self.state_dir = f"{self._state_root}-{self._restarts}"
+
+    def close(self) -> None:
+        """Close the operators and the local stores they opened."""
+        from kspark_server import localstore
+
+        for op in self._operators.values():
+            op.close()
+        self._operators.clear()
+        for path, store in list(localstore._registry().items()):
+            if path.startswith(self.state_dir):
+                store.close()
+                localstore._registry().pop(path, None)
+
+
+def _json_text(value: Any, desc: Any) -> str | None:
+    """A key or value as the JSON text a dead letter holds (Spark's ``to_json``); a
+    dynamic one is JSON text already."""
+    from kspark.plan.types import Dynamic
+
+    if value is None:
+        return None
+    if isinstance(desc, Dynamic):
+        return str(value)
+    return json.dumps(_spark_json_text(value, desc.spark_json()), separators=(",", ":"))
+
+
+def _b64(v: Any) -> bytes | None:
+    return None if v is None else base64.b64decode(v)
+
+
+def _packed_column(table: pa.Table, name: str, spark_type: Any) -> pa.Table:
+    """Column ``name`` as the JSON text Spark's ``to_json`` makes of it."""
+    texts = [
+        None if v is None else json.dumps(_spark_json_text(v, spark_type), separators=(",", ":"))
+        for v in table.column(name).to_pylist()
+    ]
+    return table.set_column(table.column_names.index(name), name, pa.array(texts, pa.string()))
+
+
+@contextmanager
+def _translated(application_id: str) -> Iterator[None]:
+    """A failure that kspark raised in an operator, as the error the Spark path raises
+    for it (:func:`kspark.runtime.app.translate_failure`)."""
+    from kspark_server import handling
+
+    try:
+        yield
+    except handling.ProcessingFailed as exc:
+        raise ProcessingError(str(exc), application_id=application_id) from exc
+    except handling.DeserializationFailed as exc:
+        raise DeserializationError(str(exc), application_id=application_id) from exc
+    except handling.HandlerFailed as exc:
+        raise HandlerError(str(exc), application_id=application_id) from exc
+    except (EngineNotSupportedError, StreamsAppError):
+        raise

@@ -1,0 +1,294 @@
+"""Both test-driver engines agree: random inputs and micro-batch splits, run in process
+(``engine="local"``) and on Spark, give the same output records, dead letters, metrics and
+store contents."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from kspark import (
+    JoinWindows,
+    Materialized,
+    Named,
+    StreamsBuilder,
+    StreamsConfig,
+    TimeWindows,
+    Topic,
+)
+from kspark.errors import DeadLetterQueueProcessingExceptionHandler
+from kspark.testing import TopologyTestDriver
+
+pytestmark = pytest.mark.spark
+
+KEYS = ["a", "b", "c", "d", "e"]
+
+
+def _divide(v: int) -> int:
+    return 60 // (v % 4)  # a value divisible by 4 fails, and is dead-lettered
+
+
+def stateless() -> Any:
+    b = StreamsBuilder()
+    s = b.stream("in", key_type=str, value_type=int)
+    kept = s.filter(lambda k, v: v % 5 != 0).map_values(_divide, value_type=int)
+    kept.flat_map_values(lambda v: [v, v + 1], value_type=int).select_key(
+        lambda k, v: f"{k}{v % 3}", key_type=str
+    ).to("out")
+    kept.filter(lambda k, v: v > 20).to("big")
+    return b.build()
+
+
+def counts() -> Any:
+    b = StreamsBuilder()
+    s = b.stream("in", key_type=str, value_type=int)
+    rekeyed = s.select_key(lambda k, v: f"{k}{v % 2}", key_type=str)
+    rekeyed.group_by_key().count(Named.as_("count"), Materialized.as_("counts")).to_stream().to(
+        "out"
+    )
+    s.group_by_key().reduce(
+        lambda a, v: a + v, Named.as_("sum"), Materialized.as_("sums")
+    ).to_stream().to("big")
+    return b.build()
+
+
+def dedup_join_window() -> Any:
+    b = StreamsBuilder()
+    rates = b.table(
+        "table",
+        key_type=str,
+        value_type=int,
+        materialized=Materialized.as_versioned("rates", timedelta(seconds=20)),
+    )
+    joined = (
+        b.stream("in", key_type=str, value_type=int)
+        .deduplicate_by_key_value(lambda k, v: v, timedelta(seconds=3))
+        .left_join(rates, lambda v, r: v * 100 + (r if r is not None else -1), value_type=int)
+    )
+    joined.group_by_key().windowed_by(
+        TimeWindows.of_size_and_grace(timedelta(seconds=5), timedelta(seconds=2))
+    ).count(Named.as_("wcount"), Materialized.as_("windows")).to_stream().map(
+        lambda w, n: (f"{w.key}@{w.window.start}", n), key_type=str, value_type=int
+    ).to("out")
+    joined.to("big")
+    return b.build()
+
+
+def table_join_aggregate() -> Any:
+    b = StreamsBuilder()
+    limits = b.table("table", key_type=str, value_type=int, materialized=Materialized.as_("limits"))
+    (
+        b.stream("in", key_type=str, value_type=int)
+        .join(limits, lambda v, lim: v - lim, value_type=int)
+        .group_by_key()
+        .aggregate(
+            lambda: 0,
+            lambda k, v, a: a + v,
+            Named.as_("agg"),
+            Materialized.as_("totals"),
+            value_type=int,
+        )
+        .to_stream()
+        .to("out")
+    )
+    return b.build()
+
+
+def joins() -> Any:
+    b = StreamsBuilder()
+    left = b.stream("in", key_type=str, value_type=int)
+    right = b.stream("table", key_type=str, value_type=int)
+    left.left_join(
+        right,
+        lambda v, o: v * 1000 + (o if o is not None else -1),
+        JoinWindows.of_time_difference_and_grace(timedelta(seconds=2), timedelta(seconds=1)),
+        value_type=int,
+    ).to("out")
+    lt = left.to_table(Materialized.as_("left-table"))
+    rt = right.to_table(Materialized.as_("right-table"))
+    lt.join(
+        rt, lambda a, c: a - c, materialized=Materialized.as_("joined"), value_type=int
+    ).to_stream().to("big")
+    return b.build()
+
+
+#: topology, its input topics, its stores
+CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[str, ...]]] = {
+    "stateless": (stateless, ("in",), ()),
+    "counts": (counts, ("in",), ("counts", "sums")),
+    "dedup_join_window": (dedup_join_window, ("in", "table"), ("rates", "windows")),
+    "table_join_aggregate": (table_join_aggregate, ("in", "table"), ("limits", "totals")),
+    "joins": (joins, ("in", "table"), ("joined",)),
+}
+
+Rec = tuple[int, str, int, int]  # input topic, key, value, timestamp
+
+
+@st.composite
+def batches(draw: st.DrawFn, topics: int) -> list[list[Rec]]:
+    records = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, topics - 1),
+                st.sampled_from(KEYS),
+                st.integers(0, 30),
+                # -1: an invalid timestamp, dropped and dead-lettered by the source
+                st.one_of(st.just(-1), st.integers(0, 20_000)),
+            ),
+            min_size=1,
+            max_size=24,
+        )
+    )
+    cuts = sorted(set(draw(st.lists(st.integers(1, len(records)), max_size=1))))
+    bounds = [0, *cuts, len(records)]
+    return [records[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def _store_contents(store: Any) -> Any:
+    """What a test can read of a store: every key's answer, and its size."""
+    from kspark.runtime.stores import ReadOnlyVersionedStore, ReadOnlyWindowStore
+
+    answers: dict[str, Any] = {}
+    for k in KEYS + [f"{k}{i}" for k in KEYS for i in range(2)]:
+        if isinstance(store, ReadOnlyWindowStore):
+            answers[k] = store.fetch(k, 0, 40_000)
+        elif isinstance(store, ReadOnlyVersionedStore):
+            answers[k] = [store.get(k), store.get(k, as_of=5_000), store.get(k, as_of=15_000)]
+        else:
+            answers[k] = store.get(k)
+    return answers, store.approximate_num_entries()
+
+
+def run(case: str, data: list[list[Rec]], engine: str, session: Any) -> dict[str, Any]:
+    """Everything a test sees of ``data`` run through ``case`` on ``engine``."""
+    make, inputs, stores = CASES[case]
+    cfg = StreamsConfig(
+        application_id=f"eng-{uuid.uuid4().hex[:8]}",
+        num_partitions=3,
+        processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
+        dead_letter_queue_topic=Topic.parquet("dlq", "/unused"),
+        timestamp_policy="skip",
+        dead_letter_dropped_records=True,
+    )
+    seen: dict[str, Any] = {"batches": []}
+    with TopologyTestDriver(make(), cfg, session=session, engine=engine) as d:  # type: ignore[arg-type]
+        srcs = [d.create_input_topic(name) for name in inputs]
+        sinks = [d.create_output_topic(name) for name in ("out", "big") if name in _sinks(d)]
+        for batch in data:
+            for topic, key, value, ts in batch:
+                srcs[topic].pipe_input(key, value, timestamp=ts)
+            d.process()
+            seen["batches"].append(
+                [
+                    [(r.key, r.value, r.timestamp, r.partition) for r in s.read_records()]
+                    for s in sinks
+                ]
+            )
+        dead = d.dead_letter_topic().read_raw()
+        seen["dead"] = sorted(
+            (
+                r["key"],
+                r["value"],
+                r["timestamp"],
+                r["exception_class"],
+                r["topic"],
+                r["offset"],
+                r["processor_node_id"],
+                r["task_id"],
+            )
+            for r in dead
+        )
+        figures = d.metrics().by_name()
+        seen["metrics"] = figures
+        seen["stores"] = {name: _store_contents(d.store(name)) for name in stores}
+    return seen
+
+
+def _sinks(d: TopologyTestDriver) -> set[str]:
+    return {s.topic_name for s in d.topology.sinks}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_engines_agree(spark: Any, case: str) -> None:
+    inputs = len(CASES[case][1])
+
+    # each example is two apps' runs, one of them on Spark: one, the same in every run
+    @settings(
+        max_examples=1,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(data=batches(inputs))
+    def check(data: list[list[Rec]]) -> None:
+        local = run(case, data, "local", None)
+        remote = run(case, data, "spark", spark)
+        assert local == remote
+
+    check()
+
+
+def test_in_process_hash_is_sparks(spark: Any) -> None:
+    """The hash the in-process engine places records and output partitions by is Spark's,
+    for every type a key can have."""
+    from pyspark.sql import functions as F
+
+    from kspark_server import placement
+
+    texts = ["", "a", "ab", "abc", "abcd", "abcde", "é", "日本語", "k" * 17]
+    numbers = [0, 1, -1, 2**31 - 1, -(2**31), 2**40 + 3, -(2**62)]
+    doubles = [0.0, -0.0, 1.5, -2.25, 1e300]
+    rows = [
+        (
+            t,
+            n,
+            (n + 2**31) % 2**32 - 2**31,
+            d,
+            n % 2 == 0,
+            {"key": t, "window": {"start": n, "end": n + 5}},
+        )
+        for t, n, d in zip(texts, numbers * 2, doubles * 2, strict=False)
+    ]
+    names = ("t", "n", "i", "d", "b", "w")
+    ddl = (
+        "t string, n long, i int, d double, b boolean, "
+        "w struct<key:string,window:struct<start:long,end:long>>"
+    )
+    df = spark.createDataFrame(rows, ddl)
+    got = df.select(*[F.hash(c).alias(c) for c in names]).collect()
+    types: dict[str, Any] = {
+        "t": "string",
+        "n": "long",
+        "i": "integer",
+        "d": "double",
+        "b": "boolean",
+        "w": {
+            "type": "struct",
+            "fields": [
+                {"name": "key", "type": "string"},
+                {
+                    "name": "window",
+                    "type": {
+                        "type": "struct",
+                        "fields": [
+                            {"name": "start", "type": "long"},
+                            {"name": "end", "type": "long"},
+                        ],
+                    },
+                },
+            ],
+        },
+    }
+    for row, r in zip(rows, got, strict=True):
+        values = dict(zip(names, row, strict=True))
+        for c, tp in types.items():
+            assert placement.spark_hasher(tp)(values[c], 42) == r[c], (c, values[c])

@@ -1,0 +1,253 @@
+"""The test driver's in-process engine without Spark: what it runs, what it refuses, the
+driver API it answers, and Spark's hash as the engine places records with it
+(tests/integration/test_driver_engines.py checks it against Spark)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import timedelta
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kspark import Materialized, Named, StreamsBuilder, StreamsConfig, TimeWindows, Topic
+from kspark.compiler import stages
+from kspark.compiler.compiler import compile_topology
+from kspark.errors import (
+    EngineNotSupportedError,
+    InvalidArgumentError,
+    StoreError,
+    StreamsAppError,
+)
+from kspark.testing import TopologyTestDriver
+from kspark_server import envelope, placement
+from kspark_server.chain import make_chain
+from kspark_server.envelope import SideKind
+from kspark_server.transport import arrow_schema
+
+
+def _config(**kw: Any) -> StreamsConfig:
+    return StreamsConfig(application_id="local-engine", num_partitions=3, **kw)
+
+
+def counts() -> Any:
+    b = StreamsBuilder()
+    (
+        b.stream("in", key_type=str, value_type=int)
+        .group_by_key()
+        .count(Named.as_("count"), Materialized.as_("counts"))
+        .to_stream()
+        .to("out")
+    )
+    return b.build()
+
+
+def test_counts_in_process_with_output_partitions_as_spark_hashes() -> None:
+    with TopologyTestDriver(counts(), _config(), engine="local") as d:
+        src = d.create_input_topic("in")
+        out = d.create_output_topic("out")
+        for i, k in enumerate(["a", "b", "a", "c", "a"]):
+            src.pipe_input(k, i, timestamp=i)
+        records = out.read_records()
+        # one micro-batch: each changed key's latest count, in the order of its last record
+        assert [(r.key, r.value) for r in records] == [("b", 1), ("c", 1), ("a", 3)]
+        h = placement.spark_hasher("string")
+        assert all(r.partition == h(r.key, 42) % 3 for r in records)
+        assert d.get_key_value_store("counts").get("a") == 3
+        assert d.metrics().by_name()["records-consumed-total"] == 5
+
+
+def test_kafka_driver_api() -> None:
+    with TopologyTestDriver(counts(), _config(), engine="local") as d:
+        src = d.create_input_topic("in")
+        out = d.create_output_topic("out")
+        assert d.produced_topic_names() == set()
+        src.pipe_records([("a", 1, 0), ("b", 2, 1), ("a", 3, 2)])
+        # one micro-batch: each key's latest count
+        assert out.get_queue_size() == 2
+        assert d.produced_topic_names() == {"out"}
+        assert out.read_key_values_to_map() == {"a": 2, "b": 1}
+        assert out.get_queue_size() == 0 and out.is_empty()
+        d.advance_wall_clock_time(timedelta(seconds=5))
+        with pytest.raises(InvalidArgumentError):
+            d.advance_wall_clock_time(-1)
+        with pytest.raises(StoreError):
+            d.get_window_store("counts")
+        with pytest.raises(StoreError):
+            d.get_versioned_key_value_store("counts")
+
+
+def test_window_store_and_late_records() -> None:
+    b = StreamsBuilder()
+    (
+        b.stream("in", key_type=str, value_type=int)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_with_no_grace(timedelta(seconds=10)))
+        .count(Named.as_("count"), Materialized.as_("windows"))
+        .to_stream()
+        # a windowed key to text: a batch whose records are all late reaches this chain
+        # with side rows only
+        .map(lambda w, n: (f"{w.key}@{w.window.start}", n), key_type=str, value_type=int)
+        .to("out")
+    )
+    with TopologyTestDriver(b.build(), _config(), engine="local") as d:
+        src = d.create_input_topic("in")
+        out = d.create_output_topic("out")
+        src.pipe_input("a", 1, timestamp=25_000)
+        d.process()
+        src.pipe_input("a", 1, timestamp=1_000)  # late: its window closed
+        d.process()
+        assert out.read_key_values() == [("a@20000", 1)]
+        assert d.get_window_store("windows").fetch("a", 0, 40_000) == [(20_000, 1)]
+        assert d.metrics().by_name()["dropped-records-total"] == 1
+
+
+def test_a_chain_passes_a_batch_of_side_rows_only_when_the_key_type_changes() -> None:
+    """A windowed key (a struct) mapped to text: a batch with no record, only the side
+    rows of the operator before, gives the side rows and takes no key column to cast."""
+    b = StreamsBuilder()
+    (
+        b.stream(Topic.jsonl("in", "/unused"), key_type=str, value_type=int)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_with_no_grace(timedelta(seconds=10)))
+        .count()
+        .to_stream()
+        .map(lambda w, n: (w.key, n), key_type=str, value_type=int)
+        .to(Topic.jsonl("out", "/unused"))
+    )
+    output = compile_topology(b.build(), _config())
+    (chain,) = [s for s in output.stages() if isinstance(s, stages.Chain) and s.spec.steps]
+    schema = arrow_schema(_input_schema(chain))
+    side = json.dumps({"kind": SideKind.STORE_ENTRIES.value, "processor": "s", "task": "0_0"})
+    row = {name: None for name in schema.names} | {"ks_side": side, "ks_seq": 0, "ks_sub": 0}
+    batch = pa.RecordBatch.from_pylist([row], schema=schema)
+    out = list(make_chain(chain.spec)(iter([batch])))
+    assert [r["ks_side"] for b in out for r in b.to_pylist()] == [side]
+
+
+def _input_schema(chain: stages.Chain) -> str:
+    return envelope.envelope_json(
+        chain.input.key_type.spark_json(), chain.input.value_type.spark_json()
+    )
+
+
+def test_filter_expr_is_refused_naming_the_processor_and_the_switch() -> None:
+    b = StreamsBuilder()
+    b.stream("in", key_type=str, value_type=int).filter_expr("value > 1").to("out")
+    with TopologyTestDriver(b.build(), _config(), engine="local") as d:
+        d.create_input_topic("in").pipe_input("a", 2, timestamp=0)
+        with pytest.raises(EngineNotSupportedError) as e:
+            d.process()
+    assert e.value.code == "KSPARK_ENGINE_NOT_SUPPORTED"
+    assert "KSTREAM-FILTER" in str(e.value) and 'engine="spark"' in str(e.value)
+
+
+def test_invalid_timestamps_follow_the_timestamp_policy() -> None:
+    with TopologyTestDriver(counts(), _config(), engine="local") as d:
+        d.create_input_topic("in").pipe_input("a", 2, timestamp=-5)
+        with pytest.raises(StreamsAppError, match=r"KSPARK_INVALID_TIMESTAMP.*offset 0"):
+            d.process()
+    with TopologyTestDriver(counts(), _config(timestamp_policy="skip"), engine="local") as d:
+        d.create_input_topic("in").pipe_records([("a", 2, -5), ("b", 1, 7)])
+        assert d.create_output_topic("out").read_key_values() == [("b", 1)]
+        assert d.metrics().dropped_by_reason() == {
+            ("KSTREAM-SOURCE-0000000000", "invalid-timestamp"): 1
+        }
+    cfg = _config(timestamp_policy="use-partition-time")
+    with TopologyTestDriver(counts(), cfg, engine="local") as d:
+        d.create_input_topic("in").pipe_records([("a", 1, 40), ("a", 2, -5)])
+        assert d.create_output_topic("out").read_records()[-1].timestamp == 40
+
+
+def test_engine_choice_is_checked() -> None:
+    with pytest.raises(InvalidArgumentError):
+        TopologyTestDriver(counts(), _config(), engine="jvm")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        TopologyTestDriver(counts(), _config(), session=object(), engine="local")
+
+
+@pytest.mark.parametrize(
+    ("spark_type", "value", "expected"),
+    [
+        # Spark's own answers: SELECT hash(CAST(1 AS INT)), hash(1L), ...
+        ("integer", 1, -559580957),
+        ("long", 1, -1712319331),
+        ("integer", None, 42),
+    ],
+)
+def test_spark_hash(spark_type: str, value: Any, expected: int) -> None:
+    assert placement.spark_hasher(spark_type)(value, 42) == expected
+
+
+def test_spark_hash_of_int_agrees_with_the_task_key_hash() -> None:
+    h = placement.spark_hasher("integer")
+    assert all(h(i, 42) == placement.murmur3_int(i) for i in range(-50, 50))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(
+    data=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 9), st.integers(0, 30_000)),
+        min_size=1,
+        max_size=30,
+    ),
+    cuts=st.lists(st.integers(1, 29), max_size=3, unique=True),
+    restarts=st.lists(st.integers(0, 3), max_size=2),
+)
+def test_a_restart_rebuilds_the_same_state(
+    data: list[tuple[str, int, int]], cuts: list[int], restarts: list[int]
+) -> None:
+    """Operators that start over on empty local stores (a restart on new executors)
+    rebuild their state from its durable form: the same output as a run without one."""
+    b = StreamsBuilder()
+    s = b.stream("in", key_type=str, value_type=int).deduplicate_by_key_value(
+        lambda k, v: v, timedelta(seconds=5)
+    )
+    s.group_by_key().windowed_by(
+        TimeWindows.of_size_and_grace(timedelta(seconds=10), timedelta(seconds=2))
+    ).count().to_stream().map(lambda w, n: (f"{w.key}@{w.window.start}", n)).to("out")
+    topology = b.build()
+    bounds = [0, *sorted(c for c in cuts if c < len(data)), len(data)]
+    batches = [data[x:y] for x, y in itertools.pairwise(bounds) if y > x]
+
+    def run(restart_at: set[int]) -> list[Any]:
+        with TopologyTestDriver(topology, _config(), engine="local") as d:
+            src, out = d.create_input_topic("in"), d.create_output_topic("out")
+            seen = []
+            for i, batch in enumerate(batches):
+                if i in restart_at and d._local is not None:
+                    d._local.restart()
+                for k, v, ts in batch:
+                    src.pipe_input(k, v, timestamp=ts)
+                d.process()
+                seen.append(out.read_key_values())
+            return seen
+
+    assert run(set(restarts)) == run(set())
+
+
+def test_stores_read_the_engines_stages_after_the_app_is_replaced() -> None:
+    """A test that restarts the app (a new ``StreamsApp`` on the driver) reads the stores
+    the engine holds: the engine's stages, not the new app's plan."""
+    from kspark import StreamsApp
+
+    with TopologyTestDriver(counts(), _config(), engine="local") as d:
+        d.create_input_topic("in").pipe_records([("a", 1, 0), ("a", 2, 1)])
+        d.process()
+        d.app = StreamsApp(d.topology, d.config)
+        assert d.get_key_value_store("counts").get("a") == 2
+
+
+def test_a_foreign_key_join_is_refused_naming_its_operator() -> None:
+    b = StreamsBuilder()
+    orders = b.table("orders", key_type=str, value_type=int)
+    customers = b.table("customers", key_type=int, value_type=str)
+    orders.join(customers, lambda o: o, lambda o, c: c, value_type=str).to_stream().to("out")
+    with TopologyTestDriver(b.build(), _config(), engine="local") as d:
+        d.create_input_topic("orders").pipe_input("o1", 7, timestamp=0)
+        with pytest.raises(EngineNotSupportedError, match=r'fk.*engine="spark"'):
+            d.process()
