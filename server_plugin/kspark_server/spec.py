@@ -41,6 +41,7 @@ __all__ = [
     "ArrowValues",
     "BranchStep",
     "ChainSpec",
+    "Change",
     "DedupIdSpec",
     "DedupSpec",
     "DynamicSinkSpec",
@@ -76,6 +77,7 @@ __all__ = [
     "Step",
     "StoreSpec",
     "TableFilterStep",
+    "TableGroupBySpec",
     "TableJoinSpec",
     "TableMapValuesStep",
     "TopicNameSpec",
@@ -753,6 +755,45 @@ class SinksSpec:
     application_id: str = ""
 
 
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """A grouped table's change as it travels from the re-keying operator to the
+    aggregation (Kafka Streams' ``Change``): the value to add to the record's group
+    (``new``) and the value to subtract from it (``old``), either None.
+
+    Examples
+    --------
+    >>> Change(new="EU", old=None)
+    Change(new='EU', old=None)
+    """
+
+    new: Any
+    old: Any
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TableGroupBySpec:
+    """``KTable.group_by(selector)``, per task of the source table's key
+    (:mod:`kspark_server.operators.table_group_by`): keeps each source key's last
+    selected ``(group key, value)`` and turns each update into the :class:`Change` records
+    of the groups it leaves and joins. ``output``'s value is the ``Change`` record type."""
+
+    kind: ClassVar[str] = "tablegroupby"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    selector: Fn
+    input: KeyValue
+    #: the group key and the selected value's types
+    selected: KeyValue
+    output: KeyValue
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+    state: StateOptions = StateOptions()
+    versioned: ClassVar[bool] = False
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AggregateSpec:
     """``count``, ``reduce`` or ``aggregate`` of a grouped stream, per task, optionally
@@ -779,6 +820,12 @@ class AggregateSpec:
     session_gap_ms: int = 0
     merger: Fn | None = None
     suppress: bool = False
+    #: the input is a grouped table's changes (values :class:`Change`): ``count``,
+    #: ``reduce`` and ``aggregate`` subtract each old value before they add the new one,
+    #: with ``subtractor`` (``reduce``: ``subtractor(aggregate, old)``, ``aggregate``:
+    #: ``subtractor(key, old, aggregate)``)
+    table: bool = False
+    subtractor: Fn | None = None
     output_schema: str
     packed: Packed
     handling: Handling = Handling()
@@ -786,6 +833,12 @@ class AggregateSpec:
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
+        if self.table and (self.window_size_ms or self.session_gap_ms or self.suppress):
+            raise SpecError(f"{self.processor}: a grouped table aggregates without windows")
+        if (self.table and self.op != "count") != (self.subtractor is not None):
+            raise SpecError(
+                f"{self.processor}: a subtractor goes with reduce and aggregate of a grouped table"
+            )
         if self.session_gap_ms < 0 or (self.session_gap_ms > 0 and self.window_size_ms > 0):
             raise SpecError(f"{self.processor}: time windows or session windows, not both")
         if self.session_gap_ms > 0 and (
@@ -866,6 +919,7 @@ StatefulSpec = (
     | WindowJoinSpec
     | AggregateSpec
     | TableJoinSpec
+    | TableGroupBySpec
     | FkSubscribeSpec
     | FkMatchSpec
     | FkResolveSpec
@@ -880,6 +934,7 @@ OperatorSpec = (
     | WindowJoinSpec
     | AggregateSpec
     | TableJoinSpec
+    | TableGroupBySpec
     | FkSubscribeSpec
     | FkMatchSpec
     | FkResolveSpec

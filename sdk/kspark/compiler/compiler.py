@@ -36,7 +36,9 @@ from kspark.plan.grouped import (
     Aggregate,
     SessionWindowsDef,
     Suppress,
+    TableGroupBy,
     TimeWindowsDef,
+    change_type,
     windowed_type,
 )
 from kspark.plan.processing import Process, ProcessValues
@@ -872,11 +874,34 @@ class _Compiler:
             )
         return self._aggregate(agg, suppress=True)
 
+    def visit_TableGroupBy(self, node: TableGroupBy) -> _Pending:
+        # per task of the source key: each update becomes the changes of the groups its
+        # row leaves and joins, which the aggregation reads by group key
+        table = self.stage_of(node.parent, node)
+        key_type, value_type = known_type(node.key_type), known_type(node.value_type)
+        changes = change_type(value_type)
+        spec = sp.TableGroupBySpec(
+            processor=node.name,
+            store=node.store_name,
+            selector=node.selector,
+            input=key_value(table.key_type, table.value_type),
+            selected=key_value(key_type, value_type),
+            output=key_value(key_type, changes),
+            output_schema=envelope_json(key_type, changes),
+            packed=sp.Packed(value=json_packable(table.value_type), out=json_packable(changes)),
+            handling=self.handling_at(node),
+            state=self.state_options,
+        )
+        return self._stateful(node, spec, table, key_type=key_type, value_type=changes)
+
     def _aggregate(self, node: Aggregate, *, suppress: bool) -> _Pending:
         stream = self.stage_of(node.parent, node)
         key_type = stream.key_type
         # a reduction's values keep their type; a count's and an aggregate's are the node's
         out_value = stream.value_type if node.op == "reduce" else known_type(node.value_type)
+        if node.grouped_table and node.op == "reduce":
+            # the records are Change records of the selected values
+            out_value = known_type(node.parent.value_type)
         windows = node.windows
         w = windows if isinstance(windows, TimeWindowsDef) else None
         sw = windows if isinstance(windows, SessionWindowsDef) else None
@@ -896,6 +921,8 @@ class _Compiler:
             session_gap_ms=sw.gap_ms if sw is not None else 0,
             merger=node.merger,
             suppress=suppress,
+            table=node.grouped_table,
+            subtractor=node.subtractor,
             output_schema=envelope_json(out_key, out_value),
             packed=sp.Packed(value=json_packable(stream.value_type), out=json_packable(out_value)),
             handling=self.handling_at(node),

@@ -39,7 +39,13 @@ from kspark.dsl.options import Materialized, Named, factory, optional_name, to_m
 from kspark.errors import InvalidArgumentError
 from kspark.plan import graph
 from kspark.plan import nodes as n
-from kspark.plan.grouped import Aggregate, SessionWindowsDef, TimeWindowsDef, windowed_type
+from kspark.plan.grouped import (
+    Aggregate,
+    SessionWindowsDef,
+    TableGroupBy,
+    TimeWindowsDef,
+    windowed_type,
+)
 from kspark.plan.types import DYNAMIC, describe_type
 from kspark_server.windows import Windowed
 
@@ -50,6 +56,7 @@ __all__ = [
     "BufferConfig",
     "Grouped",
     "KGroupedStream",
+    "KGroupedTable",
     "SessionWindowedKStream",
     "SessionWindows",
     "Suppressed",
@@ -619,3 +626,248 @@ def _key_changed(node: n.Node) -> bool:
 
     found = graph.find([node], lambda cur: cur.parents, changes_key, stop_at=grouped_by_key)
     return found is not None
+
+
+class KGroupedTable(Generic[K, V]):
+    """A table re-grouped by a new key, ready to aggregate (Kafka Streams'
+    ``KGroupedTable``). Made by :meth:`KTable.group_by`.
+
+    Each update of the source table moves its row between groups: the aggregation takes
+    the old value out of the group it leaves (the subtractor) before it adds the new value
+    to the group it joins (the adder), as Kafka Streams' ``KTableAggregate`` does. The
+    result is a table keyed by the group (see docs/aggregations.md, which lists what each
+    change emits).
+
+    Examples
+    --------
+    >>> from kspark import StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> regions = b.table("customers", key_type=str, value_type=str)
+    >>> per_region = regions.group_by(lambda k, region: (region, k), key_type=str, value_type=str)
+    >>> per_region.count().node.key_type.display()
+    'str'
+    """
+
+    __slots__ = ("_builder", "_node")
+
+    def __init__(self, builder: StreamsBuilder, node: TableGroupBy) -> None:
+        self._builder = builder
+        self._node = node
+        builder._added(node)
+
+    def _table(
+        self,
+        op: str,
+        prefix: str,
+        named: Named | None,
+        materialized: Materialized | None,
+        *,
+        value_type: Any,
+        **fns: Any,
+    ) -> KTable[Any, Any]:
+        from kspark.dsl.streams import KTable
+
+        store = _store(self._builder, materialized, prefix)
+        name, seq = self._builder._next(prefix, named)
+        for what, fn in fns.items():
+            _infer.check_callable(fn, what, name)
+        node = Aggregate(
+            name=name,
+            seq=seq,
+            parent=self._node,
+            op=op,
+            store_name=store,
+            repartition=True,
+            grouped_name=self._node.grouped_name,
+            key_type=self._node.key_type or DYNAMIC,
+            value_type=value_type,
+            **fns,
+        )
+        return KTable(self._builder, node)
+
+    def count(
+        self, named: Named | None = None, materialized: Materialized | None = None
+    ) -> KTable[K, int]:
+        """The number of source rows in each group, as a table.
+
+        A row that moves to another group counts one less in the old group and one more
+        in the new; a group whose rows all left keeps the count 0 (Kafka Streams removes
+        no row either).
+
+        Parameters
+        ----------
+        named
+            The processor's name instead of ``KTABLE-AGGREGATE-<n>``.
+        materialized
+            The store's name (``Materialized.as_(name)``), which ``app.store(name)`` reads.
+
+        Returns
+        -------
+        KTable
+            Each group's count; per micro-batch, the latest count of every group that
+            changed.
+
+        Examples
+        --------
+        >>> from kspark import Materialized, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> customers = b.table("customers", key_type=str, value_type=str)
+        >>> per_region = customers.group_by(
+        ...     lambda k, region: (region, region), key_type=str, value_type=str
+        ... ).count(materialized=Materialized.as_("customers-per-region"))
+        >>> per_region.to_stream().to("region-counts")
+        >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
+        Topologies:
+           Sub-topology: 0
+            Source: KTABLE-SOURCE-0000000000 (topics: [customers])
+              --> KTABLE-SELECT-0000000002
+            Processor: KTABLE-SELECT-0000000002 (stores: [KTABLE-SELECT-0000000002-STATE-STORE]) [operator: kspark task operator (transformWithStateInPandas, per-task state)]
+              --> KTABLE-AGGREGATE-0000000003
+              <-- KTABLE-SOURCE-0000000000
+           Sub-topology: 1
+            Processor: KTABLE-AGGREGATE-0000000003 (stores: [customers-per-region]) [operator: kspark task operator (transformWithStateInPandas, per-task state)]
+              --> KTABLE-TOSTREAM-0000000004
+              <-- KTABLE-SELECT-0000000002
+            Processor: KTABLE-TOSTREAM-0000000004 (stores: [])
+              --> KSTREAM-SINK-0000000005
+              <-- KTABLE-AGGREGATE-0000000003
+            Sink: KSTREAM-SINK-0000000005 (topic: region-counts)
+              <-- KTABLE-TOSTREAM-0000000004
+        """
+        return self._table("count", "KTABLE-AGGREGATE", named, materialized, value_type=_INT)
+
+    def reduce(
+        self,
+        adder: Callable[[V, V], V],
+        subtractor: Callable[[V, V], V],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+    ) -> KTable[K, V]:
+        """Combines each group's values: ``adder(aggregate, new)`` adds a row's new value,
+        ``subtractor(aggregate, old)`` takes its old value out; a group's first value is
+        its aggregate as it comes.
+
+        Both run per change on the server, guarded by the processing exception handler.
+        A None result deletes the group's row (a tombstone).
+
+        Parameters
+        ----------
+        adder, subtractor
+            Functions of the aggregate and a value, returning the new aggregate.
+        named, materialized
+            The processor's and the store's names.
+
+        Returns
+        -------
+        KTable
+            Each group's aggregate, keyed by the group.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> balances = b.table("balances", key_type=str, value_type=int)
+        >>> totals = balances.group_by(
+        ...     lambda account, amount: (account[:2], amount), key_type=str, value_type=int
+        ... ).reduce(lambda total, v: total + v, lambda total, v: total - v)
+        >>> totals.name, totals.node.value_type.display()
+        ('KTABLE-REDUCE-0000000004', 'int')
+        """
+        return self._table(
+            "reduce",
+            "KTABLE-REDUCE",
+            named,
+            materialized,
+            value_type=self._node.value_type,
+            reducer=adder,
+            subtractor=subtractor,
+        )
+
+    def aggregate(
+        self,
+        initializer: Callable[[], VA],
+        adder: Callable[[K, V, VA], VA],
+        subtractor: Callable[[K, V, VA], VA],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VA] | None = None,
+    ) -> KTable[K, VA]:
+        """Folds each group's values: ``initializer()`` starts a group's aggregate,
+        ``adder(key, new, aggregate)`` adds a row's new value and
+        ``subtractor(key, old, aggregate)`` takes its old value out (``key``: the group).
+
+        Parameters
+        ----------
+        initializer
+            The aggregate of a group before its first value.
+        adder, subtractor
+            Functions of the group key, a value and the aggregate, returning the new
+            aggregate; a None result deletes the group's row.
+        named, materialized
+            The processor's and the store's names.
+        value_type
+            The aggregate's type, when the functions' annotations do not say it.
+
+        Returns
+        -------
+        KTable
+            Each group's aggregate, keyed by the group.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> names = b.table("names", key_type=str, value_type=str)
+        >>> letters = names.group_by(
+        ...     lambda k, name: (name[:1], name), key_type=str, value_type=str
+        ... ).aggregate(
+        ...     lambda: 0,
+        ...     lambda k, name, total: total + len(name),
+        ...     lambda k, name, total: total - len(name),
+        ...     value_type=int,
+        ... )
+        >>> letters.name, letters.node.value_type.display()
+        ('KTABLE-AGGREGATE-0000000004', 'int')
+        """
+        hint = _infer.return_hint(adder) or _infer.return_hint(initializer)
+        prefix = "KTABLE-AGGREGATE"
+        return self._table(
+            "aggregate",
+            prefix,
+            named,
+            materialized,
+            value_type=_infer.resolve(value_type, hint, prefix, "value_type"),
+            initializer=initializer,
+            aggregator=adder,
+            subtractor=subtractor,
+        )
+
+
+def group_table(
+    table: KTable[Any, Any],
+    selector: Callable[..., Any],
+    grouped: Grouped | None,
+    key_type: Any,
+    value_type: Any,
+) -> KGroupedTable[Any, Any]:
+    """The grouped table of ``table`` re-keyed by ``selector`` (``KTable.group_by``)."""
+    if grouped is not None and not isinstance(grouped, Grouped):
+        raise InvalidArgumentError(
+            f"grouped must be a Grouped, got {grouped!r}", parameter="grouped"
+        )
+    builder = table._builder
+    name, seq = builder._next("KTABLE-SELECT", grouped.name if grouped is not None else None)
+    _infer.check_callable(selector, "selector", name)
+    hk, hv = _infer.pair_hints(_infer.return_hint(selector))
+    node = TableGroupBy(
+        name=name,
+        seq=seq,
+        parent=table.node,
+        selector=selector,
+        store_name=f"{name}-STATE-STORE",
+        grouped_name=grouped.name if grouped is not None else None,
+        key_type=_infer.resolve(key_type, hk, name, "key_type"),
+        value_type=_infer.resolve(value_type, hv, name, "value_type"),
+    )
+    return KGroupedTable(builder, node)

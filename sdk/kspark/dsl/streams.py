@@ -52,7 +52,7 @@ from kspark.plan.types import TypeDesc
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from kspark.dsl.grouped import Grouped, KGroupedStream, Suppressed
+    from kspark.dsl.grouped import Grouped, KGroupedStream, KGroupedTable, Suppressed
     from kspark.dsl.printed import Printed
     from kspark.dsl.stores import StoreBuilder
     from kspark_server.envelope import RecordContext
@@ -2535,6 +2535,60 @@ class KTable(Generic[K, V]):
             with_key=_infer.takes_key(mapper, 1, name, "mapper"),
             value_type=_infer.resolve(value_type, _infer.return_hint(mapper), name, "value_type"),
         )
+
+    # -- re-grouping (kspark.dsl.grouped) ----------------------------------------------
+    def group_by(
+        self,
+        selector: Callable[[K, V], tuple[KR, VR]],
+        grouped: Grouped | None = None,
+        *,
+        key_type: type[KR] | None = None,
+        value_type: type[VR] | None = None,
+    ) -> KGroupedTable[KR, VR]:
+        """Re-groups the table's rows by ``selector(key, value)``, a ``(group key,
+        value)`` pair, for ``count``, ``reduce`` or ``aggregate`` per group (see
+        :class:`~kspark.KGroupedTable`).
+
+        Every update of this table moves its row: its old value leaves the group the
+        old selection named, its new value joins the group the new one names. A pair
+        whose group key or value is None joins no group (dropped and counted).
+
+        Parameters
+        ----------
+        selector
+            A function of the key and the value that returns the ``(group key, value)``.
+        grouped
+            The grouping's name (``Grouped.as_(name)``): the re-keying processor's.
+        key_type, value_type
+            The group key's and the selected value's types, when the selector's return
+            annotation ``tuple[KR, VR]`` does not say them.
+
+        Returns
+        -------
+        KGroupedTable
+            The grouped table; its aggregation starts a new sub-topology, as Kafka
+            Streams' repartition topic does.
+
+        Examples
+        --------
+        >>> import dataclasses
+        >>> from kspark import StreamsBuilder
+        >>> @dataclasses.dataclass
+        ... class Customer:
+        ...     name: str
+        ...     region: str
+        >>> b = StreamsBuilder()
+        >>> customers = b.table("customers", key_type=str, value_type=Customer)
+        >>> by_region = customers.group_by(
+        ...     lambda k, c: (c.region, c), key_type=str, value_type=Customer
+        ... )
+        >>> counts = by_region.count()
+        >>> counts.node.parent.name, counts.node.repartitions
+        ('KTABLE-SELECT-0000000002', True)
+        """
+        from kspark.dsl import grouped as g
+
+        return g.group_table(self, selector, grouped, key_type, value_type)
 
     # -- table-table joins (kspark.dsl.streamjoin) ------------------------------------
     @overload

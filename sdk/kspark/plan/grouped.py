@@ -24,9 +24,18 @@ import attrs
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan.nodes import _Unary
 from kspark.plan.types import Field, Primitive, Record, TypeDesc
+from kspark_server.spec import Change
 from kspark_server.windows import Window, Windowed
 
-__all__ = ["Aggregate", "SessionWindowsDef", "Suppress", "TimeWindowsDef", "windowed_type"]
+__all__ = [
+    "Aggregate",
+    "SessionWindowsDef",
+    "Suppress",
+    "TableGroupBy",
+    "TimeWindowsDef",
+    "change_type",
+    "windowed_type",
+]
 
 Fn = Callable[..., Any]
 
@@ -82,6 +91,37 @@ def windowed_type(key: TypeDesc) -> Record:
     )
 
 
+def change_type(value: TypeDesc) -> Record:
+    """The type of a grouped table's records between its two operators: ``Change`` of
+    ``value``, a struct ``new, old``."""
+    return Record(cls=Change, fields=(Field(name="new", type=value), Field(name="old", type=value)))
+
+
+@attrs.frozen(kw_only=True)
+class TableGroupBy(_Unary):
+    """``KTable.group_by(selector)``: each update of the parent table, re-keyed by
+    ``selector(key, value) -> (group key, value)``, as the changes of the groups it leaves
+    and joins (Kafka Streams' ``KTableRepartitionMap``). ``key_type`` and ``value_type``
+    are the selected pair's; the operator keeps each source key's selection in
+    ``store_name`` (kspark_server.operators.table_group_by). Only an aggregation
+    (:class:`Aggregate`, with a subtractor) reads it."""
+
+    changes_key: ClassVar[bool] = True
+    changes_value: ClassVar[bool] = True
+
+    selector: Fn
+    store_name: str
+    #: the name ``Grouped.as_`` gave the grouping (Kafka's repartition topic name)
+    grouped_name: str | None = None
+
+    def stores(self) -> tuple[str, ...]:
+        return (self.store_name,)
+
+    @property
+    def operator(self) -> str:
+        return OPERATOR
+
+
 @attrs.frozen(kw_only=True)
 class Aggregate(_Unary):
     """``count``, ``reduce(reducer)`` or ``aggregate(initializer, aggregator)`` of the
@@ -97,6 +137,8 @@ class Aggregate(_Unary):
     aggregator: Fn | None = None
     #: joins two sessions' aggregates (``aggregate`` over session windows)
     merger: Fn | None = None
+    #: takes an old value out of a grouped table's aggregate (``reduce``, ``aggregate``)
+    subtractor: Fn | None = None
     store_name: str
     windows: TimeWindowsDef | SessionWindowsDef | None = None
     #: whether Kafka Streams would read the grouped records from a repartition topic
@@ -107,6 +149,24 @@ class Aggregate(_Unary):
     #: a table made by an aggregation keeps the latest value per key
     versioned: ClassVar[bool] = False
     history_retention_ms: ClassVar[int] = 0
+
+    def __attrs_post_init__(self) -> None:
+        grouped_table = isinstance(self.parent, TableGroupBy)
+        if grouped_table and self.windows is not None:
+            raise InvalidTopologyError(
+                f"{self.name}: a grouped table aggregates without windows",
+                processor=self.name,
+            )
+        if (grouped_table and self.op != "count") != (self.subtractor is not None):
+            raise InvalidTopologyError(
+                f"{self.name}: a subtractor goes with reduce and aggregate of a grouped table",
+                processor=self.name,
+            )
+
+    @property
+    def grouped_table(self) -> bool:
+        """Whether the records are a grouped table's changes (``KTable.group_by``)."""
+        return isinstance(self.parent, TableGroupBy)
 
     def stores(self) -> tuple[str, ...]:
         return (self.store_name,)

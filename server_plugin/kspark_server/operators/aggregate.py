@@ -31,6 +31,11 @@ end plus grace, by the task's stream time, is dropped from that window and count
 per window it missed. ``reduce`` and ``aggregate`` call the user's function per record,
 guarded by the processing exception handler.
 
+The aggregation of a grouped table (``KTable.group_by``, ``spec.table``) takes
+``Change(new, old)`` records from :mod:`kspark_server.operators.table_group_by`: it
+subtracts ``old`` from the group's aggregate with the subtractor, then adds ``new``, as
+Kafka Streams' ``KTableAggregate`` and ``KTableReduce`` do; not windowed.
+
 Examples
 --------
 >>> _window_key(("EUR", 60_000), [60_000, 3, 61_000, None, None], 60_000)
@@ -47,7 +52,7 @@ import numpy as np
 from kspark_server import codec, stateenc
 from kspark_server.envelope import SideKind, side_row
 from kspark_server.operators.base import Batch, Emitter, TaskProcessor
-from kspark_server.spec import AggregateSpec, JsonSpec, PrimSpec
+from kspark_server.spec import AggregateSpec, Change, JsonSpec, PrimSpec, RecordSpec
 from kspark_server.windows import windows_for
 
 __all__ = ["AggregateProcessor"]
@@ -106,6 +111,12 @@ class AggregateProcessor(TaskProcessor):
         self.gap = s.session_gap_ms
         self.session = self.gap > 0
         self.suppress = s.suppress
+        #: a grouped table's changes: subtract the old value, then add the new
+        self.table = s.table
+        if self.table and isinstance(s.input.value, RecordSpec):
+            # a Change's fields, each decoded on its own: a Change that travels as JSON
+            # text leaves out a None field (Spark's to_json drops null fields)
+            self.change_dec = codec.decoder(dict(s.input.value.fields)["new"], nested=True)
         # windows expire by their start, a key's sessions by their latest end, through the
         # local store's time index
         self.time_indexed = self.windowed or self.session
@@ -212,6 +223,7 @@ class AggregateProcessor(TaskProcessor):
         fast = (
             self.vectorized
             and self.op == "count"
+            and not self.table
             and not self.suppress
             and (not windowed or advance == size)
             and (batch.n == 0 or min(tss) >= 0)
@@ -461,6 +473,42 @@ class AggregateProcessor(TaskProcessor):
 
         return self.guard.call(self.processor, run, (k, v), row)
 
+    def _fold_change(self, prior: Any, key: Any, value: Any, row: Any) -> tuple[bool, Any]:
+        """``(ok, (aggregate, cell))``: the aggregate ``prior`` (None: the group has none)
+        with a grouped table's change applied as Kafka Streams' ``KTableAggregate`` and
+        ``KTableReduce`` apply it: the old value subtracted first (only from an existing
+        aggregate), then the new one added (to ``initializer()``, or for ``reduce`` taken
+        as it is, when there is no aggregate). Not ok if the user's function failed."""
+        k = self.kdec(key)
+        cell, dec = self.unpack_value(value), self.change_dec
+        change = Change(new=dec(cell.get("new")), old=dec(cell.get("old")))
+        spec, aenc, op = self.spec, self.aenc, self.op
+
+        def run(kk: Any, ch: Any) -> tuple[Any, Any]:
+            agg = prior
+            if op == "count":
+                if ch.old is not None and agg is not None:
+                    agg = int(agg) - 1
+                if ch.new is not None:
+                    agg = (0 if agg is None else int(agg)) + 1
+                return agg, agg
+            subtractor = spec.subtractor
+            assert subtractor is not None
+            if ch.old is not None and agg is not None:
+                agg = subtractor(agg, ch.old) if op == "reduce" else subtractor(kk, ch.old, agg)
+            if ch.new is not None:
+                if op == "reduce":
+                    reducer = spec.reducer
+                    assert reducer is not None
+                    agg = ch.new if agg is None else reducer(agg, ch.new)
+                else:
+                    initializer, adder = spec.initializer, spec.aggregator
+                    assert initializer is not None and adder is not None
+                    agg = adder(kk, ch.new, initializer() if agg is None else agg)
+            return agg, aenc(agg)
+
+        return self.guard.call(self.processor, run, (k, change), row)
+
     def _update(
         self,
         sk: Any,
@@ -482,7 +530,10 @@ class AggregateProcessor(TaskProcessor):
             obj = None if entry is None else entry[pos]
             if obj is not None and self.op != "count":
                 obj = self.adec(obj)
-        ok, res = self._fold([] if obj is None else [obj], key, value, batch.row(i))
+        if self.table:
+            ok, res = self._fold_change(obj, key, value, batch.row(i))
+        else:
+            ok, res = self._fold([] if obj is None else [obj], key, value, batch.row(i))
         if not ok:
             return False
         obj, cell = res
