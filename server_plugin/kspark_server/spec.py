@@ -95,8 +95,10 @@ __all__ = [
 #: state's tuning and checks from the spec (:class:`StateOptions`); 9: ``foreach`` steps,
 #: and sinks whose topic each record names (:class:`TopicNameSpec`,
 #: :class:`DynamicSinkSpec`); 10: global-table joins (:class:`JoinKeySpec`,
-#: ``JoinSpec.global_table``).
-SPEC_VERSION = 10
+#: ``JoinSpec.global_table``); 11: foreign-key joins (:class:`FkSubscribeSpec`,
+#: :class:`FkMatchSpec`, :class:`FkResolveSpec`) and re-grouped tables
+#: (:class:`TableGroupBySpec`, ``AggregateSpec.table`` and ``subtractor``).
+SPEC_VERSION = 11
 
 Fn = Callable[..., Any]
 

@@ -163,6 +163,15 @@ def test_invalid_timestamps_follow_the_timestamp_policy() -> None:
         assert d.create_output_topic("out").read_records()[-1].timestamp == 40
 
 
+def test_a_driver_without_a_session_runs_in_process() -> None:
+    """The default: no engine and no session is the in-process engine (a session would
+    say Spark); the counts come back without any Spark server."""
+    with TopologyTestDriver(counts(), _config()) as d:
+        assert d.engine == "local"
+        d.create_input_topic("in").pipe_records([("a", 1, 0), ("a", 1, 1)])
+        assert d.create_output_topic("out").read_key_values()[-1] == ("a", 2)
+
+
 def test_engine_choice_is_checked() -> None:
     with pytest.raises(InvalidArgumentError):
         TopologyTestDriver(counts(), _config(), engine="jvm")  # type: ignore[arg-type]

@@ -59,8 +59,9 @@ __all__ = [
 #: Where the driver runs a topology: in this process, or on a Spark server.
 Engine = Literal["local", "spark"]
 
-#: The engine of a driver that names none.
-DEFAULT_ENGINE: Engine = "spark"
+#: The engine of a driver that names none and is given no session (a session is a Spark
+#: server's: a driver given one runs on it).
+DEFAULT_ENGINE: Engine = "local"
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -373,7 +374,8 @@ class TopologyTestDriver:
     few milliseconds per step. ``engine="spark"`` runs each micro-batch on a real Spark
     server, for what only Spark runs (``filter_expr``, the Processor API, ...): the local
     engine refuses such a topology with :class:`~kspark.errors.EngineNotSupportedError`,
-    never a different answer. Without ``engine``, :data:`DEFAULT_ENGINE`.
+    never a different answer. Without ``engine``: ``"spark"`` when a ``session`` is given,
+    else :data:`DEFAULT_ENGINE` (in this process).
 
     Topics are matched by name: each source and sink of the topology, and the dead-letter
     topic, becomes a topic of the driver (a Parquet folder in its working directory, on
@@ -397,7 +399,7 @@ class TopologyTestDriver:
         *,
         engine: Engine | None = None,
     ) -> None:
-        engine = engine or DEFAULT_ENGINE
+        engine = engine or ("spark" if session is not None else DEFAULT_ENGINE)
         if engine not in ("local", "spark"):
             raise InvalidArgumentError(f'engine must be "local" or "spark", not {engine!r}')
         if engine == "local" and session is not None:
