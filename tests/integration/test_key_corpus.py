@@ -139,12 +139,23 @@ def _branch(b: StreamsBuilder, p: str, key_type: type[Any], full: bool) -> None:
     )
     s.process(lambda: _CountEach(store), store, key_type=key_type, value_type=int).to(f"{p}-proc")
     # a table-table join of the stream's and the other stream's latest values
-    s.to_table(Materialized.as_(f"{p}-stable")).outer_join(
-        right.to_table(Materialized.as_(f"{p}-rtable")),
-        _join,
-        materialized=Materialized.as_(f"{p}-tables"),
-        value_type=str,
+    stable = s.to_table(Materialized.as_(f"{p}-stable"))
+    rtable = right.to_table(Materialized.as_(f"{p}-rtable"))
+    stable.outer_join(
+        rtable, _join, materialized=Materialized.as_(f"{p}-tables"), value_type=str
     ).to_stream().to(f"{p}-tables")
+    # a foreign-key join whose foreign key is the row's own key (the other table's key)
+    stable.join(
+        rtable,
+        foreign_key_extractor=lambda k, v: k,
+        joiner=_join,
+        materialized=Materialized.as_(f"{p}-fk"),
+        value_type=str,
+    ).to_stream().to(f"{p}-fk")
+    # the table re-grouped by its own key: a row per key while it has a value
+    stable.group_by(lambda k, v: (k, v), key_type=key_type, value_type=str).count(
+        Named.as_(f"{p}-regrouped"), Materialized.as_(f"{p}-regrouped")
+    ).to_stream().to(f"{p}-regrouped")
     # the same id for each value of a key; None (never a duplicate) for a null value
     s.deduplicate_by_key_value(
         lambda k, v: v and "same", every, Deduplicated.as_(f"{p}-dedup-kv")
@@ -209,6 +220,8 @@ SINKS = {
         "outer",
         "proc",
         "tables",
+        "fk",
+        "regrouped",
     ],
     "b": ["dedup-key", "count", "final", "versioned-join", "outer"],
     "x": ["dedup-0", "dedup-1000", "windowed"],
@@ -281,6 +294,15 @@ def _expected(p: str, sink: str, keys: list[Any]) -> list[list[Out]]:
             each(lambda n, k: [(k, f"{n}:v3+{n}:r1")]),
             each(lambda n, k: [(k, f"{n}:v4+{n}:r1")]),
         ]
+    elif sink == "fk":  # an inner join: the left row's delete deletes the result
+        batches = [
+            each(lambda n, k: [(k, f"{n}:v1+{n}:r1")]),
+            each(lambda n, k: [(k, None)]),
+            each(lambda n, k: [(k, f"{n}:v3+{n}:r1")]),
+            each(lambda n, k: [(k, f"{n}:v4+{n}:r1")]),
+        ]
+    elif sink == "regrouped":  # the count falls to 0 with the delete and stays a row
+        batches = [counted(1), counted(0), counted(1), counted(1)]
     elif sink == "count":  # a null key or value is dropped
         batches = [counted(c) for c in (1, 2, 3, 4)]
     elif sink == "windowed":  # a windowed count counts null values too
@@ -401,6 +423,8 @@ def corpus_run(spark: Any, spark_server: Any) -> dict[str, Any]:
             if p == "s":
                 stores["s-proc"] = [d.store("s-proc").get(k) for k in keys]
                 stores["s-tables"] = [d.store("s-tables").get(k) for k in keys]
+                stores["s-fk"] = [d.store("s-fk").get(k) for k in keys]
+                stores["s-regrouped"] = [d.store("s-regrouped").get(k) for k in keys]
             replica = d.app.replica(f"{p}-count")
             stores[f"{p}-replica"] = [replica.get(k) for k in keys]
         return {"outputs": outputs, "stores": stores, "metrics": d.metrics()}
@@ -412,7 +436,7 @@ def test_each_key_behaves_as_any_key(corpus_run: dict[str, Any], sink: str) -> N
     keys = BYTES_KEYS if p == "b" else STR_KEYS
     got = corpus_run["outputs"][sink]
     want = _expected(p, name, keys)
-    if name == "tables":
+    if name in ("tables", "fk", "regrouped"):
         # which side of a batch's updates at one timestamp the join takes first is the
         # task's processing order; the row each key ends the batch with is not
         got = [_last_per_key(g) for g in got]
@@ -443,6 +467,8 @@ def test_stores_replicas_and_rescale_return_the_original_keys(
         assert stores[f"{p}-versioned-keys"] == sorted(keys)
     assert stores["s-proc"] == [5] * len(STR_KEYS)
     assert stores["s-tables"] == [f"{i}:v4+{i}:r1" for i in range(len(STR_KEYS))]
+    assert stores["s-fk"] == [f"{i}:v4+{i}:r1" for i in range(len(STR_KEYS))]
+    assert stores["s-regrouped"] == [1] * len(STR_KEYS)
 
 
 def test_null_keys_and_invalid_timestamps_are_counted(corpus_run: dict[str, Any]) -> None:
