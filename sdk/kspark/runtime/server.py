@@ -50,6 +50,10 @@ _lock = threading.Lock()
 _embedded: EmbeddedServer | None = None
 
 
+#: Spark Connect's plan cache per session (Spark's default holds 16 plans)
+PLAN_CACHE_SIZE = ("spark.connect.session.planCache.maxSize", "4096")
+
+
 def default_server_conf() -> dict[str, str]:
     """Spark settings kspark's stateful operators need, plus small-machine defaults."""
     return {
@@ -72,6 +76,12 @@ def default_server_conf() -> dict[str, str]:
             "org.apache.spark.sql.execution.streaming.checkpointing."
             "FileSystemBasedCheckpointFileManager"
         ),
+        # an app's plan reads each topic once and reuses that read in every branch; the
+        # session's plan cache must hold the read for the whole plan, or Spark Connect
+        # translates it again into a second source of the same topic, and the sources'
+        # numbers in the checkpoint change from one query start to the next
+        # (docs/deployment.md)
+        PLAN_CACHE_SIZE[0]: PLAN_CACHE_SIZE[1],
     }
 
 
