@@ -5,70 +5,19 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pytest
 
+from kspark.testing.local import StateHandle
 from kspark_server import localstore, placement, transport
 from kspark_server.operators.base import TaskProcessor
 
-
-class _Value:
-    def __init__(self, store: dict[str, Any], name: str) -> None:
-        self.store, self.name = store, name
-
-    def exists(self) -> bool:
-        return self.name in self.store
-
-    def get(self) -> Any:
-        return self.store.get(self.name)
-
-    def update(self, v: tuple[Any, ...]) -> None:
-        self.store[self.name] = v
-
-    def clear(self) -> None:
-        self.store.pop(self.name, None)
-
-
-class _List(_Value):
-    def get(self) -> Iterator[tuple[Any, ...]]:
-        return iter(list(self.store.get(self.name, [])))
-
-    def appendValue(self, v: tuple[Any, ...]) -> None:
-        self.store.setdefault(self.name, []).append(v)
-
-
-class _Map(_Value):
-    def getValue(self, key: tuple[Any, ...]) -> Any:
-        return self.store.get(self.name, {}).get(key)
-
-    def updateValue(self, key: tuple[Any, ...], v: tuple[Any, ...]) -> None:
-        self.store.setdefault(self.name, {})[key] = v
-
-    def containsKey(self, key: tuple[Any, ...]) -> bool:
-        return key in self.store.get(self.name, {})
-
-    def removeKey(self, key: tuple[Any, ...]) -> None:
-        self.store.get(self.name, {}).pop(key, None)
-
-
-class Handle:
-    """Spark's ``StatefulProcessorHandle``, its states kept in a dict."""
-
-    def __init__(self, store: dict[str, Any]) -> None:
-        self.store = store
-
-    def getMapState(self, name: str, key_schema: Any, schema: Any) -> _Map:
-        return _Map(self.store, name)
-
-    def getValueState(self, name: str, schema: Any) -> _Value:
-        return _Value(self.store, name)
-
-    def getListState(self, name: str, schema: Any) -> _List:
-        return _List(self.store, name)
+#: Spark's ``StatefulProcessorHandle`` for one task, its state variables in a dict: the
+#: in-process engine's own, so the operators' tests and the engine share one stand-in
+Handle = StateHandle
 
 
 #: A two-input record: side (0: the operator's first input, 1: its second), key, value,

@@ -130,7 +130,7 @@ class _Map(_Value):
         self.store.get(self.name, {}).pop(key, None)
 
 
-class _Handle:
+class StateHandle:
     """Spark's ``StatefulProcessorHandle`` for one task: its state variables in a dict,
     which stands for the task's part of Spark's state store."""
 
@@ -509,7 +509,7 @@ class LocalEngine:
                 op = self._operators.get(slot)
                 if op is None:
                     op = make_operator(spec, "")
-                    op.init(_Handle(self.durable.setdefault(slot, {})))
+                    op.init(StateHandle(self.durable.setdefault(slot, {})))
                     self._operators[slot] = op
                 frame = pd.DataFrame({"ks_task": [task_key], "ks_rows": [blob]})
                 for f in op.handleInputRows((task_key,), iter([frame]), None):
