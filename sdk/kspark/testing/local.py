@@ -53,7 +53,7 @@ from kspark_server import placement, statevars, taskstate, transport
 from kspark_server.envelope import SIDE_IDENTITY, SideKind
 from kspark_server.spec import SinkSpec
 
-__all__ = ["LocalEngine", "Rows", "unsupported"]
+__all__ = ["LocalEngine", "Rows", "StateHandle", "unsupported"]
 
 #: A topic's records of one micro-batch, as the test driver buffers them.
 Rows = list[dict[str, Any]]
