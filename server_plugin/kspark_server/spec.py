@@ -23,7 +23,7 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 11); use the same kspark version on client and server
+kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 12); use the same kspark version on client and server
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ __all__ = [
     "Step",
     "StoreSpec",
     "TableFilterStep",
+    "SuppressSpec",
     "TableGroupBySpec",
     "TableJoinSpec",
     "TableMapValuesStep",
@@ -97,8 +98,9 @@ __all__ = [
 #: :class:`DynamicSinkSpec`); 10: global-table joins (:class:`JoinKeySpec`,
 #: ``JoinSpec.global_table``); 11: foreign-key joins (:class:`FkSubscribeSpec`,
 #: :class:`FkMatchSpec`, :class:`FkResolveSpec`) and re-grouped tables
-#: (:class:`TableGroupBySpec`, ``AggregateSpec.table`` and ``subtractor``).
-SPEC_VERSION = 11
+#: (:class:`TableGroupBySpec`, ``AggregateSpec.table`` and ``subtractor``); 12:
+#: time-limited suppression (:class:`SuppressSpec`).
+SPEC_VERSION = 12
 
 Fn = Callable[..., Any]
 
@@ -797,6 +799,42 @@ class TableGroupBySpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class SuppressSpec:
+    """``KTable.suppress(Suppressed.until_time_limit(...))``, per task of the table's key
+    (:mod:`kspark_server.operators.suppress`): each key's latest update waits in a buffer
+    until stream time passes the time of the key's oldest buffered update plus
+    ``time_limit_ms``. ``max_records`` and ``max_bytes`` bound the buffer (None:
+    unbounded); ``when_full`` says what a full buffer does: ``emit`` its oldest updates
+    early, or ``shut_down`` the app."""
+
+    kind: ClassVar[str] = "suppress"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    time_limit_ms: int
+    max_records: int | None = None
+    max_bytes: int | None = None
+    when_full: str = "emit"
+    input: KeyValue
+    output: KeyValue
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+    state: StateOptions = StateOptions()
+    versioned: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.time_limit_ms < 0:
+            raise SpecError(f"{self.processor}: the time limit must not be negative")
+        for name in ("max_records", "max_bytes"):
+            bound = getattr(self, name)
+            if bound is not None and bound < 0:
+                raise SpecError(f"{self.processor}: {name} must not be negative, got {bound}")
+        if self.when_full not in ("emit", "shut_down"):
+            raise SpecError(f"{self.processor}: unknown buffer-full strategy {self.when_full!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class AggregateSpec:
     """``count``, ``reduce`` or ``aggregate`` of a grouped stream, per task, optionally
     over time windows (``window_size_ms > 0``) and with only final results per window
@@ -922,6 +960,7 @@ StatefulSpec = (
     | AggregateSpec
     | TableJoinSpec
     | TableGroupBySpec
+    | SuppressSpec
     | FkSubscribeSpec
     | FkMatchSpec
     | FkResolveSpec
@@ -937,6 +976,7 @@ OperatorSpec = (
     | AggregateSpec
     | TableJoinSpec
     | TableGroupBySpec
+    | SuppressSpec
     | FkSubscribeSpec
     | FkMatchSpec
     | FkResolveSpec
