@@ -78,7 +78,9 @@ def test_buffers_until_stream_time_passes_the_limit(
     assert t.run([("tick", None, 1)]) == [("hey", "1", 0)]
 
 
-def test_tombstones_are_buffered_and_emitted(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tombstones_are_buffered_and_emitted(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     t = Table(spec(0, max_records=0), tmp_path, monkeypatch)
     assert t.run([("hey", None, 100)]) == [("hey", None, 100)]
 
@@ -101,7 +103,9 @@ def test_emits_early_when_over_record_capacity(
     assert t.run([("dummyKey", None, 101)]) == [("hey", None, 100)]
 
 
-def test_emits_early_when_over_byte_capacity(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_emits_early_when_over_byte_capacity(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     one = size_of("hey", "v")
     t = Table(spec(100 * DAY, max_bytes=one + 5), tmp_path, monkeypatch)
     assert t.run([("hey", "v", 100)]) == []
@@ -187,7 +191,9 @@ def scenarios(draw: Any) -> tuple[Any, ...]:
     return updates, limit, max_records, max_bytes, shut_down, cuts, restarts
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(scenario=scenarios())
 def test_matches_the_model_over_any_split(
     scenario: tuple[Any, ...], tmp_path_factory: Any, monkeypatch: pytest.MonkeyPatch

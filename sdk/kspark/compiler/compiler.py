@@ -42,6 +42,7 @@ from kspark.plan.grouped import (
     windowed_type,
 )
 from kspark.plan.processing import Process, ProcessValues
+from kspark.plan.suppression import SuppressTimeLimit
 from kspark.plan.topology import Topology
 from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, describe_type, json_packable
 from kspark_server import envelope as env
@@ -873,6 +874,29 @@ class _Compiler:
                 processor=node.name,
             )
         return self._aggregate(agg, suppress=True)
+
+    def visit_SuppressTimeLimit(self, node: SuppressTimeLimit) -> _Pending:
+        # per task of the table's key: each key's latest update waits in the task's
+        # buffer (kspark_server.operators.suppress)
+        table = self.stage_of(node.parent, node)
+        packed = json_packable(table.value_type)
+        spec = sp.SuppressSpec(
+            processor=node.name,
+            store=node.store_name,
+            time_limit_ms=node.time_limit_ms,
+            max_records=node.max_records,
+            max_bytes=node.max_bytes,
+            when_full=node.when_full,
+            input=key_value(table.key_type, table.value_type),
+            output=key_value(table.key_type, table.value_type),
+            output_schema=envelope_json(table.key_type, table.value_type),
+            packed=sp.Packed(value=packed, out=packed),
+            handling=self.handling_at(node),
+            state=self.state_options,
+        )
+        return self._stateful(
+            node, spec, table, key_type=table.key_type, value_type=table.value_type
+        )
 
     def visit_TableGroupBy(self, node: TableGroupBy) -> _Pending:
         # per task of the source key: each update becomes the changes of the groups its

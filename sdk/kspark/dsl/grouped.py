@@ -36,6 +36,7 @@ import attrs
 
 from kspark.dsl import _infer
 from kspark.dsl.options import Materialized, Named, factory, optional_name, to_ms
+from kspark.dsl.suppressed import BufferConfig, Suppressed
 from kspark.errors import InvalidArgumentError
 from kspark.plan import graph
 from kspark.plan import nodes as n
@@ -242,56 +243,6 @@ class SessionWindows(_Windows):
 
     def spec(self) -> SessionWindowsDef:
         return SessionWindowsDef(gap_ms=self.gap_ms, grace_ms=self.grace_ms)
-
-
-@attrs.frozen
-class BufferConfig:
-    """How much a suppression may hold back; kspark holds the open windows themselves,
-    in the aggregation's store, so only ``unbounded()`` exists.
-
-    Examples
-    --------
-    >>> BufferConfig.unbounded()
-    BufferConfig()
-    """
-
-    @classmethod
-    def unbounded(cls) -> BufferConfig:
-        return cls()
-
-
-@attrs.frozen(kw_only=True)
-class Suppressed:
-    """What ``KTable.suppress`` holds back: ``until_window_closes`` emits each window's
-    final result once, when stream time passes its end plus grace.
-
-    Examples
-    --------
-    >>> Suppressed.until_window_closes(BufferConfig.unbounded()).with_name("final").name
-    'final'
-    """
-
-    name: str | None = optional_name("name")
-
-    @classmethod
-    def until_window_closes(cls, buffer_config: BufferConfig | None = None) -> Suppressed:
-        """Only the final result of each window of a windowed aggregation.
-
-        Examples
-        --------
-        >>> Suppressed.until_window_closes().name is None
-        True
-        """
-        if buffer_config is not None and not isinstance(buffer_config, BufferConfig):
-            raise InvalidArgumentError(
-                f"buffer_config must be a BufferConfig, got {buffer_config!r}",
-                parameter="buffer_config",
-            )
-        return cls()
-
-    def with_name(self, name: str) -> Suppressed:
-        """A copy whose suppression processor is named ``name``."""
-        return attrs.evolve(self, name=name)
 
 
 def _store(builder: StreamsBuilder, materialized: Materialized | None, prefix: str) -> str:

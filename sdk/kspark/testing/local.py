@@ -46,6 +46,7 @@ from kspark.errors import (
     HandlerError,
     ProcessingError,
     StreamsAppError,
+    SuppressionBufferFullError,
 )
 from kspark.runtime.metrics import INPUT_METRICS_PREFIX, OBSERVED_METRICS, Batches, Metrics
 from kspark_server import envelope as env
@@ -59,7 +60,7 @@ __all__ = ["LocalEngine", "Rows", "StateHandle", "unsupported"]
 Rows = list[dict[str, Any]]
 
 #: The stateful operators the in-process engine runs (a spec's ``kind``).
-LOCAL_OPERATORS = frozenset({"aggregate", "dedup", "join", "tablejoin", "windowjoin"})
+LOCAL_OPERATORS = frozenset({"aggregate", "dedup", "join", "suppress", "tablejoin", "windowjoin"})
 
 _SWITCH = 'TopologyTestDriver(..., engine="spark")'
 
@@ -717,6 +718,7 @@ def _translated(application_id: str) -> Iterator[None]:
     """A failure that kspark raised in an operator, as the error the Spark path raises
     for it (:func:`kspark.runtime.app.translate_failure`)."""
     from kspark_server import handling
+    from kspark_server.operators.suppress import SuppressionBufferFull
 
     try:
         yield
@@ -726,5 +728,7 @@ def _translated(application_id: str) -> Iterator[None]:
         raise DeserializationError(str(exc), application_id=application_id) from exc
     except handling.HandlerFailed as exc:
         raise HandlerError(str(exc), application_id=application_id) from exc
+    except SuppressionBufferFull as exc:
+        raise SuppressionBufferFullError(str(exc), application_id=application_id) from exc
     except (EngineNotSupportedError, StreamsAppError):
         raise
