@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,7 +16,7 @@ from support.suppressmodel import Full, Update, size_of, suppress
 from support.taskharness import Runner, close_local_stores
 
 from kspark_server import envelope as env
-from kspark_server import taskstate
+from kspark_server import placement, rescale, statevars, taskstate
 from kspark_server.operators.suppress import SuppressionBufferFull, SuppressProcessor
 from kspark_server.spec import KeyValue, Packed, PrimSpec, SpecError, StateOptions, SuppressSpec
 
@@ -155,14 +156,36 @@ def test_restart_keeps_the_buffer(tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 def test_rescale_counts_the_bytes_again() -> None:
     st = taskstate.empty(taskstate.SUPPRESS, False)
     assert st["bytes"] == 0
-    from kspark_server import rescale
-
     st["table"]["a"] = [0, "a", "1", 0, None, 0, 40]
     st["hash"]["a"] = 3
     st["bytes"] = 40
     parts = rescale.split(taskstate.SUPPRESS, False, st, 2)
     merged = rescale.merge(taskstate.SUPPRESS, False, list(parts.values()))
     assert merged["bytes"] is None and merged["table"] == st["table"]
+
+
+def test_a_rescaled_task_counts_its_bytes_again(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # room for two keys' updates; after the rescale the new task has both keys and counts
+    # their bytes from its entries: a third key pushes exactly the oldest out
+    s = spec(100 * DAY, max_bytes=2 * size_of("a", "1"))
+    old = Table(s, tmp_path / "old", monkeypatch)
+    assert old.run([("a", "1", 0), ("b", "1", 1)]) == []
+    store = old.runner.durable
+    n_chunks = int(store[statevars.version_name(s.store)][5])
+    chunks = [store[s.store][(i,)][0] for i in range(n_chunks)]
+    log = [t[0] for t in store.get(statevars.log_name(s.store), [])]
+    state = taskstate.materialize(s.kind, False, chunks, log)
+    assert state["bytes"] == 2 * size_of("a", "1")
+    (part,) = rescale.split(s.kind, False, state, 1).values()
+    merged = rescale.merge(s.kind, False, [part])
+    assert merged["bytes"] is None
+    new = Table(s, tmp_path / "new", monkeypatch)
+    base = taskstate.base_chunks(s.kind, False, merged)
+    frame = pd.DataFrame({"chunk": list(range(len(base))), "blob": base})
+    new.runner.proc.handleInitialState((placement.task_keys(1)[0],), frame, None)
+    assert new.run([("c", "1", 2)]) == [("a", "1", 0)]
 
 
 def test_spec_checks_itself() -> None:
