@@ -164,28 +164,40 @@ def test_rescale_counts_the_bytes_again() -> None:
     assert merged["bytes"] is None and merged["table"] == st["table"]
 
 
+def _state_of(t: Table, s: SuppressSpec) -> Any:
+    """A task's whole state, read back from its durable base and log."""
+    store = t.runner.durable
+    n_chunks = int(store[statevars.version_name(s.store)][5])
+    chunks = [store[s.store][(i,)][0] for i in range(n_chunks)]
+    log = [e[0] for e in store.get(statevars.log_name(s.store), [])]
+    return taskstate.materialize(s.kind, False, chunks, log)
+
+
 def test_a_rescaled_task_counts_its_bytes_again(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # room for two keys' updates; after the rescale the new task has both keys and counts
-    # their bytes from its entries: a third key pushes exactly the oldest out
+    # two tasks with room for two keys each become one: the new task counts its bytes
+    # from its entries, finds itself over its bound, and at its first record pushes the
+    # oldest keys out until it fits
     s = spec(100 * DAY, max_bytes=2 * size_of("a", "1"))
-    old = Table(s, tmp_path / "old", monkeypatch)
-    assert old.run([("a", "1", 0), ("b", "1", 1)]) == []
-    store = old.runner.durable
-    n_chunks = int(store[statevars.version_name(s.store)][5])
-    chunks = [store[s.store][(i,)][0] for i in range(n_chunks)]
-    log = [t[0] for t in store.get(statevars.log_name(s.store), [])]
-    state = taskstate.materialize(s.kind, False, chunks, log)
-    assert state["bytes"] == 2 * size_of("a", "1")
-    (part,) = rescale.split(s.kind, False, state, 1).values()
-    merged = rescale.merge(s.kind, False, [part])
-    assert merged["bytes"] is None
+    states = []
+    for name, batch in (
+        ("t0", [("a", "1", 0), ("b", "1", 2)]),
+        ("t1", [("c", "1", 1), ("d", "1", 3)]),
+    ):
+        old = Table(s, tmp_path / name, monkeypatch)
+        assert old.run(batch) == []
+        states.append(_state_of(old, s))
+        close_local_stores()
+    assert [x["bytes"] for x in states] == [2 * size_of("a", "1")] * 2
+    parts = [p for x in states for p in rescale.split(s.kind, False, x, 1).values()]
+    merged = rescale.merge(s.kind, False, parts)
+    assert merged["bytes"] is None and len(merged["table"]) == 4
     new = Table(s, tmp_path / "new", monkeypatch)
     base = taskstate.base_chunks(s.kind, False, merged)
     frame = pd.DataFrame({"chunk": list(range(len(base))), "blob": base})
     new.runner.proc.handleInitialState((placement.task_keys(1)[0],), frame, None)
-    assert new.run([("c", "1", 2)]) == [("a", "1", 0)]
+    assert new.run([("e", "1", 4)]) == [("a", "1", 0), ("c", "1", 1), ("b", "1", 2)]
 
 
 def test_spec_checks_itself() -> None:

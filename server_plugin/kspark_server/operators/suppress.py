@@ -118,6 +118,8 @@ class SuppressProcessor(TaskProcessor):
         if local is None or not batch.n:
             return list(found)
         unpack = stateenc.unpack
+        if st.get("bytes") is None:  # after a rescale: count this task's share again
+            st["bytes"] = sum(int(unpack(e)[0][_SIZE]) for _, e in local.pairs())
         final = max(batch.ts)
         if st["stream_time"] is not None:
             final = max(final, st["stream_time"])
@@ -185,9 +187,7 @@ class SuppressProcessor(TaskProcessor):
         khash: dict[Any, int] = st["hash"]
         touched = self.touched
         pack, hashable, plain = stateenc.pack, codec.hashable, codec.plain
-        if st.get("bytes") is None:  # after a rescale: count this task's share again
-            st["bytes"] = sum(int(stateenc.unpack(e)[0][_SIZE]) for _, e in self._local_pairs())
-        size_now: int = int(st["bytes"])
+        size_now: int = int(st["bytes"] or 0)
         count = self._count
         # the buffer's keys in memory, by (buffer time, key bytes); a key evicted and
         # buffered again may leave a stale item, skipped when met
@@ -275,10 +275,6 @@ class SuppressProcessor(TaskProcessor):
                 )
         st["stream_time"] = stream_time
         st["bytes"] = size_now
-
-    def _local_pairs(self) -> list[tuple[bytes, bytes]]:
-        assert self._local is not None
-        return list(self._local.pairs())
 
     def _emit(self, out: _QueueEmitter, e: list[Any], position: int, task: int) -> None:
         record = {
