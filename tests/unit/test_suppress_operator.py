@@ -164,6 +164,17 @@ def test_rescale_counts_the_bytes_again() -> None:
     assert merged["bytes"] is None and merged["table"] == st["table"]
 
 
+def test_durability_scenario(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SuppressionDurabilityIntegrationTest: three keys fit; a restart between the
+    # micro-batches neither loses the buffered keys nor emits any of them twice
+    t = Table(spec(1 << 62, max_records=3), tmp_path, monkeypatch)
+    assert t.run([("k1", "1", 1), ("k2", "1", 2), ("k3", "1", 3)]) == []
+    assert t.run([("k4", "1", 4), ("k5", "1", 5)]) == [("k1", "1", 1), ("k2", "1", 2)]
+    t.restart()
+    got = t.run([("k6", "1", 6), ("k7", "1", 7), ("k8", "1", 8)])
+    assert got == [("k3", "1", 3), ("k4", "1", 4), ("k5", "1", 5)]
+
+
 def _state_of(t: Table, s: SuppressSpec) -> Any:
     """A task's whole state, read back from its durable base and log."""
     store = t.runner.durable
