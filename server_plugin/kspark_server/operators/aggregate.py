@@ -36,6 +36,11 @@ The aggregation of a grouped table (``KTable.group_by``, ``spec.table``) takes
 subtracts ``old`` from the group's aggregate with the subtractor, then adds ``new``, as
 Kafka Streams' ``KTableAggregate`` and ``KTableReduce`` do; not windowed.
 
+A cogrouped aggregation (``spec.cogroup``, KIP-150) takes the records of several grouped
+streams, each tagged with its input (``ks_input``) and its value in its own column: one
+entry per key (or window, or session) for all of them, each record folded in by its own
+input's aggregator, in the task's processing order across the inputs.
+
 Examples
 --------
 >>> _window_key(("EUR", 60_000), [60_000, 3, 61_000, None, None], 60_000)
@@ -126,6 +131,11 @@ class AggregateProcessor(TaskProcessor):
         # a record key's state key (a tuple) is not its column value: windows keep both
         self.keep_key = not isinstance(s.input.key, PrimSpec | JsonSpec)
         self.vdec = codec.decoder(s.input.value)
+        #: a cogrouped aggregation: each input's value column, decoder and aggregator
+        self.cogroup = [
+            ("value" if j == 0 else f"ks_value{j}", codec.decoder(c.value), c.aggregator)
+            for j, c in enumerate(s.cogroup)
+        ]
         adec = codec.decoder(s.output.value)
         aenc = codec.encoder(s.output.value, "aggregate")
         if s.packed.out:
@@ -154,7 +164,14 @@ class AggregateProcessor(TaskProcessor):
         return batch.keys
 
     def _values(self, batch: Batch) -> list[Any]:
-        """The batch's values, integers as ints (see :meth:`_keys`)."""
+        """The batch's values, integers as ints (see :meth:`_keys`); cogrouped: each as
+        ``(input, value)``, None for a null value."""
+        if self.cogroup:
+            columns = [batch.col(c) for c, _, _ in self.cogroup]
+            return [
+                None if (v := columns[j][i]) is None else (j, v)
+                for i, j in enumerate(batch.col("ks_input"))
+            ]
         values = batch.col("value")
         if self.int_values:
             return [v if v is None or type(v) is int else int(v) for v in values]
@@ -448,8 +465,14 @@ class AggregateProcessor(TaskProcessor):
             n = sum(int(x) for x in prior) + 1
             return True, (n, n)
         k = self.kdec(key)
-        v = None if value is None else self.vdec(self.unpack_value(value))
         spec, aenc = self.spec, self.aenc
+        aggregator = spec.aggregator
+        if self.cogroup and value is not None:
+            j, cell = value
+            _, dec, aggregator = self.cogroup[j]
+            v = dec(cell)
+        else:
+            v = None if value is None else self.vdec(self.unpack_value(value))
 
         def run(kk: Any, vv: Any) -> tuple[Any, Any]:
             aggs = prior if decode is None else [decode(x) for x in prior]
@@ -460,7 +483,7 @@ class AggregateProcessor(TaskProcessor):
                 for a in [*aggs, vv]:
                     agg = a if agg is None else reducer(agg, a)
             else:
-                initializer, aggregator, merger = spec.initializer, spec.aggregator, spec.merger
+                initializer, merger = spec.initializer, spec.merger
                 assert initializer is not None and aggregator is not None
                 if merger is None:  # a key's or window's aggregate
                     agg = aggs[0] if aggs else initializer()
