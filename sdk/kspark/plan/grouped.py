@@ -239,7 +239,9 @@ class CogroupAggregate(Aggregate):
     @property
     def inputs(self) -> tuple[CogroupInput, ...]:
         """The grouped streams' nodes, in order."""
-        return (self.parent, *self.more)  # type: ignore[return-value]
+        first = self.parent
+        assert isinstance(first, CogroupInput)  # checked when made
+        return (first, *self.more)
 
     @property
     def parents(self) -> tuple[Node, ...]:
