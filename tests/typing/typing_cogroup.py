@@ -66,7 +66,9 @@ per_minute = cogrouped.windowed_by(minute)
 assert_type(per_minute, TimeWindowedCogroupedKStream[str, Stats])
 assert_type(per_minute.aggregate(Stats), KTable[Windowed[str], Stats])
 
-sessions = cogrouped.windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5)))
+sessions = cogrouped.windowed_by(
+    SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))
+)
 assert_type(sessions, SessionWindowedCogroupedKStream[str, Stats])
 assert_type(sessions.aggregate(Stats, merge), KTable[Windowed[str], Stats])
 

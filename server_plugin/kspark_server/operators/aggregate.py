@@ -165,13 +165,10 @@ class AggregateProcessor(TaskProcessor):
 
     def _values(self, batch: Batch) -> list[Any]:
         """The batch's values, integers as ints (see :meth:`_keys`); cogrouped: each as
-        ``(input, value)``, None for a null value."""
+        ``(input, value)``, whose aggregator takes it even when the value is null."""
         if self.cogroup:
             columns = [batch.col(c) for c, _, _ in self.cogroup]
-            return [
-                None if (v := columns[j][i]) is None else (j, v)
-                for i, j in enumerate(batch.col("ks_input"))
-            ]
+            return [(j, columns[j][i]) for i, j in enumerate(batch.col("ks_input"))]
         values = batch.col("value")
         if self.int_values:
             return [v if v is None or type(v) is int else int(v) for v in values]
@@ -253,6 +250,8 @@ class AggregateProcessor(TaskProcessor):
                 stream_time = ts
             key = keys[i]
             value = values[i]
+            if self.cogroup and value[1] is None and not windowed:
+                value = None
             if key is None or (value is None and not windowed):
                 # Kafka Streams skips (and counts) a record with a null key; a record with
                 # a null value too, except in a windowed aggregation
@@ -470,7 +469,7 @@ class AggregateProcessor(TaskProcessor):
         if self.cogroup and value is not None:
             j, cell = value
             _, dec, aggregator = self.cogroup[j]
-            v = dec(cell)
+            v = None if cell is None else dec(cell)
         else:
             v = None if value is None else self.vdec(self.unpack_value(value))
 
