@@ -6,6 +6,7 @@ and timestamps."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -168,7 +169,10 @@ def test_null_keys_and_null_values_are_dropped_and_counted() -> None:
         two.pipe_input("k1", "B", timestamp=0)
         d.process()
         assert out.read_key_values() == [("k1", "+A+B")]
-        assert d.metrics().by_name()["dropped-records-total"] == 2
+        assert d.metrics().dropped_by_reason() == {
+            ("COGROUPKSTREAM-MERGE-0000000004", "null-value"): 1,
+            ("COGROUPKSTREAM-MERGE-0000000004", "null-key"): 1,
+        }
         assert d.get_key_value_store("store1").get("k1") == "+A+B"
 
 
@@ -440,8 +444,8 @@ def test_matches_the_model_over_any_micro_batch_split_and_restart(
             # each changed key (or window) once; the sink orders the rows by the source
             # position of their last record, so compare them as sets
             assert sorted(got) == sorted(expected) and len(got) == len({r[0] for r in got})
-        dropped = d.metrics().by_name().get("dropped-records-total", 0)
-        assert dropped == sum(model.dropped.values())
+        dropped = {r: n for (_, r), n in d.metrics().dropped_by_reason().items()}
+        assert dropped == model.dropped
         store = d.get_key_value_store("agg") if windowed is None else None
         if store is not None:
             for key, (agg, _) in model.aggs.items():
@@ -550,3 +554,65 @@ def test_a_corpus_of_keys_and_timestamps() -> None:
         assert d.metrics().by_name()["dropped-records-total"] == 2
         store = d.get_key_value_store("sizes")
         assert store.get(big) == 5 and store.get(b"") == 4 and store.get(b"\xff\xfe\x00") == 6
+
+
+# -- the table of docs/aggregations.md ----------------------------------------------------
+
+
+@dataclasses.dataclass
+class View:
+    page: str
+    seconds: int
+
+
+@dataclasses.dataclass
+class Click:
+    page: str
+
+
+@dataclasses.dataclass
+class Stats:
+    views: int = 0
+    seconds: int = 0
+    clicks: int = 0
+
+
+def test_the_documented_table_of_what_each_record_emits() -> None:
+    b = StreamsBuilder()
+    views = b.stream("views", key_type=str, value_type=View)
+    clicks = b.stream("clicks", key_type=str, value_type=Click)
+
+    def add_view(user: str, v: View, s: Stats) -> Stats:
+        return Stats(s.views + 1, s.seconds + v.seconds, s.clicks)
+
+    def add_click(user: str, c: Click, s: Stats) -> Stats:
+        return Stats(s.views, s.seconds, s.clicks + 1)
+
+    (
+        views.group_by_key()
+        .cogroup(add_view)
+        .cogroup(clicks.group_by_key(), add_click)
+        .aggregate(Stats, materialized=Materialized.as_("user-stats"))
+        .to_stream()
+        .to("out")
+    )
+    with TopologyTestDriver(b.build(), _config(), engine="local") as d:
+        v, c = d.create_input_topic("views"), d.create_input_topic("clicks")
+        out = d.create_output_topic("out")
+        steps: list[tuple[Any, str | None, Any, int]] = [
+            (v, "alice", View("/", 30), 10),
+            (c, "alice", Click("/"), 12),
+            (v, "alice", View("/a", 5), 11),
+            (c, None, Click("/"), 13),
+            (v, "alice", None, 14),
+        ]
+        for topic, key, value, ts in steps:
+            topic.pipe_input(key, value, timestamp=ts)
+            d.process()
+        assert [(r.key, r.value, r.timestamp) for r in out.read_records()] == [
+            ("alice", Stats(1, 30, 0), 10),
+            ("alice", Stats(1, 30, 1), 12),
+            ("alice", Stats(2, 35, 1), 12),
+        ]
+        assert d.metrics().by_name()["dropped-records-total"] == 2
+        assert d.get_key_value_store("user-stats").get("alice") == Stats(2, 35, 1)
