@@ -616,3 +616,45 @@ def test_the_documented_table_of_what_each_record_emits() -> None:
         ]
         assert d.metrics().by_name()["dropped-records-total"] == 2
         assert d.get_key_value_store("user-stats").get("alice") == Stats(2, 35, 1)
+
+
+def test_dead_letters_carry_the_value_of_the_records_own_input() -> None:
+    """A late record and a record whose aggregator fails, of the second input, reach the
+    dead-letter queue with their own value (not the first input's column, null for
+    them)."""
+    from kspark.errors import DeadLetterQueueProcessingExceptionHandler
+
+    b = StreamsBuilder()
+    one = b.stream("one", key_type=str, value_type=int).group_by_key()
+    two = b.stream("two", key_type=str, value_type=str).group_by_key()
+
+    def strict(k: str, v: str, agg: str) -> str:
+        if v == "boom":
+            raise ValueError("boom")
+        return agg + v
+
+    (
+        one.cogroup(lambda k, v, agg: agg + str(v))
+        .cogroup(two, strict)
+        .windowed_by(TimeWindows.of_size_with_no_grace(timedelta(seconds=10)))
+        .aggregate(lambda: "")
+        .to_stream()
+        .map(lambda w, v: (w.key, v), key_type=str, value_type=str)
+        .to("out")
+    )
+    config = StreamsConfig(
+        application_id="cogroup-dlq",
+        num_partitions=1,
+        dead_letter_queue_topic=Topic.parquet("dlq", "/unused/dlq"),
+        dead_letter_dropped_records=True,
+        processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
+    )
+    with TopologyTestDriver(b.build(), config, engine="local") as d:
+        one, two = d.create_input_topic("one"), d.create_input_topic("two")
+        one.pipe_input("k", 1, timestamp=20_000)
+        d.process()
+        two.pipe_input("k", "late", timestamp=1_000)
+        two.pipe_input("k", "boom", timestamp=21_000)
+        d.process()
+        dead = d.dead_letter_topic().read_records()
+        assert sorted(str(r.value) for r in dead) == ['"boom"', '"late"']

@@ -214,6 +214,8 @@ class AggregateProcessor(TaskProcessor):
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, _AggEmitter)
+        if self.cogroup:
+            _own_values(batch, [c for c, _, _ in self.cogroup])
         if self.session:
             self._process_sessions(st, batch, task, out)
             return
@@ -608,6 +610,33 @@ class AggregateProcessor(TaskProcessor):
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         task_id = f"{self.guard.subtopology}_{task}"
         return [side_row(SideKind.STORE_ENTRIES, self.spec.store, task_id, entries)]
+
+
+class _CogroupRecord:
+    """A cogrouped record as the exception handlers and the dead-letter queue see it: its
+    ``value`` is its own input's column (the first input's is null for the others)."""
+
+    __slots__ = ("_column", "_row")
+
+    def __init__(self, row: Any, column: str) -> None:
+        self._row, self._column = row, column
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._row.get(self._column if name == "value" else name, default)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._row[self._column if name == "value" else name]
+
+
+def _own_values(batch: Batch, columns: list[str]) -> None:
+    """Give ``batch``'s records, as :meth:`Batch.row` makes them, their own input's value."""
+    inputs = batch.col("ks_input")
+    row = batch.row
+
+    def own(i: int) -> Any:
+        return _CogroupRecord(row(i), columns[inputs[i]])
+
+    batch.row = own  # type: ignore[method-assign]
 
 
 def _hashable(key: Any) -> Any:
