@@ -658,3 +658,36 @@ def test_dead_letters_carry_the_value_of_the_records_own_input() -> None:
         d.process()
         dead = d.dead_letter_topic().read_records()
         assert sorted(str(r.value) for r in dead) == ['"boom"', '"late"']
+
+
+def test_the_corpus_through_time_windows_far_in_the_future() -> None:
+    b = StreamsBuilder()
+    one = b.stream("one", key_type=bytes, value_type=int).group_by_key()
+    two = b.stream("two", key_type=bytes, value_type=str).group_by_key()
+    (
+        one.cogroup(lambda k, v, n: n + v)
+        .cogroup(two, lambda k, v, n: n + len(v))
+        .windowed_by(TimeWindows.of_size_and_grace(timedelta(seconds=10), timedelta(days=365_000)))
+        .aggregate(lambda: 0, materialized=Materialized.as_("w"), value_type=int)
+        .to_stream()
+        .map(lambda w, v: (w.key, [w.window.start, v]), key_type=bytes, value_type=list[int])
+        .to("out")
+    )
+    far = 2**62
+    start = far - far % 10_000
+    keys = [b"", b"k" * (1 << 20), b"\xff\xfe", None]
+    with TopologyTestDriver(b.build(), _config(), engine="local") as d:
+        a, c = d.create_input_topic("one"), d.create_input_topic("two")
+        out = d.create_output_topic("out")
+        for k in keys:
+            a.pipe_input(k, 1, timestamp=0)
+            c.pipe_input(k, "ab", timestamp=far)
+        d.process()
+        got = sorted((r.key, tuple(r.value), r.timestamp) for r in out.read_records())
+        assert got == sorted(
+            (k, w, ts) for k in keys[:3] for w, ts in (((0, 1), 0), ((start, 2), far))
+        )
+        assert d.metrics().dropped_by_reason() == {
+            ("COGROUPKSTREAM-MERGE-0000000004", "null-key"): 2
+        }
+        assert d.get_window_store("w").fetch(b"\xff\xfe", start, start) == [(start, 2)]
