@@ -308,6 +308,15 @@ def test_an_input_that_needs_a_repartition_starts_the_aggregations_sub_topology(
     assert "KSTREAM-SOURCE-0000000001" in groups[1]
     assert table.name in groups[1]
     assert table.node.inputs[0].repartitions and not table.node.inputs[1].repartitions
+    with TopologyTestDriver(b.build(), _config(), engine="local") as d:
+        d.create_input_topic("one").pipe_records([("x", "k1", 0), ("y", "k2", 1)])
+        d.create_input_topic("two").pipe_records([("k1", "b", 2)])
+        d.process()
+        # the first input's records, re-keyed by their values, meet the second's by key
+        assert sorted(d.create_output_topic("out").read_key_values()) == [
+            ("k1", "+k1+b"),
+            ("k2", "+k2"),
+        ]
 
 
 def test_one_operator_one_store_one_spec_with_an_aggregator_per_input() -> None:
