@@ -42,6 +42,7 @@ __all__ = [
     "BranchStep",
     "ChainSpec",
     "Change",
+    "CogroupInput",
     "DedupIdSpec",
     "DedupSpec",
     "DynamicSinkSpec",
@@ -99,7 +100,8 @@ __all__ = [
 #: ``JoinSpec.global_table``); 11: foreign-key joins (:class:`FkSubscribeSpec`,
 #: :class:`FkMatchSpec`, :class:`FkResolveSpec`) and re-grouped tables
 #: (:class:`TableGroupBySpec`, ``AggregateSpec.table`` and ``subtractor``); 12:
-#: time-limited suppression (:class:`SuppressSpec`).
+#: time-limited suppression (:class:`SuppressSpec`), cogrouped aggregations
+#: (``AggregateSpec.cogroup``, :class:`CogroupInput`).
 SPEC_VERSION = 12
 
 Fn = Callable[..., Any]
@@ -835,6 +837,18 @@ class SuppressSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class CogroupInput:
+    """One grouped stream of a cogrouped aggregation: its values' type and the aggregator
+    (``aggregator(key, value, aggregate)``) that folds them into the shared aggregate."""
+
+    value: TypeSpec
+    aggregator: Fn
+
+    def __post_init__(self) -> None:
+        _check_type(self.value, "cogrouped value")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class AggregateSpec:
     """``count``, ``reduce`` or ``aggregate`` of a grouped stream, per task, optionally
     over time windows (``window_size_ms > 0``) and with only final results per window
@@ -866,6 +880,11 @@ class AggregateSpec:
     #: ``subtractor(key, old, aggregate)``)
     table: bool = False
     subtractor: Fn | None = None
+    #: a cogrouped aggregation (KIP-150): its inputs, in order. Record ``i`` of the
+    #: operator's input names its grouped stream in column ``ks_input``; input 0's value is
+    #: in ``value``, input ``j``'s (``j > 0``) in ``ks_value<j>``. ``aggregator`` and
+    #: ``input.value`` are input 0's.
+    cogroup: tuple[CogroupInput, ...] = ()
     output_schema: str
     packed: Packed
     handling: Handling = Handling()
@@ -873,6 +892,16 @@ class AggregateSpec:
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
+        if self.cogroup and (
+            self.op != "aggregate"
+            or self.table
+            or self.packed.value
+            or self.aggregator is not self.cogroup[0].aggregator
+        ):
+            raise SpecError(
+                f"{self.processor}: a cogrouped aggregation is an aggregate of streams, its "
+                "first input's aggregator its own, its values unpacked"
+            )
         if self.table and (self.window_size_ms or self.session_gap_ms or self.suppress):
             raise SpecError(f"{self.processor}: a grouped table aggregates without windows")
         if (self.table and self.op != "count") != (self.subtractor is not None):

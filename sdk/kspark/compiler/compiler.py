@@ -34,6 +34,8 @@ from kspark.errors import CompilationError, InvalidTopologyError
 from kspark.plan import nodes as n
 from kspark.plan.grouped import (
     Aggregate,
+    CogroupAggregate,
+    CogroupInput,
     SessionWindowsDef,
     Suppress,
     TableGroupBy,
@@ -923,8 +925,42 @@ class _Compiler:
         )
         return self._stateful(node, spec, table, key_type=key_type, value_type=changes)
 
+    def visit_CogroupAggregate(self, node: CogroupAggregate) -> _Pending:
+        return self._aggregate(node, suppress=False)
+
+    def visit_CogroupInput(self, node: CogroupInput) -> _Pending:
+        # no operator of its own: the cogrouped aggregation reads its parent, tagged
+        return self.visit(node.parent)
+
+    def _cogroup_input(self, node: CogroupAggregate) -> st.Cogroup:
+        """The cogrouped streams as one stage, their keys of one type: a dynamic key is
+        converted to the declared one; two declared key types must be equal."""
+        parts = [self.stage_of(i.parent, node) for i in node.inputs]
+        declared = [p.key_type for p in parts if not isinstance(p.key_type, Dynamic)]
+        if declared:
+            parts = [
+                self.convert_key(p, declared[0], node) if isinstance(p.key_type, Dynamic) else p
+                for p in parts
+            ]
+        for p in parts[1:]:
+            if p.key_type != parts[0].key_type:
+                raise InvalidTopologyError(
+                    f"{node.name}: cogrouped streams must have one key type, got "
+                    f"{parts[0].key_type.display()} and {p.key_type.display()}; select_key "
+                    "or map one of them first",
+                    processor=node.name,
+                )
+        return st.Cogroup(
+            parts=tuple(parts), key_type=parts[0].key_type, value_type=parts[0].value_type
+        )
+
     def _aggregate(self, node: Aggregate, *, suppress: bool) -> _Pending:
-        stream = self.stage_of(node.parent, node)
+        cogrouped = isinstance(node, CogroupAggregate)
+        stream = (
+            self._cogroup_input(node)
+            if isinstance(node, CogroupAggregate)
+            else self.stage_of(node.parent, node)
+        )
         key_type = stream.key_type
         # a reduction's values keep their type; a count's and an aggregate's are the node's
         out_value = stream.value_type if node.op == "reduce" else known_type(node.value_type)
@@ -952,8 +988,18 @@ class _Compiler:
             suppress=suppress,
             table=node.grouped_table,
             subtractor=node.subtractor,
+            cogroup=tuple(
+                sp.CogroupInput(value=part.value_type.spec(), aggregator=i.aggregator)
+                for i, part in zip(node.inputs, stream.parts, strict=True)
+            )
+            if isinstance(node, CogroupAggregate) and isinstance(stream, st.Cogroup)
+            else (),
             output_schema=envelope_json(out_key, out_value),
-            packed=sp.Packed(value=json_packable(stream.value_type), out=json_packable(out_value)),
+            packed=sp.Packed(
+                # a cogroup's values cross in their own columns, as Arrow values
+                value=not cogrouped and json_packable(stream.value_type),
+                out=json_packable(out_value),
+            ),
             handling=self.handling_at(node),
             state=self.state_options,
         )

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from kspark.dsl.cogroup import (
+    CogroupedKStream,
+    SessionWindowedCogroupedKStream,
+    TimeWindowedCogroupedKStream,
+)
 from kspark.dsl.globaltable import GlobalKTable
 from kspark.dsl.grouped import (
     BufferConfig,
@@ -23,6 +28,7 @@ __all__ = [
     "Branched",
     "BranchedKStream",
     "BufferConfig",
+    "CogroupedKStream",
     "Deduplicated",
     "GlobalKTable",
     "Grouped",
@@ -36,11 +42,13 @@ __all__ = [
     "Named",
     "Printed",
     "Repartitioned",
+    "SessionWindowedCogroupedKStream",
     "SessionWindowedKStream",
     "SessionWindows",
     "StreamJoined",
     "StreamsBuilder",
     "Suppressed",
+    "TimeWindowedCogroupedKStream",
     "TimeWindowedKStream",
     "TimeWindows",
 ]

@@ -51,6 +51,7 @@ from kspark.plan.types import DYNAMIC, describe_type
 from kspark_server.windows import Windowed
 
 if TYPE_CHECKING:
+    from kspark.dsl.cogroup import CogroupedKStream
     from kspark.dsl.streams import KStream, KTable, StreamsBuilder
 
 __all__ = [
@@ -472,6 +473,24 @@ class KGroupedStream(_Folding[K, V, K]):
 
     Made by :meth:`KStream.group_by_key` or :meth:`KStream.group_by`.
     """
+
+    def cogroup(self, aggregator: Callable[[K, V, VA], VA]) -> CogroupedKStream[K, VA]:
+        """Starts a cogrouped aggregation (KIP-150) whose first input is this grouped
+        stream, its records folded in by ``aggregator(key, value, aggregate)``; add more
+        grouped streams with ``.cogroup(grouped, aggregator)``, then ``aggregate``.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> g = b.stream("views", key_type=str, value_type=int).group_by_key()
+        >>> g.cogroup(lambda user, n, total: total + n).aggregate(lambda: 0).name
+        'COGROUPKSTREAM-MERGE-0000000003'
+        """
+        from kspark.dsl.cogroup import start
+
+        cogrouped: CogroupedKStream[K, VA] = start(self, aggregator)
+        return cogrouped
 
     @overload
     def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream[K, V]: ...

@@ -1,5 +1,7 @@
 """Plan nodes of grouping and aggregation: :class:`Aggregate` (``count``, ``reduce``,
-``aggregate``, windowed or not) and :class:`Suppress` (final results of windows).
+``aggregate``, windowed or not), :class:`CogroupAggregate` with its
+:class:`CogroupInput` nodes (``cogroup(...).aggregate``) and :class:`Suppress` (final
+results of windows).
 
 A grouped stream is no node of its own: ``group_by_key()`` and ``group_by()`` only say
 how the next aggregation groups (``group_by`` adds a key-selecting step before it), as in
@@ -22,13 +24,15 @@ from typing import Any, ClassVar
 import attrs
 
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
-from kspark.plan.nodes import _Unary
+from kspark.plan.nodes import Node, _Unary
 from kspark.plan.types import Field, Primitive, Record, TypeDesc
 from kspark_server.spec import Change
 from kspark_server.windows import Window, Windowed
 
 __all__ = [
     "Aggregate",
+    "CogroupAggregate",
+    "CogroupInput",
     "SessionWindowsDef",
     "Suppress",
     "TableGroupBy",
@@ -179,6 +183,76 @@ class Aggregate(_Unary):
     def operator(self) -> str:
         """What the aggregation compiles to."""
         return OPERATOR
+
+
+@attrs.frozen(kw_only=True)
+class CogroupInput(_Unary):
+    """One grouped stream of a cogrouped aggregation (Kafka Streams'
+    ``COGROUPKSTREAM-AGGREGATE`` processor of that input): its records go into the
+    aggregation's one store through ``aggregator(key, value, aggregate)``. It compiles to
+    nothing of its own: :class:`CogroupAggregate` reads its parent, tagged with
+    ``index``. ``describe()`` lists the shared store here, as Kafka Streams does."""
+
+    index: int
+    aggregator: Fn
+    store_name: str
+    #: whether Kafka Streams would read this input from a repartition topic
+    repartition: bool = False
+    grouped_name: str | None = None
+
+    @property
+    def repartitions(self) -> bool:
+        return self.repartition
+
+    def shown_stores(self) -> tuple[str, ...]:
+        return (self.store_name,)
+
+    @property
+    def operator(self) -> str:
+        return "fused into the cogrouped aggregation"
+
+
+@attrs.frozen(kw_only=True)
+class CogroupAggregate(Aggregate):
+    """``cogroup(...).aggregate(initializer)``: one aggregation of several grouped
+    streams (KIP-150), each folded in by its own :class:`CogroupInput`'s aggregator, into
+    one store and one table (Kafka Streams' ``COGROUPKSTREAM-MERGE`` processor). ``parent``
+    is the first input, ``more`` the others, in the order they were cogrouped."""
+
+    more: tuple[CogroupInput, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        inputs = self.inputs
+        if not all(isinstance(i, CogroupInput) for i in inputs) or [
+            i.index for i in inputs
+        ] != list(range(len(inputs))):
+            raise InvalidTopologyError(
+                f"{self.name}: a cogrouped aggregation reads its CogroupInput nodes, in order",
+                processor=self.name,
+            )
+        if self.op != "aggregate" or self.initializer is None:
+            raise InvalidTopologyError(
+                f"{self.name}: a cogrouped aggregation takes an initializer",
+                processor=self.name,
+            )
+
+    @property
+    def inputs(self) -> tuple[CogroupInput, ...]:
+        """The grouped streams' nodes, in order."""
+        first = self.parent
+        assert isinstance(first, CogroupInput)  # checked when made
+        return (first, *self.more)
+
+    @property
+    def parents(self) -> tuple[Node, ...]:
+        return (self.parent, *self.more)
+
+    def shown_stores(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def repartitions(self) -> bool:
+        return False
 
 
 @attrs.frozen(kw_only=True)

@@ -36,6 +36,11 @@ The aggregation of a grouped table (``KTable.group_by``, ``spec.table``) takes
 subtracts ``old`` from the group's aggregate with the subtractor, then adds ``new``, as
 Kafka Streams' ``KTableAggregate`` and ``KTableReduce`` do; not windowed.
 
+A cogrouped aggregation (``spec.cogroup``, KIP-150) takes the records of several grouped
+streams, each tagged with its input (``ks_input``) and its value in its own column: one
+entry per key (or window, or session) for all of them, each record folded in by its own
+input's aggregator, in the task's processing order across the inputs.
+
 Examples
 --------
 >>> _window_key(("EUR", 60_000), [60_000, 3, 61_000, None, None], 60_000)
@@ -126,6 +131,11 @@ class AggregateProcessor(TaskProcessor):
         # a record key's state key (a tuple) is not its column value: windows keep both
         self.keep_key = not isinstance(s.input.key, PrimSpec | JsonSpec)
         self.vdec = codec.decoder(s.input.value)
+        #: a cogrouped aggregation: each input's value column, decoder and aggregator
+        self.cogroup = [
+            ("value" if j == 0 else f"ks_value{j}", codec.decoder(c.value), c.aggregator)
+            for j, c in enumerate(s.cogroup)
+        ]
         adec = codec.decoder(s.output.value)
         aenc = codec.encoder(s.output.value, "aggregate")
         if s.packed.out:
@@ -154,7 +164,11 @@ class AggregateProcessor(TaskProcessor):
         return batch.keys
 
     def _values(self, batch: Batch) -> list[Any]:
-        """The batch's values, integers as ints (see :meth:`_keys`)."""
+        """The batch's values, integers as ints (see :meth:`_keys`); cogrouped: each as
+        ``(input, value)``, whose aggregator takes it even when the value is null."""
+        if self.cogroup:
+            columns = [batch.col(c) for c, _, _ in self.cogroup]
+            return [(j, columns[j][i]) for i, j in enumerate(batch.col("ks_input"))]
         values = batch.col("value")
         if self.int_values:
             return [v if v is None or type(v) is int else int(v) for v in values]
@@ -200,6 +214,8 @@ class AggregateProcessor(TaskProcessor):
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, _AggEmitter)
+        if self.cogroup:
+            _own_values(batch, [c for c, _, _ in self.cogroup])
         if self.session:
             self._process_sessions(st, batch, task, out)
             return
@@ -236,6 +252,8 @@ class AggregateProcessor(TaskProcessor):
                 stream_time = ts
             key = keys[i]
             value = values[i]
+            if self.cogroup and value[1] is None and not windowed:
+                value = None
             if key is None or (value is None and not windowed):
                 # Kafka Streams skips (and counts) a record with a null key; a record with
                 # a null value too, except in a windowed aggregation
@@ -448,8 +466,14 @@ class AggregateProcessor(TaskProcessor):
             n = sum(int(x) for x in prior) + 1
             return True, (n, n)
         k = self.kdec(key)
-        v = None if value is None else self.vdec(self.unpack_value(value))
         spec, aenc = self.spec, self.aenc
+        aggregator = spec.aggregator
+        if self.cogroup and value is not None:
+            j, cell = value
+            _, dec, aggregator = self.cogroup[j]
+            v = None if cell is None else dec(cell)
+        else:
+            v = None if value is None else self.vdec(self.unpack_value(value))
 
         def run(kk: Any, vv: Any) -> tuple[Any, Any]:
             aggs = prior if decode is None else [decode(x) for x in prior]
@@ -460,7 +484,7 @@ class AggregateProcessor(TaskProcessor):
                 for a in [*aggs, vv]:
                     agg = a if agg is None else reducer(agg, a)
             else:
-                initializer, aggregator, merger = spec.initializer, spec.aggregator, spec.merger
+                initializer, merger = spec.initializer, spec.merger
                 assert initializer is not None and aggregator is not None
                 if merger is None:  # a key's or window's aggregate
                     agg = aggs[0] if aggs else initializer()
@@ -586,6 +610,33 @@ class AggregateProcessor(TaskProcessor):
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         task_id = f"{self.guard.subtopology}_{task}"
         return [side_row(SideKind.STORE_ENTRIES, self.spec.store, task_id, entries)]
+
+
+class _CogroupRecord:
+    """A cogrouped record as the exception handlers and the dead-letter queue see it: its
+    ``value`` is its own input's column (the first input's is null for the others)."""
+
+    __slots__ = ("_column", "_row")
+
+    def __init__(self, row: Any, column: str) -> None:
+        self._row, self._column = row, column
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._row.get(self._column if name == "value" else name, default)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._row[self._column if name == "value" else name]
+
+
+def _own_values(batch: Batch, columns: list[str]) -> None:
+    """Give ``batch``'s records, as :meth:`Batch.row` makes them, their own input's value."""
+    inputs = batch.col("ks_input")
+    row = batch.row
+
+    def own(i: int) -> Any:
+        return _CogroupRecord(row(i), columns[inputs[i]])
+
+    batch.row = own  # type: ignore[method-assign]
 
 
 def _hashable(key: Any) -> Any:
