@@ -23,7 +23,7 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 11); use the same kspark version on client and server
+kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 12); use the same kspark version on client and server
 """
 
 from __future__ import annotations
@@ -97,8 +97,9 @@ __all__ = [
 #: :class:`DynamicSinkSpec`); 10: global-table joins (:class:`JoinKeySpec`,
 #: ``JoinSpec.global_table``); 11: foreign-key joins (:class:`FkSubscribeSpec`,
 #: :class:`FkMatchSpec`, :class:`FkResolveSpec`) and re-grouped tables
-#: (:class:`TableGroupBySpec`, ``AggregateSpec.table`` and ``subtractor``).
-SPEC_VERSION = 11
+#: (:class:`TableGroupBySpec`, ``AggregateSpec.table`` and ``subtractor``); 12: sliding
+#: windows (``AggregateSpec.sliding``).
+SPEC_VERSION = 12
 
 Fn = Callable[..., Any]
 
@@ -799,8 +800,9 @@ class TableGroupBySpec:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AggregateSpec:
     """``count``, ``reduce`` or ``aggregate`` of a grouped stream, per task, optionally
-    over time windows (``window_size_ms > 0``) and with only final results per window
-    (``suppress``); see :mod:`kspark_server.operators.aggregate`."""
+    over time windows (``window_size_ms > 0``; ``sliding`` ones too) and with only final
+    results per window (``suppress``: ``Suppressed.until_window_closes`` or
+    ``EmitStrategy.on_window_close()``); see :mod:`kspark_server.operators.aggregate`."""
 
     kind: ClassVar[str] = "aggregate"
     spec_version: int = SPEC_VERSION
@@ -822,6 +824,9 @@ class AggregateSpec:
     session_gap_ms: int = 0
     merger: Fn | None = None
     suppress: bool = False
+    #: sliding windows (KIP-450) of ``window_size_ms``, both ends included: one ends at
+    #: each record, one starts just after it (``window_advance_ms`` is then the size)
+    sliding: bool = False
     #: the input is a grouped table's changes (values :class:`Change`): ``count``,
     #: ``reduce`` and ``aggregate`` subtract each old value before they add the new one,
     #: with ``subtractor`` (``reduce``: ``subtractor(aggregate, old)``, ``aggregate``:
@@ -865,6 +870,8 @@ class AggregateSpec:
                 f"{self.processor}: windows need 0 < advance <= size, got size "
                 f"{self.window_size_ms} and advance {self.window_advance_ms}"
             )
+        if self.sliding and (self.window_size_ms == 0 or self.table):
+            raise SpecError(f"{self.processor}: sliding windows need a size, and a stream")
         if self.suppress and self.window_size_ms == 0:
             raise SpecError(f"{self.processor}: suppression needs windows")
 
