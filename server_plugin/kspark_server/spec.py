@@ -98,7 +98,8 @@ __all__ = [
 #: ``JoinSpec.global_table``); 11: foreign-key joins (:class:`FkSubscribeSpec`,
 #: :class:`FkMatchSpec`, :class:`FkResolveSpec`) and re-grouped tables
 #: (:class:`TableGroupBySpec`, ``AggregateSpec.table`` and ``subtractor``); 12: sliding
-#: windows (``AggregateSpec.sliding``).
+#: windows (``AggregateSpec.sliding``) and windowed stores' retention
+#: (``AggregateSpec.retention_ms``).
 SPEC_VERSION = 12
 
 Fn = Callable[..., Any]
@@ -827,6 +828,9 @@ class AggregateSpec:
     #: sliding windows (KIP-450) of ``window_size_ms``, both ends included: one ends at
     #: each record, one starts just after it (``window_advance_ms`` is then the size)
     sliding: bool = False
+    #: how long the store keeps a window after its start, closed or not (0: until it
+    #: closes; sliding windows: until no record can read it)
+    retention_ms: int = 0
     #: the input is a grouped table's changes (values :class:`Change`): ``count``,
     #: ``reduce`` and ``aggregate`` subtract each old value before they add the new one,
     #: with ``subtractor`` (``reduce``: ``subtractor(aggregate, old)``, ``aggregate``:
@@ -870,6 +874,8 @@ class AggregateSpec:
                 f"{self.processor}: windows need 0 < advance <= size, got size "
                 f"{self.window_size_ms} and advance {self.window_advance_ms}"
             )
+        if self.retention_ms and (self.retention_ms < 0 or self.window_size_ms == 0):
+            raise SpecError(f"{self.processor}: a retention goes with time or sliding windows")
         if self.sliding and (self.window_size_ms == 0 or self.table):
             raise SpecError(f"{self.processor}: sliding windows need a size, and a stream")
         if self.suppress and self.window_size_ms == 0:

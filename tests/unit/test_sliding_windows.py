@@ -379,3 +379,90 @@ def test_the_store_fetches_a_keys_windows() -> None:
         assert store.fetch("k", 0, 100) == [(0, 1), (5, 2), (10, 3), (11, 2), (16, 1)]
         assert store.fetch("k", 6, 11) == [(10, 3), (11, 2)]
         assert store.fetch("nobody", 0, 100) == []
+
+
+# -- Materialized.with_retention: closed windows stay queryable ------------------------
+
+
+def tumbling_counts(retention: int | None, on_close: bool = False) -> Topology:
+    b = StreamsBuilder()
+    w = (
+        b.stream("in", key_type=str, value_type=int)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_with_no_grace(10 * MS))
+    )
+    if on_close:
+        w = w.emit_strategy(EmitStrategy.on_window_close())
+    m = Materialized.as_("counts")
+    if retention is not None:
+        m = m.with_retention(retention * MS)
+    w.count(materialized=m).to_stream().to("out")
+    return b.build()
+
+
+def test_closed_windows_stay_in_the_store_for_its_retention() -> None:
+    for on_close in (False, True):
+        with TopologyTestDriver(tumbling_counts(50, on_close), CONFIG, engine="local") as d:
+            src, out = d.create_input_topic("in"), d.create_output_topic("out")
+            emitted = []
+            for t in (1, 5, 12, 25, 48):
+                src.pipe_input("k", 1, timestamp=t)
+                emitted += [(r.key.window.start, r.value) for r in out.read_records()]
+            # at stream time 48, windows starting after -2 are kept: all of them
+            assert d.get_window_store("counts").fetch("k", 0, 100) == [
+                (0, 2),
+                (10, 1),
+                (20, 1),
+                (40, 1),
+            ]
+            src.pipe_input("k", 1, timestamp=61)
+            emitted += [(r.key.window.start, r.value) for r in out.read_records()]
+            # at 61, a window stays while its start is after 11
+            assert d.get_window_store("counts").fetch("k", 0, 100) == [(20, 1), (40, 1), (60, 1)]
+            if on_close:  # each closed window once, never again from the store
+                assert emitted == [(0, 2), (10, 1), (20, 1), (40, 1)]
+            # a late record is still dropped: its window has closed, whatever the store keeps
+            src.pipe_input("k", 1, timestamp=45)
+            out.read_records()
+            assert d.get_window_store("counts").fetch("k", 40, 40) == [(40, 1)]
+    with TopologyTestDriver(tumbling_counts(None), CONFIG, engine="local") as d:
+        src = d.create_input_topic("in")
+        for t in (1, 5, 12):
+            src.pipe_input("k", 1, timestamp=t)
+        d.create_output_topic("out").read_records()
+        assert d.get_window_store("counts").fetch("k", 0, 100) == [(10, 1)]
+
+
+def test_sliding_windows_stay_for_the_retention() -> None:
+    b = StreamsBuilder()
+    (
+        b.stream("in", key_type=str, value_type=int)
+        .group_by_key()
+        .windowed_by(SlidingWindows.of_time_difference_without_a_grace(10 * MS))
+        .count(materialized=Materialized.as_("s").with_retention(100 * MS))
+        .to_stream()
+        .to("out")
+    )
+    with TopologyTestDriver(b.build(), CONFIG, engine="local") as d:
+        src = d.create_input_topic("in")
+        for t in (10, 15, 90):
+            src.pipe_input("k", 1, timestamp=t)
+        d.create_output_topic("out").read_records()
+        assert d.get_window_store("s").fetch("k", 0, 100) == [(0, 1), (5, 2), (11, 1), (80, 1)]
+
+
+def test_a_retention_needs_windows_and_covers_them() -> None:
+    b = StreamsBuilder()
+    s = b.stream("in", key_type=str, value_type=int).group_by_key()
+    with pytest.raises(InvalidTopologyError):
+        s.windowed_by(TimeWindows.of_size_and_grace(10 * MS, 5 * MS)).count(
+            materialized=Materialized.as_("a").with_retention(14 * MS)
+        )
+    with pytest.raises(InvalidTopologyError):
+        s.windowed_by(SlidingWindows.of_time_difference_and_grace(10 * MS, 5 * MS)).count(
+            materialized=Materialized.as_("b").with_retention(24 * MS)
+        )
+    with pytest.raises(InvalidTopologyError):
+        s.count(materialized=Materialized.as_("c").with_retention(24 * MS))
+    with pytest.raises(InvalidArgumentError):
+        Materialized.as_("d").with_retention(timedelta(0))

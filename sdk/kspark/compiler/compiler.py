@@ -935,6 +935,7 @@ class _Compiler:
             # EmitStrategy.on_window_close() is the suppression fused into the operator
             suppress=suppress or node.emit_on_close,
             sliding=sl is not None,
+            retention_ms=node.retention_ms,
             table=node.grouped_table,
             subtractor=node.subtractor,
             output_schema=envelope_json(out_key, out_value),

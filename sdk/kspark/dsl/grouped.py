@@ -451,6 +451,7 @@ class _Aggregating(Generic[K, V, KT]):
             store_name=store,
             windows=self._windows,
             emit_on_close=self._emit_on_close,
+            retention_ms=0 if materialized is None else materialized.retention_ms,
             repartition=self._repartition,
             grouped_name=self._grouped_name,
             key_type=windowed_type(key) if self._windows is not None else key,

@@ -163,6 +163,10 @@ class Aggregate(_Unary):
     #: ``EmitStrategy.on_window_close()``: each window's final result once, when stream
     #: time passes its end plus grace (KIP-825), instead of every update
     emit_on_close: bool = False
+    #: ``Materialized.with_retention``: how long the store keeps a window after its start,
+    #: closed or not (0: until it closes, or for sliding windows until no record can read
+    #: it)
+    retention_ms: int = 0
     #: whether Kafka Streams would read the grouped records from a repartition topic
     #: (``group_by``, or a key changed upstream): a new sub-topology starts here
     repartition: bool = False
@@ -189,6 +193,25 @@ class Aggregate(_Unary):
                 f"{self.name}: EmitStrategy.on_window_close() needs time or sliding windows",
                 processor=self.name,
             )
+
+        if self.retention_ms:
+            w = self.windows
+            if not isinstance(w, TimeWindowsDef | SlidingWindowsDef):
+                raise InvalidTopologyError(
+                    f"{self.name}: Materialized.with_retention needs time or sliding windows",
+                    processor=self.name,
+                )
+            if self.retention_ms < w.retention_ms:
+                raise InvalidTopologyError(
+                    f"{self.name}: the store's retention ({self.retention_ms} ms) must be at "
+                    f"least {w.retention_ms} ms (the windows' "
+                    + (
+                        "size plus grace)"
+                        if isinstance(w, TimeWindowsDef)
+                        else "twice the time difference plus grace)"
+                    ),
+                    processor=self.name,
+                )
 
     @property
     def grouped_table(self) -> bool:

@@ -14,7 +14,9 @@ Entries (the ``table`` map):
 - windowed: ``(key, window start)`` -> ``[start, aggregate, timestamp, key, context]``:
   the key as its column has it when that differs from the state's key (a record), and,
   when suppressed, the record context of the window's last update (``[topic,
-  partition, offset, position, sub-position]``), which its final result carries.
+  partition, offset, position, sub-position]``), which its final result carries;
+- sliding windows: key -> ``[index time, windows, key]``, each window ``[start, aggregate,
+  timestamp, context]`` (see :class:`_Sliding`).
 
 The aggregate is kept as it travels in its column (JSON text for a JSON-packed value
 type), the timestamp is the largest of the records aggregated (Kafka Streams' result
@@ -22,8 +24,10 @@ timestamp).
 
 Emission follows Kafka Streams with a record cache and a commit interval of one
 micro-batch: a batch emits, for each key (or window) it changed, the latest value once,
-in the order of each key's last update. With ``suppress``, a window emits nothing until
-it closes (stream time reaches its end plus grace), then its final value once.
+in the order of each key's last update. With ``suppress`` (``Suppressed.until_window_closes``
+or ``EmitStrategy.on_window_close()``), a window emits nothing until it closes (stream
+time reaches its end plus grace; a sliding window's end is included, so passes it), then
+its final value once.
 
 Records follow Kafka Streams' rules: a record with a null key is dropped and counted in
 the dropped records (not windowed: a null value too); a record older than its window's
@@ -112,6 +116,11 @@ class AggregateProcessor(TaskProcessor):
         self.session = self.gap > 0
         self.suppress = s.suppress
         self.sliding = s.sliding
+        self.retention = s.retention_ms
+        #: sliding windows: a window stays while its start is at most this long before
+        #: stream time minus grace (three time differences: a record that is not too late
+        #: reads windows from two before its own time; or the retention)
+        self.keep_for = max(3 * self.size, self.retention - self.grace - 1)
         #: a grouped table's changes: subtract the old value, then add the new
         self.table = s.table
         if self.table and isinstance(s.input.value, RecordSpec):
@@ -202,9 +211,12 @@ class AggregateProcessor(TaskProcessor):
             return None
         if self.sliding:
             # an entry's index time is its earliest open window's start (emitting on
-            # close) or its latest window's start plus twice the time difference: below
-            # this, every window of the entry has closed and no record can read it
+            # close) or its latest window's start plus how long windows stay, less the
+            # time difference: below this, every window of the entry is past use
             return int(t) - self.grace - self.size
+        if self.retention:
+            # closed windows stay for the store's retention, from their start
+            return int(t) - self.retention + 1
         # a window [start, start + size) takes no record once stream time reaches its end
         # plus grace: then it is gone (retention = size + grace)
         return int(t) - self.grace - self.size + 1
@@ -225,7 +237,7 @@ class AggregateProcessor(TaskProcessor):
         task_id = f"{self.guard.subtopology}_{task}"
         drop = self.guard.drop
         processor = self.processor
-        stream_time = st["stream_time"]
+        stream_time = prior = st["stream_time"]
         keys, values, tss, hashes = self._keys(batch), self._values(batch), batch.ts, batch.hashes
         # per changed key (or window): the position of its last update in this batch
         last: dict[Any, int] = {}
@@ -279,7 +291,7 @@ class AggregateProcessor(TaskProcessor):
                     last[sk] = i
         st["stream_time"] = stream_time
         if self.suppress:
-            self._emit_closed(st, out)
+            self._emit_closed(st, out, prior)
             return
         pos = 1 if windowed else 0
         for sk, i in sorted(last.items(), key=lambda kv: kv[1]):
@@ -566,23 +578,28 @@ class AggregateProcessor(TaskProcessor):
             table[sk] = [start, cell, newest, kc, ctx]
         return True
 
-    def _emit_closed(self, st: Any, out: _AggEmitter) -> None:
-        """Suppress: the final result of every window that stream time has closed, in
-        the order of their ends, each then removed from the state."""
+    def _emit_closed(self, st: Any, out: _AggEmitter, prior: Any) -> None:
+        """Suppress: the final result of every window that stream time has closed in
+        this batch (``prior`` the stream time before it), in the order of their ends,
+        each then removed from the state unless the store retains closed windows."""
         table: dict[Any, Any] = st["table"]
         close = st["stream_time"] - self.grace
+        low = None if prior is None else int(prior) - self.grace
         size = self.size
         done = sorted(
             (
                 (int(e[0]) + size, int(e[4][3] or 0), int(e[4][4] or 0), sk)
                 for sk, e in table.items()
-                if int(e[0]) + size <= close
+                if int(e[0]) + size <= close and (low is None or int(e[0]) + size > low)
             ),
             key=lambda t: t[:3],
         )
         for _, _, _, sk in done:
-            e = table.pop(sk)
-            self.touched.add(sk)
+            if self.retention:
+                e = table[sk]
+            else:
+                e = table.pop(sk)
+                self.touched.add(sk)
             topic, partition, offset, seq, sub = e[4]
             out.carry(
                 {
@@ -613,7 +630,8 @@ class _Sliding:
     ``context`` the record context of its last update when emitting on close), sorted by
     start. A window stays in the entry while a later record may read it: while its start
     is at most three time differences before stream time minus grace (a record that is
-    not too late reads windows from two time differences before its own time).
+    not too late reads windows from two time differences before its own time), or for the
+    store's retention if that is longer.
     """
 
     def __init__(self, p: AggregateProcessor, st: Any, batch: Batch, task: int, out: Any):
@@ -727,7 +745,7 @@ class _Sliding:
                     out.row(i, self.window_key(hk, start), None, tss[i])
                 else:
                     out.row(i, self.window_key(hk, start), got[1], int(got[2]))
-        keep_from = close - 3 * size
+        keep_from = close - p.keep_for
         for hk, wins in self.wins.items():
             kept = sorted((w for s, w in wins.items() if s >= keep_from), key=lambda w: w[0])
             p.touched.add(hk)
@@ -738,7 +756,7 @@ class _Sliding:
             if p.suppress and open_starts:
                 index = open_starts[0]
             else:
-                index = int(kept[-1][0]) + 2 * size
+                index = int(kept[-1][0]) + p.keep_for - size
             table[hk] = [index, kept, self.kcs.get(hk)]
 
     def window_key(self, hk: Any, start: int) -> dict[str, Any]:
