@@ -5,6 +5,7 @@ reference model (tests/support/slidingmodel.py) on random micro-batch splits."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from datetime import timedelta
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from support.slidingmodel import SlidingModel
+from support.taskharness import Runner, close_local_stores
 
 from kspark import (
     EmitStrategy,
@@ -28,7 +30,9 @@ from kspark.compiler import compile_topology, stages
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan.topology import Topology
 from kspark.testing import TopologyTestDriver
-from kspark_server.spec import AggregateSpec, SpecError
+from kspark_server import envelope as env
+from kspark_server.operators.aggregate import AggregateProcessor
+from kspark_server.spec import AggregateSpec, KeyValue, Packed, PrimSpec, SpecError, StateOptions
 
 MS = timedelta(milliseconds=1)
 CONFIG = StreamsConfig(application_id="sliding", num_partitions=1)
@@ -466,3 +470,82 @@ def test_a_retention_needs_windows_and_covers_them() -> None:
         s.count(materialized=Materialized.as_("c").with_retention(24 * MS))
     with pytest.raises(InvalidArgumentError):
         Materialized.as_("d").with_retention(timedelta(0))
+
+
+# -- restarts: the windows and their time index rebuilt from the durable state ---------
+
+
+def sliding_spec(size: int, grace: int, on_close: bool) -> AggregateSpec:
+    s = PrimSpec(spark="string")
+    return AggregateSpec(
+        processor="KSTREAM-AGGREGATE",
+        store="sliding",
+        op="aggregate",
+        initializer=lambda: "",
+        aggregator=lambda k, v, a: "".join(sorted(a + v)),
+        input=KeyValue(key=s, value=s),
+        output=KeyValue(key=s, value=s),
+        window_size_ms=size,
+        window_advance_ms=size,
+        grace_ms=grace,
+        sliding=True,
+        suppress=on_close,
+        output_schema=env.envelope_json(
+            {
+                "type": "struct",
+                "fields": [
+                    {"name": "key", "type": "string", "nullable": True, "metadata": {}},
+                    {
+                        "name": "window",
+                        "type": {
+                            "type": "struct",
+                            "fields": [
+                                {"name": n, "type": "long", "nullable": True, "metadata": {}}
+                                for n in ("start", "end")
+                            ],
+                        },
+                        "nullable": True,
+                        "metadata": {},
+                    },
+                ],
+            },
+            "string",
+        ),
+        packed=Packed(),
+        state=StateOptions(check_log=True),
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    records=st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.sampled_from("pqrs"), st.integers(0, 60)),
+        min_size=1,
+        max_size=12,
+    ),
+    cuts=st.lists(st.integers(1, 11), max_size=3),
+    on_close=st.booleans(),
+)
+def test_a_restart_between_batches_changes_nothing(
+    tmp_path_factory: pytest.TempPathFactory,
+    records: list[tuple[str, str, int]],
+    cuts: list[int],
+    on_close: bool,
+) -> None:
+    bounds = sorted({c for c in cuts if c < len(records)})
+    batches = [records[i:j] for i, j in zip([0, *bounds], [*bounds, len(records)], strict=True)]
+    outs = []
+    with pytest.MonkeyPatch.context() as mp:
+        for restart in (False, True):
+            tmp = tmp_path_factory.mktemp("sliding")
+            spec = sliding_spec(10, 4, on_close)
+            r = Runner(lambda spec=spec: AggregateProcessor(spec), tmp, mp)
+            got = []
+            seq = itertools.count()
+            for b in batches:
+                got.append(r.run([(next(seq), (0, k, v, t)) for k, v, t in b]))
+                if restart:
+                    r.restart()
+            close_local_stores()
+            outs.append(got)
+    assert outs[0] == outs[1]
