@@ -101,7 +101,8 @@ __all__ = [
 #: :class:`FkMatchSpec`, :class:`FkResolveSpec`) and re-grouped tables
 #: (:class:`TableGroupBySpec`, ``AggregateSpec.table`` and ``subtractor``); 12:
 #: time-limited suppression (:class:`SuppressSpec`), cogrouped aggregations
-#: (``AggregateSpec.cogroup``, :class:`CogroupInput`).
+#: (``AggregateSpec.cogroup``, :class:`CogroupInput`), sliding windows
+#: (``AggregateSpec.sliding``) and windowed stores' retention (``AggregateSpec.retention_ms``).
 SPEC_VERSION = 12
 
 Fn = Callable[..., Any]
@@ -851,8 +852,9 @@ class CogroupInput:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AggregateSpec:
     """``count``, ``reduce`` or ``aggregate`` of a grouped stream, per task, optionally
-    over time windows (``window_size_ms > 0``) and with only final results per window
-    (``suppress``); see :mod:`kspark_server.operators.aggregate`."""
+    over time windows (``window_size_ms > 0``; ``sliding`` ones too) and with only final
+    results per window (``suppress``: ``Suppressed.until_window_closes`` or
+    ``EmitStrategy.on_window_close()``); see :mod:`kspark_server.operators.aggregate`."""
 
     kind: ClassVar[str] = "aggregate"
     spec_version: int = SPEC_VERSION
@@ -874,6 +876,12 @@ class AggregateSpec:
     session_gap_ms: int = 0
     merger: Fn | None = None
     suppress: bool = False
+    #: sliding windows (KIP-450) of ``window_size_ms``, both ends included: one ends at
+    #: each record, one starts just after it (``window_advance_ms`` is then the size)
+    sliding: bool = False
+    #: how long the store keeps a window after its start, closed or not (0: until it
+    #: closes; sliding windows: until no record can read it)
+    retention_ms: int = 0
     #: the input is a grouped table's changes (values :class:`Change`): ``count``,
     #: ``reduce`` and ``aggregate`` subtract each old value before they add the new one,
     #: with ``subtractor`` (``reduce``: ``subtractor(aggregate, old)``, ``aggregate``:
@@ -932,6 +940,10 @@ class AggregateSpec:
                 f"{self.processor}: windows need 0 < advance <= size, got size "
                 f"{self.window_size_ms} and advance {self.window_advance_ms}"
             )
+        if self.retention_ms and (self.retention_ms < 0 or self.window_size_ms == 0):
+            raise SpecError(f"{self.processor}: a retention goes with time or sliding windows")
+        if self.sliding and (self.window_size_ms == 0 or self.table):
+            raise SpecError(f"{self.processor}: sliding windows need a size, and a stream")
         if self.suppress and self.window_size_ms == 0:
             raise SpecError(f"{self.processor}: suppression needs windows")
 

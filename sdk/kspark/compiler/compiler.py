@@ -37,6 +37,7 @@ from kspark.plan.grouped import (
     CogroupAggregate,
     CogroupInput,
     SessionWindowsDef,
+    SlidingWindowsDef,
     Suppress,
     TableGroupBy,
     TimeWindowsDef,
@@ -970,6 +971,7 @@ class _Compiler:
         windows = node.windows
         w = windows if isinstance(windows, TimeWindowsDef) else None
         sw = windows if isinstance(windows, SessionWindowsDef) else None
+        sl = windows if isinstance(windows, SlidingWindowsDef) else None
         out_key = windowed_type(key_type) if windows is not None else key_type
         spec = sp.AggregateSpec(
             processor=node.name,
@@ -980,12 +982,25 @@ class _Compiler:
             aggregator=node.aggregator,
             input=key_value(key_type, stream.value_type),
             output=key_value(out_key, out_value),
-            window_size_ms=w.size_ms if w is not None else 0,
-            window_advance_ms=w.advance_ms if w is not None else 0,
-            grace_ms=w.grace_ms if w is not None else sw.grace_ms if sw is not None else 0,
+            window_size_ms=w.size_ms if w is not None else sl.size_ms if sl is not None else 0,
+            window_advance_ms=(
+                w.advance_ms if w is not None else sl.size_ms if sl is not None else 0
+            ),
+            grace_ms=(
+                w.grace_ms
+                if w is not None
+                else sw.grace_ms
+                if sw is not None
+                else sl.grace_ms
+                if sl is not None
+                else 0
+            ),
             session_gap_ms=sw.gap_ms if sw is not None else 0,
             merger=node.merger,
-            suppress=suppress,
+            # EmitStrategy.on_window_close() is the suppression fused into the operator
+            suppress=suppress or node.emit_on_close,
+            sliding=sl is not None,
+            retention_ms=node.retention_ms,
             table=node.grouped_table,
             subtractor=node.subtractor,
             cogroup=tuple(

@@ -1,5 +1,6 @@
 """Grouping, aggregation and windows: ``KGroupedStream``, ``TimeWindowedKStream``,
-``Grouped``, ``TimeWindows``, ``Suppressed``.
+``SlidingWindowedKStream``, ``Grouped``, ``TimeWindows``, ``SlidingWindows``,
+``EmitStrategy``, ``Suppressed``.
 
 ``KStream.group_by_key()`` and ``KStream.group_by(selector)`` group a stream;
 ``count()``, ``reduce()`` and ``aggregate()`` turn it into a table whose value per key is
@@ -43,6 +44,7 @@ from kspark.plan import nodes as n
 from kspark.plan.grouped import (
     Aggregate,
     SessionWindowsDef,
+    SlidingWindowsDef,
     TableGroupBy,
     TimeWindowsDef,
     windowed_type,
@@ -56,11 +58,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BufferConfig",
+    "EmitStrategy",
     "Grouped",
     "KGroupedStream",
     "KGroupedTable",
     "SessionWindowedKStream",
     "SessionWindows",
+    "SlidingWindowedKStream",
+    "SlidingWindows",
     "Suppressed",
     "TimeWindowedKStream",
     "TimeWindows",
@@ -123,7 +128,7 @@ class _Windows:
     def grace_ms(self) -> int:
         return to_ms(self.grace, "grace")
 
-    def spec(self) -> TimeWindowsDef | SessionWindowsDef:
+    def spec(self) -> TimeWindowsDef | SessionWindowsDef | SlidingWindowsDef:
         """The windows as the plan holds them."""
         raise NotImplementedError
 
@@ -246,6 +251,93 @@ class SessionWindows(_Windows):
         return SessionWindowsDef(gap_ms=self.gap_ms, grace_ms=self.grace_ms)
 
 
+@attrs.frozen(kw_only=True)
+class SlidingWindows(_Windows):
+    """Sliding windows (KIP-450): windows of a fixed time difference that slide with the
+    records, both ends included.
+
+    For each record at ``t`` a key has the window ``[t - d, t]`` (``d`` the time
+    difference) and, once a later record falls into it, the window ``[t + 1, t + 1 + d]``;
+    so every distinct set of a key's records at most ``d`` apart has one window, and no
+    window is empty. A record updates every window that contains it; a record that no
+    open window can take (its time plus ``d`` is before stream time minus grace) is
+    dropped and counted, and so is each closed window a record misses. A record earlier
+    than ``d`` (epoch ms) goes into the window ``[0, d]``, as in Kafka Streams.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> w = SlidingWindows.of_time_difference_and_grace(timedelta(minutes=5), timedelta(seconds=30))
+    >>> w.size_ms, w.grace_ms
+    (300000, 30000)
+    """
+
+    time_difference: timedelta
+
+    @classmethod
+    def of_time_difference_without_a_grace(cls, time_difference: timedelta) -> SlidingWindows:
+        """Sliding windows of ``time_difference``; a window takes no record once stream
+        time has passed its end.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> SlidingWindows.of_time_difference_without_a_grace(timedelta(seconds=10)).grace_ms
+        0
+        """
+        return cls(time_difference=time_difference, grace=timedelta(0))
+
+    @classmethod
+    def of_time_difference_and_grace(
+        cls, time_difference: timedelta, after_window_end: timedelta
+    ) -> SlidingWindows:
+        """Sliding windows of ``time_difference`` that take records up to
+        ``after_window_end`` after their end.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> w = SlidingWindows.of_time_difference_and_grace(timedelta(seconds=10), timedelta(seconds=2))
+        >>> w.size_ms, w.grace_ms
+        (10000, 2000)
+        """
+        return cls(time_difference=time_difference, grace=after_window_end)
+
+    @property
+    def size_ms(self) -> int:
+        return to_ms(self.time_difference, "time_difference", allow_zero=False)
+
+    def spec(self) -> SlidingWindowsDef:
+        return SlidingWindowsDef(size_ms=self.size_ms, grace_ms=self.grace_ms)
+
+
+@attrs.frozen
+class EmitStrategy:
+    """When a windowed aggregation emits (KIP-825): ``on_window_update()`` (the default)
+    each window's latest value per micro-batch, ``on_window_close()`` each window's final
+    value once, when stream time passes its end plus grace.
+
+    Examples
+    --------
+    >>> EmitStrategy.on_window_close().on_close
+    True
+    >>> EmitStrategy.on_window_update().on_close
+    False
+    """
+
+    on_close: bool = False
+
+    @classmethod
+    def on_window_close(cls) -> EmitStrategy:
+        """Each window's final result once, when it closes (no updates before)."""
+        return cls(on_close=True)
+
+    @classmethod
+    def on_window_update(cls) -> EmitStrategy:
+        """Each window's latest value whenever a micro-batch changes it (the default)."""
+        return cls(on_close=False)
+
+
 def _store(builder: StreamsBuilder, materialized: Materialized | None, prefix: str) -> str:
     if materialized is not None and not isinstance(materialized, Materialized):
         raise InvalidArgumentError(
@@ -266,7 +358,7 @@ class _Aggregating(Generic[K, V, KT]):
     """What grouped streams share: the grouped stream, ``count`` and ``reduce`` into a
     table keyed by ``KT`` (the key, or ``Windowed[K]``)."""
 
-    __slots__ = ("_builder", "_grouped_name", "_node", "_repartition", "_windows")
+    __slots__ = ("_builder", "_emit_on_close", "_grouped_name", "_node", "_repartition", "_windows")
 
     def __init__(
         self,
@@ -275,13 +367,15 @@ class _Aggregating(Generic[K, V, KT]):
         *,
         repartition: bool,
         grouped_name: str | None,
-        windows: TimeWindowsDef | SessionWindowsDef | None = None,
+        windows: TimeWindowsDef | SessionWindowsDef | SlidingWindowsDef | None = None,
+        emit_on_close: bool = False,
     ) -> None:
         self._builder = builder
         self._node = node
         self._repartition = repartition
         self._grouped_name = grouped_name
         self._windows = windows
+        self._emit_on_close = emit_on_close
 
     def _table(
         self,
@@ -308,6 +402,8 @@ class _Aggregating(Generic[K, V, KT]):
             op=op,
             store_name=store,
             windows=self._windows,
+            emit_on_close=self._emit_on_close,
+            retention_ms=0 if materialized is None else materialized.retention_ms,
             repartition=self._repartition,
             grouped_name=self._grouped_name,
             key_type=windowed_type(key) if self._windows is not None else key,
@@ -496,10 +592,12 @@ class KGroupedStream(_Folding[K, V, K]):
     def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream[K, V]: ...
     @overload
     def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream[K, V]: ...
+    @overload
+    def windowed_by(self, windows: SlidingWindows) -> SlidingWindowedKStream[K, V]: ...
     def windowed_by(
-        self, windows: TimeWindows | SessionWindows
-    ) -> TimeWindowedKStream[K, V] | SessionWindowedKStream[K, V]:
-        """Aggregate per time window (or per session) instead of per key only.
+        self, windows: TimeWindows | SessionWindows | SlidingWindows
+    ) -> TimeWindowedKStream[K, V] | SessionWindowedKStream[K, V] | SlidingWindowedKStream[K, V]:
+        """Aggregate per time window, sliding window or session instead of per key only.
 
         Examples
         --------
@@ -512,15 +610,19 @@ class KGroupedStream(_Folding[K, V, K]):
         >>> t.node.windows
         TimeWindowsDef(size_ms=600000, advance_ms=300000, grace_ms=60000)
         """
-        if not isinstance(windows, TimeWindows | SessionWindows):
+        if not isinstance(windows, TimeWindows | SessionWindows | SlidingWindows):
             raise InvalidArgumentError(
-                f"windowed_by takes TimeWindows or SessionWindows, got {windows!r}",
+                f"windowed_by takes TimeWindows, SlidingWindows or SessionWindows, got {windows!r}",
                 parameter="windows",
             )
-        kind = (
-            SessionWindowedKStream if isinstance(windows, SessionWindows) else TimeWindowedKStream
+        kind: type[Any] = (
+            SessionWindowedKStream
+            if isinstance(windows, SessionWindows)
+            else SlidingWindowedKStream
+            if isinstance(windows, SlidingWindows)
+            else TimeWindowedKStream
         )
-        return kind(
+        return kind(  # type: ignore[no-any-return]
             self._builder,
             self._node,
             repartition=self._repartition,
@@ -529,13 +631,110 @@ class KGroupedStream(_Folding[K, V, K]):
         )
 
 
-class TimeWindowedKStream(_Folding[K, V, Windowed[K]]):
+class _Emitting(_Folding[K, V, Windowed[K]]):
+    """Windowed grouped streams that take an emit strategy (KIP-825)."""
+
+    def emit_strategy(self, strategy: EmitStrategy) -> _Emitting[K, V]:
+        """The same windowed stream, emitting as ``strategy`` says:
+        ``EmitStrategy.on_window_close()`` emits each window's final result once, when
+        stream time passes its end plus grace; ``on_window_update()`` (the default) its
+        latest value per micro-batch.
+
+        Parameters
+        ----------
+        strategy
+            ``EmitStrategy.on_window_close()`` or ``EmitStrategy.on_window_update()``.
+
+        Returns
+        -------
+        TimeWindowedKStream or SlidingWindowedKStream
+            A stream of the same kind, whose aggregations emit as ``strategy`` says.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import EmitStrategy, StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> s = b.stream("clicks", key_type=str, value_type=str).group_by_key()
+        >>> w = s.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1)))
+        >>> w.emit_strategy(EmitStrategy.on_window_close()).count().node.emit_on_close
+        True
+        """
+        if not isinstance(strategy, EmitStrategy):
+            raise InvalidArgumentError(
+                f"emit_strategy takes an EmitStrategy, got {strategy!r}", parameter="strategy"
+            )
+        return type(self)(
+            self._builder,
+            self._node,
+            repartition=self._repartition,
+            grouped_name=self._grouped_name,
+            windows=self._windows,
+            emit_on_close=strategy.on_close,
+        )
+
+
+class TimeWindowedKStream(_Emitting[K, V]):
     """A grouped stream aggregated per time window (Kafka Streams' ``TimeWindowedKStream``).
 
     Its tables are keyed by ``Windowed[K]``: the key and the window (``.window.start``,
     ``.window.end``, epoch ms, end exclusive). A record later than a window's end plus
     grace, by its task's stream time, is dropped from that window and counted.
     """
+
+    def emit_strategy(self, strategy: EmitStrategy) -> TimeWindowedKStream[K, V]:
+        """See :meth:`_Emitting.emit_strategy`.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import EmitStrategy, StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> s = b.stream("clicks", key_type=str, value_type=str).group_by_key()
+        >>> w = s.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1)))
+        >>> type(w.emit_strategy(EmitStrategy.on_window_close())).__name__
+        'TimeWindowedKStream'
+        """
+        got = super().emit_strategy(strategy)
+        assert isinstance(got, TimeWindowedKStream)
+        return got
+
+
+class SlidingWindowedKStream(_Emitting[K, V]):
+    """A grouped stream aggregated per sliding window (Kafka Streams'
+    ``TimeWindowedKStream`` over ``SlidingWindows``, KIP-450).
+
+    Its tables are keyed by ``Windowed[K]`` whose window ``[start, end]`` includes both
+    ends (``end - start`` is the time difference). Records with a null key or value are
+    dropped and counted, as in Kafka Streams.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> from kspark import SlidingWindows, StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> s = b.stream("clicks", key_type=str, value_type=str).group_by_key()
+    >>> w = SlidingWindows.of_time_difference_without_a_grace(timedelta(seconds=10))
+    >>> s.windowed_by(w).count().node.windows
+    SlidingWindowsDef(size_ms=10000, grace_ms=0)
+    """
+
+    def emit_strategy(self, strategy: EmitStrategy) -> SlidingWindowedKStream[K, V]:
+        """See :meth:`_Emitting.emit_strategy`.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import EmitStrategy, SlidingWindows, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> s = b.stream("clicks", key_type=str, value_type=str).group_by_key()
+        >>> w = s.windowed_by(SlidingWindows.of_time_difference_without_a_grace(timedelta(seconds=10)))
+        >>> w.emit_strategy(EmitStrategy.on_window_close()).count().node.emit_on_close
+        True
+        """
+        got = super().emit_strategy(strategy)
+        assert isinstance(got, SlidingWindowedKStream)
+        return got
 
 
 class SessionWindowedKStream(_Aggregating[K, V, Windowed[K]]):
