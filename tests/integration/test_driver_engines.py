@@ -24,6 +24,16 @@ from kspark import (
     Topic,
 )
 from kspark.errors import DeadLetterQueueProcessingExceptionHandler
+from kspark.processor import (
+    FixedKeyProcessor,
+    FixedKeyProcessorContext,
+    FixedKeyRecord,
+    Processor,
+    ProcessorContext,
+    PunctuationType,
+    Record,
+)
+from kspark.state import KeyValueStore, Stores
 from kspark.testing import TopologyTestDriver
 
 pytestmark = pytest.mark.spark
@@ -119,6 +129,101 @@ def joins() -> Any:
     return b.build()
 
 
+class Summing(Processor[str, int, str, int]):
+    """Each key's running sum in a store, forwarded; a value divisible by 7 fails; every 5 s
+    of stream time a punctuator forwards the number of keys."""
+
+    def init(self, context: ProcessorContext[str, int]) -> None:
+        self.context = context
+        self.sums: KeyValueStore[str, int] = context.get_state_store("psums")
+        context.schedule(timedelta(seconds=5), PunctuationType.STREAM_TIME, self.tick)
+
+    def process(self, record: Record[str, int]) -> None:
+        if record.value % 7 == 0:
+            raise ValueError("a multiple of 7")
+        total = (self.sums.get(record.key) or 0) + record.value
+        self.sums.put(record.key, total)
+        self.context.forward(record.with_value(total))
+
+    def tick(self, timestamp: int) -> None:
+        n = sum(1 for _ in self.sums.all())
+        self.context.forward(Record("tick", n, timestamp))
+
+
+class Halving(FixedKeyProcessor[str, int, int]):
+    """Forwards half of each value, twice for an even one."""
+
+    def init(self, context: FixedKeyProcessorContext[str, int]) -> None:
+        self.context = context
+
+    def process(self, record: FixedKeyRecord[str, int]) -> None:
+        self.context.forward(record.with_value(record.value // 2))
+        if record.value % 2 == 0:
+            self.context.forward(record.with_value(-record.value))
+
+
+def processors() -> Any:
+    b = StreamsBuilder()
+    b.add_state_store(
+        Stores.key_value_store_builder(
+            Stores.persistent_key_value_store("psums"), key_type=str, value_type=int
+        )
+    )
+    summed = b.stream("in", key_type=str, value_type=int).process(Summing, "psums")
+    summed.to("out")
+    summed.process_values(Halving).to("big")
+    return b.build()
+
+
+def table_group_by() -> Any:
+    b = StreamsBuilder()
+    table = b.table("table", key_type=str, value_type=int)
+    regrouped = table.group_by(lambda k, v: (f"{k}{v % 2}", v), key_type=str, value_type=int)
+    regrouped.count(materialized=Materialized.as_("regrouped")).to_stream().to("out")
+    regrouped.reduce(
+        lambda a, v: a + v,
+        lambda a, v: a - v,
+        materialized=Materialized.as_("regrouped-sums"),
+    ).to_stream().to("big")
+    return b.build()
+
+
+def foreign_key() -> Any:
+    b = StreamsBuilder()
+    orders = b.table("in", key_type=str, value_type=int)
+    customers = b.table("table", key_type=str, value_type=int)
+    orders.left_join(
+        customers,
+        foreign_key_extractor=lambda v: KEYS[v % 5] if v % 6 else None,
+        joiner=lambda v, c: v * 1000 + (c if c is not None else -1),
+        materialized=Materialized.as_("fk-joined"),
+        value_type=int,
+    ).to_stream().to("out")
+    return b.build()
+
+
+def global_table() -> Any:
+    b = StreamsBuilder()
+    rates = b.global_table("table", key_type=str, value_type=int)
+    s = b.stream("in", key_type=str, value_type=int)
+    s.join(rates, lambda k, v: KEYS[v % 5], lambda v, r: v * 100 + r, value_type=int).to("out")
+    s.left_join(
+        rates,
+        lambda k, v: KEYS[(v + 1) % 5],
+        lambda k, v, r: v * 100 + (r if r is not None else -1),
+        value_type=int,
+    ).to("big")
+    return b.build()
+
+
+def dynamic_sink() -> Any:
+    b = StreamsBuilder()
+    b.stream("in", key_type=str, value_type=int).map_values(_divide, value_type=int).to(
+        lambda k, v, ctx: "out" if v % 2 else "big"
+    )
+    return b.build()
+
+
 #: topology, its input topics, its stores
 CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[str, ...]]] = {
     "stateless": (stateless, ("in",), ()),
@@ -126,6 +231,11 @@ CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[str, ...]]] = {
     "dedup_join_window": (dedup_join_window, ("in", "table"), ("rates", "windows")),
     "table_join_aggregate": (table_join_aggregate, ("in", "table"), ("limits", "totals")),
     "joins": (joins, ("in", "table"), ("joined",)),
+    "processors": (processors, ("in",), ("psums",)),
+    "table_group_by": (table_group_by, ("table",), ("regrouped", "regrouped-sums")),
+    "foreign_key": (foreign_key, ("in", "table"), ("fk-joined",)),
+    "global_table": (global_table, ("in", "table"), ()),
+    "dynamic_sink": (dynamic_sink, ("in",), ()),
 }
 
 Rec = tuple[int, str, int, int]  # input topic, key, value, timestamp
@@ -180,8 +290,19 @@ def run(case: str, data: list[list[Rec]], engine: str, session: Any) -> dict[str
     seen: dict[str, Any] = {"batches": []}
     with TopologyTestDriver(make(), cfg, session=session, engine=engine) as d:  # type: ignore[arg-type]
         srcs = [d.create_input_topic(name) for name in inputs]
-        sinks = [d.create_output_topic(name) for name in ("out", "big") if name in _sinks(d)]
+        sinks = [
+            d.create_output_topic(name)
+            if name in _sinks(d)
+            # topics that records name (to(extractor)) have no types of their own
+            else d.create_output_topic(name, key_type=str, value_type=int)
+            for name in ("out", "big")
+            if name in _sinks(d) or case == "dynamic_sink"
+        ]
         for batch in data:
+            if engine == "local" and d._local is not None:
+                # the Spark app starts again at every process(): so does the local one,
+                # from the tasks' durable state, on empty local stores
+                d._local.restart()
             for topic, key, value, ts in batch:
                 srcs[topic].pipe_input(key, value, timestamp=ts)
             d.process()

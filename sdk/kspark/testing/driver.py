@@ -46,6 +46,7 @@ from kspark.runtime.app import StreamsApp
 from kspark.runtime.checkpoints import Generation
 from kspark.runtime.metrics import Metrics
 from kspark.testing.local import LocalEngine, unsupported
+from kspark_server.spec import ProcessorSpec
 
 __all__ = [
     "DEFAULT_ENGINE",
@@ -409,7 +410,9 @@ class TopologyTestDriver:
         #: ``local`` (in this process) or ``spark``
         self.engine: Engine = engine
         self._local: LocalEngine | None = None
-        self._wall_clock_ms = 0
+        #: the in-process engine's wall clock (ms): now, moved only by
+        #: :meth:`advance_wall_clock_time`
+        self._wall_clock_ms = int(time.time() * 1000)
         self._workdir = tempfile.mkdtemp(prefix="kspark-ttd-")
         self._seq = 0
         self._inputs: dict[str, TestInputTopic[Any, Any]] = {}
@@ -674,6 +677,7 @@ class TopologyTestDriver:
                 self.app.compiled(),
                 self.config.application_id,
                 os.path.join(self._workdir, "local-state"),
+                clock=lambda: self._wall_clock_ms,
             )
         return self._local
 
@@ -700,8 +704,11 @@ class TopologyTestDriver:
         engine = self._local_engine()
         output = engine.output
         stage = stores._find_stage(output, name)
-        if stage.spec.kind == "processor":
-            raise unsupported(stage.spec.processor, "a Processor API store")
+        if isinstance(stage.spec, ProcessorSpec):
+            # a processor's stores are its task state's entries, keyed (store, key)
+            (store,) = [d for d in stage.spec.stores if d.name == name]
+            tasks = {t: {"table": s["entries"]} for t, s in engine.task_states(stage).items()}
+            return stores._processor_view(name, stores._MemorySource(tasks, False), store)
         spec = stores._table_spec(output, name, "answer interactive queries")
         source = stores._MemorySource(engine.task_states(stage), spec.versioned)
         return stores._view(name, source, spec)
@@ -762,8 +769,14 @@ class TopologyTestDriver:
 
     def advance_wall_clock_time(self, duration: timedelta | int) -> None:
         """Move the driver's wall clock on by ``duration`` (a ``timedelta`` or ms), as
-        Kafka Streams' ``advanceWallClockTime``. No kspark operator punctuates on wall-clock
-        time: the clock is kept for when one does, and pending input is processed first.
+        Kafka Streams' ``advanceWallClockTime``. Pending input is processed first.
+
+        In process, the driver's clock is the processors' wall clock: it starts at the
+        driver's creation and moves only here, so that a wall-clock punctuator
+        (``PunctuationType.WALL_CLOCK_TIME``) that is due fires in the next
+        :meth:`process` of a task that has records (kspark checks wall-clock punctuators
+        once per micro-batch of a task, after its records). On Spark, the processors read
+        the executors' system clock and this clock is not theirs.
         """
         ms: Any = (
             int(duration.total_seconds() * 1000) if isinstance(duration, timedelta) else duration

@@ -20,10 +20,14 @@ path lowers to DataFrames, and runs each stage as Spark would run it, one micro-
   ``pmod(hash(key), partitions)``; dead-letter side rows become the dead-letter topic's
   records, and every side row is counted in the app's metrics.
 
-What only Spark runs (``filter_expr``'s SQL, a pattern source, a sink whose records name
-their topics, the Processor API, records with invalid timestamps) is refused with
-:class:`~kspark.errors.EngineNotSupportedError`, naming the processor and
-``engine="spark"``.
+Every stateful operator runs in-process (:data:`LOCAL_OPERATORS`): the Processor API's
+with its stores and punctuators (wall-clock ones read the driver's clock,
+:attr:`LocalEngine.clock`), a table's ``group_by``, the foreign-key join's three operators,
+a global table's join (its records placed by the table key that
+:class:`~kspark.compiler.stages.JoinKeyStage` gives them); so do sinks whose records name
+their topics. What only Spark runs (``filter_expr``'s SQL, a pattern source, Kafka or
+table topics, a rescale) is refused with :class:`~kspark.errors.EngineNotSupportedError`,
+naming the processor and ``engine="spark"``.
 """
 
 from __future__ import annotations
@@ -52,7 +56,6 @@ from kspark.runtime.metrics import INPUT_METRICS_PREFIX, OBSERVED_METRICS, Batch
 from kspark_server import envelope as env
 from kspark_server import placement, statevars, taskstate, transport
 from kspark_server.envelope import SIDE_IDENTITY, SideKind
-from kspark_server.spec import SinkSpec
 
 __all__ = ["LocalEngine", "Rows", "StateHandle", "unsupported"]
 
@@ -60,7 +63,21 @@ __all__ = ["LocalEngine", "Rows", "StateHandle", "unsupported"]
 Rows = list[dict[str, Any]]
 
 #: The stateful operators the in-process engine runs (a spec's ``kind``).
-LOCAL_OPERATORS = frozenset({"aggregate", "dedup", "join", "suppress", "tablejoin", "windowjoin"})
+LOCAL_OPERATORS = frozenset(
+    {
+        "aggregate",
+        "dedup",
+        "fkmatch",
+        "fkresolve",
+        "fksubscribe",
+        "join",
+        "processor",
+        "suppress",
+        "tablegroupby",
+        "tablejoin",
+        "windowjoin",
+    }
+)
 
 _SWITCH = 'TopologyTestDriver(..., engine="spark")'
 
@@ -70,6 +87,7 @@ _RUNS = (
     st.Chain,
     st.SqlFilter,
     st.IdStage,
+    st.JoinKeyStage,
     st.TopicNameStage,
     st.Union,
     st.Cogroup,
@@ -157,9 +175,10 @@ def _empty(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
 
 
-def _spark_json_text(value: Any, spark_type: Any) -> Any:
+def _spark_json_text(value: Any, spark_type: Any, keep_nulls: bool = False) -> Any:
     """``value`` as the JSON-compatible object Spark's ``to_json`` writes: a struct's null
-    fields left out, a map as an object."""
+    fields left out (kept with ``keep_nulls``: ``ignoreNullFields=false``), a map as an
+    object."""
     if value is None:
         return None
     if isinstance(spark_type, dict):
@@ -168,14 +187,16 @@ def _spark_json_text(value: Any, spark_type: Any) -> Any:
             out = {}
             for f in spark_type["fields"]:
                 v = value.get(f["name"])
-                if v is not None:
-                    out[f["name"]] = _spark_json_text(v, f["type"])
+                if v is not None or keep_nulls:
+                    out[f["name"]] = _spark_json_text(v, f["type"], keep_nulls)
             return out
         if kind == "array":
-            return [_spark_json_text(v, spark_type["elementType"]) for v in value]
+            return [_spark_json_text(v, spark_type["elementType"], keep_nulls) for v in value]
         if kind == "map":
             items = value.items() if isinstance(value, dict) else value
-            return {str(k): _spark_json_text(v, spark_type["valueType"]) for k, v in items}
+            return {
+                str(k): _spark_json_text(v, spark_type["valueType"], keep_nulls) for k, v in items
+            }
     return value
 
 
@@ -234,12 +255,21 @@ class LocalEngine:
     """Runs a compiled app in this process, one micro-batch per :meth:`run`.
 
     ``output`` is what :func:`kspark.compiler.compile_topology` gives (the Spark path
-    lowers the same object); ``state_dir`` is where the operators' local stores live.
+    lowers the same object); ``state_dir`` is where the operators' local stores live;
+    ``clock`` (ms) is the processors' wall clock (None: the system's).
     Output topics' records are kept in :attr:`topics`, batch by batch.
     """
 
-    def __init__(self, output: st.Output, application_id: str, state_dir: str) -> None:
+    def __init__(
+        self,
+        output: st.Output,
+        application_id: str,
+        state_dir: str,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
         self.output = output
+        #: the wall clock (ms) the operators read: the driver's, or the system's
+        self.clock = clock
         self.application_id = application_id
         self.state_dir = self._state_root = state_dir
         self._restarts = 0
@@ -261,10 +291,6 @@ class LocalEngine:
                 raise unsupported(type(stage).__name__, "this kind of stage")
             if isinstance(stage, st.SqlFilter):
                 raise unsupported(stage.processor, f"filter_expr({stage.condition!r}), Spark SQL,")
-            if isinstance(stage, st.TopicNameStage):
-                raise unsupported(
-                    stage.spec.processor, "a sink whose records name their topics (to(extractor))"
-                )
             if isinstance(stage, st.Read):
                 t = stage.topic
                 if t.format != "parquet" or t.option_dict().get("kspark.pattern") == "true":
@@ -294,6 +320,11 @@ class LocalEngine:
         for part in self.output.sinks:
             if part.topic.format not in ("parquet",):
                 raise unsupported(part.processor, f"writing a {part.topic.format} topic")
+        processors = {part.index: part.processor for part in self.output.dynamic}
+        for d in self.output.writer_spec.dynamic:
+            for ref in (*d.rule.explicit, *([d.rule.default] if d.rule.default else [])):
+                if ref.format != "parquet":
+                    raise unsupported(processors[d.index], f"writing a {ref.format} topic")
 
     # -- one micro-batch --------------------------------------------------------------
     def run(self, inputs: dict[str, Rows]) -> bool:
@@ -311,7 +342,7 @@ class LocalEngine:
                 memo[key] = self._stage(stage, table_of, inputs, observed)
             return memo[key]
 
-        with self._state_dir(), _translated(self.application_id):
+        with self._state_dir(), self._wall_clock(), _translated(self.application_id):
             for stage in self.output.stages():  # inputs first: no deep recursion
                 table_of(stage)
             written = self._write(table_of)
@@ -329,6 +360,17 @@ class LocalEngine:
         )
         self._batch_id += 1
         return True
+
+    @contextmanager
+    def _wall_clock(self) -> Iterator[None]:
+        """The engine's clock as the processors' wall clock, for the batch."""
+        if self.clock is None:
+            yield
+            return
+        from kspark_server.operators.processor import wall_clock
+
+        with wall_clock(self.clock):
+            yield
 
     @contextmanager
     def _state_dir(self) -> Iterator[None]:
@@ -362,11 +404,9 @@ class LocalEngine:
             if fn is None:
                 fn = self._chains[id(stage)] = make_chain(stage.spec)
             return self._map(fn, table_of(stage.input), stage.spec.output_schema)
-        if isinstance(stage, st.IdStage):
-            from kspark_server.chain import make_id_stage
-
+        if isinstance(stage, st.IdStage | st.JoinKeyStage | st.TopicNameStage):
             return self._map(
-                make_id_stage(stage.spec), table_of(stage.input), stage.spec.output_schema
+                self._stateless(stage), table_of(stage.input), stage.spec.output_schema
             )
         if isinstance(stage, st.Union):
             parts = [table_of(p) for p in stage.parts]
@@ -382,6 +422,28 @@ class LocalEngine:
         if isinstance(stage, st.Stateful):
             return self._stateful(stage, table_of)
         raise unsupported(type(stage).__name__, "this stage")
+
+    def _stateless(
+        self, stage: st.IdStage | st.JoinKeyStage | st.TopicNameStage
+    ) -> Callable[[Any], Iterator[pa.RecordBatch]]:
+        """The ``mapInArrow`` function of a stage that adds a column, built once (the
+        topic name stage keeps which names are bound)."""
+        fn = self._chains.get(id(stage))
+        if fn is None:
+            if isinstance(stage, st.IdStage):
+                from kspark_server.chain import make_id_stage
+
+                fn = make_id_stage(stage.spec)
+            elif isinstance(stage, st.JoinKeyStage):
+                from kspark_server.joinkeys import make_join_key_stage
+
+                fn = make_join_key_stage(stage.spec)
+            else:
+                from kspark_server.topicnames import make_topic_name_stage
+
+                fn = make_topic_name_stage(stage.spec)
+            self._chains[id(stage)] = fn
+        return fn
 
     @staticmethod
     def _map(
@@ -489,7 +551,13 @@ class LocalEngine:
             table = _packed_column(table, "value", stage.stream.value_type.spark_json())
         if spec.packed.tvalue and stage.table is not None:
             table = _packed_column(table, "ks_tvalue", stage.table.value_type.spark_json())
-        column_type = stage.stream.key_type.spark_json() if stage.task_column == "key" else "string"
+        if stage.task_column == "key":
+            column_type = stage.stream.key_type.spark_json()
+        elif stage.task_column == "ks_gkey":
+            assert stage.table is not None  # a global table's join
+            column_type = stage.table.key_type.spark_json()
+        else:
+            column_type = "string"
         hasher = placement.spark_hasher(column_type)
         n = stage.num_partitions
         keys = placement.task_keys(n)
@@ -552,6 +620,13 @@ class LocalEngine:
         right = right.set_column(1, "value", pa.nulls(right.num_rows, svalue_t))
         right = right.append_column("ks_tvalue", second.column("value"))
         right = right.append_column("ks_jside", pa.array([1] * right.num_rows, pa.int32()))
+        if stage.task_column == "ks_gkey":
+            # a global table's join: the stream's records carry their table key, the
+            # table's updates are keyed by it and carry no stream key (as on Spark)
+            left = left.append_column("ks_gkey", stream.column("ks_gkey"))
+            right = right.append_column("ks_gkey", second.column("key"))
+            key_t = left.schema.field("key").type
+            right = right.set_column(0, "key", pa.nulls(right.num_rows, key_t))
         return pa.concat_tables([left, right.cast(left.schema)])
 
     # -- the writer -----------------------------------------------------------------------
@@ -561,9 +636,20 @@ class LocalEngine:
         by_topic: dict[tuple[str, ...], tuple[str, list[dict[str, Any]]]] = {}
         total = 0
         for part, sink in zip(self.output.sinks, spec.sinks, strict=True):
-            rows = self._sink_rows(table_of(part.stage), part, sink)
+            rows = self._sink_rows(table_of(part.stage), part, sink.num_partitions)
             total += len(rows)
             by_topic.setdefault(sink.topic.destination, (sink.topic.name, []))[1].extend(rows)
+        for dpart, d in zip(self.output.dynamic, spec.dynamic, strict=True):
+            # each record into the topic it names, as the writer routes it
+            # (kspark_server.sinks._destinations); an unbound name was the topic name
+            # stage's handler's
+            rows = self._sink_rows(table_of(dpart.stage), dpart, d.num_partitions, with_topic=True)
+            for r in rows:
+                ref = d.rule.resolve(r.pop("topic"))
+                if ref is None:
+                    continue
+                total += 1
+                by_topic.setdefault(ref.destination, (ref.name, []))[1].append(r)
         for name, rows in by_topic.values():
             rows.sort(key=lambda r: (r["ks_seq"], r["ks_sub"]))
             for r in rows:
@@ -575,26 +661,32 @@ class LocalEngine:
         return total
 
     @staticmethod
-    def _sink_rows(table: pa.Table, part: st.SinkPart, sink: SinkSpec) -> list[dict[str, Any]]:
+    def _sink_rows(
+        table: pa.Table,
+        part: st.SinkPart | st.DynamicSinkPart,
+        n: int,
+        with_topic: bool = False,
+    ) -> list[dict[str, Any]]:
+        """A sink's records of the batch, each with its output partition (and, for a sink
+        whose records name their topics, its topic)."""
         records = table.filter(pc.is_null(table.column("ks_side")))
         hasher = placement.spark_hasher(part.stage.key_type.spark_json())
-        n = sink.num_partitions
-        rows = records.select(
-            ["key", "value", "timestamp", "headers", "ks_seq", "ks_sub"]
-        ).to_pylist()
+        columns = ["key", "value", "timestamp", "headers", "ks_seq", "ks_sub"]
+        rows = records.select([*columns, "topic"] if with_topic else columns).to_pylist()
         out = []
         for r in rows:
-            out.append(
-                {
-                    "key": r["key"],
-                    "value": r["value"],
-                    "timestamp": r["timestamp"],
-                    "headers": r["headers"],
-                    "partition": placement.pmod(hasher(r["key"], 42), n),
-                    "ks_seq": r["ks_seq"],
-                    "ks_sub": r["ks_sub"],
-                }
-            )
+            row = {
+                "key": r["key"],
+                "value": r["value"],
+                "timestamp": r["timestamp"],
+                "headers": r["headers"],
+                "partition": placement.pmod(hasher(r["key"], 42), n),
+                "ks_seq": r["ks_seq"],
+                "ks_sub": r["ks_sub"],
+            }
+            if with_topic:
+                row["topic"] = r["topic"]
+            out.append(row)
         return out
 
     def _side_texts(self, table_of: Callable[[st.Stage], pa.Table]) -> list[str]:
@@ -727,9 +819,12 @@ def _cogrouped(parts: list[pa.Table]) -> pa.Table:
 
 
 def _packed_column(table: pa.Table, name: str, spark_type: Any) -> pa.Table:
-    """Column ``name`` as the JSON text Spark's ``to_json`` makes of it."""
+    """Column ``name`` as the JSON text Spark's ``to_json`` makes of it, null fields kept
+    (as the stateful lowering passes values to an operator)."""
     texts = [
-        None if v is None else json.dumps(_spark_json_text(v, spark_type), separators=(",", ":"))
+        None
+        if v is None
+        else json.dumps(_spark_json_text(v, spark_type, True), separators=(",", ":"))
         for v in table.column(name).to_pylist()
     ]
     return table.set_column(table.column_names.index(name), name, pa.array(texts, pa.string()))

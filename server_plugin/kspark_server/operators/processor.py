@@ -16,7 +16,8 @@ Punctuation, per task:
   (or after the stream time, when that is further: the missed intervals are skipped), as
   Kafka Streams' ``PunctuationSchedule`` does;
 - a wall-clock punctuator is checked once per micro-batch of the task, after its records:
-  it fires once when the system clock has reached its due time (first: ``interval`` after
+  it fires once when the wall clock (the system's; see :func:`wall_clock`) has reached
+  its due time (first: ``interval`` after
   it was scheduled), and is then due ``interval`` later (the missed ones skipped).
 
 A schedule is identified by its order among the ``schedule`` calls of ``init`` (each
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -51,10 +53,35 @@ from kspark_server.papi import (
 from kspark_server.procstores import Table, store_for
 from kspark_server.spec import ProcessorSpec
 
-__all__ = ["UserProcessor"]
+__all__ = ["UserProcessor", "system_clock_ms", "wall_clock"]
 
 #: at most this many records forwarded per input record (``ks_sub`` numbers them)
 _FANOUT = 1 << 20
+
+
+def system_clock_ms() -> int:
+    """The system's wall clock, in ms since the epoch."""
+    return int(time.time() * 1000)
+
+
+_clock: list[Callable[[], int]] = [system_clock_ms]
+
+
+def _now() -> int:
+    return _clock[-1]()
+
+
+@contextmanager
+def wall_clock(clock: Callable[[], int]) -> Iterator[None]:
+    """Processors read ``clock`` (ms) as their wall clock while in this block: the
+    scheduling and firing of wall-clock punctuators and ``current_system_time_ms``. The
+    test driver's in-process engine runs its micro-batches with its own clock, which only
+    ``advance_wall_clock_time`` moves, as Kafka Streams' test driver's mock clock."""
+    _clock.append(clock)
+    try:
+        yield
+    finally:
+        _clock.pop()
 
 
 class TaskTable(Table):
@@ -169,7 +196,7 @@ class _Context(ProcessorContext[Any, Any], FixedKeyProcessorContext[Any, Any]):
         return -1 if t is None else int(t)
 
     def current_system_time_ms(self) -> int:
-        return int(time.time() * 1000)
+        return _now()
 
 
 class _Run:
@@ -208,7 +235,7 @@ class _Run:
         if kept is not None and kept[0] == type_.value and int(kept[1]) == ms:
             s.due, s.cancelled = int(kept[2]), bool(kept[3])
         else:
-            now = int(time.time() * 1000)
+            now = _now()
             s.due = 0 if type_ is PunctuationType.STREAM_TIME else now + ms
             self.save_schedule(s)
         self.schedules.append(s)
@@ -290,7 +317,7 @@ class _Run:
                 self.punctuate(s, int(t))
 
     def wall_clock_punctuate(self) -> None:
-        now = int(time.time() * 1000)
+        now = _now()
         due = [
             s
             for s in self.schedules
