@@ -162,7 +162,9 @@ class Halving(FixedKeyProcessor[str, int, int]):
             self.context.forward(record.with_value(-record.value))
 
 
-def processors() -> Any:
+def processors_and_regrouping() -> Any:
+    """The Processor API (a processor with a store and a stream-time punctuator, then a
+    fixed-key one) on the stream, and a table's group_by with a count and a reduce."""
     b = StreamsBuilder()
     b.add_state_store(
         Stores.key_value_store_builder(
@@ -172,23 +174,20 @@ def processors() -> Any:
     summed = b.stream("in", key_type=str, value_type=int).process(Summing, "psums")
     summed.to("out")
     summed.process_values(Halving).to("big")
-    return b.build()
-
-
-def table_group_by() -> Any:
-    b = StreamsBuilder()
     table = b.table("table", key_type=str, value_type=int)
     regrouped = table.group_by(lambda k, v: (f"{k}{v % 2}", v), key_type=str, value_type=int)
-    regrouped.count(materialized=Materialized.as_("regrouped")).to_stream().to("out")
+    regrouped.count(materialized=Materialized.as_("regrouped")).to_stream().to("more")
     regrouped.reduce(
         lambda a, v: a + v,
         lambda a, v: a - v,
         materialized=Materialized.as_("regrouped-sums"),
-    ).to_stream().to("big")
+    ).to_stream().to("extra")
     return b.build()
 
 
-def foreign_key() -> Any:
+def foreign_global_dynamic() -> Any:
+    """A foreign-key join of two tables, a stream's joins with a global table, and a sink
+    whose records name their topics."""
     b = StreamsBuilder()
     orders = b.table("in", key_type=str, value_type=int)
     customers = b.table("table", key_type=str, value_type=int)
@@ -199,28 +198,16 @@ def foreign_key() -> Any:
         materialized=Materialized.as_("fk-joined"),
         value_type=int,
     ).to_stream().to("out")
-    return b.build()
-
-
-def global_table() -> Any:
-    b = StreamsBuilder()
     rates = b.global_table("table", key_type=str, value_type=int)
     s = b.stream("in", key_type=str, value_type=int)
-    s.join(rates, lambda k, v: KEYS[v % 5], lambda v, r: v * 100 + r, value_type=int).to("out")
+    s.join(rates, lambda k, v: KEYS[v % 5], lambda v, r: v * 100 + r, value_type=int).to("big")
     s.left_join(
         rates,
         lambda k, v: KEYS[(v + 1) % 5],
         lambda k, v, r: v * 100 + (r if r is not None else -1),
         value_type=int,
-    ).to("big")
-    return b.build()
-
-
-def dynamic_sink() -> Any:
-    b = StreamsBuilder()
-    b.stream("in", key_type=str, value_type=int).map_values(_divide, value_type=int).to(
-        lambda k, v, ctx: "out" if v % 2 else "big"
-    )
+    ).to("more")
+    s.map_values(_divide, value_type=int).to(lambda k, v, ctx: "odd" if v > 25 else "even")
     return b.build()
 
 
@@ -231,12 +218,19 @@ CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[str, ...]]] = {
     "dedup_join_window": (dedup_join_window, ("in", "table"), ("rates", "windows")),
     "table_join_aggregate": (table_join_aggregate, ("in", "table"), ("limits", "totals")),
     "joins": (joins, ("in", "table"), ("joined",)),
-    "processors": (processors, ("in",), ("psums",)),
-    "table_group_by": (table_group_by, ("table",), ("regrouped", "regrouped-sums")),
-    "foreign_key": (foreign_key, ("in", "table"), ("fk-joined",)),
-    "global_table": (global_table, ("in", "table"), ()),
-    "dynamic_sink": (dynamic_sink, ("in",), ()),
+    "processors_and_regrouping": (
+        processors_and_regrouping,
+        ("in", "table"),
+        ("psums", "regrouped", "regrouped-sums"),
+    ),
+    "foreign_global_dynamic": (foreign_global_dynamic, ("in", "table"), ("fk-joined",)),
 }
+
+#: the output topics a test reads, where the topology has them
+OUTPUTS = ("out", "big", "more", "extra", "odd", "even")
+
+#: the topics that records name (to(extractor)), by case
+DYNAMIC = {"foreign_global_dynamic": ("odd", "even")}
 
 Rec = tuple[int, str, int, int]  # input topic, key, value, timestamp
 
@@ -295,8 +289,8 @@ def run(case: str, data: list[list[Rec]], engine: str, session: Any) -> dict[str
             if name in _sinks(d)
             # topics that records name (to(extractor)) have no types of their own
             else d.create_output_topic(name, key_type=str, value_type=int)
-            for name in ("out", "big")
-            if name in _sinks(d) or case == "dynamic_sink"
+            for name in OUTPUTS
+            if name in _sinks(d) or name in DYNAMIC.get(case, ())
         ]
         for batch in data:
             if engine == "local" and d._local is not None:

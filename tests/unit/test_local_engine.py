@@ -23,6 +23,8 @@ from kspark.errors import (
     StoreError,
     StreamsAppError,
 )
+from kspark.processor import Processor, ProcessorContext, PunctuationType, Record
+from kspark.state import KeyValueStore, Stores
 from kspark.testing import TopologyTestDriver
 from kspark_server import envelope, placement
 from kspark_server.chain import make_chain
@@ -31,7 +33,7 @@ from kspark_server.transport import arrow_schema
 
 
 def _config(**kw: Any) -> StreamsConfig:
-    return StreamsConfig(application_id="local-engine", num_partitions=3, **kw)
+    return StreamsConfig(**{"application_id": "local-engine", "num_partitions": 3, **kw})
 
 
 def counts() -> Any:
@@ -251,12 +253,83 @@ def test_stores_read_the_engines_stages_after_the_app_is_replaced() -> None:
         assert d.get_key_value_store("counts").get("a") == 2
 
 
-def test_a_foreign_key_join_is_refused_naming_its_operator() -> None:
+def test_a_rescale_is_refused_naming_the_switch() -> None:
+    with TopologyTestDriver(counts(), _config(), engine="local") as d:
+        with pytest.raises(EngineNotSupportedError, match=r'rescale.*engine="spark"'):
+            d.rescale(4)
+
+
+class Ticking(Processor[str, int, str, int]):
+    """Keeps each key's last value in a store; a wall-clock punctuator every minute
+    forwards ("tick", number of keys) with the time it fires at."""
+
+    def init(self, context: ProcessorContext[str, int]) -> None:
+        self.context = context
+        self.last: KeyValueStore[str, int] = context.get_state_store("last")
+        context.schedule(timedelta(minutes=1), PunctuationType.WALL_CLOCK_TIME, self.tick)
+
+    def process(self, record: Record[str, int]) -> None:
+        self.last.put(record.key, record.value)
+
+    def tick(self, timestamp: int) -> None:
+        assert timestamp == self.context.current_system_time_ms()
+        self.context.forward(Record("tick", sum(1 for _ in self.last.all()), timestamp))
+
+
+def test_a_wall_clock_punctuator_follows_the_drivers_clock() -> None:
+    """In process, the driver's clock is the processor's wall clock: it moves only with
+    advance_wall_clock_time, and a due punctuator fires once in the next micro-batch of
+    its task, after the task's records."""
+    b = StreamsBuilder()
+    b.add_state_store(
+        Stores.key_value_store_builder(
+            Stores.persistent_key_value_store("last"), key_type=str, value_type=int
+        )
+    )
+    b.stream("in", key_type=str, value_type=int).process(Ticking, "last").to("out")
+    with TopologyTestDriver(b.build(), _config(num_partitions=1), engine="local") as d:
+        src, out = d.create_input_topic("in"), d.create_output_topic("out")
+        start = d._wall_clock_ms
+        src.pipe_records([("a", 1, 0), ("b", 2, 1)])
+        d.process()
+        d.advance_wall_clock_time(timedelta(seconds=59))
+        src.pipe_input("c", 3, timestamp=2)
+        d.process()
+        assert out.read_records() == []  # due a minute after the first init
+        d.advance_wall_clock_time(timedelta(minutes=3))  # three intervals: it fires once
+        src.pipe_input("a", 4, timestamp=3)
+        d.process()
+        (tick,) = out.read_records()
+        assert (tick.key, tick.value, tick.timestamp) == ("tick", 3, start + 239_000)
+        assert d.get_key_value_store("last").get("a") == 4
+
+
+def test_a_foreign_key_join_and_a_regrouped_table_run_in_process() -> None:
     b = StreamsBuilder()
     orders = b.table("orders", key_type=str, value_type=int)
     customers = b.table("customers", key_type=int, value_type=str)
-    orders.join(customers, lambda o: o, lambda o, c: c, value_type=str).to_stream().to("out")
+    orders.join(
+        customers,
+        foreign_key_extractor=lambda o: o,
+        joiner=lambda o, c: c,
+        materialized=Materialized.as_("named"),
+        value_type=str,
+    ).to_stream().to("out")
+    orders.group_by(lambda k, o: (o, k), key_type=int, value_type=str).count(
+        materialized=Materialized.as_("per-customer")
+    ).to_stream().to("counts")
     with TopologyTestDriver(b.build(), _config(), engine="local") as d:
-        d.create_input_topic("orders").pipe_input("o1", 7, timestamp=0)
-        with pytest.raises(EngineNotSupportedError, match=r'fk.*engine="spark"'):
-            d.process()
+        o, c = d.create_input_topic("orders"), d.create_input_topic("customers")
+        c.pipe_input(7, "Ann", timestamp=0)
+        o.pipe_records([("o1", 7, 1), ("o2", 7, 2), ("o3", 8, 3)])
+        d.process()
+        o.pipe_input("o1", 8, timestamp=4)
+        c.pipe_input(8, "Bob", timestamp=5)
+        d.process()
+        got = d.create_output_topic("out").read_key_values()
+        # o1 leaves Ann for a customer not there yet (a delete), then Bob arrives
+        assert got[:3] == [("o1", "Ann"), ("o2", "Ann"), ("o1", None)]
+        assert sorted(got[3:]) == [("o1", "Bob"), ("o3", "Bob")]
+        assert d.get_key_value_store("named").get("o3") == "Bob"
+        counts = d.get_key_value_store("per-customer")
+        assert (counts.get(7), counts.get(8)) == (1, 2)

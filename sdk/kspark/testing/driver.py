@@ -714,34 +714,44 @@ class TopologyTestDriver:
         return stores._view(name, source, spec)
 
     def get_key_value_store(self, name: str) -> Any:
-        """Key-value store ``name`` (a table's or a key's aggregation): ``get(key)``,
+        """Key-value store ``name`` (a table's, a key's aggregation, a processor's): ``get(key)``,
         iteration, ``approximate_num_entries()``, as Kafka Streams'
         ``getKeyValueStore``."""
         from kspark.runtime.stores import (
             ReadOnlyAggregateStore,
             ReadOnlyJoinedStore,
             ReadOnlyKeyValueStore,
+            ReadOnlyProcessorStore,
         )
 
         return self._typed_store(
             name,
-            (ReadOnlyKeyValueStore, ReadOnlyAggregateStore, ReadOnlyJoinedStore),
+            (
+                ReadOnlyKeyValueStore,
+                ReadOnlyAggregateStore,
+                ReadOnlyJoinedStore,
+                ReadOnlyProcessorStore,
+            ),
             "a key-value store",
         )
 
     def get_versioned_key_value_store(self, name: str) -> Any:
         """Versioned store ``name`` (``Materialized.as_versioned``): ``get(key, as_of)``
         and ``versions(key, ...)``, as Kafka Streams' ``getVersionedKeyValueStore``."""
-        from kspark.runtime.stores import ReadOnlyVersionedStore
+        from kspark.runtime.stores import ReadOnlyProcessorVersionedStore, ReadOnlyVersionedStore
 
-        return self._typed_store(name, (ReadOnlyVersionedStore,), "a versioned store")
+        return self._typed_store(
+            name, (ReadOnlyVersionedStore, ReadOnlyProcessorVersionedStore), "a versioned store"
+        )
 
     def get_window_store(self, name: str) -> Any:
         """Window store ``name`` (a windowed aggregation's): ``fetch(key, time_from,
         time_to)``, as Kafka Streams' ``getWindowStore``."""
-        from kspark.runtime.stores import ReadOnlyWindowStore
+        from kspark.runtime.stores import ReadOnlyProcessorWindowStore, ReadOnlyWindowStore
 
-        return self._typed_store(name, (ReadOnlyWindowStore,), "a window store")
+        return self._typed_store(
+            name, (ReadOnlyWindowStore, ReadOnlyProcessorWindowStore), "a window store"
+        )
 
     def _typed_store(self, name: str, kinds: tuple[type, ...], what: str) -> Any:
         found = self.store(name)
