@@ -63,9 +63,10 @@ def counting_topology() -> Any:
     return b.build()
 
 
-def test_forwarding_state_and_stream_time_punctuation(spark: Any, app_id: str) -> None:
+def test_forwarding_state_and_stream_time_punctuation(app_id: str) -> None:
+    # semantics only: in process (test_driver_engines.py checks that Spark agrees)
     cfg = StreamsConfig(application_id=app_id, num_partitions=1)
-    with TopologyTestDriver(counting_topology(), cfg, session=spark) as d:
+    with TopologyTestDriver(counting_topology(), cfg, engine="local") as d:
         src = d.create_input_topic("in", key_type=str, value_type=str)
         out = d.create_output_topic("out", key_type=str, value_type=int)
         src.pipe_input("a", "x", timestamp=1_000)
@@ -238,7 +239,7 @@ def split_reference(records: list[tuple[str, int]]) -> list[tuple[str, int]]:
     return out
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(
     data=st.lists(
         st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 60).map(lambda s: s * 1_000)),
@@ -248,12 +249,12 @@ def split_reference(records: list[tuple[str, int]]) -> list[tuple[str, int]]:
     cuts=st.lists(st.integers(1, 11), min_size=1, max_size=2, unique=True),
 )
 def test_micro_batch_splits_keep_stores_and_stream_time_punctuation(
-    spark: Any, data: list[tuple[str, int]], cuts: list[int]
+    data: list[tuple[str, int]], cuts: list[int]
 ) -> None:
     bounds = [0, *sorted(c for c in cuts if c < len(data)), len(data)]
     batches = [data[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     cfg = StreamsConfig(application_id=f"psplit-{uuid.uuid4().hex[:8]}", num_partitions=1)
-    with TopologyTestDriver(counting_topology(), cfg, session=spark) as d:
+    with TopologyTestDriver(counting_topology(), cfg, engine="local") as d:
         src = d.create_input_topic("in", key_type=str, value_type=str)
         out = d.create_output_topic("out", key_type=str, value_type=int)
         for batch in batches:

@@ -373,7 +373,7 @@ class TopologyTestDriver:
     ``engine="local"`` runs the compiled stages in the test's own process with
     ``kspark_server``'s operator code (:mod:`kspark.testing.local`): no Spark server, a
     few milliseconds per step. ``engine="spark"`` runs each micro-batch on a real Spark
-    server, for what only Spark runs (``filter_expr``, the Processor API, ...): the local
+    server, for what only Spark runs (``filter_expr``, Kafka topics, a rescale): the local
     engine refuses such a topology with :class:`~kspark.errors.EngineNotSupportedError`,
     never a different answer. Without ``engine``: ``"spark"`` when a ``session`` is given,
     else :data:`DEFAULT_ENGINE` (in this process).
