@@ -410,7 +410,7 @@ class StreamsApp:
         """The app's DataFrame with its writer: Spark's own file sink, or kspark's
         ``foreachBatch`` writer holding the run's lease."""
         spark = self.session
-        df = build_dataframe(output, spark, plan.resume)
+        df = build_dataframe(output, spark, plan.resume, plan.generation.checkpoint)
         if plan.sink_mode == "spark":
             writer = filesink.spark_writer(df, output)
         else:
