@@ -44,7 +44,7 @@ False
 >>> g.log.appendValue((stateenc.encode_frame({"stream_time": 2}, []),))
 >>> g.version.update(("inc", 2, 10, 20, 1, 1))
 >>> h = TaskFiles(root, "seen", 0, g.committed())
->>> len(h.log.get()), TaskFiles(root, "seen", 0, committed).log.exists()  # v1 has no change
+>>> len(list(h.log.get())), TaskFiles(root, "seen", 0, committed).log.exists()  # v1: none
 (1, False)
 """
 
@@ -64,10 +64,11 @@ DIR_NAME = "kspark-state"
 
 #: Spark's group state of a task under ``applyInPandasWithState``: the version the
 #: ``transform_with_state`` runner keeps (:data:`kspark_server.statevars.VERSION`) and the
-#: names of the files that hold it.
+#: names of the files that hold it (``log_ids``: the changes' ids, oldest first, separated
+#: by commas; pyspark cannot read an array in a group state's schema).
 GROUP_STATE_DDL = (
     "incarnation string, batches long, base_bytes long, log_bytes long, log_len int, "
-    "base_chunks int, base_at long, base_id string, log_ids array<string>"
+    "base_chunks int, base_at long, base_id string, log_ids string"
 )
 
 _SUFFIX = ".kssf"
@@ -203,7 +204,7 @@ class TaskFiles:
             self.version_tuple = tuple(c[:6])
             self.base_at, self.base_id, self.n_chunks = int(c[6]), str(c[7]), int(c[5] or 0)
             batches = int(c[1])
-            ids = list(c[8] or [])
+            ids = [x for x in str(c[8] or "").split(",") if x]
             # the changes are those of the batches after the base, one per batch
             self.log_ids = [(batches - len(ids) + 1 + i, str(x)) for i, x in enumerate(ids)]
         os.makedirs(self.folder, exist_ok=True)
@@ -246,7 +247,7 @@ class TaskFiles:
             base_at, base_id = self.batch_of_write(), self.new_base_id
         else:
             base_at, base_id = self.base_at, self.base_id
-        return (*v[:5], self.n_chunks, base_at, base_id, [i for _, i in self.log_ids])
+        return (*v[:5], self.n_chunks, base_at, base_id, ",".join(i for _, i in self.log_ids))
 
     def collect(self) -> int:
         """Delete the files of batches up to the committed version that it does not name
