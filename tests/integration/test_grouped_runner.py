@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
+from kspark.errors import StreamsAppError
 from kspark.testing import TopologyTestDriver
 from kspark_server.taskfiles import DIR_NAME
 
@@ -36,9 +37,7 @@ def topology(interval_ms: int, mode: str, src: Any = None, out: Any = None) -> A
 
 
 #: keys, ids and timestamps that repeat within and across batches, out of order
-RECORDS = [
-    (f"k{(i * 7) % 5}", f"{'xyz'[i % 3]}-{i}", 1000 * ((i * 13) % 23)) for i in range(36)
-]
+RECORDS = [(f"k{(i * 7) % 5}", f"{'xyz'[i % 3]}-{i}", 1000 * ((i * 13) % 23)) for i in range(36)]
 SPLIT = [RECORDS[:10], RECORDS[10:11], RECORDS[11:25], RECORDS[25:]]
 
 
@@ -120,5 +119,13 @@ def test_restarts_on_fresh_and_stale_local_stores_rebuild_from_the_files(
         files = os.listdir(os.path.join(base, "chk", "query", DIR_NAME))
         assert files, "the operator keeps its state in the checkpoint's files"
         got = _values(out)
+        # the checkpoint keeps its runner
+        other = StreamsConfig(
+            application_id=app_id,
+            checkpoint_dir=os.path.join(base, "chk"),
+            num_partitions=2,
+        )
+        with pytest.raises(StreamsAppError, match="stateful_runner='apply_in_pandas'"):
+            StreamsApp(topo, other, session=spark).run_until_caught_up()
     want = sorted(run(None, app_id + "-ref", "by_key", SPLIT[:3], "transform_with_state"))
     assert got == want

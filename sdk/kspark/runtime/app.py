@@ -250,6 +250,26 @@ class StreamsApp:
         self._generation = gen
         return gen
 
+    def _check_runner(self, gen: Generation) -> None:
+        """Refuse to restart a checkpoint under the other stateful runner: their state is
+        kept apart (Spark's state store; kspark's files, docs/design/grouped-runner.md).
+        Checked where the client sees the checkpoint's folder."""
+        import os
+
+        from kspark_server.taskfiles import state_root
+
+        root = state_root(gen.checkpoint)
+        if "://" in root or not os.path.isdir(os.path.join(os.path.dirname(root), "commits")):
+            return
+        had = "apply_in_pandas" if os.path.isdir(root) else "transform_with_state"
+        if had != self.config.stateful_runner:
+            raise StreamsAppError(
+                f"app {self.config.application_id}: checkpoint {gen.checkpoint} holds state "
+                f"of stateful_runner={had!r}, not {self.config.stateful_runner!r}; start it "
+                f"with StreamsConfig(stateful_runner={had!r}), or start over from a new "
+                "checkpoint_dir"
+            )
+
     def _forget_generation(self) -> None:
         self._generation = None
         self._output = None
@@ -398,6 +418,8 @@ class StreamsApp:
         )
         if stateful:
             gen = self._check_state_format(gen, committed)
+            if committed:
+                self._check_runner(gen)
         resume = gen.resume(committed)
         return StartPlan(
             generation=gen,

@@ -11,6 +11,8 @@ files in the checkpoint (``kspark_server.taskfiles``, docs/design/grouped-runner
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -111,6 +113,17 @@ def _grouped_operator(
             "through StreamsApp",
             processor=spec.processor,
         )
+    root = state_root(checkpoint)
+    if "://" in root:
+        raise CompilationError(
+            f"{spec.processor}: stateful_runner='apply_in_pandas' writes its state files "
+            f"with the executors' file system, and checkpoint {checkpoint} is not a local "
+            "or shared path: use a path (or a file: URI) that every executor sees",
+            processor=spec.processor,
+        )
+    with contextlib.suppress(OSError):
+        # marks the checkpoint as this runner's (StreamsApp checks it at a restart)
+        os.makedirs(root, exist_ok=True)
     if resume is not None and spec.store in resume.initial_state:
         raise CompilationError(
             f"{spec.processor}: a rescaled checkpoint cannot start under "
@@ -118,7 +131,7 @@ def _grouped_operator(
             "('transform_with_state')",
             processor=spec.processor,
         )
-    fn = GroupedOperator(spec, constants_json, tasked.schema.json(), state_root(checkpoint))
+    fn = GroupedOperator(spec, constants_json, tasked.schema.json(), root)
     result: DataFrame = tasked.groupBy("ks_task").applyInPandasWithState(
         fn,
         outputStructType=flat_schema(OUTPUT_SCHEMA_DDL),
