@@ -24,6 +24,7 @@ from kspark.errors import (
     HandlerError,
     InvalidArgumentError,
     ProcessingError,
+    StoreError,
     StreamsAppError,
     SuppressionBufferFullError,
 )
@@ -601,7 +602,19 @@ class StreamsApp:
         """
         from kspark.runtime.stores import open_store
 
+        self._check_store_readers("app.store")
         return open_store(self.session, self.checkpoint_location, self.compiled(), name)
+
+    def _check_store_readers(self, what: str) -> None:
+        # the grouped runner's state is in kspark's own files, which the store readers
+        # (Spark's state reader over transformWithStateInPandas' state) do not read: an
+        # empty answer would be a silent wrong one
+        if self.config.stateful_runner == "apply_in_pandas":
+            raise StoreError(
+                f"{what}: the app runs with stateful_runner='apply_in_pandas', whose state "
+                "interactive queries and replicas do not read yet; run the app with the "
+                "default stateful_runner='transform_with_state' to query its stores"
+            )
 
     def replica(self, name: str) -> Any:
         """A client-side replica of table store ``name``: loaded once, then kept current
@@ -619,6 +632,7 @@ class StreamsApp:
         """
         from kspark.runtime.stores import StoreReplica
 
+        self._check_store_readers("app.replica")
         replica = StoreReplica(self.session, self.checkpoint_location, self.compiled(), name)
         replica.refresh()
         return replica
