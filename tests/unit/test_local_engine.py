@@ -4,6 +4,7 @@ driver API it answers, and Spark's hash as the engine places records with it
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from datetime import timedelta
@@ -30,6 +31,12 @@ from kspark_server import envelope, placement
 from kspark_server.chain import make_chain
 from kspark_server.envelope import SideKind
 from kspark_server.transport import arrow_schema
+
+
+@dataclasses.dataclass
+class Order:
+    customer: str | None
+    note: str
 
 
 def _config(**kw: Any) -> StreamsConfig:
@@ -333,3 +340,42 @@ def test_a_foreign_key_join_and_a_regrouped_table_run_in_process() -> None:
         assert d.get_key_value_store("named").get("o3") == "Bob"
         counts = d.get_key_value_store("per-customer")
         assert (counts.get(7), counts.get(8)) == (1, 2)
+
+
+def test_a_global_table_join_and_record_picked_topics_run_in_process() -> None:
+    b = StreamsBuilder()
+    rates = b.global_table("rates", key_type=str, value_type=int)
+    b.stream("in", key_type=str, value_type=int).left_join(
+        rates, lambda k, v: f"r{v % 2}", lambda v, r: v * 10 + (r or 0), value_type=int
+    ).to(lambda k, v, ctx: "odd" if v % 2 else "even")
+    with TopologyTestDriver(b.build(), _config(), engine="local") as d:
+        d.create_input_topic("rates").pipe_records([("r0", 1, 0), ("r1", 2, 0)])
+        d.create_input_topic("in").pipe_records([("a", 4, 1), ("b", 3, 2), ("c", 6, 3)])
+        d.process()
+        odd = d.create_output_topic("odd", key_type=str, value_type=int)
+        even = d.create_output_topic("even", key_type=str, value_type=int)
+        assert odd.read_key_values() == [("a", 41), ("c", 61)]
+        assert even.read_key_values() == [("b", 32)]
+
+
+def test_a_record_value_with_a_null_field_reaches_the_operator_whole() -> None:
+    """A record value crosses into an operator as Spark's to_json with null fields kept: a
+    field that is None is still there for the operator's decoder."""
+    b = StreamsBuilder()
+    orders = b.table("orders", key_type=str, value_type=Order)
+    customers = b.table("customers", key_type=str, value_type=str)
+    orders.left_join(
+        customers,
+        foreign_key_extractor=lambda o: o.customer,
+        joiner=lambda o, c: f"{o.note}:{c}",
+        value_type=str,
+    ).to_stream().to("out")
+    with TopologyTestDriver(b.build(), _config(), engine="local") as d:
+        d.create_input_topic("customers").pipe_input("c1", "Ann", timestamp=0)
+        d.create_input_topic("orders").pipe_records(
+            [("o1", Order("c1", "a"), 1), ("o2", Order(None, "b"), 2)]
+        )
+        assert d.create_output_topic("out").read_key_values() == [
+            ("o1", "a:Ann"),
+            ("o2", "b:None"),
+        ]
