@@ -50,6 +50,23 @@ from kspark_server import spec as sp
 __all__ = ["compile_topology"]
 
 
+def _paired_output(
+    first: st.Stage, second: st.Stage, out_value: TypeDesc
+) -> tuple[sp.KeyValue, str, sp.Packed]:
+    """A two-input operator's output (keyed as ``first``) and the values its input and
+    output carry as JSON: ``first``'s as ``value``, ``second``'s as ``tvalue``."""
+    packed = sp.Packed(
+        value=json_packable(first.value_type),
+        tvalue=json_packable(second.value_type),
+        out=json_packable(out_value),
+    )
+    return (
+        key_value(first.key_type, out_value),
+        envelope_json(first.key_type, out_value),
+        packed,
+    )
+
+
 @attrs.frozen(kw_only=True)
 class _Pending:
     """A stage plus stateless steps not yet flushed into a chain."""
@@ -563,6 +580,7 @@ class _Compiler:
             "stream key type {} differs from table key type {}; select_key the stream first",
         )
         out_value = known_type(node.value_type)
+        output, output_schema, packed = _paired_output(stream, table, out_value)
         spec = sp.JoinSpec(
             processor=node.name,
             store=node.store_name,
@@ -574,13 +592,9 @@ class _Compiler:
             joiner_with_key=node.joiner_with_key,
             stream=key_value(stream.key_type, stream.value_type),
             table=key_value(table.key_type, table.value_type),
-            output=key_value(stream.key_type, out_value),
-            output_schema=envelope_json(stream.key_type, out_value),
-            packed=sp.Packed(
-                value=json_packable(stream.value_type),
-                tvalue=json_packable(table.value_type),
-                out=json_packable(out_value),
-            ),
+            output=output,
+            output_schema=output_schema,
+            packed=packed,
             handling=self.handling_at(node),
             state=self.state_options,
         )
@@ -612,6 +626,7 @@ class _Compiler:
             input=stream, spec=key_spec, key_type=stream.key_type, value_type=stream.value_type
         )
         out_value = known_type(node.value_type)
+        output, output_schema, packed = _paired_output(stream, table, out_value)
         spec = sp.JoinSpec(
             processor=node.name,
             store=node.store_name,
@@ -623,13 +638,9 @@ class _Compiler:
             joiner_with_key=node.joiner_with_key,
             stream=key_value(stream.key_type, stream.value_type),
             table=key_value(table.key_type, table.value_type),
-            output=key_value(stream.key_type, out_value),
-            output_schema=envelope_json(stream.key_type, out_value),
-            packed=sp.Packed(
-                value=json_packable(stream.value_type),
-                tvalue=json_packable(table.value_type),
-                out=json_packable(out_value),
-            ),
+            output=output,
+            output_schema=output_schema,
+            packed=packed,
             handling=handling,
             state=self.state_options,
             global_table=True,
@@ -655,6 +666,7 @@ class _Compiler:
             "the streams' key types differ ({} and {}); select_key one of them first",
         )
         out_value = known_type(node.value_type)
+        output, output_schema, packed = _paired_output(left, right, out_value)
         spec = sp.WindowJoinSpec(
             processor=node.name,
             store=node.store_name,
@@ -666,13 +678,9 @@ class _Compiler:
             joiner_with_key=node.joiner_with_key,
             left=key_value(left.key_type, left.value_type),
             right=key_value(right.key_type, right.value_type),
-            output=key_value(left.key_type, out_value),
-            output_schema=envelope_json(left.key_type, out_value),
-            packed=sp.Packed(
-                value=json_packable(left.value_type),
-                tvalue=json_packable(right.value_type),
-                out=json_packable(out_value),
-            ),
+            output=output,
+            output_schema=output_schema,
+            packed=packed,
             handling=self.handling_at(node),
             state=self.state_options,
         )
@@ -691,6 +699,7 @@ class _Compiler:
             "the tables' key types differ ({} and {}); a same-key join needs one key type",
         )
         out_value = known_type(node.value_type)
+        output, output_schema, packed = _paired_output(left, right, out_value)
         spec = sp.TableJoinSpec(
             processor=node.name,
             store=node.store_name,
@@ -699,13 +708,9 @@ class _Compiler:
             joiner_with_key=node.joiner_with_key,
             left=key_value(left.key_type, left.value_type),
             right=key_value(right.key_type, right.value_type),
-            output=key_value(left.key_type, out_value),
-            output_schema=envelope_json(left.key_type, out_value),
-            packed=sp.Packed(
-                value=json_packable(left.value_type),
-                tvalue=json_packable(right.value_type),
-                out=json_packable(out_value),
-            ),
+            output=output,
+            output_schema=output_schema,
+            packed=packed,
             handling=self.handling_at(node),
             state=self.state_options,
         )
