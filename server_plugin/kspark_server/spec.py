@@ -52,6 +52,7 @@ __all__ = [
     "FlatMapStep",
     "FlatMapValuesStep",
     "ForeachStep",
+    "GlobalStoreSpec",
     "Handling",
     "JoinKeySpec",
     "JoinSpec",
@@ -97,8 +98,9 @@ __all__ = [
 #: :class:`DynamicSinkSpec`); 10: global-table joins (:class:`JoinKeySpec`,
 #: ``JoinSpec.global_table``); 11: foreign-key joins (:class:`FkSubscribeSpec`,
 #: :class:`FkMatchSpec`, :class:`FkResolveSpec`) and re-grouped tables
-#: (:class:`TableGroupBySpec`, ``AggregateSpec.table`` and ``subtractor``).
-SPEC_VERSION = 11
+#: (:class:`TableGroupBySpec`, ``AggregateSpec.table`` and ``subtractor``); 12: global
+#: stores of processors (:class:`GlobalStoreSpec`, ``ProcessorSpec.global_store``).
+SPEC_VERSION = 12
 
 Fn = Callable[..., Any]
 
@@ -892,6 +894,26 @@ class StoreSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class GlobalStoreSpec:
+    """A global store a user processor reads (``StreamsBuilder.add_global_store``): its
+    name, key and value types, and the processor that applies its topic's records
+    (``update_supplier``; None puts each record, and deletes on a null value). The
+    topic's records reach every task of the processor (``ks_jside`` 1, the key in
+    ``ks_gkey``, the value in ``ks_tvalue``)."""
+
+    name: str
+    key: TypeSpec
+    value: TypeSpec
+    update_supplier: Fn | None = None
+    #: the name of the store's source processor (errors of the update processor name it)
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        _check_type(self.key, f"global store {self.name} key")
+        _check_type(self.value, f"global store {self.name} value")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ProcessorSpec:
     """A user processor of the Processor API (``KStream.process``), per task
     (:mod:`kspark_server.operators.processor`). ``supplier()`` makes one processor per task and
@@ -912,6 +934,7 @@ class ProcessorSpec:
     packed: Packed
     handling: Handling = Handling()
     state: StateOptions = StateOptions()
+    global_store: GlobalStoreSpec | None = None
     versioned: ClassVar[bool] = False
 
 
