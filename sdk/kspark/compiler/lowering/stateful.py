@@ -118,13 +118,14 @@ def _joined_input(stage: st.Stateful, df_of: Callable[[st.Stage], DataFrame]) ->
 
 def _broadcast_table(tasked: DataFrame, n: int) -> DataFrame:
     """``tasked`` with each table record (``ks_jside`` 1) once for every task: a
-    processor's global store is whole in each task."""
+    processor's global store is whole in each task. A side row of the table's read (a
+    dead letter, a count) stays one row, so it is reported once."""
     from kspark_server.placement import task_keys
 
     every = F.array(*[F.lit(k) for k in task_keys(int(n))])
+    update = (F.col("ks_jside") == 1) & F.col("ks_side").isNull()
     return tasked.withColumn(
-        "ks_task",
-        F.explode(F.when(F.col("ks_jside") == 1, every).otherwise(F.array(F.col("ks_task")))),
+        "ks_task", F.explode(F.when(update, every).otherwise(F.array(F.col("ks_task"))))
     )
 
 
