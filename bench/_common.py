@@ -163,3 +163,55 @@ def run_query(df: Any, out: str, chk: str) -> None:
         .start()
     )
     q.awaitTermination()
+
+
+def merge_join(
+    spark: Any,
+    left: str,
+    right: str,
+    base: str,
+    how: str,
+    join_column: Callable[[Any], Any] | None = None,
+) -> str:
+    """Spark's nearest pipeline to a table-table join, as a Spark user keeps a joined
+    snapshot: a ``foreachBatch`` that takes each micro-batch's latest value per key of both
+    changelogs (``max_by``), joins them (on the left key, or on ``join_column(value)`` of
+    the left value for a foreign key) and appends ``left value - right value``. Returns the
+    output folder."""
+    from pyspark.sql import functions as F
+
+    out_path = fresh(os.path.join(base, f"m-{how}-out"))
+
+    def merge(df: Any, batch_id: int) -> None:
+        latest = df.groupBy("key", "side").agg(
+            F.max_by("value", "ts").alias("value"), F.max("ts").alias("ts")
+        )
+        on = F.col("key") if join_column is None else join_column(F.col("value"))
+        lt = latest.filter("side = 0").select("key", "value", on.alias("jkey"))
+        rt = latest.filter("side = 1").select(
+            F.col("key").alias("rkey"), F.col("value").alias("rvalue")
+        )
+        joined = lt.join(rt, lt["jkey"] == rt["rkey"], "inner" if how == "inner" else "left")
+        joined.select(
+            "key", (F.col("value") - F.coalesce(F.col("rvalue"), F.lit(0))).alias("v")
+        ).write.mode("append").parquet(out_path)
+
+    both = (
+        read_events(spark, left)
+        .withColumn("side", F.lit(0))
+        .unionByName(read_events(spark, right).withColumn("side", F.lit(1)))
+    )
+    q = (
+        both.writeStream.foreachBatch(merge)
+        .option("checkpointLocation", fresh(os.path.join(base, f"m-{how}-chk")))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    return out_path
+
+
+def count_rows(spark: Any, path: str) -> int:
+    """The rows a bench wrote to the parquet folder ``path``."""
+    n: Any = spark.read.parquet(path).count()
+    return int(n)

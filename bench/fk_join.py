@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -49,37 +48,14 @@ def main() -> None:
         return e.value - (c.value if c is not None else 0)
 
     def spark_merge(how: str) -> None:
-        out_path = common.fresh(os.path.join(base, f"m-{how}-out"))
-
-        def merge(df: Any, batch_id: int) -> None:
-            latest = df.groupBy("key", "side").agg(
-                F.max_by("value", "ts").alias("value"), F.max("ts").alias("ts")
-            )
-            lt = latest.filter("side = 0").select(
-                "key",
-                "value",
-                F.format_string("k%07d", F.col("value") % F.lit(fkeys)).alias("fk"),
-            )
-            rt = latest.filter("side = 1").select(
-                F.col("key").alias("rkey"), F.col("value").alias("rvalue")
-            )
-            joined = lt.join(rt, lt["fk"] == rt["rkey"], "inner" if how == "inner" else "left")
-            joined.select(
-                "key", (F.col("value") - F.coalesce(F.col("rvalue"), F.lit(0))).alias("v")
-            ).write.mode("append").parquet(out_path)
-
-        both = (
-            common.read_events(spark, left)
-            .withColumn("side", F.lit(0))
-            .unionByName(common.read_events(spark, right).withColumn("side", F.lit(1)))
+        common.merge_join(
+            spark,
+            left,
+            right,
+            base,
+            how,
+            lambda value: F.format_string("k%07d", value % F.lit(fkeys)),
         )
-        q = (
-            both.writeStream.foreachBatch(merge)
-            .option("checkpointLocation", common.fresh(os.path.join(base, f"m-{how}-chk")))
-            .trigger(availableNow=True)
-            .start()
-        )
-        q.awaitTermination()
 
     def ks_join(how: str) -> None:
         b = StreamsBuilder()
@@ -96,8 +72,7 @@ def main() -> None:
         common.run_app(b.build(), spark, f"fkj-{how}", base)
 
     def count(path: str) -> int:
-        n: Any = spark.read.parquet(path).count()
-        return int(n)
+        return common.count_rows(spark, path)
 
     print(f"-- {a.rows:,} updates per table, {a.keys:,} left keys, {fkeys:,} right keys")
     for how in ("inner", "left"):

@@ -72,33 +72,7 @@ def main() -> None:
         )
 
     def spark_merge(how: str) -> None:
-        out_path = common.fresh(os.path.join(base, f"m-{how}-out"))
-
-        def merge(df: Any, batch_id: int) -> None:
-            latest = df.groupBy("key", "side").agg(
-                F.max_by("value", "ts").alias("value"), F.max("ts").alias("ts")
-            )
-            lt = latest.filter("side = 0").select("key", "value")
-            rt = latest.filter("side = 1").select(
-                F.col("key").alias("rkey"), F.col("value").alias("rvalue")
-            )
-            joined = lt.join(rt, lt["key"] == rt["rkey"], "inner" if how == "inner" else "left")
-            joined.select(
-                "key", (F.col("value") - F.coalesce(F.col("rvalue"), F.lit(0))).alias("v")
-            ).write.mode("append").parquet(out_path)
-
-        both = (
-            common.read_events(spark, left)
-            .withColumn("side", F.lit(0))
-            .unionByName(common.read_events(spark, right).withColumn("side", F.lit(1)))
-        )
-        q = (
-            both.writeStream.foreachBatch(merge)
-            .option("checkpointLocation", common.fresh(os.path.join(base, f"m-{how}-chk")))
-            .trigger(availableNow=True)
-            .start()
-        )
-        q.awaitTermination()
+        common.merge_join(spark, left, right, base, how)
 
     def ks_join(how: str) -> None:
         b = StreamsBuilder()
@@ -115,8 +89,7 @@ def main() -> None:
         common.run_app(b.build(), spark, f"ttj-{how}", base)
 
     def count(path: str) -> int:
-        n: Any = spark.read.parquet(path).count()
-        return int(n)
+        return common.count_rows(spark, path)
 
     print(f"-- {a.rows:,} updates per table, {a.keys:,} keys", flush=True)
     for how in ("inner", "left"):
