@@ -46,6 +46,7 @@ __all__ = [
     "ServerUnreachableError",
     "StoreError",
     "StreamsAppError",
+    "SuppressionBufferFullError",
     "TypeMappingError",
     "UnboundTopicError",
     "UnknownAppError",
@@ -193,3 +194,12 @@ class HandlerError(StreamsAppError):
     """An exception handler raised, or returned something that is not a Response."""
 
     code = "KSPARK_HANDLER_FAILED"
+
+
+class SuppressionBufferFullError(StreamsAppError):
+    """A suppression's buffer passed its bound with
+    ``BufferConfig.should_shut_down_when_full()``: the message names the processor, the
+    task, the record and the fix (more room, a shorter time limit, or
+    ``emit_early_when_full()``)."""
+
+    code = "KSPARK_SUPPRESSION_BUFFER_FULL"

@@ -231,6 +231,21 @@ class _Keys:
         named = [(t, self.long_key(slot)) for t, slot in longs]
         return list(heapq.merge(short, named, key=lambda p: p[0]))
 
+    def oldest(self, limit: int) -> list[tuple[bytes, bytes]]:
+        """(time, key) of the first ``limit`` index entries, oldest first."""
+        out: list[tuple[bytes, bytes]] = []
+        for db, is_long in ((self.store.index, False), (self.store.long_index, True)):
+            cur = self.txn.cursor(db=db)
+            got: list[tuple[bytes, bytes]] = []
+            if cur.first():
+                for found in cur.iternext(keys=True, values=False):
+                    k = _b(found)
+                    got.append((k[:8], self.long_key(k[8:]) if is_long else k[8:]))
+                    if len(got) >= limit:
+                        break
+            out = list(heapq.merge(out, got, key=lambda p: p[0]))
+        return out[:limit]
+
     def expire(self, bound: bytes) -> list[bytes]:
         """Remove the entries whose index time is older than ``bound``; their keys."""
         out: list[bytes] = []
@@ -339,6 +354,14 @@ class TaskStore:
         aggregation's windows that close, so it can emit them before they expire)."""
         with self._begin() as txn:
             return [k for _, k in _Keys(self, txn).due(_bound(before))]
+
+    def oldest(self, limit: int) -> list[tuple[int, bytes]]:
+        """(time, key) of the ``limit`` keys with the oldest time-index times, oldest
+        first (a bounded buffer evicts them when it is full)."""
+        with self._begin() as txn:
+            return [
+                (int.from_bytes(t, "big") - _OFFSET, k) for t, k in _Keys(self, txn).oldest(limit)
+            ]
 
     def count(self) -> int:
         """The number of keys with an entry."""

@@ -202,6 +202,8 @@ def merge(kind: str, versioned: bool, parts: list[dict[str, Any]]) -> dict[str, 
         else:
             out["table"].update(p["table"])
         out["buffer"].extend(p["buffer"])
+    if kind == taskstate.SUPPRESS:
+        out["bytes"] = None  # the operator counts its new share's bytes again
     if kind != "dedup":
         out["buffer"].sort(key=lambda r: (int(r["timestamp"]), r["ks_seq"], r["ks_sub"]))
     return out

@@ -42,6 +42,7 @@ __all__ = [
     "BranchStep",
     "ChainSpec",
     "Change",
+    "CogroupInput",
     "DedupIdSpec",
     "DedupSpec",
     "DynamicSinkSpec",
@@ -77,6 +78,7 @@ __all__ = [
     "StatefulSpec",
     "Step",
     "StoreSpec",
+    "SuppressSpec",
     "TableFilterStep",
     "TableGroupBySpec",
     "TableJoinSpec",
@@ -98,8 +100,11 @@ __all__ = [
 #: :class:`DynamicSinkSpec`); 10: global-table joins (:class:`JoinKeySpec`,
 #: ``JoinSpec.global_table``); 11: foreign-key joins (:class:`FkSubscribeSpec`,
 #: :class:`FkMatchSpec`, :class:`FkResolveSpec`) and re-grouped tables
-#: (:class:`TableGroupBySpec`, ``AggregateSpec.table`` and ``subtractor``); 12: global
-#: stores of processors (:class:`GlobalStoreSpec`, ``ProcessorSpec.global_store``).
+#: (:class:`TableGroupBySpec`, ``AggregateSpec.table`` and ``subtractor``); 12:
+#: time-limited suppression (:class:`SuppressSpec`), cogrouped aggregations
+#: (``AggregateSpec.cogroup``, :class:`CogroupInput`), sliding windows
+#: (``AggregateSpec.sliding``) and windowed stores' retention (``AggregateSpec.retention_ms``),
+#: and global stores of processors (:class:`GlobalStoreSpec`, ``ProcessorSpec.global_store``).
 SPEC_VERSION = 12
 
 Fn = Callable[..., Any]
@@ -799,10 +804,59 @@ class TableGroupBySpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class SuppressSpec:
+    """``KTable.suppress(Suppressed.until_time_limit(...))``, per task of the table's key
+    (:mod:`kspark_server.operators.suppress`): each key's latest update waits in a buffer
+    until stream time passes the time of the key's oldest buffered update plus
+    ``time_limit_ms``. ``max_records`` and ``max_bytes`` bound the buffer (None:
+    unbounded); ``when_full`` says what a full buffer does: ``emit`` its oldest updates
+    early, or ``shut_down`` the app."""
+
+    kind: ClassVar[str] = "suppress"
+    spec_version: int = SPEC_VERSION
+    processor: str
+    store: str
+    time_limit_ms: int
+    max_records: int | None = None
+    max_bytes: int | None = None
+    when_full: str = "emit"
+    input: KeyValue
+    output: KeyValue
+    output_schema: str
+    packed: Packed
+    handling: Handling = Handling()
+    state: StateOptions = StateOptions()
+    versioned: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.time_limit_ms < 0:
+            raise SpecError(f"{self.processor}: the time limit must not be negative")
+        for name in ("max_records", "max_bytes"):
+            bound = getattr(self, name)
+            if bound is not None and bound < 0:
+                raise SpecError(f"{self.processor}: {name} must not be negative, got {bound}")
+        if self.when_full not in ("emit", "shut_down"):
+            raise SpecError(f"{self.processor}: unknown buffer-full strategy {self.when_full!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CogroupInput:
+    """One grouped stream of a cogrouped aggregation: its values' type and the aggregator
+    (``aggregator(key, value, aggregate)``) that folds them into the shared aggregate."""
+
+    value: TypeSpec
+    aggregator: Fn
+
+    def __post_init__(self) -> None:
+        _check_type(self.value, "cogrouped value")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class AggregateSpec:
     """``count``, ``reduce`` or ``aggregate`` of a grouped stream, per task, optionally
-    over time windows (``window_size_ms > 0``) and with only final results per window
-    (``suppress``); see :mod:`kspark_server.operators.aggregate`."""
+    over time windows (``window_size_ms > 0``; ``sliding`` ones too) and with only final
+    results per window (``suppress``: ``Suppressed.until_window_closes`` or
+    ``EmitStrategy.on_window_close()``); see :mod:`kspark_server.operators.aggregate`."""
 
     kind: ClassVar[str] = "aggregate"
     spec_version: int = SPEC_VERSION
@@ -824,12 +878,23 @@ class AggregateSpec:
     session_gap_ms: int = 0
     merger: Fn | None = None
     suppress: bool = False
+    #: sliding windows (KIP-450) of ``window_size_ms``, both ends included: one ends at
+    #: each record, one starts just after it (``window_advance_ms`` is then the size)
+    sliding: bool = False
+    #: how long the store keeps a window after its start, closed or not (0: until it
+    #: closes; sliding windows: until no record can read it)
+    retention_ms: int = 0
     #: the input is a grouped table's changes (values :class:`Change`): ``count``,
     #: ``reduce`` and ``aggregate`` subtract each old value before they add the new one,
     #: with ``subtractor`` (``reduce``: ``subtractor(aggregate, old)``, ``aggregate``:
     #: ``subtractor(key, old, aggregate)``)
     table: bool = False
     subtractor: Fn | None = None
+    #: a cogrouped aggregation (KIP-150): its inputs, in order. Record ``i`` of the
+    #: operator's input names its grouped stream in column ``ks_input``; input 0's value is
+    #: in ``value``, input ``j``'s (``j > 0``) in ``ks_value<j>``. ``aggregator`` and
+    #: ``input.value`` are input 0's.
+    cogroup: tuple[CogroupInput, ...] = ()
     output_schema: str
     packed: Packed
     handling: Handling = Handling()
@@ -837,6 +902,16 @@ class AggregateSpec:
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
+        if self.cogroup and (
+            self.op != "aggregate"
+            or self.table
+            or self.packed.value
+            or self.aggregator is not self.cogroup[0].aggregator
+        ):
+            raise SpecError(
+                f"{self.processor}: a cogrouped aggregation is an aggregate of streams, its "
+                "first input's aggregator its own, its values unpacked"
+            )
         if self.table and (self.window_size_ms or self.session_gap_ms or self.suppress):
             raise SpecError(f"{self.processor}: a grouped table aggregates without windows")
         if (self.table and self.op != "count") != (self.subtractor is not None):
@@ -867,6 +942,10 @@ class AggregateSpec:
                 f"{self.processor}: windows need 0 < advance <= size, got size "
                 f"{self.window_size_ms} and advance {self.window_advance_ms}"
             )
+        if self.retention_ms and (self.retention_ms < 0 or self.window_size_ms == 0):
+            raise SpecError(f"{self.processor}: a retention goes with time or sliding windows")
+        if self.sliding and (self.window_size_ms == 0 or self.table):
+            raise SpecError(f"{self.processor}: sliding windows need a size, and a stream")
         if self.suppress and self.window_size_ms == 0:
             raise SpecError(f"{self.processor}: suppression needs windows")
 
@@ -945,6 +1024,7 @@ StatefulSpec = (
     | AggregateSpec
     | TableJoinSpec
     | TableGroupBySpec
+    | SuppressSpec
     | FkSubscribeSpec
     | FkMatchSpec
     | FkResolveSpec
@@ -960,6 +1040,7 @@ OperatorSpec = (
     | AggregateSpec
     | TableJoinSpec
     | TableGroupBySpec
+    | SuppressSpec
     | FkSubscribeSpec
     | FkMatchSpec
     | FkResolveSpec

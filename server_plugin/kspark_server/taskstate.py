@@ -71,6 +71,10 @@ WINDOW_JOIN = "windowjoin"
 #: store key's ``[key, value]``, keyed by ``(store name, key)``; the scalars hold the
 #: stream time, the punctuation schedule and the versioned and window stores' times.
 PROCESSOR = "processor"
+#: The kind of a time-limited suppression (:mod:`kspark_server.operators.suppress`): an
+#: entry holds one key's buffered update; the scalars hold the stream time and the
+#: buffer's size in bytes (None: to be counted again, after a rescale).
+SUPPRESS = "suppress"
 #: Suffix of the list-state variable that holds a store's log of changes.
 LOG_SUFFIX = "__log"
 #: Suffix of the value-state variable that holds a store's version.
@@ -138,7 +142,10 @@ def empty(kind: str, versioned: bool) -> dict[str, Any]:
             "hash": {},
         }
     table: Any = {"time": None, "data": {}} if versioned else {}
-    return {"format": STATE_FORMAT, "stream_time": None, "table": table, "buffer": [], "hash": {}}
+    st = {"format": STATE_FORMAT, "stream_time": None, "table": table, "buffer": [], "hash": {}}
+    if kind == SUPPRESS:
+        st["bytes"] = 0
+    return st
 
 
 def maps(kind: str, versioned: bool, st: dict[str, Any]) -> list[dict[Any, Any]]:
@@ -160,6 +167,8 @@ def scalars(kind: str, versioned: bool, st: dict[str, Any]) -> dict[str, Any]:
         out["punct"] = st.get("punct") or {}
         out["observed"] = st.get("observed") or {}
         return out
+    if kind == SUPPRESS:
+        out["bytes"] = st.get("bytes")
     if kind not in ("dedup", WINDOW_JOIN):
         out["buffer"] = st.get("buffer") or []
         if versioned:
@@ -174,6 +183,8 @@ def set_scalars(kind: str, versioned: bool, st: dict[str, Any], s: dict[str, Any
         st["punct"] = dict(s.get("punct") or {})
         st["observed"] = dict(s.get("observed") or {})
         return
+    if kind == SUPPRESS:
+        st["bytes"] = s.get("bytes")
     if kind not in ("dedup", WINDOW_JOIN):
         st["buffer"] = list(s.get("buffer") or [])
         if versioned:

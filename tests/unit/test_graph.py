@@ -15,6 +15,7 @@ from kspark.plan import graph
 from kspark.plan import grouped as grouped_nodes
 from kspark.plan import nodes as n
 from kspark.plan import processing as processing_nodes
+from kspark.plan import suppression as suppression_nodes
 
 CFG = StreamsConfig(application_id="graph-test", num_partitions=2)
 
@@ -99,8 +100,8 @@ def test_every_plan_node_class_has_a_compiler_rule(cls: type[n.Node]) -> None:
 
 def test_the_node_class_list_covers_the_plan_module() -> None:
     # nodes of aggregations live in kspark.plan.grouped, the Processor API's in
-    # kspark.plan.processing
-    modules = (n, grouped_nodes, processing_nodes)
+    # kspark.plan.processing, the time-limited suppression's in kspark.plan.suppression
+    modules = (n, grouped_nodes, processing_nodes, suppression_nodes)
     public = {
         getattr(m, name)
         for m in modules

@@ -34,7 +34,10 @@ from kspark.errors import CompilationError, InvalidTopologyError
 from kspark.plan import nodes as n
 from kspark.plan.grouped import (
     Aggregate,
+    CogroupAggregate,
+    CogroupInput,
     SessionWindowsDef,
+    SlidingWindowsDef,
     Suppress,
     TableGroupBy,
     TimeWindowsDef,
@@ -42,6 +45,7 @@ from kspark.plan.grouped import (
     windowed_type,
 )
 from kspark.plan.processing import GlobalStoreSource, Process, ProcessValues
+from kspark.plan.suppression import SuppressTimeLimit
 from kspark.plan.topology import Topology
 from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, describe_type, json_packable
 from kspark_server import envelope as env
@@ -911,6 +915,29 @@ class _Compiler:
             )
         return self._aggregate(agg, suppress=True)
 
+    def visit_SuppressTimeLimit(self, node: SuppressTimeLimit) -> _Pending:
+        # per task of the table's key: each key's latest update waits in the task's
+        # buffer (kspark_server.operators.suppress)
+        table = self.stage_of(node.parent, node)
+        packed = json_packable(table.value_type)
+        spec = sp.SuppressSpec(
+            processor=node.name,
+            store=node.store_name,
+            time_limit_ms=node.time_limit_ms,
+            max_records=node.max_records,
+            max_bytes=node.max_bytes,
+            when_full=node.when_full,
+            input=key_value(table.key_type, table.value_type),
+            output=key_value(table.key_type, table.value_type),
+            output_schema=envelope_json(table.key_type, table.value_type),
+            packed=sp.Packed(value=packed, out=packed),
+            handling=self.handling_at(node),
+            state=self.state_options,
+        )
+        return self._stateful(
+            node, spec, table, key_type=table.key_type, value_type=table.value_type
+        )
+
     def visit_TableGroupBy(self, node: TableGroupBy) -> _Pending:
         # per task of the source key: each update becomes the changes of the groups its
         # row leaves and joins, which the aggregation reads by group key
@@ -931,8 +958,42 @@ class _Compiler:
         )
         return self._stateful(node, spec, table, key_type=key_type, value_type=changes)
 
+    def visit_CogroupAggregate(self, node: CogroupAggregate) -> _Pending:
+        return self._aggregate(node, suppress=False)
+
+    def visit_CogroupInput(self, node: CogroupInput) -> _Pending:
+        # no operator of its own: the cogrouped aggregation reads its parent, tagged
+        return self.visit(node.parent)
+
+    def _cogroup_input(self, node: CogroupAggregate) -> st.Cogroup:
+        """The cogrouped streams as one stage, their keys of one type: a dynamic key is
+        converted to the declared one; two declared key types must be equal."""
+        parts = [self.stage_of(i.parent, node) for i in node.inputs]
+        declared = [p.key_type for p in parts if not isinstance(p.key_type, Dynamic)]
+        if declared:
+            parts = [
+                self.convert_key(p, declared[0], node) if isinstance(p.key_type, Dynamic) else p
+                for p in parts
+            ]
+        for p in parts[1:]:
+            if p.key_type != parts[0].key_type:
+                raise InvalidTopologyError(
+                    f"{node.name}: cogrouped streams must have one key type, got "
+                    f"{parts[0].key_type.display()} and {p.key_type.display()}; select_key "
+                    "or map one of them first",
+                    processor=node.name,
+                )
+        return st.Cogroup(
+            parts=tuple(parts), key_type=parts[0].key_type, value_type=parts[0].value_type
+        )
+
     def _aggregate(self, node: Aggregate, *, suppress: bool) -> _Pending:
-        stream = self.stage_of(node.parent, node)
+        cogrouped = isinstance(node, CogroupAggregate)
+        stream = (
+            self._cogroup_input(node)
+            if isinstance(node, CogroupAggregate)
+            else self.stage_of(node.parent, node)
+        )
         key_type = stream.key_type
         # a reduction's values keep their type; a count's and an aggregate's are the node's
         out_value = stream.value_type if node.op == "reduce" else known_type(node.value_type)
@@ -942,6 +1003,7 @@ class _Compiler:
         windows = node.windows
         w = windows if isinstance(windows, TimeWindowsDef) else None
         sw = windows if isinstance(windows, SessionWindowsDef) else None
+        sl = windows if isinstance(windows, SlidingWindowsDef) else None
         out_key = windowed_type(key_type) if windows is not None else key_type
         spec = sp.AggregateSpec(
             processor=node.name,
@@ -952,16 +1014,39 @@ class _Compiler:
             aggregator=node.aggregator,
             input=key_value(key_type, stream.value_type),
             output=key_value(out_key, out_value),
-            window_size_ms=w.size_ms if w is not None else 0,
-            window_advance_ms=w.advance_ms if w is not None else 0,
-            grace_ms=w.grace_ms if w is not None else sw.grace_ms if sw is not None else 0,
+            window_size_ms=w.size_ms if w is not None else sl.size_ms if sl is not None else 0,
+            window_advance_ms=(
+                w.advance_ms if w is not None else sl.size_ms if sl is not None else 0
+            ),
+            grace_ms=(
+                w.grace_ms
+                if w is not None
+                else sw.grace_ms
+                if sw is not None
+                else sl.grace_ms
+                if sl is not None
+                else 0
+            ),
             session_gap_ms=sw.gap_ms if sw is not None else 0,
             merger=node.merger,
-            suppress=suppress,
+            # EmitStrategy.on_window_close() is the suppression fused into the operator
+            suppress=suppress or node.emit_on_close,
+            sliding=sl is not None,
+            retention_ms=node.retention_ms,
             table=node.grouped_table,
             subtractor=node.subtractor,
+            cogroup=tuple(
+                sp.CogroupInput(value=part.value_type.spec(), aggregator=i.aggregator)
+                for i, part in zip(node.inputs, stream.parts, strict=True)
+            )
+            if isinstance(node, CogroupAggregate) and isinstance(stream, st.Cogroup)
+            else (),
             output_schema=envelope_json(out_key, out_value),
-            packed=sp.Packed(value=json_packable(stream.value_type), out=json_packable(out_value)),
+            packed=sp.Packed(
+                # a cogroup's values cross in their own columns, as Arrow values
+                value=not cogrouped and json_packable(stream.value_type),
+                out=json_packable(out_value),
+            ),
             handling=self.handling_at(node),
             state=self.state_options,
         )

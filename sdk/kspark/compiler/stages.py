@@ -115,6 +115,19 @@ class Union(Stage):
 
 
 @attrs.frozen(kw_only=True, eq=False)
+class Cogroup(Stage):
+    """The records of a cogrouped aggregation's grouped streams in one stream, each
+    tagged with its input in ``ks_input``: input 0's value in ``value``, input ``j``'s in
+    ``ks_value<j>`` (each part keeps its own value type). ``value_type`` is input 0's."""
+
+    parts: tuple[Stage, ...]
+
+    @property
+    def inputs(self) -> tuple[Stage, ...]:
+        return self.parts
+
+
+@attrs.frozen(kw_only=True, eq=False)
 class Shuffle(_OneInput):
     """Redistribute records by key hash over ``num_partitions``."""
 

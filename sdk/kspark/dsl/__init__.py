@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from kspark.dsl.cogroup import (
+    CogroupedKStream,
+    SessionWindowedCogroupedKStream,
+    TimeWindowedCogroupedKStream,
+)
 from kspark.dsl.globaltable import GlobalKTable
 from kspark.dsl.grouped import (
     BufferConfig,
+    EmitStrategy,
     Grouped,
     KGroupedStream,
     KGroupedTable,
     SessionWindowedKStream,
     SessionWindows,
+    SlidingWindowedKStream,
+    SlidingWindows,
     Suppressed,
     TimeWindowedKStream,
     TimeWindows,
@@ -23,7 +31,9 @@ __all__ = [
     "Branched",
     "BranchedKStream",
     "BufferConfig",
+    "CogroupedKStream",
     "Deduplicated",
+    "EmitStrategy",
     "GlobalKTable",
     "Grouped",
     "JoinWindows",
@@ -36,11 +46,15 @@ __all__ = [
     "Named",
     "Printed",
     "Repartitioned",
+    "SessionWindowedCogroupedKStream",
     "SessionWindowedKStream",
     "SessionWindows",
+    "SlidingWindowedKStream",
+    "SlidingWindows",
     "StreamJoined",
     "StreamsBuilder",
     "Suppressed",
+    "TimeWindowedCogroupedKStream",
     "TimeWindowedKStream",
     "TimeWindows",
 ]

@@ -1,5 +1,6 @@
 """Grouping, aggregation and windows: ``KGroupedStream``, ``TimeWindowedKStream``,
-``Grouped``, ``TimeWindows``, ``Suppressed``.
+``SlidingWindowedKStream``, ``Grouped``, ``TimeWindows``, ``SlidingWindows``,
+``EmitStrategy``, ``Suppressed``.
 
 ``KStream.group_by_key()`` and ``KStream.group_by(selector)`` group a stream;
 ``count()``, ``reduce()`` and ``aggregate()`` turn it into a table whose value per key is
@@ -36,12 +37,14 @@ import attrs
 
 from kspark.dsl import _infer
 from kspark.dsl.options import Materialized, Named, factory, optional_name, to_ms
+from kspark.dsl.suppressed import BufferConfig, Suppressed
 from kspark.errors import InvalidArgumentError
 from kspark.plan import graph
 from kspark.plan import nodes as n
 from kspark.plan.grouped import (
     Aggregate,
     SessionWindowsDef,
+    SlidingWindowsDef,
     TableGroupBy,
     TimeWindowsDef,
     windowed_type,
@@ -50,15 +53,19 @@ from kspark.plan.types import DYNAMIC, describe_type
 from kspark_server.windows import Windowed
 
 if TYPE_CHECKING:
+    from kspark.dsl.cogroup import CogroupedKStream
     from kspark.dsl.streams import KStream, KTable, StreamsBuilder
 
 __all__ = [
     "BufferConfig",
+    "EmitStrategy",
     "Grouped",
     "KGroupedStream",
     "KGroupedTable",
     "SessionWindowedKStream",
     "SessionWindows",
+    "SlidingWindowedKStream",
+    "SlidingWindows",
     "Suppressed",
     "TimeWindowedKStream",
     "TimeWindows",
@@ -121,7 +128,7 @@ class _Windows:
     def grace_ms(self) -> int:
         return to_ms(self.grace, "grace")
 
-    def spec(self) -> TimeWindowsDef | SessionWindowsDef:
+    def spec(self) -> TimeWindowsDef | SessionWindowsDef | SlidingWindowsDef:
         """The windows as the plan holds them."""
         raise NotImplementedError
 
@@ -244,54 +251,91 @@ class SessionWindows(_Windows):
         return SessionWindowsDef(gap_ms=self.gap_ms, grace_ms=self.grace_ms)
 
 
-@attrs.frozen
-class BufferConfig:
-    """How much a suppression may hold back; kspark holds the open windows themselves,
-    in the aggregation's store, so only ``unbounded()`` exists.
-
-    Examples
-    --------
-    >>> BufferConfig.unbounded()
-    BufferConfig()
-    """
-
-    @classmethod
-    def unbounded(cls) -> BufferConfig:
-        return cls()
-
-
 @attrs.frozen(kw_only=True)
-class Suppressed:
-    """What ``KTable.suppress`` holds back: ``until_window_closes`` emits each window's
-    final result once, when stream time passes its end plus grace.
+class SlidingWindows(_Windows):
+    """Sliding windows (KIP-450): windows of a fixed time difference that slide with the
+    records, both ends included.
+
+    For each record at ``t`` a key has the window ``[t - d, t]`` (``d`` the time
+    difference) and, once a later record falls into it, the window ``[t + 1, t + 1 + d]``;
+    so every distinct set of a key's records at most ``d`` apart has one window, and no
+    window is empty. A record updates every window that contains it; a record that no
+    open window can take (its time plus ``d`` is before stream time minus grace) is
+    dropped and counted, and so is each closed window a record misses. A record earlier
+    than ``d`` (epoch ms) goes into the window ``[0, d]``, as in Kafka Streams.
 
     Examples
     --------
-    >>> Suppressed.until_window_closes(BufferConfig.unbounded()).with_name("final").name
-    'final'
+    >>> from datetime import timedelta
+    >>> w = SlidingWindows.of_time_difference_and_grace(timedelta(minutes=5), timedelta(seconds=30))
+    >>> w.size_ms, w.grace_ms
+    (300000, 30000)
     """
 
-    name: str | None = optional_name("name")
+    time_difference: timedelta
 
     @classmethod
-    def until_window_closes(cls, buffer_config: BufferConfig | None = None) -> Suppressed:
-        """Only the final result of each window of a windowed aggregation.
+    def of_time_difference_without_a_grace(cls, time_difference: timedelta) -> SlidingWindows:
+        """Sliding windows of ``time_difference``; a window takes no record once stream
+        time has passed its end.
 
         Examples
         --------
-        >>> Suppressed.until_window_closes().name is None
-        True
+        >>> from datetime import timedelta
+        >>> SlidingWindows.of_time_difference_without_a_grace(timedelta(seconds=10)).grace_ms
+        0
         """
-        if buffer_config is not None and not isinstance(buffer_config, BufferConfig):
-            raise InvalidArgumentError(
-                f"buffer_config must be a BufferConfig, got {buffer_config!r}",
-                parameter="buffer_config",
-            )
-        return cls()
+        return cls(time_difference=time_difference, grace=timedelta(0))
 
-    def with_name(self, name: str) -> Suppressed:
-        """A copy whose suppression processor is named ``name``."""
-        return attrs.evolve(self, name=name)
+    @classmethod
+    def of_time_difference_and_grace(
+        cls, time_difference: timedelta, after_window_end: timedelta
+    ) -> SlidingWindows:
+        """Sliding windows of ``time_difference`` that take records up to
+        ``after_window_end`` after their end.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> w = SlidingWindows.of_time_difference_and_grace(timedelta(seconds=10), timedelta(seconds=2))
+        >>> w.size_ms, w.grace_ms
+        (10000, 2000)
+        """
+        return cls(time_difference=time_difference, grace=after_window_end)
+
+    @property
+    def size_ms(self) -> int:
+        return to_ms(self.time_difference, "time_difference", allow_zero=False)
+
+    def spec(self) -> SlidingWindowsDef:
+        return SlidingWindowsDef(size_ms=self.size_ms, grace_ms=self.grace_ms)
+
+
+@attrs.frozen
+class EmitStrategy:
+    """When a windowed aggregation emits (KIP-825): ``on_window_update()`` (the default)
+    each window's latest value per micro-batch, ``on_window_close()`` each window's final
+    value once, when stream time passes its end plus grace.
+
+    Examples
+    --------
+    >>> EmitStrategy.on_window_close().on_close
+    True
+    >>> EmitStrategy.on_window_update().on_close
+    False
+    """
+
+    on_close: bool = False
+
+    @classmethod
+    def on_window_close(cls) -> EmitStrategy:
+        """Each window's final result once, when it closes (no updates before)."""
+        return cls(on_close=True)
+
+    @classmethod
+    def on_window_update(cls) -> EmitStrategy:
+        """Each window's latest value whenever a micro-batch changes it (the default)."""
+        return cls(on_close=False)
 
 
 def _store(builder: StreamsBuilder, materialized: Materialized | None, prefix: str) -> str:
@@ -314,7 +358,7 @@ class _Aggregating(Generic[K, V, KT]):
     """What grouped streams share: the grouped stream, ``count`` and ``reduce`` into a
     table keyed by ``KT`` (the key, or ``Windowed[K]``)."""
 
-    __slots__ = ("_builder", "_grouped_name", "_node", "_repartition", "_windows")
+    __slots__ = ("_builder", "_emit_on_close", "_grouped_name", "_node", "_repartition", "_windows")
 
     def __init__(
         self,
@@ -323,13 +367,15 @@ class _Aggregating(Generic[K, V, KT]):
         *,
         repartition: bool,
         grouped_name: str | None,
-        windows: TimeWindowsDef | SessionWindowsDef | None = None,
+        windows: TimeWindowsDef | SessionWindowsDef | SlidingWindowsDef | None = None,
+        emit_on_close: bool = False,
     ) -> None:
         self._builder = builder
         self._node = node
         self._repartition = repartition
         self._grouped_name = grouped_name
         self._windows = windows
+        self._emit_on_close = emit_on_close
 
     def _table(
         self,
@@ -356,6 +402,8 @@ class _Aggregating(Generic[K, V, KT]):
             op=op,
             store_name=store,
             windows=self._windows,
+            emit_on_close=self._emit_on_close,
+            retention_ms=0 if materialized is None else materialized.retention_ms,
             repartition=self._repartition,
             grouped_name=self._grouped_name,
             key_type=windowed_type(key) if self._windows is not None else key,
@@ -522,14 +570,34 @@ class KGroupedStream(_Folding[K, V, K]):
     Made by :meth:`KStream.group_by_key` or :meth:`KStream.group_by`.
     """
 
+    def cogroup(self, aggregator: Callable[[K, V, VA], VA]) -> CogroupedKStream[K, VA]:
+        """Starts a cogrouped aggregation (KIP-150) whose first input is this grouped
+        stream, its records folded in by ``aggregator(key, value, aggregate)``; add more
+        grouped streams with ``.cogroup(grouped, aggregator)``, then ``aggregate``.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> g = b.stream("views", key_type=str, value_type=int).group_by_key()
+        >>> g.cogroup(lambda user, n, total: total + n).aggregate(lambda: 0).name
+        'COGROUPKSTREAM-MERGE-0000000003'
+        """
+        from kspark.dsl.cogroup import start
+
+        cogrouped: CogroupedKStream[K, VA] = start(self, aggregator)
+        return cogrouped
+
     @overload
     def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream[K, V]: ...
     @overload
     def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream[K, V]: ...
+    @overload
+    def windowed_by(self, windows: SlidingWindows) -> SlidingWindowedKStream[K, V]: ...
     def windowed_by(
-        self, windows: TimeWindows | SessionWindows
-    ) -> TimeWindowedKStream[K, V] | SessionWindowedKStream[K, V]:
-        """Aggregate per time window (or per session) instead of per key only.
+        self, windows: TimeWindows | SessionWindows | SlidingWindows
+    ) -> TimeWindowedKStream[K, V] | SessionWindowedKStream[K, V] | SlidingWindowedKStream[K, V]:
+        """Aggregate per time window, sliding window or session instead of per key only.
 
         Examples
         --------
@@ -542,15 +610,19 @@ class KGroupedStream(_Folding[K, V, K]):
         >>> t.node.windows
         TimeWindowsDef(size_ms=600000, advance_ms=300000, grace_ms=60000)
         """
-        if not isinstance(windows, TimeWindows | SessionWindows):
+        if not isinstance(windows, TimeWindows | SessionWindows | SlidingWindows):
             raise InvalidArgumentError(
-                f"windowed_by takes TimeWindows or SessionWindows, got {windows!r}",
+                f"windowed_by takes TimeWindows, SlidingWindows or SessionWindows, got {windows!r}",
                 parameter="windows",
             )
-        kind = (
-            SessionWindowedKStream if isinstance(windows, SessionWindows) else TimeWindowedKStream
+        kind: type[Any] = (
+            SessionWindowedKStream
+            if isinstance(windows, SessionWindows)
+            else SlidingWindowedKStream
+            if isinstance(windows, SlidingWindows)
+            else TimeWindowedKStream
         )
-        return kind(
+        return kind(  # type: ignore[no-any-return]
             self._builder,
             self._node,
             repartition=self._repartition,
@@ -559,13 +631,110 @@ class KGroupedStream(_Folding[K, V, K]):
         )
 
 
-class TimeWindowedKStream(_Folding[K, V, Windowed[K]]):
+class _Emitting(_Folding[K, V, Windowed[K]]):
+    """Windowed grouped streams that take an emit strategy (KIP-825)."""
+
+    def emit_strategy(self, strategy: EmitStrategy) -> _Emitting[K, V]:
+        """The same windowed stream, emitting as ``strategy`` says:
+        ``EmitStrategy.on_window_close()`` emits each window's final result once, when
+        stream time passes its end plus grace; ``on_window_update()`` (the default) its
+        latest value per micro-batch.
+
+        Parameters
+        ----------
+        strategy
+            ``EmitStrategy.on_window_close()`` or ``EmitStrategy.on_window_update()``.
+
+        Returns
+        -------
+        TimeWindowedKStream or SlidingWindowedKStream
+            A stream of the same kind, whose aggregations emit as ``strategy`` says.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import EmitStrategy, StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> s = b.stream("clicks", key_type=str, value_type=str).group_by_key()
+        >>> w = s.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1)))
+        >>> w.emit_strategy(EmitStrategy.on_window_close()).count().node.emit_on_close
+        True
+        """
+        if not isinstance(strategy, EmitStrategy):
+            raise InvalidArgumentError(
+                f"emit_strategy takes an EmitStrategy, got {strategy!r}", parameter="strategy"
+            )
+        return type(self)(
+            self._builder,
+            self._node,
+            repartition=self._repartition,
+            grouped_name=self._grouped_name,
+            windows=self._windows,
+            emit_on_close=strategy.on_close,
+        )
+
+
+class TimeWindowedKStream(_Emitting[K, V]):
     """A grouped stream aggregated per time window (Kafka Streams' ``TimeWindowedKStream``).
 
     Its tables are keyed by ``Windowed[K]``: the key and the window (``.window.start``,
     ``.window.end``, epoch ms, end exclusive). A record later than a window's end plus
     grace, by its task's stream time, is dropped from that window and counted.
     """
+
+    def emit_strategy(self, strategy: EmitStrategy) -> TimeWindowedKStream[K, V]:
+        """See :meth:`_Emitting.emit_strategy`.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import EmitStrategy, StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> s = b.stream("clicks", key_type=str, value_type=str).group_by_key()
+        >>> w = s.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1)))
+        >>> type(w.emit_strategy(EmitStrategy.on_window_close())).__name__
+        'TimeWindowedKStream'
+        """
+        got = super().emit_strategy(strategy)
+        assert isinstance(got, TimeWindowedKStream)
+        return got
+
+
+class SlidingWindowedKStream(_Emitting[K, V]):
+    """A grouped stream aggregated per sliding window (Kafka Streams'
+    ``TimeWindowedKStream`` over ``SlidingWindows``, KIP-450).
+
+    Its tables are keyed by ``Windowed[K]`` whose window ``[start, end]`` includes both
+    ends (``end - start`` is the time difference). Records with a null key or value are
+    dropped and counted, as in Kafka Streams.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> from kspark import SlidingWindows, StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> s = b.stream("clicks", key_type=str, value_type=str).group_by_key()
+    >>> w = SlidingWindows.of_time_difference_without_a_grace(timedelta(seconds=10))
+    >>> s.windowed_by(w).count().node.windows
+    SlidingWindowsDef(size_ms=10000, grace_ms=0)
+    """
+
+    def emit_strategy(self, strategy: EmitStrategy) -> SlidingWindowedKStream[K, V]:
+        """See :meth:`_Emitting.emit_strategy`.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import EmitStrategy, SlidingWindows, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> s = b.stream("clicks", key_type=str, value_type=str).group_by_key()
+        >>> w = s.windowed_by(SlidingWindows.of_time_difference_without_a_grace(timedelta(seconds=10)))
+        >>> w.emit_strategy(EmitStrategy.on_window_close()).count().node.emit_on_close
+        True
+        """
+        got = super().emit_strategy(strategy)
+        assert isinstance(got, SlidingWindowedKStream)
+        return got
 
 
 class SessionWindowedKStream(_Aggregating[K, V, Windowed[K]]):

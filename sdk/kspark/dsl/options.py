@@ -288,6 +288,9 @@ class Materialized:
     history_retention
         How far back a versioned store keeps versions; needed when ``versioned``, and at
         least the grace period of any join against the table.
+    retention
+        How long a windowed aggregation's store keeps each window after its start, closed
+        windows included (:meth:`with_retention`); None: until the window closes.
 
     Examples
     --------
@@ -301,6 +304,7 @@ class Materialized:
     store_name: str | None = optional_name("store name")
     versioned: bool = False
     history_retention: timedelta | None = None
+    retention: timedelta | None = attrs.field(default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.versioned:
@@ -309,6 +313,36 @@ class Materialized:
                     "a versioned store needs history_retention", parameter="history_retention"
                 )
             to_ms(self.history_retention, "history_retention")
+
+    def with_retention(self, retention: timedelta) -> Materialized:
+        """A copy whose windowed store keeps each window for ``retention`` after its
+        start, so that ``fetch`` still answers closed windows (Kafka Streams' window
+        store retention). It must be at least the windows' size plus grace (sliding
+        windows: twice the time difference plus grace).
+
+        Parameters
+        ----------
+        retention
+            How long a window stays in the store, from its start.
+
+        Returns
+        -------
+        Materialized
+            The option object with the retention.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> Materialized.as_("counts").with_retention(timedelta(days=7)).retention_ms
+        604800000
+        """
+        to_ms(retention, "retention", allow_zero=False)
+        return attrs.evolve(self, retention=retention)
+
+    @property
+    def retention_ms(self) -> int:
+        """The retention in ms; 0 when none was given."""
+        return 0 if self.retention is None else to_ms(self.retention, "retention")
 
     @factory
     def as_(self, store_name: str) -> Materialized:

@@ -46,15 +46,17 @@ from kspark.plan import graph
 from kspark.plan import nodes as n
 from kspark.plan.grouped import Aggregate, Suppress
 from kspark.plan.processing import GlobalStoreSource, Process, ProcessValues, StoreDef
+from kspark.plan.suppression import SuppressTimeLimit
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from kspark.dsl.grouped import Grouped, KGroupedStream, KGroupedTable, Suppressed
+    from kspark.dsl.grouped import Grouped, KGroupedStream, KGroupedTable
     from kspark.dsl.printed import Printed
     from kspark.dsl.stores import StoreBuilder
+    from kspark.dsl.suppressed import Suppressed
     from kspark_server.envelope import RecordContext
     from kspark_server.papi import FixedKeyProcessor, Processor
 
@@ -2479,44 +2481,78 @@ class KTable(Generic[K, V]):
         while not isinstance(
             node, n.TableSource | n.ToTable | Aggregate | n.TableTableJoin | n.ForeignKeyJoin
         ):
-            assert isinstance(node, n.TableFilter | n.TableMapValues | Suppress), node
+            assert isinstance(
+                node, n.TableFilter | n.TableMapValues | Suppress | SuppressTimeLimit
+            ), node
             node = node.parent
         return node
 
     def suppress(self, suppressed: Suppressed) -> KTable[K, V]:
-        """Holds back a windowed aggregation's updates: with
-        ``Suppressed.until_window_closes()``, each window's final result is emitted once,
-        when stream time passes the window's end plus its grace period.
+        """Holds back the table's updates.
+
+        With ``Suppressed.until_window_closes()`` (a windowed aggregation's table), each
+        window's final result is emitted once, when stream time passes the window's end
+        plus its grace period. With ``Suppressed.until_time_limit(limit, buffer)`` (any
+        table), each key's updates wait until stream time passes the time of the key's
+        oldest waiting update plus ``limit``, and only the latest is emitted, with its
+        own timestamp; tombstones too. A bounded buffer that is full emits its oldest
+        keys early or stops the app, as ``buffer`` says (docs/aggregations.md).
 
         Parameters
         ----------
         suppressed
-            ``Suppressed.until_window_closes(...)``, optionally ``.with_name(name)``.
+            ``Suppressed.until_window_closes(...)`` or
+            ``Suppressed.until_time_limit(...)``, optionally ``.with_name(name)``.
 
         Returns
         -------
         KTable
-            The table of final results.
+            The table of the updates that were let through.
 
         Examples
         --------
         >>> from datetime import timedelta
-        >>> from kspark import StreamsBuilder, Suppressed, TimeWindows
+        >>> from kspark import BufferConfig, StreamsBuilder, Suppressed, TimeWindows
         >>> b = StreamsBuilder()
         >>> w = TimeWindows.of_size_and_grace(timedelta(minutes=1), timedelta(seconds=10))
         >>> counts = b.stream("clicks", key_type=str, value_type=str).group_by_key().windowed_by(w).count()
         >>> final = counts.suppress(Suppressed.until_window_closes())
         >>> final.name
         'KTABLE-SUPPRESS-0000000003'
+        >>> prices = b.table("prices", key_type=str, value_type=float)
+        >>> calm = prices.suppress(Suppressed.until_time_limit(
+        ...     timedelta(seconds=10), BufferConfig.max_records(1000).emit_early_when_full()))
+        >>> calm.node.store_name
+        'KTABLE-SUPPRESS-STATE-STORE-0000000007'
         """
-        from kspark.dsl.grouped import Suppressed as _Suppressed
+        from kspark.dsl.suppressed import Suppressed as _Suppressed
 
         if not isinstance(suppressed, _Suppressed):
             raise InvalidArgumentError(
                 f"suppress takes a Suppressed, got {suppressed!r}", parameter="suppressed"
             )
+        if suppressed.time_limit_ms is None:
+            name, seq = self._builder._next("KTABLE-SUPPRESS", suppressed.name)
+            return self._child(Suppress, name, seq, suppress_name=suppressed.name)
         name, seq = self._builder._next("KTABLE-SUPPRESS", suppressed.name)
-        return self._child(Suppress, name, seq, suppress_name=suppressed.name)
+        # Kafka Streams names the buffer after the suppression when it is named
+        store = (
+            f"{suppressed.name}-store"
+            if suppressed.name is not None
+            else self._builder._store_name("KTABLE-SUPPRESS")
+        )
+        buffer = suppressed.buffer_config
+        return self._child(
+            SuppressTimeLimit,
+            name,
+            seq,
+            store_name=store,
+            time_limit_ms=suppressed.time_limit_ms,
+            max_records=buffer.max_records_,
+            max_bytes=buffer.max_bytes_,
+            when_full=buffer.when_full,
+            suppress_name=suppressed.name,
+        )
 
     def filter(self, predicate: Callable[[K, V], bool], named: Named | None = None) -> KTable[K, V]:
         """Keeps the rows for which ``predicate(key, value)`` is true; others are deleted.

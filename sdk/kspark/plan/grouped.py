@@ -1,5 +1,7 @@
 """Plan nodes of grouping and aggregation: :class:`Aggregate` (``count``, ``reduce``,
-``aggregate``, windowed or not) and :class:`Suppress` (final results of windows).
+``aggregate``, windowed or not), :class:`CogroupAggregate` with its
+:class:`CogroupInput` nodes (``cogroup(...).aggregate``) and :class:`Suppress` (final
+results of windows).
 
 A grouped stream is no node of its own: ``group_by_key()`` and ``group_by()`` only say
 how the next aggregation groups (``group_by`` adds a key-selecting step before it), as in
@@ -22,14 +24,17 @@ from typing import Any, ClassVar
 import attrs
 
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
-from kspark.plan.nodes import _Unary
+from kspark.plan.nodes import Node, _Unary
 from kspark.plan.types import Field, Primitive, Record, TypeDesc
 from kspark_server.spec import Change
 from kspark_server.windows import Window, Windowed
 
 __all__ = [
     "Aggregate",
+    "CogroupAggregate",
+    "CogroupInput",
     "SessionWindowsDef",
+    "SlidingWindowsDef",
     "Suppress",
     "TableGroupBy",
     "TimeWindowsDef",
@@ -75,6 +80,24 @@ class SessionWindowsDef:
 
     gap_ms: int
     grace_ms: int
+
+
+@attrs.frozen(kw_only=True)
+class SlidingWindowsDef:
+    """Sliding windows (KIP-450): windows of ``size_ms`` with both ends included, one
+    ending at each record and one starting just after it, only where records are.
+    ``kspark.SlidingWindows`` makes them, and checks the time difference (positive) and
+    the grace period (not negative)."""
+
+    size_ms: int
+    grace_ms: int
+
+    @property
+    def retention_ms(self) -> int:
+        """How long the store keeps a window after it starts: twice the time difference
+        plus grace, as Kafka Streams' sliding windows' store (a later record's new
+        windows are built from the windows before it)."""
+        return 2 * self.size_ms + self.grace_ms
 
 
 _LONG = Primitive(py=int, spark="long")
@@ -140,7 +163,14 @@ class Aggregate(_Unary):
     #: takes an old value out of a grouped table's aggregate (``reduce``, ``aggregate``)
     subtractor: Fn | None = None
     store_name: str
-    windows: TimeWindowsDef | SessionWindowsDef | None = None
+    windows: TimeWindowsDef | SessionWindowsDef | SlidingWindowsDef | None = None
+    #: ``EmitStrategy.on_window_close()``: each window's final result once, when stream
+    #: time passes its end plus grace (KIP-825), instead of every update
+    emit_on_close: bool = False
+    #: ``Materialized.with_retention``: how long the store keeps a window after its start,
+    #: closed or not (0: until it closes, or for sliding windows until no record can read
+    #: it)
+    retention_ms: int = 0
     #: whether Kafka Streams would read the grouped records from a repartition topic
     #: (``group_by``, or a key changed upstream): a new sub-topology starts here
     repartition: bool = False
@@ -162,6 +192,30 @@ class Aggregate(_Unary):
                 f"{self.name}: a subtractor goes with reduce and aggregate of a grouped table",
                 processor=self.name,
             )
+        if self.emit_on_close and not isinstance(self.windows, TimeWindowsDef | SlidingWindowsDef):
+            raise InvalidTopologyError(
+                f"{self.name}: EmitStrategy.on_window_close() needs time or sliding windows",
+                processor=self.name,
+            )
+
+        if self.retention_ms:
+            w = self.windows
+            if not isinstance(w, TimeWindowsDef | SlidingWindowsDef):
+                raise InvalidTopologyError(
+                    f"{self.name}: Materialized.with_retention needs time or sliding windows",
+                    processor=self.name,
+                )
+            if self.retention_ms < w.retention_ms:
+                raise InvalidTopologyError(
+                    f"{self.name}: the store's retention ({self.retention_ms} ms) must be at "
+                    f"least {w.retention_ms} ms (the windows' "
+                    + (
+                        "size plus grace)"
+                        if isinstance(w, TimeWindowsDef)
+                        else "twice the time difference plus grace)"
+                    ),
+                    processor=self.name,
+                )
 
     @property
     def grouped_table(self) -> bool:
@@ -177,8 +231,85 @@ class Aggregate(_Unary):
 
     @property
     def operator(self) -> str:
-        """What the aggregation compiles to."""
-        return OPERATOR
+        """What the aggregation compiles to: the operator, and for sliding windows or
+        ``EmitStrategy.on_window_close()`` what it emits."""
+        notes = []
+        if isinstance(self.windows, SlidingWindowsDef):
+            w = self.windows
+            notes.append(f"sliding windows of {w.size_ms} ms, grace {w.grace_ms} ms")
+        if self.emit_on_close:
+            notes.append("emits on window close")
+        return OPERATOR if not notes else f"{OPERATOR}; {'; '.join(notes)}"
+
+
+@attrs.frozen(kw_only=True)
+class CogroupInput(_Unary):
+    """One grouped stream of a cogrouped aggregation (Kafka Streams'
+    ``COGROUPKSTREAM-AGGREGATE`` processor of that input): its records go into the
+    aggregation's one store through ``aggregator(key, value, aggregate)``. It compiles to
+    nothing of its own: :class:`CogroupAggregate` reads its parent, tagged with
+    ``index``. ``describe()`` lists the shared store here, as Kafka Streams does."""
+
+    index: int
+    aggregator: Fn
+    store_name: str
+    #: whether Kafka Streams would read this input from a repartition topic
+    repartition: bool = False
+    grouped_name: str | None = None
+
+    @property
+    def repartitions(self) -> bool:
+        return self.repartition
+
+    def shown_stores(self) -> tuple[str, ...]:
+        return (self.store_name,)
+
+    @property
+    def operator(self) -> str:
+        return "fused into the cogrouped aggregation"
+
+
+@attrs.frozen(kw_only=True)
+class CogroupAggregate(Aggregate):
+    """``cogroup(...).aggregate(initializer)``: one aggregation of several grouped
+    streams (KIP-150), each folded in by its own :class:`CogroupInput`'s aggregator, into
+    one store and one table (Kafka Streams' ``COGROUPKSTREAM-MERGE`` processor). ``parent``
+    is the first input, ``more`` the others, in the order they were cogrouped."""
+
+    more: tuple[CogroupInput, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        inputs = self.inputs
+        if not all(isinstance(i, CogroupInput) for i in inputs) or [
+            i.index for i in inputs
+        ] != list(range(len(inputs))):
+            raise InvalidTopologyError(
+                f"{self.name}: a cogrouped aggregation reads its CogroupInput nodes, in order",
+                processor=self.name,
+            )
+        if self.op != "aggregate" or self.initializer is None:
+            raise InvalidTopologyError(
+                f"{self.name}: a cogrouped aggregation takes an initializer",
+                processor=self.name,
+            )
+
+    @property
+    def inputs(self) -> tuple[CogroupInput, ...]:
+        """The grouped streams' nodes, in order."""
+        first = self.parent
+        assert isinstance(first, CogroupInput)  # checked when made
+        return (first, *self.more)
+
+    @property
+    def parents(self) -> tuple[Node, ...]:
+        return (self.parent, *self.more)
+
+    def shown_stores(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def repartitions(self) -> bool:
+        return False
 
 
 @attrs.frozen(kw_only=True)
@@ -195,11 +326,13 @@ class Suppress(_Unary):
 
     def __attrs_post_init__(self) -> None:
         parent = self.parent
-        if not isinstance(parent, Aggregate) or not isinstance(parent.windows, TimeWindowsDef):
+        if not isinstance(parent, Aggregate) or not isinstance(
+            parent.windows, TimeWindowsDef | SlidingWindowsDef
+        ):
             raise InvalidTopologyError(
                 f"{self.name}: Suppressed.until_window_closes needs the table of a windowed "
-                "aggregation over TimeWindows (group_by_key().windowed_by(...).count() and "
-                "the like)",
+                "aggregation over TimeWindows or SlidingWindows "
+                "(group_by_key().windowed_by(...).count() and the like)",
                 processor=self.name,
             )
 

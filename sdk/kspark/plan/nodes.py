@@ -95,6 +95,12 @@ class Node:
         """Names of the state stores this processor owns."""
         return ()
 
+    def shown_stores(self) -> tuple[str, ...]:
+        """The stores ``describe()`` lists for this processor: those it owns, or, for
+        processors that share one (a cogrouped aggregation's), where Kafka Streams lists
+        it."""
+        return self.stores()
+
     @property
     def stateful(self) -> bool:
         """Whether the processor owns a state store."""

@@ -63,7 +63,7 @@ def _describe_line(node: Node) -> str:
     if isinstance(node, DynamicSink):
         extractor = getattr(node.extractor, "__qualname__", type(node.extractor).__qualname__)
         return f"Sink: {node.name} (extractor: {extractor})"
-    line = f"Processor: {node.name} (stores: [{', '.join(node.stores())}])"
+    line = f"Processor: {node.name} (stores: [{', '.join(node.shown_stores())}])"
     # what a node compiles to, where that is worth saying (aggregations)
     operator = getattr(node, "operator", None)
     return f"{line} [operator: {operator}]" if operator else line

@@ -25,6 +25,7 @@ from kspark.errors import (
     InvalidArgumentError,
     ProcessingError,
     StreamsAppError,
+    SuppressionBufferFullError,
 )
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc
@@ -104,7 +105,8 @@ _log = logging.getLogger("kspark.app")
 # USER_RAISED_EXCEPTION, map(errorMessage, concat([KSPARK_DESERIALIZATION_FAILED] ...");
 # a code that only appears there is not what failed.
 _RAISED_IN_WORKER = re.compile(
-    r"^\s*(?:[A-Za-z_][\w.]*\.)?(ProcessingFailed|HandlerFailed|DeserializationFailed): (.*)$"
+    r"^\s*(?:[A-Za-z_][\w.]*\.)?"
+    r"(ProcessingFailed|HandlerFailed|DeserializationFailed|SuppressionBufferFull): (.*)$"
 )
 _RAISED_BY_SQL = re.compile(r"(?:^\s*|\[USER_RAISED_EXCEPTION\]\s*)\[(KSPARK_[A-Z_]+)\]\s*(.*)$")
 _SQLSTATE = re.compile(r"(?:\s*SQLSTATE: \w+)+\s*$")
@@ -141,6 +143,8 @@ def translate_failure(exc: BaseException, app_id: str, *, log: bool = False) -> 
                 return ProcessingError(message + trace, application_id=app_id)
             if kind == "DeserializationFailed":
                 return DeserializationError(message + trace, application_id=app_id)
+            if kind == "SuppressionBufferFull":
+                return SuppressionBufferFullError(message + trace, application_id=app_id)
             return HandlerError(message + trace, application_id=app_id)
         m = _RAISED_BY_SQL.search(line)
         if m is not None:

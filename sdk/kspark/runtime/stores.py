@@ -539,6 +539,7 @@ __all__ = [
     "ReadOnlyProcessorVersionedStore",
     "ReadOnlyProcessorWindowStore",
     "ReadOnlySessionStore",
+    "ReadOnlySlidingWindowStore",
     "ReadOnlyVersionedStore",
     "ReadOnlyWindowStore",
     "StoreReplica",
@@ -779,10 +780,33 @@ class ReadOnlySessionStore(_AggregateView[K, V]):
         return [(int(x[0]), int(x[1]), self._vdec(x[2])) for x in got[1][1]]
 
 
+class ReadOnlySlidingWindowStore(ReadOnlyWindowStore[K, V]):
+    """The table of a sliding-windowed aggregation, as of the app's last committed
+    micro-batch. A window stays in the store while a later record may still build a
+    window from it: until stream time passes its start plus twice the time difference
+    plus grace (Kafka Streams' retention for sliding windows)."""
+
+    def fetch(self, key: K, time_from: int, time_to: int) -> list[tuple[int, V]]:
+        """``(window start, aggregate)`` of the windows of ``key`` that start in
+        ``[time_from, time_to]`` (epoch ms), oldest first; a window ends its time
+        difference after its start, both ends included."""
+        hk = self._key(key)
+        got = self._source.entries([hk]).get(hk)
+        if got is None or got[1] is None:
+            return []
+        return [
+            (int(w[0]), self._vdec(w[1]))
+            for w in got[1][1]
+            if int(time_from) <= int(w[0]) <= int(time_to)
+        ]
+
+
 def open_aggregate_store(name: str, source: _Source, spec: AggregateSpec) -> Any:
     """The read-only view of an aggregation's store."""
     if spec.session_gap_ms > 0:
         return ReadOnlySessionStore(name, source, spec)
+    if spec.sliding:
+        return ReadOnlySlidingWindowStore(name, source, spec)
     if spec.window_size_ms > 0:
         return ReadOnlyWindowStore(name, source, spec)
     return ReadOnlyAggregateStore(name, source, spec)

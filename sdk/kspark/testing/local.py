@@ -46,6 +46,7 @@ from kspark.errors import (
     HandlerError,
     ProcessingError,
     StreamsAppError,
+    SuppressionBufferFullError,
 )
 from kspark.runtime.metrics import INPUT_METRICS_PREFIX, OBSERVED_METRICS, Batches, Metrics
 from kspark_server import envelope as env
@@ -59,7 +60,7 @@ __all__ = ["LocalEngine", "Rows", "StateHandle", "unsupported"]
 Rows = list[dict[str, Any]]
 
 #: The stateful operators the in-process engine runs (a spec's ``kind``).
-LOCAL_OPERATORS = frozenset({"aggregate", "dedup", "join", "tablejoin", "windowjoin"})
+LOCAL_OPERATORS = frozenset({"aggregate", "dedup", "join", "suppress", "tablejoin", "windowjoin"})
 
 _SWITCH = 'TopologyTestDriver(..., engine="spark")'
 
@@ -71,6 +72,7 @@ _RUNS = (
     st.IdStage,
     st.TopicNameStage,
     st.Union,
+    st.Cogroup,
     st.Shuffle,
     st.Stateful,
 )
@@ -375,6 +377,8 @@ class LocalEngine:
         if isinstance(stage, st.Shuffle):
             # records keep their order; only a stateful operator's tasks see partitions
             return table_of(stage.input)
+        if isinstance(stage, st.Cogroup):
+            return _cogrouped([table_of(p) for p in stage.parts])
         if isinstance(stage, st.Stateful):
             return self._stateful(stage, table_of)
         raise unsupported(type(stage).__name__, "this stage")
@@ -703,6 +707,25 @@ def _b64(v: Any) -> bytes | None:
     return None if v is None else base64.b64decode(v)
 
 
+def _cogrouped(parts: list[pa.Table]) -> pa.Table:
+    """A cogroup's input stages in one table, as the Spark path's union makes it
+    (:func:`kspark.compiler.lowering.stateful.cogroup`)."""
+    names = [name for name, _ in env.ENVELOPE]
+    types = [p.schema.field("value").type for p in parts]
+    tagged = []
+    for i, part in enumerate(parts):
+        t = part.select(names)
+        n = t.num_rows
+        if i:
+            t = t.set_column(1, "value", pa.nulls(n, types[0]))
+        t = t.append_column("ks_input", pa.array([i] * n, pa.int32()))
+        for j in range(1, len(parts)):
+            column = part.column("value") if j == i else pa.nulls(n, types[j])
+            t = t.append_column(f"ks_value{j}", column)
+        tagged.append(t)
+    return pa.concat_tables([t.cast(tagged[0].schema) for t in tagged])
+
+
 def _packed_column(table: pa.Table, name: str, spark_type: Any) -> pa.Table:
     """Column ``name`` as the JSON text Spark's ``to_json`` makes of it."""
     texts = [
@@ -717,6 +740,7 @@ def _translated(application_id: str) -> Iterator[None]:
     """A failure that kspark raised in an operator, as the error the Spark path raises
     for it (:func:`kspark.runtime.app.translate_failure`)."""
     from kspark_server import handling
+    from kspark_server.operators.suppress import SuppressionBufferFull
 
     try:
         yield
@@ -726,5 +750,7 @@ def _translated(application_id: str) -> Iterator[None]:
         raise DeserializationError(str(exc), application_id=application_id) from exc
     except handling.HandlerFailed as exc:
         raise HandlerError(str(exc), application_id=application_id) from exc
+    except SuppressionBufferFull as exc:
+        raise SuppressionBufferFullError(str(exc), application_id=application_id) from exc
     except (EngineNotSupportedError, StreamsAppError):
         raise

@@ -14,7 +14,9 @@ Entries (the ``table`` map):
 - windowed: ``(key, window start)`` -> ``[start, aggregate, timestamp, key, context]``:
   the key as its column has it when that differs from the state's key (a record), and,
   when suppressed, the record context of the window's last update (``[topic,
-  partition, offset, position, sub-position]``), which its final result carries.
+  partition, offset, position, sub-position]``), which its final result carries;
+- sliding windows: key -> ``[index time, windows, key]``, each window ``[start, aggregate,
+  timestamp, context]`` (see :class:`_Sliding`).
 
 The aggregate is kept as it travels in its column (JSON text for a JSON-packed value
 type), the timestamp is the largest of the records aggregated (Kafka Streams' result
@@ -22,8 +24,10 @@ timestamp).
 
 Emission follows Kafka Streams with a record cache and a commit interval of one
 micro-batch: a batch emits, for each key (or window) it changed, the latest value once,
-in the order of each key's last update. With ``suppress``, a window emits nothing until
-it closes (stream time reaches its end plus grace), then its final value once.
+in the order of each key's last update. With ``suppress`` (``Suppressed.until_window_closes``
+or ``EmitStrategy.on_window_close()``), a window emits nothing until it closes (stream
+time reaches its end plus grace; a sliding window's end is included, so passes it), then
+its final value once.
 
 Records follow Kafka Streams' rules: a record with a null key is dropped and counted in
 the dropped records (not windowed: a null value too); a record older than its window's
@@ -35,6 +39,11 @@ The aggregation of a grouped table (``KTable.group_by``, ``spec.table``) takes
 ``Change(new, old)`` records from :mod:`kspark_server.operators.table_group_by`: it
 subtracts ``old`` from the group's aggregate with the subtractor, then adds ``new``, as
 Kafka Streams' ``KTableAggregate`` and ``KTableReduce`` do; not windowed.
+
+A cogrouped aggregation (``spec.cogroup``, KIP-150) takes the records of several grouped
+streams, each tagged with its input (``ks_input``) and its value in its own column: one
+entry per key (or window, or session) for all of them, each record folded in by its own
+input's aggregator, in the task's processing order across the inputs.
 
 Examples
 --------
@@ -111,6 +120,12 @@ class AggregateProcessor(TaskProcessor):
         self.gap = s.session_gap_ms
         self.session = self.gap > 0
         self.suppress = s.suppress
+        self.sliding = s.sliding
+        self.retention = s.retention_ms
+        #: sliding windows: a window stays while its start is at most this long before
+        #: stream time minus grace (three time differences: a record that is not too late
+        #: reads windows from two before its own time; or the retention)
+        self.keep_for = max(3 * self.size, self.retention - self.grace - 1)
         #: a grouped table's changes: subtract the old value, then add the new
         self.table = s.table
         if self.table and isinstance(s.input.value, RecordSpec):
@@ -126,6 +141,11 @@ class AggregateProcessor(TaskProcessor):
         # a record key's state key (a tuple) is not its column value: windows keep both
         self.keep_key = not isinstance(s.input.key, PrimSpec | JsonSpec)
         self.vdec = codec.decoder(s.input.value)
+        #: a cogrouped aggregation: each input's value column, decoder and aggregator
+        self.cogroup = [
+            ("value" if j == 0 else f"ks_value{j}", codec.decoder(c.value), c.aggregator)
+            for j, c in enumerate(s.cogroup)
+        ]
         adec = codec.decoder(s.output.value)
         aenc = codec.encoder(s.output.value, "aggregate")
         if s.packed.out:
@@ -154,7 +174,11 @@ class AggregateProcessor(TaskProcessor):
         return batch.keys
 
     def _values(self, batch: Batch) -> list[Any]:
-        """The batch's values, integers as ints (see :meth:`_keys`)."""
+        """The batch's values, integers as ints (see :meth:`_keys`); cogrouped: each as
+        ``(input, value)``, whose aggregator takes it even when the value is null."""
+        if self.cogroup:
+            columns = [batch.col(c) for c, _, _ in self.cogroup]
+            return [(j, columns[j][i]) for i, j in enumerate(batch.col("ks_input"))]
         values = batch.col("value")
         if self.int_values:
             return [v if v is None or type(v) is int else int(v) for v in values]
@@ -163,8 +187,15 @@ class AggregateProcessor(TaskProcessor):
     def keys(self, st: Any, batch: Batch) -> list[Any]:
         found: set[Any] = set()
         keys = self._keys(batch)
-        if not self.windowed:  # per key, or a key's sessions
+        if not self.windowed or self.sliding:  # per key: its sessions or sliding windows
             found = {_hashable(k) for k in keys if k is not None}
+            if self.sliding and self.suppress and self._local is not None and batch.n:
+                # the keys with a window that closes in this batch (each entry's index
+                # time is its earliest open window's start)
+                t = st["stream_time"]
+                last = max(batch.ts) if t is None else max(t, max(batch.ts))
+                closing = self._local.keys_before(last - self.grace - self.size)
+                found.update(stateenc.unpack(k) for k in closing)
             return list(found)
         size, advance = self.size, self.advance
         for k, ts in zip(keys, batch.ts, strict=True):
@@ -192,6 +223,14 @@ class AggregateProcessor(TaskProcessor):
             return int(t) - self.grace - self.gap
         if not self.windowed or t is None:
             return None
+        if self.sliding:
+            # an entry's index time is its earliest open window's start (emitting on
+            # close) or its latest window's start plus how long windows stay, less the
+            # time difference: below this, every window of the entry is past use
+            return int(t) - self.grace - self.size
+        if self.retention:
+            # closed windows stay for the store's retention, from their start
+            return int(t) - self.retention + 1
         # a window [start, start + size) takes no record once stream time reaches its end
         # plus grace: then it is gone (retention = size + grace)
         return int(t) - self.grace - self.size + 1
@@ -200,8 +239,13 @@ class AggregateProcessor(TaskProcessor):
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, _AggEmitter)
+        if self.cogroup:
+            _own_values(batch, [c for c, _, _ in self.cogroup])
         if self.session:
             self._process_sessions(st, batch, task, out)
+            return
+        if self.sliding:
+            _Sliding(self, st, batch, task, out).run()
             return
         table: dict[Any, Any] = st["table"]
         khash: dict[Any, int] = st["hash"]
@@ -209,7 +253,7 @@ class AggregateProcessor(TaskProcessor):
         task_id = f"{self.guard.subtopology}_{task}"
         drop = self.guard.drop
         processor = self.processor
-        stream_time = st["stream_time"]
+        stream_time = prior = st["stream_time"]
         keys, values, tss, hashes = self._keys(batch), self._values(batch), batch.ts, batch.hashes
         # per changed key (or window): the position of its last update in this batch
         last: dict[Any, int] = {}
@@ -236,6 +280,8 @@ class AggregateProcessor(TaskProcessor):
                 stream_time = ts
             key = keys[i]
             value = values[i]
+            if self.cogroup and value[1] is None and not windowed:
+                value = None
             if key is None or (value is None and not windowed):
                 # Kafka Streams skips (and counts) a record with a null key; a record with
                 # a null value too, except in a windowed aggregation
@@ -263,7 +309,7 @@ class AggregateProcessor(TaskProcessor):
                     last[sk] = i
         st["stream_time"] = stream_time
         if self.suppress:
-            self._emit_closed(st, out)
+            self._emit_closed(st, out, prior)
             return
         pos = 1 if windowed else 0
         for sk, i in sorted(last.items(), key=lambda kv: kv[1]):
@@ -448,8 +494,14 @@ class AggregateProcessor(TaskProcessor):
             n = sum(int(x) for x in prior) + 1
             return True, (n, n)
         k = self.kdec(key)
-        v = None if value is None else self.vdec(self.unpack_value(value))
         spec, aenc = self.spec, self.aenc
+        aggregator = spec.aggregator
+        if self.cogroup and value is not None:
+            j, cell = value
+            _, dec, aggregator = self.cogroup[j]
+            v = None if cell is None else dec(cell)
+        else:
+            v = None if value is None else self.vdec(self.unpack_value(value))
 
         def run(kk: Any, vv: Any) -> tuple[Any, Any]:
             aggs = prior if decode is None else [decode(x) for x in prior]
@@ -460,7 +512,7 @@ class AggregateProcessor(TaskProcessor):
                 for a in [*aggs, vv]:
                     agg = a if agg is None else reducer(agg, a)
             else:
-                initializer, aggregator, merger = spec.initializer, spec.aggregator, spec.merger
+                initializer, merger = spec.initializer, spec.merger
                 assert initializer is not None and aggregator is not None
                 if merger is None:  # a key's or window's aggregate
                     agg = aggs[0] if aggs else initializer()
@@ -550,23 +602,28 @@ class AggregateProcessor(TaskProcessor):
             table[sk] = [start, cell, newest, kc, ctx]
         return True
 
-    def _emit_closed(self, st: Any, out: _AggEmitter) -> None:
-        """Suppress: the final result of every window that stream time has closed, in
-        the order of their ends, each then removed from the state."""
+    def _emit_closed(self, st: Any, out: _AggEmitter, prior: Any) -> None:
+        """Suppress: the final result of every window that stream time has closed in
+        this batch (``prior`` the stream time before it), in the order of their ends,
+        each then removed from the state unless the store retains closed windows."""
         table: dict[Any, Any] = st["table"]
         close = st["stream_time"] - self.grace
+        low = None if prior is None else int(prior) - self.grace
         size = self.size
         done = sorted(
             (
                 (int(e[0]) + size, int(e[4][3] or 0), int(e[4][4] or 0), sk)
                 for sk, e in table.items()
-                if int(e[0]) + size <= close
+                if int(e[0]) + size <= close and (low is None or int(e[0]) + size > low)
             ),
             key=lambda t: t[:3],
         )
         for _, _, _, sk in done:
-            e = table.pop(sk)
-            self.touched.add(sk)
+            if self.retention:
+                e = table[sk]
+            else:
+                e = table.pop(sk)
+                self.touched.add(sk)
             topic, partition, offset, seq, sub = e[4]
             out.carry(
                 {
@@ -586,6 +643,312 @@ class AggregateProcessor(TaskProcessor):
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         task_id = f"{self.guard.subtopology}_{task}"
         return [side_row(SideKind.STORE_ENTRIES, self.spec.store, task_id, entries)]
+
+
+class _CogroupRecord:
+    """A cogrouped record as the exception handlers and the dead-letter queue see it: its
+    ``value`` is its own input's column (the first input's is null for the others)."""
+
+    __slots__ = ("_column", "_row")
+
+    def __init__(self, row: Any, column: str) -> None:
+        self._row, self._column = row, column
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._row.get(self._column if name == "value" else name, default)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._row[self._column if name == "value" else name]
+
+
+def _own_values(batch: Batch, columns: list[str]) -> None:
+    """Give ``batch``'s records, as :meth:`Batch.row` makes them, their own input's value."""
+    inputs = batch.col("ks_input")
+    row = batch.row
+
+    def own(i: int) -> Any:
+        return _CogroupRecord(row(i), columns[inputs[i]])
+
+    batch.row = own  # type: ignore[method-assign]
+
+
+class _Sliding:
+    """One batch of sliding windows (KIP-450), record by record as Kafka Streams'
+    ``KStreamSlidingWindowAggregate`` processes them.
+
+    A key's entry is ``[index time, windows, key]``, each window ``[start, aggregate,
+    timestamp, context]`` (its end is start plus the time difference, both included;
+    ``context`` the record context of its last update when emitting on close), sorted by
+    start. A window stays in the entry while a later record may read it: while its start
+    is at most three time differences before stream time minus grace (a record that is
+    not too late reads windows from two time differences before its own time), or for the
+    store's retention if that is longer.
+    """
+
+    def __init__(self, p: AggregateProcessor, st: Any, batch: Batch, task: int, out: Any):
+        self.p, self.st, self.batch, self.out = p, st, batch, out
+        self.size, self.grace = p.size, p.grace
+        self.task_id = f"{p.guard.subtopology}_{task}"
+        #: per key: start -> window, read from the entry once
+        self.wins: dict[Any, dict[int, list[Any]]] = {}
+        self.kcs: dict[Any, Any] = {}
+        #: (key, start) -> (position of its last update, order within that record)
+        self.last: dict[Any, tuple[int, int]] = {}
+        self.seq = 0
+        self.ctx_cols = (
+            [batch.col(c) for c in ("topic", "partition", "offset", "ks_seq", "ks_sub")]
+            if p.suppress
+            else None
+        )
+
+    def windows_of(self, hk: Any) -> dict[int, list[Any]]:
+        got = self.wins.get(hk)
+        if got is None:
+            entry = self.st["table"].get(hk)
+            got = {} if entry is None else {int(w[0]): list(w) for w in entry[1]}
+            if entry is not None:
+                self.kcs[hk] = entry[2]
+            self.wins[hk] = got
+        return got
+
+    def run(self) -> None:
+        p, st, batch = self.p, self.st, self.batch
+        prior = st["stream_time"]
+        stream_time = prior
+        keys, values, tss = p._keys(batch), p._values(batch), batch.ts
+        hashes = batch.hashes
+        for i in range(batch.n):
+            ts = tss[i]
+            if stream_time is None or ts > stream_time:
+                stream_time = ts
+            key, value = keys[i], values[i]
+            if key is None or value is None:
+                # Kafka Streams skips (and counts) a record with a null key or value
+                reason = "null-key" if key is None else "null-value"
+                p.guard.drop(p.processor, self.task_id, reason, batch.row(i))
+                continue
+            if ts < 0:
+                p.guard.drop(p.processor, self.task_id, "invalid-timestamp", batch.row(i))
+                continue
+            close = stream_time - self.grace
+            if ts + self.size < close:
+                # even the window starting right after it has closed
+                p.guard.drop(p.processor, self.task_id, "late-record", batch.row(i))
+                continue
+            hk = _hashable(key)
+            if p.keep_key:
+                self.kcs[hk] = codec.plain(key)
+            else:
+                self.kcs.setdefault(hk, None)
+            wins = self.windows_of(hk)
+            rec = _SlidingRecord(self, wins, hk, i, key, value, ts, close)
+            if ts < self.size:
+                rec.early()
+            else:
+                rec.normal()
+            st["hash"][hk] = hashes[i]
+        st["stream_time"] = stream_time
+        self.finish(prior, stream_time)
+
+    def finish(self, prior: Any, stream_time: Any) -> None:
+        """Emit (updates, or the windows this batch closed), then write back every loaded
+        entry without the windows no record can read any more."""
+        p, st, size = self.p, self.st, self.size
+        table: dict[Any, Any] = st["table"]
+        for hk in table:  # keys loaded only for the windows they close
+            self.windows_of(hk)
+        out = self.out
+        if stream_time is None:
+            return
+        close = int(stream_time) - self.grace
+        if p.suppress:
+            low = None if prior is None else int(prior) - self.grace
+            done = []
+            for hk, wins in self.wins.items():
+                for start, w in wins.items():
+                    end = start + size
+                    if end < close and (low is None or end >= low):
+                        ctx = w[3] or [None, None, None, 0, 0]
+                        done.append((end, int(ctx[3] or 0), int(ctx[4] or 0), hk, start))
+            done.sort(key=lambda t: t[:3])
+            for _, _, _, hk, start in done:
+                w = self.wins[hk][start]
+                topic, partition, offset, seq, sub = w[3]
+                out.carry(
+                    {
+                        "key": self.window_key(hk, start),
+                        "timestamp": int(w[2]),
+                        "headers": None,
+                        "topic": topic,
+                        "partition": partition,
+                        "offset": offset,
+                        "ks_seq": seq,
+                        "ks_sub": sub,
+                        "ks_side": None,
+                    },
+                    w[1],
+                )
+        else:
+            tss = self.batch.ts
+            for (hk, start), (i, _) in sorted(self.last.items(), key=lambda kv: kv[1]):
+                got = self.wins[hk].get(start)
+                if got is None:  # the aggregate became None: a tombstone
+                    out.row(i, self.window_key(hk, start), None, tss[i])
+                else:
+                    out.row(i, self.window_key(hk, start), got[1], int(got[2]))
+        keep_from = close - p.keep_for
+        for hk, wins in self.wins.items():
+            kept = sorted((w for s, w in wins.items() if s >= keep_from), key=lambda w: w[0])
+            p.touched.add(hk)
+            if not kept:
+                table.pop(hk, None)
+                continue
+            open_starts = [int(w[0]) for w in kept if int(w[0]) + size >= close]
+            if p.suppress and open_starts:
+                index = open_starts[0]
+            else:
+                index = int(kept[-1][0]) + p.keep_for - size
+            table[hk] = [index, kept, self.kcs.get(hk)]
+
+    def window_key(self, hk: Any, start: int) -> dict[str, Any]:
+        kc = self.kcs.get(hk)
+        return {
+            "key": hk if kc is None else kc,
+            "window": {"start": int(start), "end": int(start) + self.size},
+        }
+
+
+class _SlidingRecord:
+    """One record's updates of its key's sliding windows (``KStreamSlidingWindowAggregate``'s
+    ``processReverse``, ``processEarly`` and ``createWindows``)."""
+
+    def __init__(
+        self,
+        b: _Sliding,
+        wins: dict[int, list[Any]],
+        hk: Any,
+        i: int,
+        key: Any,
+        value: Any,
+        ts: int,
+        close: int,
+    ) -> None:
+        self.b, self.wins, self.hk, self.i = b, wins, hk, i
+        self.key, self.value, self.ts, self.close = key, value, ts, close
+        self.size = b.size
+        self.dead_lettered = False
+        self.row = b.batch.row(i)
+
+    def update(self, start: int, base: tuple[Any, int] | None) -> bool:
+        """Fold the record into window ``start`` whose aggregate so far is ``base``
+        (``(cell, timestamp)``; None: the initializer's); a closed window misses it (and
+        counts it). False if the user's function failed."""
+        b, p = self.b, self.b.p
+        if start + self.size < self.close:
+            p.guard.drop(
+                p.processor, b.task_id, "late-record", None if self.dead_lettered else self.row
+            )
+            self.dead_lettered = True
+            return True
+        prior: list[Any] = []
+        if base is not None:
+            prior = [base[0] if p.op == "count" else p.adec(base[0])]
+        ok, res = p._fold(prior, self.key, self.value, self.row)
+        if not ok:
+            return False
+        obj, cell = res
+        if obj is None:  # Kafka Streams stores a null aggregate as a delete
+            self.wins.pop(start, None)
+        else:
+            newest = self.ts if base is None else max(self.ts, int(base[1]))
+            self.wins[start] = [start, cell, newest, self.ctx()]
+        self.mark(start)
+        return True
+
+    def ctx(self) -> Any:
+        cols = self.b.ctx_cols
+        return None if cols is None else [c[self.i] for c in cols]
+
+    def mark(self, start: int) -> None:
+        self.b.seq += 1
+        self.b.last[(self.hk, start)] = (self.i, self.b.seq)
+
+    def copy_right(self, agg: tuple[Any, int]) -> None:
+        """The record's own right window ``[ts + 1, ts + 1 + size]``: the records after it
+        that ``agg`` (a window that holds the record's time) holds."""
+        start = self.ts + 1
+        self.wins[start] = [start, agg[0], int(agg[1]), self.ctx()]
+        self.mark(start)
+
+    def normal(self) -> None:
+        ts, size, wins = self.ts, self.size, self.wins
+        left_agg: tuple[Any, int] | None = None
+        right_agg: tuple[Any, int] | None = None
+        left_exists = right_exists = False
+        prev: int | None = None
+        starts = sorted((s for s in wins if ts - 2 * size <= s <= ts + 1), reverse=True)
+        for s in starts:
+            w = wins[s]
+            end, agg = s + size, (w[1], int(w[2]))
+            if s == ts + 1:
+                right_exists = True
+            elif end > ts:
+                if right_agg is None:
+                    right_agg = agg
+                if not self.update(s, agg):
+                    return
+            elif end == ts:
+                left_exists = True
+                if not self.update(s, agg):
+                    return
+                if agg[1] >= ts:  # a record at this time came before: nothing to create
+                    return
+                prev = agg[1]
+            else:
+                left_agg, prev = agg, agg[1]
+                break
+        if prev is not None and prev + 1 not in wins and prev + 1 + size >= ts:
+            # the previous record's right window, which only this record is in
+            if not self.update(prev + 1, None):
+                return
+        if not left_exists:
+            base = None
+            if prev is not None and ts - size <= prev:
+                assert left_agg is not None
+                base = (left_agg[0], ts)
+            if not self.update(ts - size, base):
+                return
+        if not right_exists and right_agg is not None and right_agg[1] > ts:
+            self.copy_right(right_agg)
+
+    def early(self) -> None:
+        """A record before the time difference: its windows would start before 0, so it
+        goes into ``[0, size]``, which holds every such record, as in Kafka Streams."""
+        ts, wins = self.ts, self.wins
+        combined: tuple[Any, int] | None = None
+        right_agg: tuple[Any, int] | None = None
+        right_exists = False
+        prev: int | None = None
+        for s in sorted(s for s in wins if 0 <= s <= ts + 1):
+            w = wins[s]
+            agg = (w[1], int(w[2]))
+            if s == 0:
+                combined = agg
+                if agg[1] < ts:
+                    prev = agg[1]
+            elif s <= ts:
+                right_agg = agg
+                if not self.update(s, agg):
+                    return
+            else:
+                right_exists = True
+        if right_agg is None and combined is not None and combined[1] > ts:
+            right_agg = combined
+        if not right_exists and right_agg is not None and right_agg[1] > ts:
+            self.copy_right(right_agg)
+        if prev is not None and prev + 1 not in wins and not self.update(prev + 1, None):
+            return
+        self.update(0, combined)
 
 
 def _hashable(key: Any) -> Any:

@@ -7,7 +7,7 @@ names it here.
 Examples
 --------
 >>> sorted(OPERATORS)
-['aggregate', 'dedup', 'fkmatch', 'fkresolve', 'fksubscribe', 'join', 'processor', 'tablegroupby', 'tablejoin', 'windowjoin']
+['aggregate', 'dedup', 'fkmatch', 'fkresolve', 'fksubscribe', 'join', 'processor', 'suppress', 'tablegroupby', 'tablejoin', 'windowjoin']
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from kspark_server.operators.fk_resolve import FkResolveProcessor
 from kspark_server.operators.fk_subscribe import FkSubscribeProcessor
 from kspark_server.operators.processor import UserProcessor
 from kspark_server.operators.stream_table_join import JoinProcessor
+from kspark_server.operators.suppress import SuppressProcessor
 from kspark_server.operators.table_group_by import TableGroupByProcessor
 from kspark_server.operators.table_join import TableJoinProcessor
 from kspark_server.operators.window_join import WindowJoinProcessor
@@ -36,6 +37,7 @@ OPERATORS: dict[str, type[TaskProcessor]] = {
     "fksubscribe": FkSubscribeProcessor,
     "join": JoinProcessor,
     "processor": UserProcessor,
+    "suppress": SuppressProcessor,
     "tablegroupby": TableGroupByProcessor,
     "tablejoin": TableJoinProcessor,
     "windowjoin": WindowJoinProcessor,

@@ -10,7 +10,7 @@ from kspark.compiler import stages as st
 from kspark.compiler.lowering.sinks import observe_sides, union_sinks
 from kspark.compiler.lowering.sources import read, read_constants
 from kspark.compiler.lowering.sql import sql_filter
-from kspark.compiler.lowering.stateful import stateful
+from kspark.compiler.lowering.stateful import cogroup, stateful
 from kspark.compiler.lowering.stateless import chain, id_stage, join_key_stage, topic_name_stage
 from kspark.compiler.resume import Resume
 from kspark.errors import CompilationError
@@ -57,6 +57,8 @@ def _lower(
         for p in parts[1:]:
             df = df.unionByName(p)
         return df
+    if isinstance(stage, st.Cogroup):
+        return cogroup(stage, df_of)
     if isinstance(stage, st.Shuffle):
         return df_of(stage.input).repartition(stage.num_partitions, "key")
     if isinstance(stage, st.Stateful):

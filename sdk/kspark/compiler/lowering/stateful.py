@@ -23,7 +23,7 @@ from kspark.compiler.resume import Resume
 from kspark_server import envelope as env
 from kspark_server.spec import Packed
 
-__all__ = ["stateful", "task_column"]
+__all__ = ["cogroup", "stateful", "task_column"]
 
 
 def task_column(column: str, n: int) -> Column:
@@ -127,6 +127,29 @@ def _broadcast_table(tasked: DataFrame, n: int) -> DataFrame:
     return tasked.withColumn(
         "ks_task", F.explode(F.when(update, every).otherwise(F.array(F.col("ks_task"))))
     )
+
+
+def cogroup(stage: st.Cogroup, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:
+    """The cogrouped streams' records in one union: each tagged with its input
+    (``ks_input``), input 0's value in ``value``, input ``j``'s in ``ks_value<j>``, the
+    other value columns null (each input keeps its own value type)."""
+    names = [name for name, _ in env.ENVELOPE]
+    types = [dtype(p.value_type.spark_json()) for p in stage.parts]
+    out: DataFrame | None = None
+    for i, part in enumerate(stage.parts):
+        cols = [
+            F.lit(None).cast(types[0]).alias("value") if c == "value" and i else F.col(c)
+            for c in names
+        ]
+        cols.append(F.lit(i).cast("int").alias("ks_input"))
+        cols += [
+            (F.col("value") if j == i else F.lit(None).cast(types[j])).alias(f"ks_value{j}")
+            for j in range(1, len(stage.parts))
+        ]
+        df = df_of(part).select(*cols)
+        out = df if out is None else out.unionByName(df)
+    assert out is not None
+    return out
 
 
 def _json_values(stream: DataFrame, packed: Packed) -> DataFrame:
