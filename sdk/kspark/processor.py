@@ -32,6 +32,7 @@ from kspark_server.papi import (
     Punctuator,
     Record,
     RecordMetadata,
+    StateStoreError,
 )
 
 __all__ = [
@@ -45,4 +46,5 @@ __all__ = [
     "Punctuator",
     "Record",
     "RecordMetadata",
+    "StateStoreError",
 ]

@@ -173,18 +173,15 @@ def _run(
         )
         dead = pd.DataFrame([_dead_letter(r) for r in consume_all(bootstrap, "dlq")])
     else:
-        converted = (
-            spark.read.json(os.path.join(data_dir, "converted"))
-            .select("timestamp", "value.*")
-            .toPandas()
-        )
+        # read where the app wrote, through its own bound topics (one rule for paths)
+        converted = app.read_output("converted").select("timestamp", "value.*").toPandas()
         totals = (
-            spark.read.json(os.path.join(data_dir, "totals"))
+            app.read_output("totals")
             .selectExpr("key.key AS currency", "key.window.start AS start", "value")
             .toPandas()
         )
-        dlq_path = os.path.join(data_dir, "out", "dlq")
-        dead = spark.read.parquet(dlq_path).toPandas() if os.path.isdir(dlq_path) else None
+        dlq = {o.name: o.location for o in app.outputs()}["dlq"]
+        dead = app.read_output("dlq").toPandas() if os.path.isdir(dlq) else None
     total_payments = sum(g["payments"] for g in generated)
     duplicates_sent = sum(g["duplicates"] for g in generated)
     malformed_sent = sum(g["malformed"] for g in generated)

@@ -36,6 +36,7 @@ from kspark_server import codec
 from kspark_server.papi import (
     KeyValueIterator,
     KeyValueStore,
+    StateStoreError,
     VersionedKeyValueStore,
     VersionedRecord,
     WindowStore,
@@ -43,7 +44,15 @@ from kspark_server.papi import (
 )
 from kspark_server.spec import JsonSpec, TypeSpec
 
-__all__ = ["KVStore", "MemoryTable", "Table", "VersionedKVStore", "WindowKVStore", "store_for"]
+__all__ = [
+    "KVStore",
+    "MemoryTable",
+    "ReadOnlyKVStore",
+    "Table",
+    "VersionedKVStore",
+    "WindowKVStore",
+    "store_for",
+]
 
 Codec = Callable[[Any], Any]
 
@@ -182,6 +191,68 @@ class KVStore(KeyValueStore[Any, Any]):
 
     def approximate_num_entries(self) -> int:
         return sum(1 for _ in self._t.scan(self.name))
+
+
+class ReadOnlyKVStore(KeyValueStore[Any, Any]):
+    """A global store as a processor sees it: its reads, and writes refused (only the
+    store's state-update processor writes it).
+
+    Examples
+    --------
+    >>> store = ReadOnlyKVStore(KVStore("rates", MemoryTable(), None, None), "P")
+    >>> store.get("EUR") is None
+    True
+    >>> store.put("EUR", 1.1)
+    Traceback (most recent call last):
+    ...
+    kspark_server.papi.StateStoreError: processor P cannot write global store 'rates' ...
+    """
+
+    def __init__(self, store: KVStore, processor: str) -> None:
+        self.name = store.name
+        self._s = store
+        self._processor = processor
+
+    def _refuse(self, what: str) -> Any:
+        raise StateStoreError(
+            f"processor {self._processor} cannot write global store {self.name!r} ({what}): "
+            "a global store is read-only for the topology's processors; its topic feeds it "
+            "through its state-update processor (StreamsBuilder.add_global_store(..., "
+            "state_update_supplier=...)), so write the topic instead"
+        )
+
+    def get(self, key: Any) -> Any:
+        return self._s.get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        self._refuse("put")
+
+    def put_if_absent(self, key: Any, value: Any) -> Any:
+        return self._refuse("put_if_absent")
+
+    def put_all(self, entries: list[tuple[Any, Any]]) -> None:
+        self._refuse("put_all")
+
+    def delete(self, key: Any) -> Any:
+        return self._refuse("delete")
+
+    def range(self, from_key: Any, to_key: Any) -> KeyValueIterator[Any, Any]:
+        return self._s.range(from_key, to_key)
+
+    def reverse_range(self, from_key: Any, to_key: Any) -> KeyValueIterator[Any, Any]:
+        return self._s.reverse_range(from_key, to_key)
+
+    def all(self) -> KeyValueIterator[Any, Any]:
+        return self._s.all()
+
+    def reverse_all(self) -> KeyValueIterator[Any, Any]:
+        return self._s.reverse_all()
+
+    def prefix_scan(self, prefix: str) -> KeyValueIterator[Any, Any]:
+        return self._s.prefix_scan(prefix)
+
+    def approximate_num_entries(self) -> int:
+        return self._s.approximate_num_entries()
 
 
 class VersionedKVStore(VersionedKeyValueStore[Any, Any]):

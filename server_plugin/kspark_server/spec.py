@@ -54,6 +54,7 @@ __all__ = [
     "FlatMapStep",
     "FlatMapValuesStep",
     "ForeachStep",
+    "GlobalStoreSpec",
     "Handling",
     "JoinKeySpec",
     "JoinSpec",
@@ -103,7 +104,8 @@ __all__ = [
 #: (:class:`TableGroupBySpec`, ``AggregateSpec.table`` and ``subtractor``); 12:
 #: time-limited suppression (:class:`SuppressSpec`), cogrouped aggregations
 #: (``AggregateSpec.cogroup``, :class:`CogroupInput`), sliding windows
-#: (``AggregateSpec.sliding``) and windowed stores' retention (``AggregateSpec.retention_ms``).
+#: (``AggregateSpec.sliding``) and windowed stores' retention (``AggregateSpec.retention_ms``),
+#: and global stores of processors (:class:`GlobalStoreSpec`, ``ProcessorSpec.global_store``).
 SPEC_VERSION = 12
 
 Fn = Callable[..., Any]
@@ -982,6 +984,26 @@ class StoreSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class GlobalStoreSpec:
+    """A global store a user processor reads (``StreamsBuilder.add_global_store``): its
+    name, key and value types, and the processor that applies its topic's records
+    (``update_supplier``; None puts each record, and deletes on a null value). The
+    topic's records reach every task of the processor (``ks_jside`` 1, the key in
+    ``ks_gkey``, the value in ``ks_tvalue``)."""
+
+    name: str
+    key: TypeSpec
+    value: TypeSpec
+    update_supplier: Fn | None = None
+    #: the name of the store's source processor (errors of the update processor name it)
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        _check_type(self.key, f"global store {self.name} key")
+        _check_type(self.value, f"global store {self.name} value")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ProcessorSpec:
     """A user processor of the Processor API (``KStream.process``), per task
     (:mod:`kspark_server.operators.processor`). ``supplier()`` makes one processor per task and
@@ -1002,6 +1024,7 @@ class ProcessorSpec:
     packed: Packed
     handling: Handling = Handling()
     state: StateOptions = StateOptions()
+    global_store: GlobalStoreSpec | None = None
     versioned: ClassVar[bool] = False
 
 

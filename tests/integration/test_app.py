@@ -189,3 +189,22 @@ def test_a_new_session_is_the_active_one(spark: Any, spark_server: Any) -> None:
         assert fresh.range(3).mapInArrow(lambda it: it, "id long").count() == 3
     finally:
         fresh.stop()
+
+
+def test_read_output_reads_where_an_app_with_relative_paths_wrote(
+    spark: Any, app_id: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Relative paths name folders of the client's working directory, for the app and for
+    ``app.read_output``; the same relative path given to Spark directly is the server's."""
+    from pyspark.errors import AnalysisException
+
+    monkeypatch.chdir(tmp_path)
+    write(str(tmp_path / "data"), "a.jsonl", events(0, 30))
+    cfg = StreamsConfig(application_id=app_id, checkpoint_dir="chk", num_partitions=2)
+    app = StreamsApp(topology("data"), cfg, session=spark)
+    report = app.run_until_caught_up()
+    assert report.input_records == 30
+    rows = app.read_output("out").select("key", "value", "timestamp").collect()
+    assert rows and sorted(tuple(r) for r in rows) == read_out(spark, str(tmp_path / "data"))
+    with pytest.raises(AnalysisException, match="PATH_NOT_FOUND"):
+        spark.read.json("data/out").collect()

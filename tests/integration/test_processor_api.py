@@ -356,3 +356,76 @@ def test_a_rescale_carries_the_stores_over(spark: Any, app_id: str) -> None:
         counts = [kv for kv in out.read_key_values() if kv[0] != "tick"]
         assert sorted(counts) == sorted([(k, n) for k in "abcd" for n in (1, 2)])
         assert sorted(d.store("counts").all()) == [(k, 2) for k in "abcd"]
+
+
+class Priced(Processor[str, str, str, str]):
+    """Looks each payment's currency up in the global store ``rates``."""
+
+    def init(self, context: ProcessorContext[str, str]) -> None:
+        self.context = context
+        self.rates: KeyValueStore[str, float] = context.get_state_store("rates")
+
+    def process(self, record: Record[str, str]) -> None:
+        self.context.forward(record.with_value(f"{record.value}:{self.rates.get(record.value)}"))
+
+
+class RatesInCents(Processor[str, float, None, None]):
+    """A state-update processor: stores each rate times 100; a null rate deletes it."""
+
+    def init(self, context: ProcessorContext[None, None]) -> None:
+        self.rates: KeyValueStore[str, float] = context.get_state_store("rates")
+
+    def process(self, record: Record[str, float]) -> None:
+        if record.value is None:
+            self.rates.delete(record.key)
+        else:
+            self.rates.put(record.key, round(record.value * 100, 6))
+
+
+@pytest.mark.parametrize("updater", [None, RatesInCents])
+def test_a_global_store_feeds_every_task_across_batches_and_a_restart(
+    spark: Any, app_id: str, tmp_path: Any, updater: Any
+) -> None:
+    base = str(tmp_path)
+
+    def topology() -> Any:
+        b = StreamsBuilder()
+        b.add_global_store(
+            Stores.key_value_store_builder(
+                Stores.persistent_key_value_store("rates"), key_type=str, value_type=float
+            ),
+            Topic.jsonl("rates", os.path.join(base, "rates")),
+            state_update_supplier=updater,
+        )
+        b.stream(
+            Topic.jsonl("payments", os.path.join(base, "payments")), key_type=str, value_type=str
+        ).process(Priced).to(Topic.jsonl("out", os.path.join(base, "out")))
+        return b.build()
+
+    cfg = StreamsConfig(
+        application_id=app_id, checkpoint_dir=os.path.join(base, "chk"), num_partitions=3
+    )
+    accounts = [f"acct-{i}" for i in range(9)]  # over the three tasks
+    scale = 1 if updater is None else 100
+
+    def rate(k: str, v: float | None, ts: int) -> dict[str, Any]:
+        return {"key": k, "value": v, "timestamp": ts}
+
+    def pays(currency: str, ts: int) -> list[dict[str, Any]]:
+        return [{"key": a, "value": currency, "timestamp": ts} for a in accounts]
+
+    _write(os.path.join(base, "rates"), "1.jsonl", [rate("EUR", 1.5, 1), rate("GBP", 2.5, 1)])
+    _write(os.path.join(base, "payments"), "1.jsonl", pays("EUR", 10) + pays("GBP", 10))
+    StreamsApp(topology(), cfg, session=spark).run_until_caught_up()
+    first = sorted(set(v for _, v in _read(os.path.join(base, "out"))))
+    assert first == [f"EUR:{1.5 * scale}", f"GBP:{2.5 * scale}"]
+    assert len(_read(os.path.join(base, "out"))) == 2 * len(accounts)
+
+    # restarted from the checkpoint: the store is as the first run left it, and this
+    # run's updates come before its payments
+    _write(os.path.join(base, "rates"), "2.jsonl", [rate("GBP", None, 20)])
+    _write(os.path.join(base, "payments"), "2.jsonl", pays("EUR", 30) + pays("GBP", 30))
+    StreamsApp(topology(), cfg, session=spark).run_until_caught_up()
+    later = [v for _, v in _read(os.path.join(base, "out"))[2 * len(accounts) :]]
+    assert sorted(set(later)) == ["EUR:" + str(1.5 * scale), "GBP:None"]
+    assert len(later) == 2 * len(accounts)

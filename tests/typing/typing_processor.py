@@ -97,3 +97,21 @@ assert_type(by_lambda, KStream[str, int])
 numbers = b.stream("numbers", key_type=str, value_type=int)
 numbers.process(CountAndFlag)  # type: ignore[arg-type]
 numbers.process_values(Tagger)  # type: ignore[arg-type]
+
+
+class LoadRates(Processor[str, float, Any, Any]):
+    """A global store's state-update processor."""
+
+    def init(self, context: ProcessorContext[Any, Any]) -> None:
+        self.rates: KeyValueStore[str, float] = context.get_state_store("rates")
+
+    def process(self, record: Record[str, float]) -> None:
+        self.rates.put(record.key, record.value)
+
+
+rates: StoreBuilder[KeyValueStore[Any, Any]] = Stores.key_value_store_builder(
+    Stores.persistent_key_value_store("rates"), key_type=str, value_type=float
+)
+assert_type(b.add_global_store(rates, "rates", state_update_supplier=LoadRates), StreamsBuilder)
+b.add_global_store(rates, "rates", state_update_supplier=lambda: LoadRates(), named="rates-in")
+b.add_global_store(rates, "rates", state_update_supplier=LoadRates())  # type: ignore[arg-type]

@@ -243,6 +243,9 @@ def test_submit_saves_the_handle_before_it_waits_for_the_first_batch(
         def start(self) -> None:
             pass
 
+        def outputs(self) -> tuple[()]:
+            return ()
+
     class Conf:
         def set(self, key: str, value: str) -> None:
             pass
@@ -262,7 +265,6 @@ def test_submit_saves_the_handle_before_it_waits_for_the_first_batch(
     monkeypatch.setattr(remote, "_session", lambda url: Spark())
     monkeypatch.setattr(remote, "_release", released.append)
     monkeypatch.setattr(remote, "StreamsApp", App)
-    monkeypatch.setattr(remote, "_outputs", lambda app: ())
     monkeypatch.setattr(remote.shipping, "ship", lambda *a, **k: ["kspark_server"])
     monkeypatch.setattr(remote, "_wait_first_progress", interrupted)
     with pytest.raises(KeyboardInterrupt):

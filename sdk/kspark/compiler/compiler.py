@@ -44,7 +44,7 @@ from kspark.plan.grouped import (
     change_type,
     windowed_type,
 )
-from kspark.plan.processing import Process, ProcessValues
+from kspark.plan.processing import GlobalStoreSource, Process, ProcessValues
 from kspark.plan.suppression import SuppressTimeLimit
 from kspark.plan.topology import Topology
 from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc, describe_type, json_packable
@@ -380,6 +380,7 @@ class _Compiler:
         key_type: TypeDesc,
         value_type: TypeDesc,
         task_column: str = "key",
+        broadcast_table: bool = False,
     ) -> _Pending:
         stage = st.Stateful(
             stream=stream,
@@ -387,6 +388,7 @@ class _Compiler:
             spec=spec,
             num_partitions=self.config.num_partitions,
             task_column=task_column,
+            broadcast_table=broadcast_table,
             key_type=key_type,
             value_type=value_type,
         )
@@ -849,6 +851,20 @@ class _Compiler:
     def visit_Process(self, node: Process) -> _Pending:
         stream = self.stage_of(node.parent, node)
         key_type, value_type = known_type(node.key_type), known_type(node.value_type)
+        # a global store's records reach every task of the processor (each task keeps
+        # the whole store): the table side of the operator, broadcast
+        table: st.Stage | None = None
+        global_store: sp.GlobalStoreSpec | None = None
+        if node.global_stores:
+            (source,) = node.global_stores  # the build refuses more than one
+            table = self.stage_of(source, node)
+            global_store = sp.GlobalStoreSpec(
+                name=source.store.name,
+                key=table.key_type.spec(),
+                value=table.value_type.spec(),
+                update_supplier=source.update_supplier,
+                source=source.name,
+            )
         spec = sp.ProcessorSpec(
             processor=node.name,
             store=node.name,
@@ -859,11 +875,27 @@ class _Compiler:
             input=key_value(stream.key_type, stream.value_type),
             output=key_value(key_type, value_type),
             output_schema=envelope_json(key_type, value_type),
-            packed=sp.Packed(value=json_packable(stream.value_type), out=json_packable(value_type)),
+            packed=sp.Packed(
+                value=json_packable(stream.value_type),
+                tvalue=table is not None and json_packable(table.value_type),
+                out=json_packable(value_type),
+            ),
             handling=self.handling_at(node),
             state=self.state_options,
+            global_store=global_store,
         )
-        return self._stateful(node, spec, stream, key_type=key_type, value_type=value_type)
+        return self._stateful(
+            node,
+            spec,
+            stream,
+            table=table,
+            key_type=key_type,
+            value_type=value_type,
+            broadcast_table=table is not None,
+        )
+
+    def visit_GlobalStoreSource(self, node: GlobalStoreSource) -> _Pending:
+        return self.visit_TableSource(node)
 
     def visit_ProcessValues(self, node: ProcessValues) -> _Pending:
         return self.visit_Process(node)

@@ -140,7 +140,8 @@ class Stateful(Stage):
 
     ``table`` is the second input of a stream-table join. ``task_column`` is the column
     hashed into tasks: ``key``, ``ks_id`` for ``deduplicate``, or ``ks_gkey`` for a
-    global-table join.
+    global-table join. With ``broadcast_table`` (a processor's global store), each of
+    ``table``'s records goes to every task, its key in ``ks_gkey``.
     """
 
     stream: Stage
@@ -148,6 +149,7 @@ class Stateful(Stage):
     spec: StatefulSpec
     num_partitions: int
     task_column: str = "key"
+    broadcast_table: bool = False
 
     @property
     def inputs(self) -> tuple[Stage, ...]:

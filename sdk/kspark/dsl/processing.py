@@ -14,7 +14,7 @@ from kspark.dsl import _infer
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan import graph
 from kspark.plan import nodes as n
-from kspark.plan.processing import Process, StoreDef
+from kspark.plan.processing import GlobalStoreSource, Process, StoreDef
 from kspark_server.papi import (
     Cancellable,
     FixedKeyProcessor,
@@ -25,7 +25,7 @@ from kspark_server.papi import (
     RecordMetadata,
     StateStoreError,
 )
-from kspark_server.procstores import MemoryTable, store_for
+from kspark_server.procstores import MemoryTable, ReadOnlyKVStore, store_for
 
 __all__ = ["check_supplier", "connect_stores", "output_hints"]
 
@@ -95,10 +95,13 @@ class _ProbeContext(ProcessorContext[Any, Any], FixedKeyProcessorContext[Any, An
     """The context of the build-time run of a processor's ``init``: it gives the stores
     the processor is connected to (empty) and refuses the others."""
 
-    def __init__(self, node: Process, application_id: str = "") -> None:
+    def __init__(self, node: Process, global_stores: dict[str, GlobalStoreSource]) -> None:
         self._node = node
         self._defs = {d.name: d for d in node.store_defs}
+        self._globals = global_stores
         self._table = MemoryTable()
+        #: the global stores ``init`` asked for
+        self.asked: set[str] = set()
 
     @property
     def application_id(self) -> str:
@@ -116,12 +119,28 @@ class _ProbeContext(ProcessorContext[Any, Any], FixedKeyProcessorContext[Any, An
 
     def get_state_store(self, name: str) -> Any:
         d = self._defs.get(name)
+        g = self._globals.get(name)
+        if d is None and g is not None:
+            self.asked.add(name)
+            store = g.store
+            return ReadOnlyKVStore(
+                store_for(
+                    "key_value",
+                    name,
+                    self._table,
+                    store.key_type.spec(),
+                    store.value_type.spec(),
+                    {},
+                ),
+                self._node.name,
+            )
         if d is None:
             raise StateStoreError(
                 f"processor {self._node.name} asks for state store {name!r} in init, but "
                 f"it is not connected to the processor (connected: "
                 f"{sorted(self._node.store_names)}); add it with "
-                f"StreamsBuilder.add_state_store(...) and name it: process(supplier, {name!r})"
+                f"StreamsBuilder.add_state_store(...) and name it: process(supplier, {name!r}), "
+                "or add a global store of that name (StreamsBuilder.add_global_store)"
             )
         return store_for(
             d.kind,
@@ -150,22 +169,32 @@ class _NoSchedule(Cancellable):
         pass
 
 
-def _probe(node: Process) -> None:
+def _probe(node: Process, global_stores: dict[str, GlobalStoreSource]) -> set[str]:
     """Run the processor's ``init`` against a context of its connected stores: a store it
     asks for but is not connected to fails the build, as Kafka Streams fails the task.
-    Any other failure of ``init`` is the task's to report when it runs."""
+    Any other failure of ``init`` is the task's to report when it runs. Returns the
+    global stores ``init`` asked for: the processor reads those."""
+    context = _ProbeContext(node, global_stores)
     try:
         processor = node.supplier()
-        processor.init(_ProbeContext(node))
+        processor.init(context)
     except StateStoreError as exc:
         raise InvalidTopologyError(str(exc), processor=node.name) from exc
     except Exception:
-        return
+        pass
+    return context.asked
 
 
-def connect_stores(sinks: tuple[n.Node, ...], stores: dict[str, StoreDef]) -> tuple[n.Node, ...]:
-    """The topology's sinks and ends (``sinks``) with every processor's store definitions filled in from the builder's
-    ``stores``; a name no store has fails the build."""
+def connect_stores(
+    sinks: tuple[n.Node, ...],
+    stores: dict[str, StoreDef],
+    global_stores: dict[str, GlobalStoreSource] | None = None,
+) -> tuple[n.Node, ...]:
+    """The topology's sinks and ends (``sinks``) with every processor's store definitions
+    filled in from the builder's ``stores``, and its global stores (those its ``init``
+    asks for, or that it names) from ``global_stores``; a name no store has fails the
+    build."""
+    globals_ = global_stores or {}
     used: set[str] = set()
 
     def remap(node: n.Node, new: Callable[[n.Node], n.Node]) -> n.Node:
@@ -177,7 +206,7 @@ def connect_stores(sinks: tuple[n.Node, ...], stores: dict[str, StoreDef]) -> tu
             elif isinstance(value, tuple) and value and all(isinstance(v, n.Node) for v in value):
                 changes[a.name] = tuple(new(v) for v in value)
         if isinstance(node, Process):
-            missing = [s for s in node.store_names if s not in stores]
+            missing = [s for s in node.store_names if s not in stores and s not in globals_]
             if missing:
                 raise InvalidTopologyError(
                     f"{node.name}: state store(s) {missing} are connected to the processor but "
@@ -187,14 +216,19 @@ def connect_stores(sinks: tuple[n.Node, ...], stores: dict[str, StoreDef]) -> tu
                     processor=node.name,
                 )
             used.update(node.store_names)
-            changes["store_defs"] = tuple(stores[s] for s in node.store_names)
+            changes["store_defs"] = tuple(stores[s] for s in node.store_names if s in stores)
+            connected = attrs.evolve(node, **changes)
+            named = {s for s in node.store_names if s in globals_}
+            read = sorted(_probe(connected, globals_) | named)
+            if len(read) > 1:
+                raise InvalidTopologyError(
+                    f"{node.name}: the processor reads global stores {read}; a kspark "
+                    "processor reads at most one global store",
+                    processor=node.name,
+                )
+            changes["global_stores"] = tuple(globals_[g] for g in read)
         return attrs.evolve(node, **changes) if changes else node
 
     roots: tuple[n.Node, ...] = sinks
     new = graph.map_nodes(roots, lambda x: x.parents, remap)
-    out = tuple(new(s) for s in sinks)
-    for s in out:
-        for node in graph.toposort([s], lambda x: x.parents):
-            if isinstance(node, Process):
-                _probe(node)
-    return out
+    return tuple(new(s) for s in sinks)

@@ -45,7 +45,7 @@ from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan import graph
 from kspark.plan import nodes as n
 from kspark.plan.grouped import Aggregate, Suppress
-from kspark.plan.processing import Process, ProcessValues, StoreDef
+from kspark.plan.processing import GlobalStoreSource, Process, ProcessValues, StoreDef
 from kspark.plan.suppression import SuppressTimeLimit
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc
@@ -106,6 +106,7 @@ class StreamsBuilder:
         self._nodes: dict[int, n.Node] = {}
         self._join_stores: set[str] = set()
         self._state_stores: dict[str, StoreDef] = {}
+        self._global_stores: dict[str, GlobalStoreSource] = {}
 
     def _added(self, node: n.Node) -> None:
         self._nodes[id(node)] = node
@@ -490,11 +491,107 @@ class StreamsBuilder:
                 f"(Stores.persistent_key_value_store(name)), got {builder!r}",
                 parameter="builder",
             )
-        if store.name in self._state_stores or store.name in self._join_stores:
-            raise InvalidTopologyError(
-                f"a state store named {store.name!r} was added already", stores=[store.name]
-            )
+        self._check_new_store(store.name)
         self._state_stores[store.name] = store
+        return self
+
+    def _check_new_store(self, name: str) -> None:
+        if name in self._state_stores or name in self._join_stores or name in self._global_stores:
+            raise InvalidTopologyError(
+                f"a state store named {name!r} was added already", stores=[name]
+            )
+
+    def add_global_store(
+        self,
+        store_builder: StoreBuilder[Any],
+        topic: str | n.TopicSpec,
+        *,
+        key_type: type[Any] | None = None,
+        value_type: type[Any] | None = None,
+        state_update_supplier: Callable[[], Processor[Any, Any, Any, Any]] | None = None,
+        named: Named | str | None = None,
+    ) -> StreamsBuilder:
+        """Adds a global store: a read-only key-value store that the processors of every
+        task see whole, fed by ``topic`` (Kafka Streams' ``addGlobalStore``).
+
+        Each of ``topic``'s records goes to the state-update processor, which writes the
+        store: by default it puts the record's value under its key, and deletes the key
+        for a null value. A processor of the topology gets the store by name
+        (``context.get_state_store(name)`` in its ``init``), without naming it in
+        ``process``; it may read it (``get``, ``range``, ``all``, ...), and a write fails
+        with :class:`~kspark.processor.StateStoreError`. See docs/processor-api.md,
+        "Global stores", for when a processor sees an update.
+
+        Parameters
+        ----------
+        store_builder
+            ``Stores.key_value_store_builder(...)``: the store's name and types.
+        topic
+            The topic that feeds the store: a name, bound as any topic name is, or a
+            ``Topic``.
+        key_type, value_type
+            The topic's record types (by default the store's).
+        state_update_supplier
+            A ``Processor`` class, or a function of no argument making one, whose
+            ``process(record)`` writes the store (``context.get_state_store(name)`` in its
+            ``init``). It forwards nothing.
+        named
+            The name of the store's source processor.
+
+        Returns
+        -------
+        StreamsBuilder
+            This builder.
+
+        Raises
+        ------
+        InvalidTopologyError
+            If a store of that name was added already, or the store is not a key-value
+            store.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> from kspark.state import Stores
+        >>> b = StreamsBuilder().add_global_store(
+        ...     Stores.key_value_store_builder(
+        ...         Stores.persistent_key_value_store("rates"), key_type=str, value_type=float
+        ...     ),
+        ...     "rates",
+        ... )
+        >>> sorted(b._global_stores)
+        ['rates']
+        """
+        build = getattr(store_builder, "build", None)
+        store = build() if callable(build) else None
+        if not isinstance(store, StoreDef):
+            raise InvalidArgumentError(
+                "add_global_store takes a store builder, such as "
+                "Stores.key_value_store_builder(Stores.persistent_key_value_store(name)), got "
+                f"{store_builder!r}",
+                parameter="store_builder",
+            )
+        self._check_new_store(store.name)
+        topic_name, bound = _topic_arg(topic)
+        name, seq = self._next("KSTREAM-SOURCE", named)
+        if state_update_supplier is not None:
+            processing.check_supplier(state_update_supplier, False, name)
+        node = GlobalStoreSource(
+            name=name,
+            seq=seq,
+            topic_name=topic_name,
+            topic=bound,
+            key_type=_source_type(key_type, bound, name, "key_type")
+            if key_type is not None or bound is not None
+            else store.key_type,
+            value_type=_source_type(value_type, bound, name, "value_type")
+            if value_type is not None or bound is not None
+            else store.value_type,
+            store_name=store.name,
+            store=store,
+            update_supplier=state_update_supplier,
+        )
+        self._global_stores[store.name] = node
         return self
 
     def build(self) -> Topology:
@@ -538,7 +635,9 @@ class StreamsBuilder:
         )
         if self._state_stores or any(isinstance(x, Process) for x in nodes):
             # the processors of branches that reach no sink get their stores too
-            roots = processing.connect_stores((*sinks, *ends), self._state_stores)
+            roots = processing.connect_stores(
+                (*sinks, *ends), self._state_stores, self._global_stores
+            )
             sinks, ends = roots[: len(sinks)], roots[len(sinks) :]
         return Topology(sinks=sinks, ends=ends)  # type: ignore[arg-type]
 

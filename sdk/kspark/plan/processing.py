@@ -23,10 +23,10 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
-from kspark.plan.nodes import _Unary
+from kspark.plan.nodes import Node, TableSource, _Unary
 from kspark.plan.types import DYNAMIC, TypeDesc
 
-__all__ = ["Process", "ProcessValues", "StoreDef", "StoreKind"]
+__all__ = ["GlobalStoreSource", "Process", "ProcessValues", "StoreDef", "StoreKind"]
 
 StoreKind = Literal["key_value", "versioned", "window"]
 
@@ -81,6 +81,31 @@ Fn = Callable[..., Any]
 
 
 @attrs.frozen(kw_only=True)
+class GlobalStoreSource(TableSource):
+    """The source of a global store (``StreamsBuilder.add_global_store``): a key-value
+    store that every task's processors read, fed by a topic through
+    ``update_supplier``'s processor (None: put each record, delete on a null value).
+
+    A processor reads it when its ``init`` asks for it (``context.get_state_store``);
+    such a processor has the source among its parents (``Process.global_stores``).
+    """
+
+    store: StoreDef
+    update_supplier: Fn | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.store.kind != "key_value":
+            raise InvalidTopologyError(
+                f"{self.name}: global store {self.store.name!r} is a {self.store.kind} store; "
+                "a global store is a key-value store (Stores.key_value_store_builder)",
+                processor=self.name,
+            )
+
+    def stores(self) -> tuple[str, ...]:
+        return (self.store.name,)
+
+
+@attrs.frozen(kw_only=True)
 class Process(_Unary):
     """Runs a user :class:`kspark.processor.Processor` per task (``KStream.process``).
 
@@ -94,6 +119,12 @@ class Process(_Unary):
     supplier: Fn
     store_names: tuple[str, ...] = ()
     store_defs: tuple[StoreDef, ...] = ()
+    #: the global stores the processor reads (found when the topology is built)
+    global_stores: tuple[GlobalStoreSource, ...] = ()
+
+    @property
+    def parents(self) -> tuple[Node, ...]:
+        return (self.parent, *self.global_stores)
 
     def __attrs_post_init__(self) -> None:
         dupes = sorted({s for s in self.store_names if self.store_names.count(s) > 1})

@@ -39,9 +39,11 @@ from kspark.runtime.checkpoints import (
     write_generation,
 )
 from kspark.runtime.display import NullProgress
+from kspark.runtime.handles import OutputInfo
 from kspark.runtime.metrics import Batches, Metrics, Totals, progress_as_dict
 from kspark.runtime.progress import ProgressMode, ProgressReporter, resolve_progress, watch
 from kspark.runtime.server import connect
+from kspark_server.sinks import FILE_FORMATS
 
 __all__ = ["Metrics", "RunReport", "StartPlan", "State", "StreamsApp"]
 
@@ -636,6 +638,82 @@ class StreamsApp:
         replica = StoreReplica(self.session, self.checkpoint_location, self.compiled(), name)
         replica.refresh()
         return replica
+
+    def outputs(self) -> tuple[OutputInfo, ...]:
+        """Where the app writes: each sink topic, then the dead-letter queue, once each.
+
+        The locations are the bound topics' own, made absolute on the client when their
+        ``Topic`` or ``StreamsConfig`` was made (docs/deployment.md, "Paths"), so they name
+        the folders the app writes whatever the server's working directory.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder, StreamsConfig
+        >>> b = StreamsBuilder()
+        >>> b.stream("orders").to("checked")
+        >>> app = StreamsApp(b.build(), StreamsConfig(application_id="shop", data_dir="/data"))
+        >>> [o.describe() for o in app.outputs()]
+        ['checked (jsonl) -> /data/checked/']
+        """
+        seen: dict[str, OutputInfo] = {}
+        for part in self.compiled().sinks:
+            seen.setdefault(part.topic.name, OutputInfo.of(part.topic))
+        dlq = self.config.dead_letter_queue_topic
+        if dlq is not None:
+            seen.setdefault(dlq.name, OutputInfo.of(dlq, dead_letter_queue=True))
+        return tuple(seen.values())
+
+    def read_output(self, name: str) -> Any:
+        """What the app has written to output topic ``name`` (a sink or the dead-letter
+        queue), as a batch DataFrame of the app's session.
+
+        It reads the location :meth:`outputs` gives, the one the app writes, so a relative
+        ``data_dir`` or topic path means the same folder for the app and for this read;
+        ``spark.read.json("data/out")`` would resolve ``data`` on the server, against its
+        own working directory. File topics are read with Spark's reader of their format
+        (both layouts, :mod:`kspark.runtime.filesink`), tables by name.
+
+        Parameters
+        ----------
+        name
+            The output topic's name, as the topology or the config names it.
+
+        Returns
+        -------
+        pyspark.sql.DataFrame
+            The records as written: ``key``, ``value``, ``timestamp`` (and ``batch_id``
+            for batch folders) in the envelope layout.
+
+        Raises
+        ------
+        InvalidArgumentError
+            If ``name`` is not an output of the app, or is a Kafka topic (read those with
+            a Kafka consumer).
+
+        Examples
+        --------
+        >>> app.run_until_caught_up()  # doctest: +SKIP
+        >>> app.read_output("converted").select("key", "value.*").show()  # doctest: +SKIP
+        """
+        outputs = {o.name: o for o in self.outputs()}
+        out = outputs.get(name)
+        if out is None:
+            raise InvalidArgumentError(
+                f"app {self.config.application_id} writes no topic {name!r}; its outputs: "
+                f"{sorted(outputs)}",
+                parameter="name",
+            )
+        if out.format == "kafka":
+            raise InvalidArgumentError(
+                f"output {name!r} is the Kafka topic {out.location}: read it with a Kafka consumer",
+                parameter="name",
+            )
+        reader = self.session.read
+        if out.format == "table":
+            return reader.table(out.location)
+        if out.format == "csv":
+            reader = reader.option("header", "true")
+        return reader.format(FILE_FORMATS[out.format]).load(out.location)
 
     def __enter__(self) -> StreamsApp:
         return self

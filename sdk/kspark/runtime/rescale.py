@@ -31,6 +31,7 @@ from kspark.compiler.compiler import compile_topology
 from kspark.compiler.lowering import flat_schema
 from kspark.config import MAX_PARTITIONS, StreamsConfig
 from kspark.errors import RescaleError
+from kspark.plan.processing import Process
 from kspark.plan.topology import Topology
 from kspark.runtime import lease
 from kspark.runtime.checkpoints import (
@@ -159,6 +160,17 @@ def rescale(
         raise RescaleError(f"partitions must be a positive integer, got {partitions!r}")
     if partitions > MAX_PARTITIONS:
         raise RescaleError(f"partitions must be at most {MAX_PARTITIONS}, got {partitions}")
+    readers = sorted(
+        node.name for node in topology.nodes() if isinstance(node, Process) and node.global_stores
+    )
+    if readers:
+        # every task holds the whole global store; a re-split by key would leave each
+        # key's entry in one task only
+        raise RescaleError(
+            f"processors {readers} read a global store, which every task keeps whole: an "
+            "app with global stores cannot be rescaled; start it with a new application_id "
+            "and checkpoint_dir at the new num_partitions instead"
+        )
     cfg = config
     app_id = cfg.application_id
     for q in spark.streams.active:

@@ -91,7 +91,7 @@ def _objects(topology: Topology, extra: Iterable[Any]) -> Iterator[Any]:
         for d in getattr(node, "store_defs", ()):  # a processor's stores (their types)
             yield from _types(d.key_type)
             yield from _types(d.value_type)
-        for attr in ("fn", "joiner", "id_selector", "supplier"):
+        for attr in ("fn", "joiner", "id_selector", "supplier", "update_supplier"):
             value = getattr(node, attr, None)
             if value is not None:
                 yield value

@@ -365,16 +365,6 @@ def client_only_path(topology: Topology, exists_on_server: Callable[[str], bool]
     return None
 
 
-def _outputs(app: StreamsApp) -> tuple[OutputInfo, ...]:
-    seen: dict[str, OutputInfo] = {}
-    for part in app.compiled().sinks:
-        seen.setdefault(part.topic.name, OutputInfo.of(part.topic))
-    dlq = app.config.dead_letter_queue_topic
-    if dlq is not None:
-        seen.setdefault(dlq.name, OutputInfo.of(dlq, dead_letter_queue=True))
-    return tuple(seen.values())
-
-
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
@@ -512,7 +502,7 @@ def submit(
             query_id=str(query.id),
             run_id=str(query.runId),
             checkpoint=app.checkpoint_location,
-            outputs=_outputs(app),
+            outputs=app.outputs(),
             modules=tuple(shipped),
             topology=topology_ref,
             submitted_at=_now(),

@@ -27,6 +27,13 @@ the task state, so a new batch, or a restarted app, goes on where the last batch
 Records forwarded by ``process`` take the input record's position (topic, partition,
 offset, order), numbered in ``ks_sub``; records forwarded by a punctuator take the
 position of the record after which it fired, without an offset.
+
+A global store (``spec.global_store``) is whole in every task: its topic's records reach
+every task (``ks_jside`` 1, key in ``ks_gkey``, value in ``ks_tvalue``), and each task
+applies a micro-batch's updates, through the store's state-update processor, before the
+batch's stream records. The processor reads the store and cannot write it. An update
+that fails or is dropped is reported by task 0 alone (every task sees the same updates and
+applies the same rule to them), so the handler sees it once.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
+
+import msgspec
 
 from kspark_server import codec, stateenc
 from kspark_server.envelope import SideKind
@@ -50,8 +59,8 @@ from kspark_server.papi import (
     RecordMetadata,
     StateStoreError,
 )
-from kspark_server.procstores import Table, store_for
-from kspark_server.spec import ProcessorSpec
+from kspark_server.procstores import KVStore, ReadOnlyKVStore, Table, store_for
+from kspark_server.spec import GlobalStoreSpec, ProcessorSpec
 
 __all__ = ["UserProcessor", "system_clock_ms", "wall_clock"]
 
@@ -245,6 +254,12 @@ class _Run:
         found = self.stores.get(name)
         if found is not None:
             return found
+        gs = self.op.spec.global_store
+        if gs is not None and name == gs.name:
+            found = self.stores[name] = ReadOnlyKVStore(
+                KVStore(name, self.table, gs.key, gs.value), self.op.spec.processor
+            )
+            return found
         spec = self.op.store_specs.get(name)
         if spec is None:
             connected = sorted(self.op.store_specs)
@@ -328,6 +343,51 @@ class _Run:
                 self.punctuate(s, now)
 
 
+class _UpdateContext(ProcessorContext[Any, Any]):
+    """The context of a global store's state-update processor: its store, writable."""
+
+    def __init__(self, run: _Run, spec: GlobalStoreSpec, store: KVStore) -> None:
+        self._run, self._spec, self._store = run, spec, store
+        self.metadata: RecordMetadata | None = None
+
+    @property
+    def application_id(self) -> str:
+        return self._run.op.spec.application_id
+
+    @property
+    def task_id(self) -> str:
+        return self._run.task_id
+
+    def forward(self, record: Any, child_name: str | None = None) -> None:
+        raise StateStoreError(
+            f"the state-update processor of global store {self._spec.name!r} forwards "
+            "nothing: it only writes the store"
+        )
+
+    def schedule(self, interval: timedelta, type: PunctuationType, punctuator: Any) -> Cancellable:
+        raise StateStoreError(
+            f"the state-update processor of global store {self._spec.name!r} cannot schedule "
+            "punctuators"
+        )
+
+    def get_state_store(self, name: str) -> Any:
+        if name != self._spec.name:
+            raise StateStoreError(
+                f"the state-update processor of global store {self._spec.name!r} has no "
+                f"access to state store {name!r}: it writes only its own store"
+            )
+        return self._store
+
+    def record_metadata(self) -> RecordMetadata | None:
+        return self.metadata
+
+    def current_stream_time_ms(self) -> int:
+        return -1
+
+    def current_system_time_ms(self) -> int:
+        return int(time.time() * 1000)
+
+
 class UserProcessor(TaskProcessor):
     """The operator of :class:`~kspark_server.spec.ProcessorSpec`."""
 
@@ -342,6 +402,11 @@ class UserProcessor(TaskProcessor):
         self.venc = codec.encoder(s.output.value, "value")
         self.store_specs = {d.name: d for d in s.stores}
         self.local: Any = None
+        gs = s.global_store
+        if gs is not None:
+            self.gkdec = codec.decoder(gs.key, plain=True)
+            self.gvdec = codec.decoder(gs.value, plain=True)
+            self.unpack_tvalue: Any = msgspec.json.decode if s.packed.tvalue else (lambda x: x)
 
     def _open(self, task: int) -> Any:
         opened = super()._open(task)
@@ -364,6 +429,9 @@ class UserProcessor(TaskProcessor):
                 f"processor {where} failed in init (task {run.task_id}): "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        jside = batch.col("ks_jside") if spec.global_store is not None else None
+        if jside is not None:
+            self._update_global(run, batch, jside)
         keys, values = batch.keys, batch.col("value")
         headers = batch.col("headers") if "headers" in batch.table.column_names else None
         topics = batch.col("topic")
@@ -375,6 +443,8 @@ class UserProcessor(TaskProcessor):
         make = FixedKeyRecord if spec.fixed_key else Record
         tss = batch.ts
         for i in range(batch.n):
+            if jside is not None and jside[i] == 1:
+                continue  # a global store's update, applied above
             ts = tss[i]
             run.base = {c: None for c in names if c not in ("key", "value", "timestamp", "headers")}
             run.base.update(topic=topics[i], partition=parts[i], offset=offsets[i], ks_seq=seqs[i])
@@ -407,6 +477,67 @@ class UserProcessor(TaskProcessor):
                 f"processor {where} failed in close (task {run.task_id}): "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+
+    def _update_global(self, run: _Run, batch: Batch, jside: list[Any]) -> None:
+        """Apply the batch's records of the global store's topic to the task's copy,
+        through the state-update processor (by default: put, or delete on null)."""
+        rows = [i for i in range(batch.n) if jside[i] == 1]
+        gs = self.spec.global_store
+        if not rows or gs is None:
+            return
+        where = gs.source or gs.name
+        # every task applies every update; task 0 alone reports what fails or drops
+        report = run.task == 0
+        guard = self.guard
+        store = KVStore(gs.name, run.table, gs.key, gs.value)
+        context = _UpdateContext(run, gs, store)
+        updater = gs.update_supplier() if gs.update_supplier is not None else None
+        if updater is not None:
+            try:
+                updater.init(context)
+            except Exception as exc:
+                raise RuntimeError(
+                    f"the state-update processor of global store {gs.name!r} failed in init "
+                    f"(task {run.task_id}): {type(exc).__name__}: {exc}"
+                ) from exc
+        gkeys, tvalues, tss = batch.col("ks_gkey"), batch.col("ks_tvalue"), batch.ts
+        topics, parts, offsets = batch.col("topic"), batch.col("partition"), batch.col("offset")
+        headers = batch.col("headers") if "headers" in batch.table.column_names else None
+        hashes = batch.hashes
+        for i in rows:
+            run.hash_now = hashes[i]
+            origin = "KEY"
+            try:
+                k = self.gkdec(gkeys[i])
+                origin = "VALUE"
+                raw = tvalues[i]
+                v = None if raw is None else self.gvdec(self.unpack_tvalue(raw))
+            except Exception as exc:
+                if report:
+                    guard.decode_failed(where, batch.row(i), exc, origin)
+                continue
+            if updater is None:
+                if k is None:
+                    if report:
+                        guard.drop(where, run.task_id, "null-key", batch.row(i))
+                    continue
+                store.put(k, v)  # a null value deletes the key
+                continue
+            hs = tuple((h["key"], h["value"]) for h in (headers[i] or ())) if headers else ()
+            context.metadata = RecordMetadata(topics[i], parts[i], offsets[i])
+            try:
+                updater.process(Record(k, v, tss[i], hs))
+            except Exception as exc:
+                if report:
+                    guard.on_error(where, (k, v), batch.row(i), exc)
+        if updater is not None:
+            try:
+                updater.close()
+            except Exception as exc:
+                raise RuntimeError(
+                    f"the state-update processor of global store {gs.name!r} failed in close "
+                    f"(task {run.task_id}): {type(exc).__name__}: {exc}"
+                ) from exc
 
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         t = f"{self.guard.subtopology}_{task}"

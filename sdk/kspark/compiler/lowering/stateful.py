@@ -66,6 +66,8 @@ def stateful(
     tasked = stream.withColumn("ks_hash", _hash(stage.task_column)).withColumn(
         "ks_task", task_column(stage.task_column, stage.num_partitions)
     )
+    if stage.broadcast_table:
+        tasked = _broadcast_table(tasked, stage.num_partitions)
     # columns that are the same for every record stay out of both Python passes
     # (docs/design/stateful-runner.md); the operator puts them back while it works
     constants = stateful_constants(stage)
@@ -153,18 +155,23 @@ def _joined_input(stage: st.Stateful, df_of: Callable[[st.Stage], DataFrame]) ->
     svalue_t = dtype(stage.stream.value_type.spark_json())
     names = [name for name, _ in env.ENVELOPE]
     global_table = stage.task_column == "ks_gkey"
+    gkey: list[Column | str] = ["ks_gkey"] if global_table else []
+    if stage.broadcast_table:
+        # a global store's key may be of another type than the stream's: it travels in
+        # ks_gkey, as a global table's does
+        gkey = [F.lit(None).cast(dtype(stage.table.key_type.spark_json())).alias("ks_gkey")]
     left = stream.select(
         *names,
         F.lit(None).cast(tvalue_t).alias("ks_tvalue"),
         F.lit(0).alias("ks_jside"),
-        *(["ks_gkey"] if global_table else []),
+        *gkey,
     )
     right = table.select(
         *[F.lit(None).cast(svalue_t).alias("value") if c == "value" else F.col(c) for c in names],
         F.col("value").alias("ks_tvalue"),
         F.lit(1).alias("ks_jside"),
     )
-    if global_table:
+    if global_table or stage.broadcast_table:
         # the stream's records carry their table key (JoinKeyStage), the table's updates
         # are keyed by it; ``key`` is the stream's own key, whose type the table's need
         # not share (a table update's is null)
@@ -173,6 +180,19 @@ def _joined_input(stage: st.Stateful, df_of: Callable[[st.Stage], DataFrame]) ->
             "key", F.lit(None).cast(skey_t)
         )
     return left.unionByName(right)
+
+
+def _broadcast_table(tasked: DataFrame, n: int) -> DataFrame:
+    """``tasked`` with each table record (``ks_jside`` 1) once for every task: a
+    processor's global store is whole in each task. A side row of the table's read (a
+    dead letter, a count) stays one row, so it is reported once."""
+    from kspark_server.placement import task_keys
+
+    every = F.array(*[F.lit(k) for k in task_keys(int(n))])
+    update = (F.col("ks_jside") == 1) & F.col("ks_side").isNull()
+    return tasked.withColumn(
+        "ks_task", F.explode(F.when(update, every).otherwise(F.array(F.col("ks_task"))))
+    )
 
 
 def cogroup(stage: st.Cogroup, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:
@@ -218,7 +238,7 @@ def _packed_columns(stage: st.Stateful) -> list[str]:
     order = [name for name, _ in env.ENVELOPE]
     if stage.table is not None:
         order += ["ks_tvalue", "ks_jside"]
-    if stage.task_column == "ks_gkey":
+    if stage.task_column == "ks_gkey" or stage.broadcast_table:
         order.append("ks_gkey")
     return [*order, "ks_hash", "ks_task"]
 
