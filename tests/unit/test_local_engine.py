@@ -379,3 +379,40 @@ def test_a_record_value_with_a_null_field_reaches_the_operator_whole() -> None:
             ("o1", "a:Ann"),
             ("o2", "b:None"),
         ]
+
+
+class Priced(Processor[str, str, str, str]):
+    """Looks each payment's currency up in the global store ``rates``."""
+
+    def init(self, context: ProcessorContext[str, str]) -> None:
+        self.context = context
+        self.rates: KeyValueStore[str, float] = context.get_state_store("rates")
+
+    def process(self, record: Record[str, str]) -> None:
+        self.context.forward(record.with_value(f"{record.value}:{self.rates.get(record.value)}"))
+
+
+def test_a_global_store_is_whole_in_every_task_in_process() -> None:
+    b = StreamsBuilder()
+    b.add_global_store(
+        Stores.key_value_store_builder(
+            Stores.persistent_key_value_store("rates"), key_type=str, value_type=float
+        ),
+        "rates",
+    )
+    b.stream("payments", key_type=str, value_type=str).process(Priced).to("out")
+    accounts = [f"acct-{i}" for i in range(9)]  # over the three tasks
+    with TopologyTestDriver(b.build(), _config(), engine="local") as d:
+        rates, pays = d.create_input_topic("rates"), d.create_input_topic("payments")
+        out = d.create_output_topic("out")
+        rates.pipe_records([("EUR", 1.5, 1), ("GBP", 2.5, 1)])
+        pays.pipe_records([(a, "EUR", 10) for a in accounts])
+        d.process()
+        assert sorted(set(out.read_values())) == ["EUR:1.5"]
+        if d._local is not None:
+            d._local.restart()
+        rates.pipe_input("EUR", None, timestamp=20)
+        pays.pipe_records([(a, c, 30) for a in accounts for c in ("EUR", "GBP")])
+        d.process()
+        got = out.read_values()
+        assert len(got) == 18 and sorted(set(got)) == ["EUR:None", "GBP:2.5"]

@@ -585,6 +585,8 @@ class LocalEngine:
         table = table.append_column(
             "ks_task", pa.array([keys[placement.pmod(h, n)] for h in hashes], pa.int32())
         )
+        if stage.broadcast_table:
+            table = _broadcast(table, keys)
         import pandas as pd
 
         from kspark_server.operators.registry import make_operator
@@ -662,10 +664,16 @@ class LocalEngine:
         right = right.set_column(1, "value", pa.nulls(right.num_rows, svalue_t))
         right = right.append_column("ks_tvalue", second.column("value"))
         right = right.append_column("ks_jside", pa.array([1] * right.num_rows, pa.int32()))
-        if stage.task_column == "ks_gkey":
-            # a global table's join: the stream's records carry their table key, the
-            # table's updates are keyed by it and carry no stream key (as on Spark)
-            left = left.append_column("ks_gkey", stream.column("ks_gkey"))
+        if stage.task_column == "ks_gkey" or stage.broadcast_table:
+            # a global table's join, a processor's global store: the stream's records
+            # carry their table key (none for a store), the table's updates are keyed by
+            # it and carry no stream key (as on Spark)
+            gkey = (
+                stream.column("ks_gkey")
+                if stage.task_column == "ks_gkey"
+                else pa.nulls(left.num_rows, second.schema.field("key").type)
+            )
+            left = left.append_column("ks_gkey", gkey)
             right = right.append_column("ks_gkey", second.column("key"))
             key_t = left.schema.field("key").type
             right = right.set_column(0, "key", pa.nulls(right.num_rows, key_t))
@@ -858,6 +866,24 @@ def _cogrouped(parts: list[pa.Table]) -> pa.Table:
             t = t.append_column(f"ks_value{j}", column)
         tagged.append(t)
     return pa.concat_tables([t.cast(tagged[0].schema) for t in tagged])
+
+
+def _broadcast(table: pa.Table, keys: tuple[int, ...]) -> pa.Table:
+    """``table`` with each table update (``ks_jside`` 1, not a side row) once for every
+    task, in place, as the Spark lowering explodes it: a processor's global store is whole
+    in each task."""
+    jside = table.column("ks_jside").to_pylist()
+    side = table.column("ks_side").to_pylist()
+    tasks = table.column("ks_task").to_pylist()
+    rows: list[int] = []
+    new_tasks: list[int] = []
+    for i, (j, s, t) in enumerate(zip(jside, side, tasks, strict=True)):
+        for k in keys if j == 1 and s is None else [t]:
+            rows.append(i)
+            new_tasks.append(k)
+    out = table.take(pa.array(rows, pa.int64()))
+    at = out.column_names.index("ks_task")
+    return out.set_column(at, "ks_task", pa.array(new_tasks, pa.int32()))
 
 
 def _packed_column(table: pa.Table, name: str, spark_type: Any) -> pa.Table:

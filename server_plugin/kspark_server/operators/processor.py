@@ -385,7 +385,7 @@ class _UpdateContext(ProcessorContext[Any, Any]):
         return -1
 
     def current_system_time_ms(self) -> int:
-        return int(time.time() * 1000)
+        return _now()
 
 
 class UserProcessor(TaskProcessor):
