@@ -46,6 +46,8 @@ KafkaClient: TypeAlias = Literal["auto", "jvm", "python"]
 #: kspark's ``batch_id=N`` folders (``"batch_folders"``, through ``foreachBatch``), or
 #: ``"auto"`` (Spark's where the app allows it: docs/configuration.md, ``file_sink``).
 FileSink: TypeAlias = Literal["auto", "batch_folders", "spark"]
+#: Which Spark API runs the stateful operators (``StreamsConfig.stateful_runner``).
+StatefulRunner: TypeAlias = Literal["transform_with_state", "apply_in_pandas"]
 
 #: The short names of the built-in exception handlers, which ``StreamsConfig``'s
 #: ``*_exception_handler`` options (and config files) take in place of a class.

@@ -14,7 +14,7 @@ import attrs
 
 from kspark import errors
 from kspark._paths import resolve_path
-from kspark._typing import FileSink, HandlerName, KafkaClient, TimestampPolicy
+from kspark._typing import FileSink, HandlerName, KafkaClient, StatefulRunner, TimestampPolicy
 from kspark.errors import ConfigError, KSparkError
 from kspark.plan.nodes import TopicSpec
 
@@ -432,6 +432,21 @@ class StreamsConfig:
         Checks, for tests: after every micro-batch, each stateful task reads its durable
         base and log back and compares them with its state, and logs changes against
         bases of any size. Slow; an inconsistency stops the app.
+    state_dir
+        Where the executors keep the stateful tasks' local stores (Kafka Streams'
+        ``state.dir``): a path on each executor's local disk. None: the executor's
+        ``$KSPARK_LOCAL_STATE_DIR``, else ``<tmp>/kspark-state``. The local stores are
+        caches of the durable state in the checkpoint: a store that is missing or behind
+        is rebuilt from it.
+    stateful_runner
+        Which Spark API runs the stateful operators: ``"transform_with_state"`` (the
+        default: ``transformWithStateInPandas``, the state in Spark's state store, read
+        by interactive queries, replicas and rescale) or ``"apply_in_pandas"``
+        (``applyInPandasWithState``: records reach the operators straight from the
+        shuffle, the state is kept in kspark's own files in the checkpoint; faster, but
+        without interactive queries, replicas or rescale yet; see
+        docs/design/grouped-runner.md). An app keeps the runner its checkpoint was
+        started with.
     topics
         Bindings of the topology's topic names to where they live: name ->
         ``Topic.jsonl(...)``, ``Topic.parquet(...)``, ``Topic.kafka(...)`` or
@@ -512,6 +527,10 @@ class StreamsConfig:
         default=32 << 20, validator=_positive_int("state_base_chunk_bytes")
     )
     state_check_log: bool = attrs.field(default=False, validator=_bool("state_check_log"))
+    state_dir: str | None = attrs.field(default=None, validator=_optional_str("state_dir"))
+    stateful_runner: StatefulRunner = attrs.field(
+        default="transform_with_state", validator=_one_of("stateful_runner", StatefulRunner)
+    )
     topics: tuple[tuple[str, TopicSpec], ...] = attrs.field(default=None, converter=_topics_tuple)
     bootstrap_servers: str | None = attrs.field(
         default=None, validator=_optional_str("bootstrap_servers")

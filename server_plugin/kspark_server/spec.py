@@ -37,6 +37,7 @@ from kspark_server.paths import normalize_path
 
 __all__ = [
     "SPEC_VERSION",
+    "STATEFUL_RUNNERS",
     "AggregateSpec",
     "ArrowValues",
     "BranchStep",
@@ -441,6 +442,9 @@ class JoinKeySpec:
     handling: Handling = Handling()
 
 
+#: The Spark APIs a stateful operator can run under (``StreamsConfig.stateful_runner``).
+STATEFUL_RUNNERS = ("transform_with_state", "apply_in_pandas")
+
 #: The size of a base chunk of a task's durable state (``StreamsConfig``'s
 #: ``state_base_chunk_bytes``; :mod:`kspark_server.taskstate`).
 BASE_CHUNK_BYTES = 32 << 20
@@ -459,10 +463,17 @@ class StateOptions:
 
     base_chunk_bytes: int = BASE_CHUNK_BYTES
     check_log: bool = False
+    #: which Spark API runs the operator (``StreamsConfig``'s ``stateful_runner``)
+    runner: str = "transform_with_state"
+    #: where the executors keep the tasks' local stores (``StreamsConfig``'s
+    #: ``state_dir``; empty: :func:`kspark_server.localstore.root_dir`)
+    local_dir: str = ""
 
     def __post_init__(self) -> None:
         if self.base_chunk_bytes <= 0:
             raise SpecError(f"base_chunk_bytes must be positive, got {self.base_chunk_bytes}")
+        if self.runner not in STATEFUL_RUNNERS:
+            raise SpecError(f"runner must be one of {STATEFUL_RUNNERS}, got {self.runner!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

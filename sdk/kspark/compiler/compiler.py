@@ -117,7 +117,10 @@ class _Compiler:
         self.config = config
         #: the stateful operators' state tuning and checks
         self.state_options = sp.StateOptions(
-            base_chunk_bytes=config.state_base_chunk_bytes, check_log=config.state_check_log
+            base_chunk_bytes=config.state_base_chunk_bytes,
+            check_log=config.state_check_log,
+            runner=config.stateful_runner,
+            local_dir=config.state_dir or "",
         )
         self.memo: dict[int, _Pending] = {}
         self.sink_types: dict[str, tuple[TypeDesc | None, TypeDesc | None]] = {}

@@ -24,6 +24,7 @@ from kspark.errors import (
     HandlerError,
     InvalidArgumentError,
     ProcessingError,
+    StoreError,
     StreamsAppError,
     SuppressionBufferFullError,
 )
@@ -254,6 +255,26 @@ class StreamsApp:
         self._generation = gen
         return gen
 
+    def _check_runner(self, gen: Generation) -> None:
+        """Refuse to restart a checkpoint under the other stateful runner: their state is
+        kept apart (Spark's state store; kspark's files, docs/design/grouped-runner.md).
+        Checked where the client sees the checkpoint's folder."""
+        import os
+
+        from kspark_server.taskfiles import state_root
+
+        root = state_root(gen.checkpoint)
+        if "://" in root or not os.path.isdir(os.path.join(os.path.dirname(root), "commits")):
+            return
+        had = "apply_in_pandas" if os.path.isdir(root) else "transform_with_state"
+        if had != self.config.stateful_runner:
+            raise StreamsAppError(
+                f"app {self.config.application_id}: checkpoint {gen.checkpoint} holds state "
+                f"of stateful_runner={had!r}, not {self.config.stateful_runner!r}; start it "
+                f"with StreamsConfig(stateful_runner={had!r}), or start over from a new "
+                "checkpoint_dir"
+            )
+
     def _forget_generation(self) -> None:
         self._generation = None
         self._output = None
@@ -402,6 +423,8 @@ class StreamsApp:
         )
         if stateful:
             gen = self._check_state_format(gen, committed)
+            if committed:
+                self._check_runner(gen)
         resume = gen.resume(committed)
         return StartPlan(
             generation=gen,
@@ -414,7 +437,7 @@ class StreamsApp:
         """The app's DataFrame with its writer: Spark's own file sink, or kspark's
         ``foreachBatch`` writer holding the run's lease."""
         spark = self.session
-        df = build_dataframe(output, spark, plan.resume)
+        df = build_dataframe(output, spark, plan.resume, plan.generation.checkpoint)
         if plan.sink_mode == "spark":
             writer = filesink.spark_writer(df, output)
         else:
@@ -579,7 +602,19 @@ class StreamsApp:
         """
         from kspark.runtime.stores import open_store
 
+        self._check_store_readers("app.store")
         return open_store(self.session, self.checkpoint_location, self.compiled(), name)
+
+    def _check_store_readers(self, what: str) -> None:
+        # the grouped runner's state is in kspark's own files, which the store readers
+        # (Spark's state reader over transformWithStateInPandas' state) do not read: an
+        # empty answer would be a silent wrong one
+        if self.config.stateful_runner == "apply_in_pandas":
+            raise StoreError(
+                f"{what}: the app runs with stateful_runner='apply_in_pandas', whose state "
+                "interactive queries and replicas do not read yet; run the app with the "
+                "default stateful_runner='transform_with_state' to query its stores"
+            )
 
     def replica(self, name: str) -> Any:
         """A client-side replica of table store ``name``: loaded once, then kept current
@@ -597,6 +632,7 @@ class StreamsApp:
         """
         from kspark.runtime.stores import StoreReplica
 
+        self._check_store_readers("app.replica")
         replica = StoreReplica(self.session, self.checkpoint_location, self.compiled(), name)
         replica.refresh()
         return replica

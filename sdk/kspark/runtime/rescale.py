@@ -148,6 +148,13 @@ def rescale(
         If the app is running, has no committed state, reads a source whose position
         cannot be carried over, or the re-split state does not match the old one.
     """
+    if config.stateful_runner == "apply_in_pandas":
+        # its state is in kspark's own files, which the rescale does not re-split yet
+        raise RescaleError(
+            "rescale: the app runs with stateful_runner='apply_in_pandas', whose state "
+            "a rescale does not move yet; rescale an app run with the default "
+            "stateful_runner='transform_with_state'"
+        )
     if type(partitions) is not int or partitions < 1:
         raise RescaleError(f"partitions must be a positive integer, got {partitions!r}")
     if partitions > MAX_PARTITIONS:

@@ -149,6 +149,25 @@ class StateHandle:
         return _List(self.store, name)
 
 
+class _GroupState:
+    """Spark's ``GroupState`` of one task under ``applyInPandasWithState``: its value in
+    a dict, which stands for the task's part of Spark's state store."""
+
+    def __init__(self, store: dict[str, Any]) -> None:
+        self.store = store
+
+    @property
+    def exists(self) -> bool:
+        return "group" in self.store
+
+    @property
+    def get(self) -> Any:
+        return self.store["group"]
+
+    def update(self, value: Any) -> None:
+        self.store["group"] = tuple(value)
+
+
 def _arrow_schema(schema_json: str) -> pa.Schema:
     return transport.arrow_schema(schema_json)
 
@@ -503,7 +522,13 @@ class LocalEngine:
         from kspark_server.operators.registry import make_operator
 
         results: list[pa.Table] = []
-        for packed in transport.pack_by_task(table.combine_chunks().to_batches()):
+        if spec.state.runner == "apply_in_pandas":
+            self._grouped(stage, table, results)
+        for packed in (
+            []
+            if spec.state.runner == "apply_in_pandas"
+            else transport.pack_by_task(table.combine_chunks().to_batches())
+        ):
             for task_key, blob in zip(
                 packed.column("ks_task").to_pylist(),
                 packed.column("ks_rows").to_pylist(),
@@ -533,6 +558,23 @@ class LocalEngine:
                 out.column_names.index("value"), "value", pa.array(values, value_type)
             )
         return out.select(out_schema.names).cast(out_schema)
+
+    def _grouped(self, stage: st.Stateful, table: pa.Table, results: list[pa.Table]) -> None:
+        """The ``apply_in_pandas`` runner: each task's records, straight, to the
+        operator, its group state kept here (Spark's state store) and its files under the
+        engine's checkpoint folder (:mod:`kspark_server.taskfiles`)."""
+        from kspark_server.operators.grouped import GroupedOperator
+
+        spec = stage.spec
+        fn = GroupedOperator(spec, "", "", os.path.join(self._state_root + "-checkpoint"))
+        tasks = table.column("ks_task").to_pylist()
+        for task_key in sorted(set(tasks)):
+            part = table.filter(pa.array([t == task_key for t in tasks]))
+            state = _GroupState(self.durable.setdefault((id(stage), int(task_key)), {}))
+            for f in fn((task_key,), iter([part]), state):
+                got = transport.unpack_table(f["ks_rows"].tolist())
+                if got is not None and got.num_rows:
+                    results.append(got)
 
     @staticmethod
     def _joined_input(stage: st.Stateful, table_of: Callable[[st.Stage], pa.Table]) -> pa.Table:

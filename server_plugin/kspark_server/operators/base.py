@@ -285,7 +285,8 @@ class TaskProcessor:
             inc, sizes = uuid.uuid4().hex, [0, 0, 0, 0, 0]
         else:
             inc, sizes = str(ver[0]), [int(v or 0) for v in ver[1:]]
-        local = localstore.TaskStore.open(localstore.root_dir(), self.spec.store, inc, task)
+        root = self.spec.state.local_dir or localstore.root_dir()
+        local = localstore.TaskStore.open(root, self.spec.store, inc, task)
         if ver is None:
             local.reset([], {}, (inc, 0))
         elif local.version != (inc, sizes[0]):
@@ -419,6 +420,13 @@ class TaskProcessor:
         table = transport.unpack_table(b for f in rows for b in f["ks_rows"].tolist())
         if table is None or not table.num_rows:
             return
+        result = self.run_task(key, table)
+        if result is not None:
+            yield pd.DataFrame({"ks_rows": [transport.pack_table(result)]})
+
+    def run_task(self, key: Any, table: pa.Table) -> pa.Table | None:
+        """One task's micro-batch: its records (``table``, the task's key ``key``) in, its
+        output records and side rows out (None: none), the task's state vars updated."""
         constant_names, widen = self.widener
         if widen is not None:
             table = widen(table)
@@ -468,10 +476,11 @@ class TaskProcessor:
                 len(side), self.columns, self.out_schema, {"ks_side": side}, where
             )
             result = side_table if result is None else pa.concat_tables([result, side_table])
-        if result is not None and result.num_rows:
-            if constant_names:
-                result = result.drop_columns(constant_names)
-            yield pd.DataFrame({"ks_rows": [transport.pack_table(result)]})
+        if result is None or not result.num_rows:
+            return None
+        if constant_names:
+            result = result.drop_columns(constant_names)
+        return result
 
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         return []

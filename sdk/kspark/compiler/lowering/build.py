@@ -22,20 +22,28 @@ DataFrameOf = Callable[[st.Stage], DataFrame]
 
 
 def build_dataframe(
-    output: st.Output, spark: SparkSession, resume: Resume | None = None
+    output: st.Output,
+    spark: SparkSession,
+    resume: Resume | None = None,
+    checkpoint: str | None = None,
 ) -> DataFrame:
     """The app's streaming DataFrame: the union of every sink's records and side rows,
-    tagged by ``ks_sink``, with the side rows' metrics observed."""
+    tagged by ``ks_sink``, with the side rows' metrics observed. ``checkpoint`` is the
+    query's checkpoint, where the ``apply_in_pandas`` runner keeps its state files."""
 
     def lower(stage: st.Stage, df_of: DataFrameOf) -> DataFrame:
-        return _lower(stage, df_of, spark, resume)
+        return _lower(stage, df_of, spark, resume, checkpoint)
 
     df_of = graph.map_nodes(output.roots(), lambda s: s.inputs, lower)
     return observe_sides(union_sinks(output, df_of))
 
 
 def _lower(
-    stage: st.Stage, df_of: DataFrameOf, spark: SparkSession, resume: Resume | None
+    stage: st.Stage,
+    df_of: DataFrameOf,
+    spark: SparkSession,
+    resume: Resume | None,
+    checkpoint: str | None,
 ) -> DataFrame:
     """One stage as DataFrame operations over its inputs' DataFrames (``df_of``)."""
     if isinstance(stage, st.Read):
@@ -62,5 +70,5 @@ def _lower(
     if isinstance(stage, st.Shuffle):
         return df_of(stage.input).repartition(stage.num_partitions, "key")
     if isinstance(stage, st.Stateful):
-        return stateful(stage, df_of, spark, resume)
+        return stateful(stage, df_of, spark, resume, checkpoint)
     raise CompilationError(f"no lowering for stage {type(stage).__name__}")

@@ -1,12 +1,18 @@
-"""Stateful operators: ``transformWithStateInPandas`` grouped by task.
+"""Stateful operators, grouped by task, under one of two runners.
 
-Records cross into the operator packed, one row per task and Arrow batch, and leave it
-packed too (``kspark_server.transport``): Spark's runner would otherwise handle them row
-by row.
+``transform_with_state`` (the default): ``transformWithStateInPandas``; records cross
+into the operator packed, one row per task and Arrow batch, and leave it packed too
+(``kspark_server.transport``): Spark's runner would otherwise handle them row by row.
+
+``apply_in_pandas``: ``applyInPandasWithState``; records reach the operator straight from
+the shuffle, as Arrow-backed frames, and leave it packed; the state lives in kspark's own
+files in the checkpoint (``kspark_server.taskfiles``, docs/design/grouped-runner.md).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +26,7 @@ from kspark.compiler.lowering.columns import dtype, flat_schema, schema
 from kspark.compiler.lowering.constants import add_constants, describe_constants
 from kspark.compiler.lowering.sources import read_constants
 from kspark.compiler.resume import Resume
+from kspark.errors import CompilationError
 from kspark_server import envelope as env
 from kspark_server.spec import Packed
 
@@ -46,9 +53,11 @@ def stateful(
     df_of: Callable[[st.Stage], DataFrame],
     spark: SparkSession,
     resume: Resume | None,
+    checkpoint: str | None = None,
 ) -> DataFrame:
     """The operator of ``stage`` over its input (for a join, the stream and the table in
-    one union), its output records unpacked into the envelope's columns."""
+    one union), its output records unpacked into the envelope's columns; run by the
+    runner the spec names (``StreamsConfig.stateful_runner``)."""
     from kspark_server.operators.shipped import ShippedOperator
     from kspark_server.transport import OUTPUT_SCHEMA_DDL, PACKED_SCHEMA_DDL, pack_by_task
 
@@ -64,6 +73,10 @@ def stateful(
     if constants:
         constants_json = describe_constants(constants, _packed_columns(stage))
         tasked = tasked.drop(*constants)
+    if spec.state.runner == "apply_in_pandas":
+        return _unpacked(
+            _grouped_operator(stage, tasked, constants_json, resume, checkpoint), stage, constants
+        )
     grouped = tasked.mapInArrow(pack_by_task, flat_schema(PACKED_SCHEMA_DDL)).groupBy("ks_task")
     result: DataFrame = grouped.transformWithStateInPandas(
         # the operator is built on the workers, from its spec
@@ -74,6 +87,59 @@ def stateful(
         initialState=_initial_state(stage, spark, resume),
     )
     return _unpacked(result, stage, constants)
+
+
+def _grouped_operator(
+    stage: st.Stateful,
+    tasked: DataFrame,
+    constants_json: str,
+    resume: Resume | None,
+    checkpoint: str | None,
+) -> DataFrame:
+    """The ``apply_in_pandas`` runner: ``applyInPandasWithState`` grouped by task, the
+    records straight from the shuffle, the state in kspark's files under the checkpoint
+    (docs/design/grouped-runner.md); the output packed as the other runner's."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from kspark_server.operators.grouped import GroupedOperator
+    from kspark_server.taskfiles import GROUP_STATE_DDL, state_root
+    from kspark_server.transport import OUTPUT_SCHEMA_DDL
+
+    spec = stage.spec
+    if checkpoint is None:
+        raise CompilationError(
+            f"{spec.processor}: stateful_runner='apply_in_pandas' keeps state in the "
+            "query's checkpoint, and this DataFrame was built without one: build it "
+            "through StreamsApp",
+            processor=spec.processor,
+        )
+    root = state_root(checkpoint)
+    if "://" in root:
+        raise CompilationError(
+            f"{spec.processor}: stateful_runner='apply_in_pandas' writes its state files "
+            f"with the executors' file system, and checkpoint {checkpoint} is not a local "
+            "or shared path: use a path (or a file: URI) that every executor sees",
+            processor=spec.processor,
+        )
+    with contextlib.suppress(OSError):
+        # marks the checkpoint as this runner's (StreamsApp checks it at a restart)
+        os.makedirs(root, exist_ok=True)
+    if resume is not None and spec.store in resume.initial_state:
+        raise CompilationError(
+            f"{spec.processor}: a rescaled checkpoint cannot start under "
+            "stateful_runner='apply_in_pandas' yet; run it with the default runner "
+            "('transform_with_state')",
+            processor=spec.processor,
+        )
+    fn = GroupedOperator(spec, constants_json, tasked.schema.json(), root)
+    result: DataFrame = tasked.groupBy("ks_task").applyInPandasWithState(
+        fn,
+        outputStructType=flat_schema(OUTPUT_SCHEMA_DDL),
+        stateStructType=GROUP_STATE_DDL,
+        outputMode="Append",
+        timeoutConf=GroupStateTimeout.NoTimeout,
+    )
+    return result
 
 
 def _joined_input(stage: st.Stateful, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:

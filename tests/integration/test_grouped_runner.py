@@ -1,0 +1,131 @@
+"""``stateful_runner="apply_in_pandas"`` on Spark: deduplication gives the default runner's
+output over micro-batch splits, and restarts whose executors' local stores are new (a
+fresh ``state_dir``) or behind rebuild them from the checkpoint's files."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
+from kspark.errors import StreamsAppError
+from kspark.testing import TopologyTestDriver
+from kspark_server.taskfiles import DIR_NAME
+
+pytestmark = pytest.mark.spark
+
+MODES = ("by_key", "by_key_value", "by_id")
+
+
+def topology(interval_ms: int, mode: str, src: Any = None, out: Any = None) -> Any:
+    b = StreamsBuilder()
+    s = b.stream(src or Topic.jsonl("in", "/unused"), key_type=str, value_type=str)
+    every = timedelta(milliseconds=interval_ms)
+    if mode == "by_key":
+        d = s.deduplicate_by_key(every)
+    elif mode == "by_key_value":
+        d = s.deduplicate_by_key_value(lambda k, v: v.split("-")[0] or None, every)
+    else:
+        d = s.deduplicate(lambda k, v: v.split("-")[0] or None, every)
+    d.to(out or Topic.jsonl("out", "/unused"))
+    return b.build()
+
+
+#: keys, ids and timestamps that repeat within and across batches, out of order
+RECORDS = [(f"k{(i * 7) % 5}", f"{'xyz'[i % 3]}-{i}", 1000 * ((i * 13) % 23)) for i in range(36)]
+SPLIT = [RECORDS[:10], RECORDS[10:11], RECORDS[11:25], RECORDS[25:]]
+
+
+def run(spark: Any, app_id: str, mode: str, batches: list[Any], runner: str) -> list[str]:
+    cfg = StreamsConfig(
+        application_id=app_id, num_partitions=2, stateful_runner=runner, state_check_log=True
+    )
+    with TopologyTestDriver(
+        topology(5000, mode), cfg, session=spark, engine="spark" if spark else "local"
+    ) as d:
+        src = d.create_input_topic("in", key_type=str, value_type=str)
+        sink = d.create_output_topic("out", key_type=str, value_type=str)
+        for batch in batches:
+            for k, v, ts in batch:
+                src.pipe_input(k, v, timestamp=ts)
+            d.process()
+        return sink.read_values()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_split_gives_the_default_runners_output(spark: Any, app_id: str, mode: str) -> None:
+    """Every deduplication flavour, split in four micro-batches (each a restart of the
+    query), against the default runner's output (the in-process engine's, which the
+    Spark path agrees with: tests/integration/test_driver_engines.py) and, for
+    ``by_key``, the default runner on Spark."""
+    want = run(None, app_id + "-ref", mode, SPLIT, "transform_with_state")
+    assert want == run(None, app_id + "-one", mode, [RECORDS], "transform_with_state")
+    assert run(spark, app_id, mode, SPLIT, "apply_in_pandas") == want
+    if mode == "by_key":
+        assert run(spark, app_id + "-tws", mode, SPLIT, "transform_with_state") == want
+
+
+def _write(folder: str, name: str, rows: list[tuple[str, str, int]]) -> None:
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{name}")
+    with open(tmp, "w") as f:
+        for k, v, ts in rows:
+            f.write(json.dumps({"key": k, "value": v, "timestamp": ts}) + "\n")
+    os.replace(tmp, os.path.join(folder, name))
+
+
+def _values(folder: str) -> list[str]:
+    rows = []
+    for root, _, files in os.walk(folder):
+        if "_spark_metadata" in root:
+            continue
+        for name in files:
+            if not name.startswith((".", "_")) and not name.endswith(".crc"):
+                with open(os.path.join(root, name)) as f:
+                    rows.extend(json.loads(line) for line in f if line.strip())
+    return sorted(r["value"] for r in rows)
+
+
+def test_restarts_on_fresh_and_stale_local_stores_rebuild_from_the_files(
+    spark: Any, app_id: str
+) -> None:
+    """Three runs of one app, each a restart: the first and the last on one ``state_dir``
+    (whose local stores the middle run leaves behind), the middle one on a fresh
+    ``state_dir`` (no local store at all). Each rebuilds from the checkpoint's files and
+    the output is a single clean run's."""
+    with tempfile.TemporaryDirectory() as base:
+        src, out = os.path.join(base, "in"), os.path.join(base, "out")
+        topo = topology(5000, "by_key", Topic.jsonl("in", src), Topic.jsonl("out", out))
+
+        def start(local: str) -> None:
+            cfg = StreamsConfig(
+                application_id=app_id,
+                checkpoint_dir=os.path.join(base, "chk"),
+                num_partitions=2,
+                stateful_runner="apply_in_pandas",
+                state_dir=os.path.join(base, local),
+                state_check_log=True,
+            )
+            StreamsApp(topo, cfg, session=spark).run_until_caught_up()
+
+        for i, (batch, local) in enumerate(zip(SPLIT[:3], ["a", "b", "a"], strict=True)):
+            _write(src, f"{i}.jsonl", batch)
+            start(local)
+        files = os.listdir(os.path.join(base, "chk", "query", DIR_NAME))
+        assert files, "the operator keeps its state in the checkpoint's files"
+        got = _values(out)
+        # the checkpoint keeps its runner
+        other = StreamsConfig(
+            application_id=app_id,
+            checkpoint_dir=os.path.join(base, "chk"),
+            num_partitions=2,
+        )
+        with pytest.raises(StreamsAppError, match="stateful_runner='apply_in_pandas'"):
+            StreamsApp(topo, other, session=spark).run_until_caught_up()
+    want = sorted(run(None, app_id + "-ref", "by_key", SPLIT[:3], "transform_with_state"))
+    assert got == want

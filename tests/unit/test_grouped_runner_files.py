@@ -1,0 +1,249 @@
+"""The ``apply_in_pandas`` runner's durable files, driven without Spark.
+
+A dedup task runs through :class:`~kspark_server.operators.grouped.GroupedOperator` with a
+stand-in for Spark's group state, against the same operator under the state variables of
+the ``transform_with_state`` runner: over random micro-batch splits, executors whose local
+store is new or behind (cache misses), failed attempts whose files stay behind and
+repeated batches, both give the same output and the same state. Files of old versions go
+once no committed version names them.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from support.taskharness import Out, Rec, Runner, close_local_stores, frame
+
+from kspark_server import envelope as env
+from kspark_server import placement, stateenc, taskfiles, taskstate, transport
+from kspark_server.operators.dedup import DedupProcessor
+from kspark_server.operators.grouped import GroupedOperator
+from kspark_server.spec import DedupSpec, KeyValue, Packed, PrimSpec, StateOptions
+
+STR = PrimSpec(spark="string")
+
+
+def spec(interval: int, runner: str, check_log: bool = True) -> DedupSpec:
+    return DedupSpec(
+        processor="DEDUP",
+        store="seen",
+        mode="by_key",
+        interval_ms=interval,
+        id_selector=None,
+        input=KeyValue(key=STR, value=STR),
+        output_schema=env.envelope_json("string", "string"),
+        packed=Packed(),
+        state=StateOptions(runner=runner, check_log=check_log),
+    )
+
+
+class GroupState:
+    """Spark's ``GroupState`` of the task: a value that commits when the batch does."""
+
+    def __init__(self, value: Any = None) -> None:
+        self.value = value
+
+    @property
+    def exists(self) -> bool:
+        return self.value is not None
+
+    @property
+    def get(self) -> Any:
+        return self.value
+
+    def update(self, value: Any) -> None:
+        self.value = tuple(value)
+
+
+class Grouped:
+    """One dedup task under the ``apply_in_pandas`` runner: the group state, its files
+    under ``root``, and the executor's local store under ``tmp``."""
+
+    def __init__(self, interval: int, tmp: Path, mp: pytest.MonkeyPatch) -> None:
+        self.fn = GroupedOperator(spec(interval, "apply_in_pandas"), "", "", str(tmp / "chk"))
+        self.tmp, self.mp = tmp, mp
+        self.state = GroupState()
+        self.executors = itertools.count()
+        self.new_executor()
+
+    def new_executor(self) -> None:
+        """An executor with an empty local store (a new worker, a restart)."""
+        close_local_stores()
+        self.mp.setenv("KSPARK_LOCAL_STATE_DIR", str(self.tmp / f"g-{next(self.executors)}"))
+
+    def attempt(self, batch: list[tuple[int, Rec]], commit: bool = True) -> list[Out]:
+        """The batch's output; its group state is committed only with ``commit`` (an
+        attempt that fails after its operator ran leaves the last committed one)."""
+        state = GroupState(self.state.value)
+        table = pa_table(batch)
+        rows: list[dict[str, Any]] = []
+        for f in self.fn((placement.task_keys(1)[0],), iter([table]), state):
+            out = transport.unpack_table(f["ks_rows"].tolist())
+            rows.extend(r for r in ([] if out is None else out.to_pylist()) if not r["ks_side"])
+        if commit:
+            self.state = state
+        rows.sort(key=lambda r: (r["ks_seq"], r["ks_sub"]))
+        return [(r["key"], r["value"], int(r["timestamp"])) for r in rows]
+
+    def files(self) -> taskfiles.TaskFiles:
+        return taskfiles.TaskFiles(str(self.tmp / "chk"), "seen", 0, self.state.value)
+
+    def task_state(self) -> Any:
+        f = self.files()
+        log = [t[0] for t in f.log.get()]
+        return taskstate.materialize("dedup", False, list(f.chunks()), log)
+
+
+def pa_table(batch: list[tuple[int, Rec]]) -> Any:
+    import pyarrow as pa
+
+    f = frame(batch).drop(columns=["ks_tvalue", "ks_jside"])
+    return pa.Table.from_pandas(f, preserve_index=False)
+
+
+def tws_state(durable: dict[str, Any]) -> Any:
+    log = [t[0] for t in durable.get("seen__log", [])]
+    chunks = durable.get("seen", {})
+    return taskstate.materialize("dedup", False, [chunks[k][0] for k in sorted(chunks)], log)
+
+
+records = st.lists(
+    st.tuples(st.sampled_from([f"k{i}" for i in range(12)]) | st.none(), st.integers(0, 40)),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@example(  # a large base and small changes: the changes are logged, misses replay them
+    data=[(f"k{i}", i) for i in range(12)] + [(f"k{i % 3}", 12 + i) for i in range(18)],
+    interval=40,
+    cuts=[12, 16, 20, 24, 27],
+    events=["", "", "miss", "fail", "fail-miss", "", "miss"],
+)
+@given(
+    data=records,
+    interval=st.integers(0, 40),
+    cuts=st.lists(st.integers(1, 39), max_size=6, unique=True),
+    events=st.lists(st.sampled_from(["", "miss", "fail", "fail-miss"]), min_size=7, max_size=7),
+)
+def test_splits_misses_and_failed_attempts_match_the_default_runner(
+    tmp_path_factory: pytest.TempPathFactory,
+    data: list[tuple[str | None, int]],
+    interval: int,
+    cuts: list[int],
+    events: list[str],
+) -> None:
+    tmp = tmp_path_factory.mktemp("grouped")
+    recs = [(i, (0, k, f"e{i}", ts)) for i, (k, ts) in enumerate(data)]
+    bounds = [0, *sorted(c for c in cuts if c < len(recs)), len(recs)]
+    batches = [recs[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    with pytest.MonkeyPatch.context() as mp:
+        tws = Runner(lambda: DedupProcessor(spec(interval, "transform_with_state")), tmp, mp)
+        grouped = Grouped(interval, tmp, mp)
+        try:
+            for batch, event in zip(batches, events, strict=False):
+                want = tws.run(batch)
+                if "fail" in event:
+                    # the attempt writes its files and fails before the batch commits
+                    grouped.attempt(batch, commit=False)
+                if "miss" in event:
+                    grouped.new_executor()
+                assert grouped.attempt(batch) == want
+                assert grouped.task_state() == tws_state(tws.durable)
+        finally:
+            close_local_stores()
+
+
+def test_a_repeated_batch_never_touches_the_committed_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task killed between writing its change file and the batch's commit, then the
+    batch again (on the same executor, whose local store is ahead, and on a new one):
+    the committed files stay byte for byte, and the state is a clean run's."""
+    b1 = [(0, (0, "a", "x", 1)), (1, (0, "b", "y", 2))]
+    b2 = [(2, (0, "a", "z", 3)), (3, (0, "c", "w", 4))]
+    b3 = [(4, (0, "c", "v", 20)), (5, (0, "d", "u", 21))]
+    clean = Grouped(5, tmp_path / "clean", monkeypatch)
+    want = [clean.attempt(b) for b in (b1, b2, b3)]
+    clean_state = clean.task_state()
+    close_local_stores()
+
+    g = Grouped(5, tmp_path / "faulty", monkeypatch)
+    assert g.attempt(b1) == want[0]
+    folder = g.files().folder
+    committed = {n: Path(folder, n).read_bytes() for n in os.listdir(folder)}
+    before = copy.deepcopy(g.state.value)
+    assert g.attempt(b2, commit=False) == want[1]  # killed before the commit
+    assert g.state.value == before
+    assert g.attempt(b2, commit=False) == want[1]  # and again, the local store ahead
+    g.new_executor()
+    assert g.attempt(b2) == want[1]  # the repeat that commits, on a new executor
+    assert {n: Path(folder, n).read_bytes() for n in committed} == committed
+    assert g.attempt(b3) == want[2]
+    assert g.task_state() == clean_state
+    close_local_stores()
+
+
+def test_files_no_committed_version_names_are_collected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small state writes a new base every batch; the next batch deletes the files of
+    batches up to the committed version that it does not name (the base it replaced, a
+    failed attempt's change)."""
+    g = Grouped(100, tmp_path, monkeypatch)
+    names: list[set[str]] = []
+    for i in range(5):
+        batch = [(2 * i, (0, f"k{i}", "v", i)), (2 * i + 1, (0, "k0", "v", i))]
+        if i == 2:
+            g.attempt(batch, commit=False)  # a failed attempt's files
+        g.attempt(batch)
+        names.append(g.files()._named)
+    files = set(os.listdir(g.files().folder))
+    assert files == names[-1] | names[-2]
+    close_local_stores()
+
+
+def test_a_missing_file_is_named_in_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = Grouped(100, tmp_path, monkeypatch)
+    g.attempt([(0, (0, "a", "v", 1))])
+    folder = g.files().folder
+    for n in os.listdir(folder):
+        os.remove(os.path.join(folder, n))
+    g.new_executor()
+    with pytest.raises(stateenc.StateFormatError, match="missing from the checkpoint"):
+        g.attempt([(1, (0, "a", "v", 2))])
+    close_local_stores()
+
+
+def test_the_runner_reads_pandas_frames_in_the_input_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark hands the function pandas frames; they are read back in the input's schema."""
+    import json
+
+    fields = json.loads(env.envelope_json("string", "string"))["fields"] + [
+        {"name": "ks_hash", "type": "integer", "nullable": True, "metadata": {}},
+        {"name": "ks_task", "type": "integer", "nullable": True, "metadata": {}},
+    ]
+    schema = json.dumps({"type": "struct", "fields": fields})
+    monkeypatch.setenv("KSPARK_LOCAL_STATE_DIR", str(tmp_path / "local"))
+    fn = GroupedOperator(spec(5, "apply_in_pandas"), "", schema, str(tmp_path / "chk"))
+    f: pd.DataFrame = pa_table([(0, (0, "a", "x", 1)), (1, (0, "a", "y", 2))]).to_pandas()
+    state = GroupState()
+    (out,) = list(fn((placement.task_keys(1)[0],), iter([f]), state))
+    table = transport.unpack_table(out["ks_rows"].tolist())
+    assert table is not None
+    assert [r["value"] for r in table.to_pylist() if not r["ks_side"]] == ["x"]
+    assert state.exists
+    close_local_stores()
