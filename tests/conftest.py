@@ -106,9 +106,10 @@ EXTENDED_FILES = (
     "test_crash.py",
     "test_crash_exit.py",
     "test_kafka.py",
-    "test_key_corpus.py",  # one app with every stateful operator: about 5 minutes
+    "test_key_corpus.py",  # one app with every stateful operator: about 12 minutes
     "test_notebooks.py",
     "test_rescale.py",
+    "test_rescale_operators.py",  # two runs of one app with six operators: about 5 minutes
     "test_server_security.py",
     "test_standalone_server.py",
     "test_submit.py",

@@ -22,14 +22,17 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from support.slidingmodel import SlidingModel
 
 from kspark import (
+    BufferConfig,
     Deduplicated,
     Joined,
     JoinWindows,
     Materialized,
     Named,
     SessionWindows,
+    SlidingWindows,
     StreamJoined,
     StreamsBuilder,
     StreamsConfig,
@@ -48,6 +51,7 @@ MIB = 1 << 20
 #: 9999-12-31T23:59:59Z, the last second of year 9999, in epoch milliseconds
 FAR = 253_402_300_799_000
 SIZE = 10_000  # the windows' size, ms
+SUPPRESS_MS = 10_000  # the suppression's time limit
 FAR_START = FAR // SIZE * SIZE
 
 STR_KEYS: list[Any] = [
@@ -128,8 +132,26 @@ def _branch(b: StreamsBuilder, p: str, key_type: type[Any], full: bool) -> None:
         StreamJoined.as_(f"{p}-outer").with_name(f"{p}-outer"),
         value_type=str,
     ).to(f"{p}-outer")
+    # a global table, looked up by a selector that returns the awkward key
+    rows = b.global_table(
+        f"{p}g", key_type=key_type, value_type=str, materialized=Materialized.as_(f"{p}-global")
+    )
+    s.join(rows, lambda k, v: k, _join, f"{p}-global", value_type=str).to(f"{p}-global")
     if not full:
         return
+    s.left_join(rows, lambda k, v: k, _join, f"{p}-global-left", value_type=str).to(
+        f"{p}-global-left"
+    )
+    # the stream and the other stream into one aggregate
+    s.group_by_key().cogroup(lambda k, v, total: total + 1).cogroup(
+        right.group_by_key(), lambda k, v, total: total + 100
+    ).aggregate(
+        lambda: 0, Named.as_(f"{p}-cogroup"), Materialized.as_(f"{p}-cogroup"), value_type=int
+    ).to_stream().to(f"{p}-cogroup")
+    sliding = SlidingWindows.of_time_difference_without_a_grace(timedelta(milliseconds=SIZE))
+    s.group_by_key().windowed_by(sliding).count(Named.as_(f"{p}-sliding")).to_stream().to(
+        f"{p}-sliding"
+    )
     # the Processor API: a processor's own key-value store
     store = f"{p}-proc"
     b.add_state_store(
@@ -174,6 +196,9 @@ def _branch(b: StreamsBuilder, p: str, key_type: type[Any], full: bool) -> None:
     s.left_join(latest, _join, Joined.as_(f"{p}-latest-join"), value_type=str).to(
         f"{p}-latest-join"
     )
+    latest.suppress(
+        Suppressed.until_time_limit(timedelta(milliseconds=SUPPRESS_MS), BufferConfig.unbounded())
+    ).to_stream().to(f"{p}-suppress")
     s.join(
         right,
         _join,
@@ -222,8 +247,13 @@ SINKS = {
         "tables",
         "fk",
         "regrouped",
+        "global",
+        "global-left",
+        "cogroup",
+        "sliding",
+        "suppress",
     ],
-    "b": ["dedup-key", "count", "final", "versioned-join", "outer"],
+    "b": ["dedup-key", "count", "final", "versioned-join", "outer", "global"],
     "x": ["dedup-0", "dedup-1000", "windowed"],
 }
 #: topic x, per batch: a null key, a key, a null key far later (batches 1 to 3)
@@ -238,13 +268,15 @@ def _pipe(d: TopologyTestDriver, p: str, keys: list[Any], batch: int) -> None:
     stream time is late for a session). Values are ``"<key number>:<step>"`` (the null
     key's number is ``n``)."""
     sources = {s.topic_name for s in d.topology.sources()}
-    topic = {t: d.create_input_topic(f"{p}{t}") for t in ("", "r", "l", "v") if p + t in sources}
+    topic = {
+        t: d.create_input_topic(f"{p}{t}") for t in ("", "r", "l", "v", "g") if p + t in sources
+    }
     numbered = [*((str(i), k) for i, k in enumerate(keys)), ("n", None)]
     # per batch: (topic, value or None, timestamp) for each key, one step after the other
     story: dict[int, list[tuple[str, str | None, int]]] = {
-        1: [("v", "T1", 0), ("l", "L1", 0), ("r", "r1", 0), ("", "v1", 0)],
+        1: [("v", "T1", 0), ("l", "L1", 0), ("r", "r1", 0), ("g", "G1", 0), ("", "v1", 0)],
         2: [("v", "T2", 1_000), ("", "v2", 1_000), ("", None, 1_500), ("", "neg", -1)],
-        3: [("v", "T3", 15_000), ("l", None, 15_000), ("", "v3", 20_000)],
+        3: [("v", "T3", 15_000), ("l", None, 15_000), ("g", None, 15_000), ("", "v3", 20_000)],
         4: [("", "v4", FAR)],
     }
     for t, step, ts in story[batch]:
@@ -300,6 +332,42 @@ def _expected(p: str, sink: str, keys: list[Any]) -> list[list[Out]]:
             each(lambda n, k: [(k, None)]),
             each(lambda n, k: [(k, f"{n}:v3+{n}:r1")]),
             each(lambda n, k: [(k, f"{n}:v4+{n}:r1")]),
+        ]
+    elif sink == "global":  # as of processing: the table's delete ends the matches
+        batches = [
+            each(lambda n, k: [(k, f"{n}:v1+{n}:G1")]),
+            each(lambda n, k: [(k, f"{n}:v2+{n}:G1")]),
+            [],
+            [],
+        ]
+    elif sink == "global-left":  # a null selected key joins a null table value
+        batches = [
+            [
+                (k, f"{v}+{v[: v.index(':')]}:G1" if k is not None and step < 3 else f"{v}+None")
+                for k, v in forwarded(step)
+            ]
+            for step in (1, 2, 3, 4)
+        ]
+    elif sink == "cogroup":  # null keys and values are dropped; one row per key a batch
+        batches = [counted(c) for c in (101, 102, 103, 104)]
+    elif sink == "sliding":  # each key's windows as the reference model's
+        model = SlidingModel(SIZE, 0, len)
+        steps = [[("K", f"v{s}", ts)] for s, ts in ((1, 0), (2, 1_000), (3, 20_000), (4, FAR))]
+        steps[1].append(("K", None, 1_500))
+        rows = [sorted(model.batch(step).items()) for step in steps]
+        batches = [
+            [(Windowed(k, Window(s, e)), c) for k in keys for (_, s, e), (c, _) in r] for r in rows
+        ]
+    elif sink == "suppress":
+        # a time limit of 10 s: the delete at 15 s lets out every key's row buffered
+        # since 0. The first key of the task (its records come first) has its delete in
+        # its buffered row already; every other key's row goes out as it was, and the
+        # delete waits in the buffer, through the rescale, for a later update
+        batches = [
+            [],
+            [],
+            [(keys[0], None), *((k, f"{i}:L1") for i, k in enumerate(keys) if i)],
+            [],
         ]
     elif sink == "regrouped":  # the count falls to 0 with the delete and stays a row
         batches = [counted(1), counted(0), counted(1), counted(1)]
@@ -425,6 +493,7 @@ def corpus_run(spark: Any, spark_server: Any) -> dict[str, Any]:
                 stores["s-tables"] = [d.store("s-tables").get(k) for k in keys]
                 stores["s-fk"] = [d.store("s-fk").get(k) for k in keys]
                 stores["s-regrouped"] = [d.store("s-regrouped").get(k) for k in keys]
+                stores["s-cogroup"] = [d.store("s-cogroup").get(k) for k in keys]
             replica = d.app.replica(f"{p}-count")
             stores[f"{p}-replica"] = [replica.get(k) for k in keys]
         return {"outputs": outputs, "stores": stores, "metrics": d.metrics()}
@@ -436,7 +505,7 @@ def test_each_key_behaves_as_any_key(corpus_run: dict[str, Any], sink: str) -> N
     keys = BYTES_KEYS if p == "b" else STR_KEYS
     got = corpus_run["outputs"][sink]
     want = _expected(p, name, keys)
-    if name in ("tables", "fk", "regrouped"):
+    if name in ("tables", "fk", "regrouped", "cogroup"):
         # which side of a batch's updates at one timestamp the join takes first is the
         # task's processing order; the row each key ends the batch with is not
         got = [_last_per_key(g) for g in got]
@@ -469,6 +538,7 @@ def test_stores_replicas_and_rescale_return_the_original_keys(
     assert stores["s-tables"] == [f"{i}:v4+{i}:r1" for i in range(len(STR_KEYS))]
     assert stores["s-fk"] == [f"{i}:v4+{i}:r1" for i in range(len(STR_KEYS))]
     assert stores["s-regrouped"] == [1] * len(STR_KEYS)
+    assert stores["s-cogroup"] == [104] * len(STR_KEYS)
 
 
 def test_null_keys_and_invalid_timestamps_are_counted(corpus_run: dict[str, Any]) -> None:
