@@ -17,11 +17,14 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from kspark import (
+    BufferConfig,
     JoinWindows,
     Materialized,
     Named,
+    SlidingWindows,
     StreamsBuilder,
     StreamsConfig,
+    Suppressed,
     TimeWindows,
     Topic,
 )
@@ -214,6 +217,31 @@ def foreign_global_dynamic() -> Any:
 
 
 #: topology, its input topics, its stores
+def sliding_cogroup_suppress() -> Any:
+    """Sliding windows emitting on close, and a cogroup of both topics whose table waits
+    in a bounded time-limited suppression."""
+    b = StreamsBuilder()
+    s = b.stream("in", key_type=str, value_type=int)
+    other = b.stream("table", key_type=str, value_type=int)
+    window = SlidingWindows.of_time_difference_and_grace(timedelta(seconds=3), timedelta(seconds=1))
+    s.group_by_key().windowed_by(window).count(
+        Named.as_("slide"), Materialized.as_("sliding")
+    ).to_stream().map(
+        lambda w, n: (f"{w.key}@{w.window.start}", n), key_type=str, value_type=int
+    ).to("out")
+    cogrouped = (
+        s.group_by_key()
+        .cogroup(lambda k, v, a: a + _divide(v))
+        .cogroup(other.group_by_key(), lambda k, v, a: a * 2 + v)
+        .aggregate(lambda: 0, Named.as_("co"), Materialized.as_("cogrouped"), value_type=int)
+    )
+    limit = Suppressed.until_time_limit(
+        timedelta(seconds=2), BufferConfig.max_records(3).emit_early_when_full()
+    )
+    cogrouped.suppress(limit).to_stream().to("big")
+    return b.build()
+
+
 CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[str, ...]]] = {
     "stateless": (stateless, ("in",), ()),
     "counts": (counts, ("in",), ("counts", "sums")),
@@ -226,6 +254,11 @@ CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[str, ...]]] = {
         ("psums", "regrouped", "regrouped-sums"),
     ),
     "foreign_global_dynamic": (foreign_global_dynamic, ("in", "table"), ("fk-joined",)),
+    "sliding_cogroup_suppress": (
+        sliding_cogroup_suppress,
+        ("in", "table"),
+        ("sliding", "cogrouped"),
+    ),
 }
 
 #: the output topics a test reads, where the topology has them
