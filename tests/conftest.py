@@ -103,16 +103,22 @@ def app_id() -> str:
 #: default run (``./run test``, CI) must stay under 30 minutes on a 2-core machine.
 EXTENDED_FILES = (
     "test_bad_input.py",
+    # the sliding-window, cogroup and suppression operators run on Spark in CI through
+    # the differential test (test_driver_engines.py); these files add restarts and stores
+    "test_cogroup_on_spark.py",
     "test_crash.py",
     "test_crash_exit.py",
+    "test_grouped_runner.py",  # the opt-in runner; its files' logic is in the unit run
     "test_kafka.py",
     "test_key_corpus.py",  # one app with every stateful operator: about 12 minutes
     "test_notebooks.py",
     "test_rescale.py",
     "test_rescale_operators.py",  # two runs of one app with six operators: about 5 minutes
     "test_server_security.py",
+    "test_sliding_on_spark.py",
     "test_standalone_server.py",
     "test_submit.py",
+    "test_suppress.py",
 )
 
 
