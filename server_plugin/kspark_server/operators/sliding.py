@@ -10,8 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from kspark_server import codec
-from kspark_server.operators.aggregate import AggregateProcessor
-from kspark_server.operators.aggregate import _hashable as hashable
 from kspark_server.operators.base import Batch
 
 __all__ = ["SlidingBatch"]
@@ -30,7 +28,9 @@ class SlidingBatch:
     store's retention if that is longer.
     """
 
-    def __init__(self, p: AggregateProcessor, st: Any, batch: Batch, task: int, out: Any):
+    # ``p`` is the AggregateProcessor running the batch (its settings, guard, functions
+    # and emitter); typed loosely so that this module does not import the operator back
+    def __init__(self, p: Any, st: Any, batch: Batch, task: int, out: Any):
         self.p, self.st, self.batch, self.out = p, st, batch, out
         self.size, self.grace = p.size, p.grace
         self.task_id = f"{p.guard.subtopology}_{task}"
@@ -80,7 +80,7 @@ class SlidingBatch:
                 # even the window starting right after it has closed
                 p.guard.drop(p.processor, self.task_id, "late-record", batch.row(i))
                 continue
-            hk = hashable(key)
+            hk = key if type(key) is str else codec.hashable(key)
             if p.keep_key:
                 self.kcs[hk] = codec.plain(key)
             else:
