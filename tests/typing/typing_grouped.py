@@ -72,3 +72,16 @@ per_session = sessions.aggregate(
 )
 assert_type(per_session, KTable[Windowed[str], float])
 sessions.aggregate(lambda: 0.0, lambda k, p, total: total + p.amount)  # type: ignore[call-arg]
+
+
+def emit_strategy_keeps_the_windowed_stream_kind() -> None:
+    """``emit_strategy`` returns the same kind of windowed stream it was called on."""
+    from kspark import EmitStrategy, SlidingWindows
+    from kspark.dsl.grouped import SlidingWindowedKStream, TimeWindowedKStream
+
+    g = StreamsBuilder().stream("c", key_type=str, value_type=int).group_by_key()
+    on_close = EmitStrategy.on_window_close()
+    tumbling = g.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1)))
+    assert_type(tumbling.emit_strategy(on_close), TimeWindowedKStream[str, int])
+    sliding = g.windowed_by(SlidingWindows.of_time_difference_without_a_grace(timedelta(seconds=1)))
+    assert_type(sliding.emit_strategy(on_close), SlidingWindowedKStream[str, int])

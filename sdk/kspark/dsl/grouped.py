@@ -30,7 +30,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
 
 import attrs
 
@@ -411,7 +411,7 @@ class KGroupedStream(_Folding[K, V, K]):
 class _Emitting(_Folding[K, V, Windowed[K]]):
     """Windowed grouped streams that take an emit strategy (KIP-825)."""
 
-    def emit_strategy(self, strategy: EmitStrategy) -> _Emitting[K, V]:
+    def emit_strategy(self, strategy: EmitStrategy) -> Self:
         """The same windowed stream, emitting as ``strategy`` says:
         ``EmitStrategy.on_window_close()`` emits each window's final result once, when
         stream time passes its end plus grace; ``on_window_update()`` (the default) its
@@ -459,23 +459,6 @@ class TimeWindowedKStream(_Emitting[K, V]):
     grace, by its task's stream time, is dropped from that window and counted.
     """
 
-    def emit_strategy(self, strategy: EmitStrategy) -> TimeWindowedKStream[K, V]:
-        """See :meth:`_Emitting.emit_strategy`.
-
-        Examples
-        --------
-        >>> from datetime import timedelta
-        >>> from kspark import EmitStrategy, StreamsBuilder, TimeWindows
-        >>> b = StreamsBuilder()
-        >>> s = b.stream("clicks", key_type=str, value_type=str).group_by_key()
-        >>> w = s.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1)))
-        >>> type(w.emit_strategy(EmitStrategy.on_window_close())).__name__
-        'TimeWindowedKStream'
-        """
-        got = super().emit_strategy(strategy)
-        assert isinstance(got, TimeWindowedKStream)
-        return got
-
 
 class SlidingWindowedKStream(_Emitting[K, V]):
     """A grouped stream aggregated per sliding window (Kafka Streams'
@@ -495,23 +478,6 @@ class SlidingWindowedKStream(_Emitting[K, V]):
     >>> s.windowed_by(w).count().node.windows
     SlidingWindowsDef(size_ms=10000, grace_ms=0)
     """
-
-    def emit_strategy(self, strategy: EmitStrategy) -> SlidingWindowedKStream[K, V]:
-        """See :meth:`_Emitting.emit_strategy`.
-
-        Examples
-        --------
-        >>> from datetime import timedelta
-        >>> from kspark import EmitStrategy, SlidingWindows, StreamsBuilder
-        >>> b = StreamsBuilder()
-        >>> s = b.stream("clicks", key_type=str, value_type=str).group_by_key()
-        >>> w = s.windowed_by(SlidingWindows.of_time_difference_without_a_grace(timedelta(seconds=10)))
-        >>> w.emit_strategy(EmitStrategy.on_window_close()).count().node.emit_on_close
-        True
-        """
-        got = super().emit_strategy(strategy)
-        assert isinstance(got, SlidingWindowedKStream)
-        return got
 
 
 class SessionWindowedKStream(_Aggregating[K, V, Windowed[K]]):
