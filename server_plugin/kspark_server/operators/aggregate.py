@@ -61,6 +61,7 @@ import numpy as np
 from kspark_server import codec, stateenc
 from kspark_server.envelope import SideKind, side_row
 from kspark_server.operators.base import Batch, Emitter, TaskProcessor
+from kspark_server.operators.sliding import SlidingBatch
 from kspark_server.spec import AggregateSpec, Change, JsonSpec, PrimSpec, RecordSpec
 from kspark_server.windows import windows_for
 
@@ -245,8 +246,8 @@ class AggregateProcessor(TaskProcessor):
             self._process_sessions(st, batch, task, out)
             return
         if self.sliding:
-            from kspark_server.operators.sliding import SlidingBatch
-
+            # a module-level import, not one here: the operator shipped by value takes
+            # SlidingBatch with it, and the workers need not have kspark_server installed
             SlidingBatch(self, st, batch, task, out).run()
             return
         table: dict[Any, Any] = st["table"]
