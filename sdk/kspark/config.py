@@ -443,8 +443,8 @@ class StreamsConfig:
         default: ``transformWithStateInPandas``, the state in Spark's state store, read
         by interactive queries, replicas and rescale) or ``"apply_in_pandas"``
         (``applyInPandasWithState``: records reach the operators straight from the
-        shuffle, the state is kept in kspark's own files in the checkpoint; faster, but
-        without interactive queries, replicas or rescale yet; see
+        shuffle, the state is kept in kspark's own files in the checkpoint, which
+        interactive queries read; faster, but without replicas or rescale yet; see
         docs/design/grouped-runner.md). An app keeps the runner its checkpoint was
         started with.
     topics

@@ -185,10 +185,13 @@ class TaskFiles:
 
     :attr:`base`, :attr:`log` and :attr:`version` behave as the state variables of the
     ``transform_with_state`` runner (:mod:`kspark_server.statevars`), so the operators
-    run on either; :meth:`committed` is the group state to commit.
+    run on either; :meth:`committed` is the group state to commit. A reader passes
+    ``create=False``: it makes no folder.
     """
 
-    def __init__(self, root: str, store: str, task: int, committed: Any) -> None:
+    def __init__(
+        self, root: str, store: str, task: int, committed: Any, *, create: bool = True
+    ) -> None:
         self.folder = os.path.join(root, store, f"task-{task}")
         self.where = f"task {task} of store {store}"
         self.base = _Base(self)
@@ -207,7 +210,8 @@ class TaskFiles:
             ids = [x for x in str(c[8] or "").split(",") if x]
             # the changes are those of the batches after the base, one per batch
             self.log_ids = [(batches - len(ids) + 1 + i, str(x)) for i, x in enumerate(ids)]
-        os.makedirs(self.folder, exist_ok=True)
+        if create:
+            os.makedirs(self.folder, exist_ok=True)
         #: the committed names, for :meth:`collect`
         self._named = self._names()
         self._committed_batches = 0 if committed is None else int(tuple(committed)[1])

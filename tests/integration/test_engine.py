@@ -209,7 +209,7 @@ def test_a_base_of_several_chunks_restarts_reads_and_rescales_alike(
     KiB). A rebuild from them (local stores wiped), the store's readers (a lookup, as of a
     time, the versions, the count, a replica) and a rescale give the answers of the state
     itself."""
-    from kspark.runtime.stores import _base_rows, _operator_id
+    from kspark.runtime.stores.statestore import _base_rows, _operator_id
 
     root = _local_dir(spark_server)
     n_keys = 300

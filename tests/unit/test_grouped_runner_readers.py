@@ -1,17 +1,109 @@
-"""What does not read the ``apply_in_pandas`` runner's state yet says so: interactive
-queries, replicas and rescale refuse such an app with an error naming the setting, where
-they would otherwise answer from state the runner does not write (an empty store)."""
+"""Readers of the ``apply_in_pandas`` runner's files (:mod:`kspark_server.taskreads`):
+they open only the files a committed version names, find which store an operator's
+versions name, and say so when a named file is gone; and what does not read the runner's
+state yet (replicas, rescale) refuses such an app with an error naming the setting."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from kspark import Materialized, StreamsApp, StreamsBuilder, StreamsConfig
 from kspark.errors import RescaleError, StoreError
 from kspark.runtime.rescale import rescale
+from kspark_server import placement, stateenc, taskreads
+from kspark_server.taskfiles import TaskFiles
+
+KEY = placement.task_keys(2)[1]
+TASK = placement.task_of(KEY)
+
+
+def _frame(n: int) -> bytes:
+    return stateenc.encode_frame({"stream_time": n}, [])
+
+
+def _commit(root: str, store: str, committed: Any, *, base: bool, change: int | None) -> Any:
+    """One batch of task ``TASK`` on ``committed``: a new base or a change; the version
+    that names its files."""
+    f = TaskFiles(root, store, TASK, committed)
+    batches = 0 if committed is None else int(committed[1])
+    if base:
+        f.log.clear()
+        f.base.updateValue((0,), (_frame(batches + 1),))
+        f.base.updateValue((1,), (_frame(-1),))
+    if change is not None:
+        f.log.appendValue((_frame(change),))
+    f.version.update(("inc", batches + 1, 10, 5, len(f.log_ids), f.n_chunks))
+    return f.committed()
+
+
+def _tasks(*committed: Any) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"ks_task": KEY, **dict(zip(taskreads.FIELDS, c, strict=True))} for c in committed]
+    )
+
+
+def _read(root: str, store: str, committed: Any) -> list[tuple[int, bool, list[int]]]:
+    out = []
+    for frame in taskreads.committed_chunks(root, store)(iter([_tasks(committed)])):
+        for blob, first, log in frame.itertuples(index=False):
+            n = stateenc.decode_frame(blob)[0]["stream_time"]
+            out.append((n, bool(first), [stateenc.decode_frame(c)[0]["stream_time"] for c in log]))
+    return out
+
+
+def test_only_the_committed_versions_files_are_read(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    v1 = _commit(root, "s", None, base=True, change=None)
+    v2 = _commit(root, "s", v1, base=False, change=20)
+    # a failed attempt of the next batch, and a batch after it, write under their own names
+    _commit(root, "s", v2, base=False, change=99)
+    v3 = _commit(root, "s", v2, base=False, change=30)
+    _commit(root, "s", v3, base=True, change=None)
+    assert _read(root, "s", v2) == [(1, True, [20]), (-1, False, [20])]
+    assert _read(root, "s", v3) == [(1, True, [20, 30]), (-1, False, [20, 30])]
+    assert not os.path.exists(os.path.join(root, "other")), "a reader makes no folder"
+
+
+def test_a_task_without_files_gives_no_rows(tmp_path: Path) -> None:
+    f = TaskFiles(str(tmp_path), "s", TASK, None)
+    f.version.update(("inc", 1, 0, 0, 0, 0))
+    assert _read(str(tmp_path), "s", f.committed()) == []
+
+
+def test_owners_name_the_store_whose_folder_holds_the_files(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    a = _commit(root, "a", None, base=True, change=None)
+    b = _commit(root, "b", None, base=False, change=3)
+    empty = TaskFiles(root, "c", TASK, None)
+    empty.version.update(("inc", 1, 0, 0, 0, 0))
+    frame = _tasks(a, b, empty.committed()).assign(op=[0, 1, 2])
+    found = pd.concat(list(taskreads.owners(root, ["a", "b", "c"])(iter([frame]))))
+    assert sorted(found.itertuples(index=False, name=None)) == [(0, "a"), (1, "b")]
+    os.remove(
+        os.path.join(
+            root,
+            "a",
+            f"task-{TASK}",
+            sorted(os.listdir(os.path.join(root, "a", f"task-{TASK}")))[0],
+        )
+    )
+    lost = pd.concat(list(taskreads.owners(root, ["a", "b"])(iter([_tasks(a).assign(op=5)]))))
+    assert lost.values.tolist() == [[5, None]]
+
+
+def test_a_named_file_that_is_gone_is_an_error(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    v1 = _commit(root, "s", None, base=False, change=7)
+    folder = os.path.join(root, "s", f"task-{TASK}")
+    for name in os.listdir(folder):
+        os.remove(os.path.join(folder, name))
+    with pytest.raises(stateenc.StateFormatError, match="missing from the checkpoint"):
+        _read(root, "s", v1)
 
 
 def _app(runner: Any, tmp: Path) -> StreamsApp:
@@ -24,11 +116,10 @@ def _app(runner: Any, tmp: Path) -> StreamsApp:
     return StreamsApp(b.build(), config)
 
 
-@pytest.mark.parametrize("read", ["store", "replica"])
-def test_store_readers_refuse_the_grouped_runner(read: str, tmp_path: Path) -> None:
+def test_replicas_refuse_the_grouped_runner(tmp_path: Path) -> None:
     app = _app("apply_in_pandas", tmp_path)
     with pytest.raises(StoreError, match="stateful_runner='apply_in_pandas'"):
-        getattr(app, read)("counts")
+        app.replica("counts")
 
 
 def test_rescale_refuses_the_grouped_runner(tmp_path: Path) -> None:

@@ -604,18 +604,23 @@ class StreamsApp:
         """
         from kspark.runtime.stores import open_store
 
-        self._check_store_readers("app.store")
-        return open_store(self.session, self.checkpoint_location, self.compiled(), name)
+        return open_store(
+            self.session,
+            self.checkpoint_location,
+            self.compiled(),
+            name,
+            self.config.stateful_runner,
+        )
 
     def _check_store_readers(self, what: str) -> None:
-        # the grouped runner's state is in kspark's own files, which the store readers
-        # (Spark's state reader over transformWithStateInPandas' state) do not read: an
-        # empty answer would be a silent wrong one
+        # a replica follows Spark's state store's change feed, which the grouped runner's
+        # state (kspark's own files) has none of: an empty replica would be a silent
+        # wrong answer
         if self.config.stateful_runner == "apply_in_pandas":
             raise StoreError(
                 f"{what}: the app runs with stateful_runner='apply_in_pandas', whose state "
-                "interactive queries and replicas do not read yet; run the app with the "
-                "default stateful_runner='transform_with_state' to query its stores"
+                "replicas do not follow yet; read its stores with app.store(name), or run "
+                "the app with the default stateful_runner='transform_with_state'"
             )
 
     def replica(self, name: str) -> Any:

@@ -235,7 +235,7 @@ def _rescale(
     from pyspark.sql import functions as F
 
     from kspark.runtime import shipping
-    from kspark.runtime.stores import _operator_id, task_frame
+    from kspark.runtime.stores.statestore import _operator_id, task_frame
     from kspark_server import rescale as server_rescale
     from kspark_server.placement import task_keys
 

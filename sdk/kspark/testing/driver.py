@@ -698,20 +698,20 @@ class TopologyTestDriver:
     def _local_store(self, name: str) -> Any:
         """Store ``name``'s view over the in-process engine's task states, read back from
         their durable form (the view :meth:`kspark.StreamsApp.store` gives)."""
-        from kspark.runtime import stores
+        from kspark.runtime.stores import processors, sources, tables
 
         # the stages the engine runs (the app's own plan may have been rebuilt since)
         engine = self._local_engine()
         output = engine.output
-        stage = stores._find_stage(output, name)
+        stage = tables._find_stage(output, name)
         if isinstance(stage.spec, ProcessorSpec):
             # a processor's stores are its task state's entries, keyed (store, key)
             (store,) = [d for d in stage.spec.stores if d.name == name]
             tasks = {t: {"table": s["entries"]} for t, s in engine.task_states(stage).items()}
-            return stores._processor_view(name, stores._MemorySource(tasks, False), store)
-        spec = stores._table_spec(output, name, "answer interactive queries")
-        source = stores._MemorySource(engine.task_states(stage), spec.versioned)
-        return stores._view(name, source, spec)
+            return processors._processor_view(name, sources._MemorySource(tasks, False), store)
+        spec = tables._table_spec(output, name, "answer interactive queries")
+        source = sources._MemorySource(engine.task_states(stage), spec.versioned)
+        return tables._view(name, source, spec)
 
     def get_key_value_store(self, name: str) -> Any:
         """Key-value store ``name`` (a table's, a key's aggregation, a processor's): ``get(key)``,

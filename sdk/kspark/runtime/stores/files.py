@@ -1,0 +1,104 @@
+"""Reading the ``apply_in_pandas`` runner's state: kspark's files in the checkpoint
+(docs/design/grouped-runner.md), at the version its group state commits.
+
+Spark's state reader gives each task's group state as of the last committed micro-batch
+(the version that names the task's files, :mod:`kspark_server.taskfiles`); a job on the
+server opens only the files it names (:mod:`kspark_server.taskreads`), so no file of a
+failed attempt or of a batch after it is read. The rows it gives are those
+:func:`kspark.runtime.stores.statestore.task_frame` gives of the other runner's state, so
+the same queries, replicas and rescale run over either.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kspark.compiler import stages as st
+from kspark.compiler.lowering import flat_schema
+from kspark.errors import StoreError
+
+#: Spark's name of the runner's stateful operators in the state metadata.
+OPERATOR_NAME = "applyInPandasWithState"
+
+
+def group_states(spark: Any, checkpoint: str, op: int) -> Any:
+    """Operator ``op``'s committed group states: ``ks_task`` and the version's fields."""
+    from pyspark.sql import functions as F
+
+    raw = spark.read.format("statestore").option("operatorId", op).load(checkpoint)
+    return raw.select(F.col("key.ks_task").alias("ks_task"), "value.groupState.*")
+
+
+def _operators(spark: Any, checkpoint: str) -> list[int]:
+    try:
+        rows = spark.read.format("state-metadata").load(checkpoint).collect()
+    except Exception as exc:
+        raise StoreError(
+            f"cannot read the state metadata of checkpoint {checkpoint}: {exc}. Has the app "
+            "completed a micro-batch?"
+        ) from exc
+    return sorted({int(r["operatorId"]) for r in rows if r["operatorName"] == OPERATOR_NAME})
+
+
+def _stores(output: st.Output) -> list[str]:
+    return sorted({s.spec.store for s in output.stages() if isinstance(s, st.Stateful)})
+
+
+def operator_of(spark: Any, checkpoint: str, output: st.Output, store: str) -> int | None:
+    """The stateful operator whose group states name store ``store``'s files (None: no
+    task of any operator holds state of it yet).
+
+    Spark numbers the operators by its plan, not kspark's: the operator is the one whose
+    committed versions name files in ``store``'s folder (each file's name carries an id
+    fresh for every attempt, so no two stores' folders share one)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    from kspark_server import taskreads
+    from kspark_server.taskfiles import state_root
+
+    ops = _operators(spark, checkpoint)
+    names = _stores(output)
+    if not ops:
+        raise StoreError(
+            f"checkpoint {checkpoint} holds no state of stateful_runner='apply_in_pandas'. "
+            "Has the app completed a micro-batch?"
+        )
+    if len(ops) == 1 and len(names) == 1:
+        return ops[0]
+    frames = [group_states(spark, checkpoint, op).withColumn("op", F.lit(op)) for op in ops]
+    found = (
+        reduce(lambda a, b: a.unionByName(b), frames)
+        .mapInPandas(
+            taskreads.owners(state_root(checkpoint), names), flat_schema(taskreads.OWNERS_SCHEMA)
+        )
+        .distinct()
+        .collect()
+    )
+    lost = sorted({int(r["op"]) for r in found if r["store"] is None})
+    if lost:
+        raise StoreError(
+            f"operators {lost} of checkpoint {checkpoint} name state files that no store's "
+            f"folder under {state_root(checkpoint)} holds: the checkpoint's kspark-state "
+            "folder was removed or copied in part"
+        )
+    mine = sorted({int(r["op"]) for r in found if r["store"] == store})
+    if len(mine) > 1:
+        raise StoreError(f"operators {mine} of checkpoint {checkpoint} all name store {store}")
+    return mine[0] if mine else None
+
+
+def task_frame(spark: Any, checkpoint: str, output: st.Output, store: str) -> Any:
+    """A DataFrame of store ``store``'s committed base chunks, one row each: ``blob``,
+    ``first`` and ``log`` (as :func:`kspark.runtime.stores.statestore.task_frame`)."""
+    from kspark_server import taskreads
+    from kspark_server.taskfiles import state_root
+
+    op = operator_of(spark, checkpoint, output, store)
+    schema = flat_schema(taskreads.CHUNKS_SCHEMA)
+    if op is None:
+        return spark.createDataFrame([], schema)
+    return group_states(spark, checkpoint, op).mapInPandas(
+        taskreads.committed_chunks(state_root(checkpoint), store), schema
+    )

@@ -1,0 +1,98 @@
+"""Where a store view's entries come from: the checkpoint (read on the server, whichever
+runner wrote it) or task states held in memory (a replica's, the in-process engine's)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from typing import Any
+
+from kspark.compiler.lowering import flat_schema
+
+
+class _Source:
+    """Where a read-only store's entries come from: ``entries(keys)`` gives the
+    ``(table_time, per-key value)`` of each key found; ``count()`` and ``items()``."""
+
+    def entries(self, keys: list[Hashable]) -> dict[Hashable, tuple[Any, Any]]:
+        raise NotImplementedError
+
+    def count(self) -> int:
+        raise NotImplementedError
+
+    def items(self) -> Iterator[tuple[Hashable, tuple[Any, Any]]]:
+        raise NotImplementedError
+
+
+class _CheckpointSource(_Source):
+    """Entries read from the checkpoint by a job on the server that returns only the
+    entries asked for (:mod:`kspark_server.queries`): a lookup costs the client one
+    entry, whatever the store's size."""
+
+    def __init__(self, frame: Any) -> None:
+        # the store's committed base chunks (blob, first, log), of either runner
+        self._frame = frame
+
+    @staticmethod
+    def _decode(rows: list[Any]) -> Iterator[tuple[Hashable, tuple[Any, Any]]]:
+        from kspark_server import stateenc
+
+        for r in rows:
+            sc = stateenc.unpack(r["scalars"])
+            yield stateenc.unpack(r["key"]), (sc.get("table_time"), stateenc.unpack(r["entry"])[0])
+
+    def entries(self, keys: list[Hashable]) -> dict[Hashable, tuple[Any, Any]]:
+        from kspark_server import queries, stateenc
+
+        wanted = [stateenc.pack(k) for k in keys]
+        rows = self._frame.mapInPandas(
+            queries.lookup(wanted), flat_schema(queries.ENTRY_SCHEMA)
+        ).collect()
+        return dict(self._decode(rows))
+
+    def count(self) -> int:
+        from pyspark.sql import functions as F
+
+        from kspark_server import queries
+
+        row = (
+            self._frame.mapInPandas(queries.count(), flat_schema(queries.COUNT_SCHEMA))
+            .agg(F.sum("entries").alias("n"))
+            .collect()[0]
+        )
+        return int(row["n"] or 0)
+
+    def items(self) -> Iterator[tuple[Hashable, tuple[Any, Any]]]:
+        from kspark_server import queries
+
+        rows = self._frame.mapInPandas(
+            queries.scan(), flat_schema(queries.ENTRY_SCHEMA)
+        ).toLocalIterator()
+        yield from self._decode(rows)
+
+
+class _MemorySource(_Source):
+    """Entries of task states held in memory (a replica's)."""
+
+    def __init__(self, tasks: dict[int, Any], versioned: bool) -> None:
+        self._tasks, self._versioned = tasks, versioned
+
+    def _table(self, st: Any) -> tuple[Any, dict[Any, Any]]:
+        if self._versioned:
+            return st["table"]["time"], st["table"]["data"]
+        return None, st["table"]
+
+    def entries(self, keys: list[Hashable]) -> dict[Hashable, tuple[Any, Any]]:
+        out = {}
+        for task in self._tasks.values():
+            time, data = self._table(task)
+            out.update({k: (time, data[k]) for k in keys if k in data})
+        return out
+
+    def count(self) -> int:
+        return sum(len(self._table(task)[1]) for task in self._tasks.values())
+
+    def items(self) -> Iterator[tuple[Hashable, tuple[Any, Any]]]:
+        for task in self._tasks.values():
+            time, data = self._table(task)
+            for k, v in data.items():
+                yield k, (time, v)

@@ -1,0 +1,114 @@
+"""Reading the ``apply_in_pandas`` runner's committed state from its files, on the server.
+
+The runner keeps each task's state in kspark's files under the checkpoint
+(:mod:`kspark_server.taskfiles`) and only the committed version, which names them, in
+Spark's group state. The readers (interactive queries, replicas, rescale) read that group
+state with Spark's state reader, as of the last committed micro-batch, and run these
+functions over it with ``mapInPandas``: only the files a committed version names are
+opened, on the executors, which see the checkpoint as the runner's tasks do.
+
+Input rows, one per task: ``ks_task`` (the task key, :mod:`kspark_server.placement`) and
+the group state's fields (:data:`kspark_server.taskfiles.GROUP_STATE_DDL`).
+
+Examples
+--------
+>>> import tempfile
+>>> import pandas as pd
+>>> from kspark_server import placement, stateenc
+>>> from kspark_server.taskfiles import TaskFiles
+>>> root = tempfile.mkdtemp()
+>>> f = TaskFiles(root, "seen", 0, None)
+>>> f.base.updateValue((0,), (stateenc.encode_frame({"stream_time": 1}, []),))
+>>> f.version.update(("inc", 1, 10, 0, 0, 1))
+>>> row = dict(zip(FIELDS, f.committed(), strict=True))
+>>> tasks = pd.DataFrame([{"ks_task": placement.task_keys(1)[0], **row}])
+>>> [out] = committed_chunks(root, "seen")(iter([tasks]))
+>>> stateenc.decode_frame(out["blob"][0])[0], bool(out["first"][0]), list(out["log"][0])
+({'stream_time': 1}, True, [])
+>>> [found] = owners(root, ["other", "seen"])(iter([tasks.assign(op=3)]))
+>>> found.values.tolist()
+[[3, 'seen']]
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pandas as pd
+
+from kspark_server import placement
+from kspark_server.taskfiles import GROUP_STATE_DDL, TaskFiles
+
+__all__ = ["CHUNKS_SCHEMA", "FIELDS", "OWNERS_SCHEMA", "committed_chunks", "owners"]
+
+#: The group state's fields, in its order.
+FIELDS = tuple(part.split()[0] for part in GROUP_STATE_DDL.split(","))
+
+#: Output of :func:`committed_chunks`: the rows :mod:`kspark_server.queries` and
+#: :mod:`kspark_server.rescale` read, one per base chunk of the committed version.
+CHUNKS_SCHEMA = "blob binary, first boolean, log array<binary>"
+
+#: Output of :func:`owners`: which store's folder holds an operator's files (``store``
+#: null: a task whose named files are in none of them).
+OWNERS_SCHEMA = "op int, store string"
+
+Fn = Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]
+
+
+def _tasks(frame: pd.DataFrame) -> Iterator[tuple[int, tuple[Any, ...]]]:
+    """Each row's task number and committed group state."""
+    columns = [frame[c].tolist() for c in ("ks_task", *FIELDS)]
+    for key, *committed in zip(*columns, strict=True):
+        yield placement.task_of(int(key)), tuple(committed)
+
+
+def _files(root: str, store: str, task: int, committed: tuple[Any, ...]) -> TaskFiles:
+    return TaskFiles(root, store, task, committed, create=False)
+
+
+def committed_chunks(root: str, store: str) -> Fn:
+    """Each task's committed base, one row per chunk, with the task's committed changes
+    (the layout Spark's state reader gives of the other runner's state)."""
+
+    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for frame in frames:
+            for task, committed in _tasks(frame):
+                files = _files(root, store, task, committed)
+                log = [blob for (blob,) in files.log.get()]
+                rows = [(chunk, i == 0, log) for i, chunk in enumerate(files.chunks())]
+                if rows:
+                    # one task at a time: a task's chunks are bounded, a partition's not
+                    yield pd.DataFrame(rows, columns=["blob", "first", "log"])
+
+    return run
+
+
+def owners(root: str, stores: list[str]) -> Fn:
+    """Which of ``stores`` holds the files of each row's operator (column ``op``): the
+    store whose folder has the task's first named file (file names carry a fresh id,
+    so one store's folder holds them). Tasks that name no file are left out."""
+
+    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for frame in frames:
+            found: set[tuple[int, str | None]] = set()
+            ops = frame["op"].tolist()
+            for op, (task, committed) in zip(ops, _tasks(frame), strict=True):
+                where: str | None = None
+                for store in stores:
+                    files = _files(root, store, task, committed)
+                    named = sorted(files._named)
+                    if not named:
+                        break
+                    if os.path.exists(os.path.join(files.folder, named[0])):
+                        where = store
+                        break
+                else:
+                    found.add((int(op), None))
+                    continue
+                if where is not None:
+                    found.add((int(op), where))
+            yield pd.DataFrame(sorted(found, key=repr), columns=["op", "store"])
+
+    return run

@@ -1,0 +1,127 @@
+"""Interactive queries on ``stateful_runner="apply_in_pandas"``: ``app.store`` reads
+kspark's files at the version the committed group states name, and answers as the
+default runner does (its answers are the in-process engine's:
+tests/integration/test_driver_engines.py), over micro-batches that are each a restart."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from kspark import Materialized, StreamsBuilder, StreamsConfig, TimeWindows
+from kspark._typing import StatefulRunner
+from kspark.processor import Processor, ProcessorContext, Record
+from kspark.state import KeyValueStore, Stores
+from kspark.testing import TopologyTestDriver
+
+pytestmark = pytest.mark.spark
+
+KEYS = ["a", "b", "c", "d"]
+
+
+def as_of_join() -> Any:
+    """A stream's join with a versioned table: the store answers as-of reads."""
+    b = StreamsBuilder()
+    rates = b.table(
+        "table",
+        key_type=str,
+        value_type=int,
+        materialized=Materialized.as_versioned("rates", timedelta(seconds=20)),
+    )
+    b.stream("in", key_type=str, value_type=int).left_join(
+        rates, lambda v, r: v * 100 + (r if r is not None else -1), value_type=int
+    ).to("out")
+    return b.build()
+
+
+def windows() -> Any:
+    b = StreamsBuilder()
+    b.stream("in", key_type=str, value_type=int).group_by_key().windowed_by(
+        TimeWindows.of_size_and_grace(timedelta(seconds=5), timedelta(seconds=2))
+    ).count(materialized=Materialized.as_("windows")).to_stream().map(
+        lambda w, n: (f"{w.key}@{w.window.start}", n), key_type=str, value_type=int
+    ).to("out")
+    return b.build()
+
+
+class Summing(Processor[str, int, str, int]):
+    def init(self, context: ProcessorContext[str, int]) -> None:
+        self.context = context
+        self.sums: KeyValueStore[str, int] = context.get_state_store("psums")
+
+    def process(self, record: Record[str, int]) -> None:
+        total = (self.sums.get(record.key) or 0) + record.value
+        self.sums.put(record.key, total)
+        self.context.forward(record.with_value(total))
+
+
+def processor() -> Any:
+    b = StreamsBuilder()
+    b.add_state_store(
+        Stores.key_value_store_builder(
+            Stores.persistent_key_value_store("psums"), key_type=str, value_type=int
+        )
+    )
+    b.stream("in", key_type=str, value_type=int).process(Summing, "psums").to("out")
+    return b.build()
+
+
+#: topology, its input topics, its store
+CASES = {
+    "as_of_join": (as_of_join, ("in", "table"), "rates"),
+    "windows": (windows, ("in",), "windows"),
+    "processor": (processor, ("in",), "psums"),
+}
+
+
+def contents(store: Any) -> Any:
+    """Every key's answers, and the store's size."""
+    answers: dict[str, Any] = {}
+    for k in KEYS:
+        if hasattr(store, "fetch"):
+            answers[k] = store.fetch(k, 0, 40_000)
+        elif hasattr(store, "versions"):
+            answers[k] = [store.get(k), store.get(k, as_of=5_000), store.versions(k)]
+        else:
+            answers[k] = store.get(k)
+    return answers, store.approximate_num_entries()
+
+
+def run(case: str, engine: str, session: Any, runner: StatefulRunner) -> list[Any]:
+    """The store's contents after each of three micro-batches."""
+    make, inputs, name = CASES[case]
+    rnd = random.Random(case)
+    records = [
+        (rnd.randrange(len(inputs)), rnd.choice(KEYS), rnd.randrange(31), rnd.randrange(20_001))
+        for _ in range(18)
+    ]
+    cfg = StreamsConfig(
+        application_id=f"gs-{uuid.uuid4().hex[:8]}", num_partitions=2, stateful_runner=runner
+    )
+    seen = []
+    with TopologyTestDriver(make(), cfg, session=session, engine=engine) as d:  # type: ignore[arg-type]
+        srcs = [d.create_input_topic(t, key_type=str, value_type=int) for t in inputs]
+        for batch in (records[:6], records[6:11], records[11:]):
+            for topic, key, value, ts in batch:
+                srcs[topic].pipe_input(key, value, timestamp=ts)
+            d.process()  # on Spark, each a restart of the query
+            seen.append(contents(d.store(name)))
+    return seen
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "as_of_join",
+        pytest.param("windows", marks=pytest.mark.extended),
+        pytest.param("processor", marks=pytest.mark.extended),
+    ],
+)
+def test_stores_answer_as_on_the_default_runner(spark: Any, case: str) -> None:
+    want = run(case, "local", None, "transform_with_state")
+    assert want[-1][1] > 0
+    assert run(case, "spark", spark, "apply_in_pandas") == want
