@@ -92,11 +92,20 @@ def operator_of(spark: Any, checkpoint: str, output: st.Output, store: str) -> i
 def task_frame(spark: Any, checkpoint: str, output: st.Output, store: str) -> Any:
     """A DataFrame of store ``store``'s committed base chunks, one row each: ``blob``,
     ``first`` and ``log`` (as :func:`kspark.runtime.stores.statestore.task_frame`)."""
+    from pyspark.sql.types import ArrayType, BinaryType, BooleanType, StructField, StructType
+
     from kspark_server import taskreads
     from kspark_server.taskfiles import state_root
 
     op = operator_of(spark, checkpoint, output, store)
-    schema = flat_schema(taskreads.CHUNKS_SCHEMA)
+    # taskreads.CHUNKS_SCHEMA, built on the client (flat_schema has no array type)
+    schema = StructType(
+        [
+            StructField("blob", BinaryType()),
+            StructField("first", BooleanType()),
+            StructField("log", ArrayType(BinaryType())),
+        ]
+    )
     if op is None:
         return spark.createDataFrame([], schema)
     return group_states(spark, checkpoint, op).mapInPandas(
