@@ -1,0 +1,154 @@
+"""The operator specs: the typed contract between kspark's compiler and the operators.
+
+The compiler builds one spec per operator (:data:`OperatorSpec`); the spec travels to the
+workers inside the pickled operator function, and the operator reads its fields. Specs are
+frozen and check themselves when built, so an operator never meets a malformed one.
+
+- type specs (:data:`TypeSpec`) say how a key or value column becomes a Python object
+  and back (:mod:`kspark_server.codec`);
+- a chain's steps are a tagged union (:data:`Step`): the class is the tag;
+- every operator spec carries the :data:`SPEC_VERSION` it was written with, and
+  :func:`check_spec` refuses another version.
+
+They are standard-library dataclasses, not attrs classes: this package runs in workers
+that need nothing installed besides pyarrow and pandas (docs/deployment.md).
+
+This package is the contract's one name: every spec is imported from it. The specs live
+in modules of their own, each one part of the contract, from the bottom up:
+:mod:`~kspark_server.spec.version` (the version and :class:`SpecError`),
+:mod:`~kspark_server.spec.valuetypes` (type specs), :mod:`~kspark_server.spec.parts`
+(what many specs share), :mod:`~kspark_server.spec.steps` (a chain's steps),
+:mod:`~kspark_server.spec.stateless`, :mod:`~kspark_server.spec.stateful` and
+:mod:`~kspark_server.spec.sinks` (the operators), and :mod:`~kspark_server.spec.check`
+(every operator kind, and :func:`check_spec`).
+
+Examples
+--------
+>>> import dataclasses
+>>> t = KeyValue(key=PrimSpec(spark="string"), value=PrimSpec(spark="long"))
+>>> step = MapValuesStep(processor="KSTREAM-MAPVALUES-0000000001", fn=abs, with_key=False)
+>>> spec = ChainSpec(input=t, output=t, steps=(step,), output_schema="{}")
+>>> check_spec(spec).kind
+'chain'
+>>> check_spec(dataclasses.replace(spec, spec_version=0))
+Traceback (most recent call last):
+...
+kspark_server.spec.version.SpecError: operator spec version 0 is not supported by this kspark_server (supports 12); use the same kspark version on client and server
+"""
+
+from __future__ import annotations
+
+from kspark_server.spec.check import OperatorSpec, check_spec
+from kspark_server.spec.parts import (
+    BASE_CHUNK_BYTES,
+    STATEFUL_RUNNERS,
+    Handling,
+    Packed,
+    RecordLimit,
+    StateOptions,
+    TopicRef,
+)
+from kspark_server.spec.sinks import DynamicSinkSpec, SinkSpec, SinksSpec, TopicNameSpec, TopicRule
+from kspark_server.spec.stateful import (
+    AggregateSpec,
+    Change,
+    CogroupInput,
+    DedupSpec,
+    FkMatchSpec,
+    FkResolveSpec,
+    FkSubscribeSpec,
+    GlobalStoreSpec,
+    JoinSpec,
+    ProcessorSpec,
+    StatefulSpec,
+    StoreSpec,
+    SuppressSpec,
+    TableGroupBySpec,
+    TableJoinSpec,
+    WindowJoinSpec,
+)
+from kspark_server.spec.stateless import ChainSpec, DedupIdSpec, JoinKeySpec
+from kspark_server.spec.steps import (
+    BranchStep,
+    FilterStep,
+    FlatMapStep,
+    FlatMapValuesStep,
+    ForeachStep,
+    MapStep,
+    MapValuesStep,
+    PeekStep,
+    SelectKeyStep,
+    Step,
+    TableFilterStep,
+    TableMapValuesStep,
+)
+from kspark_server.spec.valuetypes import (
+    ArrowValues,
+    JsonSpec,
+    KeyValue,
+    ListSpec,
+    MapSpec,
+    PrimSpec,
+    RecordSpec,
+    TypeSpec,
+)
+from kspark_server.spec.version import SPEC_VERSION, Fn, SpecError
+
+__all__ = [
+    "BASE_CHUNK_BYTES",
+    "SPEC_VERSION",
+    "STATEFUL_RUNNERS",
+    "AggregateSpec",
+    "ArrowValues",
+    "BranchStep",
+    "ChainSpec",
+    "Change",
+    "CogroupInput",
+    "DedupIdSpec",
+    "DedupSpec",
+    "DynamicSinkSpec",
+    "FilterStep",
+    "FkMatchSpec",
+    "FkResolveSpec",
+    "FkSubscribeSpec",
+    "FlatMapStep",
+    "FlatMapValuesStep",
+    "Fn",
+    "ForeachStep",
+    "GlobalStoreSpec",
+    "Handling",
+    "JoinKeySpec",
+    "JoinSpec",
+    "JsonSpec",
+    "KeyValue",
+    "ListSpec",
+    "MapSpec",
+    "MapStep",
+    "MapValuesStep",
+    "OperatorSpec",
+    "Packed",
+    "PeekStep",
+    "PrimSpec",
+    "ProcessorSpec",
+    "RecordLimit",
+    "RecordSpec",
+    "SelectKeyStep",
+    "SinkSpec",
+    "SinksSpec",
+    "SpecError",
+    "StateOptions",
+    "StatefulSpec",
+    "Step",
+    "StoreSpec",
+    "SuppressSpec",
+    "TableFilterStep",
+    "TableGroupBySpec",
+    "TableJoinSpec",
+    "TableMapValuesStep",
+    "TopicNameSpec",
+    "TopicRef",
+    "TopicRule",
+    "TypeSpec",
+    "WindowJoinSpec",
+    "check_spec",
+]
