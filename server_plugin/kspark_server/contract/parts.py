@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from kspark_server.contract.version import SpecError
 from kspark_server.handlers import Handler
 from kspark_server.paths import normalize_path
-from kspark_server.spec.version import SpecError
 
 __all__ = [
     "BASE_CHUNK_BYTES",

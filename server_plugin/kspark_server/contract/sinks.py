@@ -8,9 +8,9 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from kspark_server.spec.parts import Handling, TopicRef
-from kspark_server.spec.valuetypes import KeyValue
-from kspark_server.spec.version import SPEC_VERSION, Fn
+from kspark_server.contract.parts import Handling, TopicRef
+from kspark_server.contract.valuetypes import KeyValue
+from kspark_server.contract.version import SPEC_VERSION, Fn
 
 __all__ = ["DynamicSinkSpec", "SinkSpec", "SinksSpec", "TopicNameSpec", "TopicRule"]
 

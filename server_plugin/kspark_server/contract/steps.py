@@ -1,6 +1,6 @@
 """The steps of a chain: a tagged union (:data:`Step`) whose class is the tag.
 
-A chain (:class:`~kspark_server.spec.stateless.ChainSpec`) runs them in order in one
+A chain (:class:`~kspark_server.contract.stateless.ChainSpec`) runs them in order in one
 pass (:mod:`kspark_server.chain`); each names its processor and carries the user's
 function.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, get_args
 
-from kspark_server.spec.valuetypes import ArrowValues
-from kspark_server.spec.version import Fn, SpecError
+from kspark_server.contract.valuetypes import ArrowValues
+from kspark_server.contract.version import Fn, SpecError
 
 __all__ = [
     "STEPS",

@@ -1,8 +1,8 @@
 """The version of the operator-spec contract, and the error of a spec that breaks it.
 
-It stands apart, at the bottom of :mod:`kspark_server.spec`, because every operator spec
-carries :data:`SPEC_VERSION` as the default of its ``spec_version`` and every spec's own
-checks raise :class:`SpecError`.
+It stands apart, at the bottom of the contract (:mod:`kspark_server.spec`), because
+every operator spec carries :data:`SPEC_VERSION` as the default of its ``spec_version``
+and every spec's own checks raise :class:`SpecError`.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from kspark_server.spec.parts import Handling, Packed, StateOptions
-from kspark_server.spec.valuetypes import KeyValue, TypeSpec, check_type
-from kspark_server.spec.version import SPEC_VERSION, Fn, SpecError
+from kspark_server.contract.parts import Handling, Packed, StateOptions
+from kspark_server.contract.valuetypes import KeyValue, TypeSpec, check_type
+from kspark_server.contract.version import SPEC_VERSION, Fn, SpecError
 
 __all__ = [
     "AggregateSpec",

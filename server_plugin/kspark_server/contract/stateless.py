@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from kspark_server.spec.parts import Handling, RecordLimit
-from kspark_server.spec.steps import STEPS, Step
-from kspark_server.spec.valuetypes import KeyValue, TypeSpec
-from kspark_server.spec.version import SPEC_VERSION, Fn, SpecError
+from kspark_server.contract.parts import Handling, RecordLimit
+from kspark_server.contract.steps import STEPS, Step
+from kspark_server.contract.valuetypes import KeyValue, TypeSpec
+from kspark_server.contract.version import SPEC_VERSION, Fn, SpecError
 
 __all__ = ["ChainSpec", "DedupIdSpec", "JoinKeySpec"]
 

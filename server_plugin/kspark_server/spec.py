@@ -13,13 +13,14 @@ frozen and check themselves when built, so an operator never meets a malformed o
 They are standard-library dataclasses, not attrs classes: this package runs in workers
 that need nothing installed besides pyarrow and pandas (docs/deployment.md).
 
-This package is the contract's one name: every spec is imported from it. The specs live
-in modules of their own, each one part of the contract, from the bottom up:
-:mod:`~kspark_server.spec.version` (the version and :class:`SpecError`),
-:mod:`~kspark_server.spec.valuetypes` (type specs), :mod:`~kspark_server.spec.parts`
-(what many specs share), :mod:`~kspark_server.spec.steps` (a chain's steps),
-:mod:`~kspark_server.spec.stateless`, :mod:`~kspark_server.spec.stateful` and
-:mod:`~kspark_server.spec.sinks` (the operators), and :mod:`~kspark_server.spec.check`
+This module is the contract's one name: every spec is imported from it. The specs live
+in the modules of :mod:`kspark_server.contract`, each one part of the contract, from the
+bottom up:
+:mod:`~kspark_server.contract.version` (the version and :class:`SpecError`),
+:mod:`~kspark_server.contract.valuetypes` (type specs), :mod:`~kspark_server.contract.parts`
+(what many specs share), :mod:`~kspark_server.contract.steps` (a chain's steps),
+:mod:`~kspark_server.contract.stateless`, :mod:`~kspark_server.contract.stateful` and
+:mod:`~kspark_server.contract.sinks` (the operators), and :mod:`~kspark_server.contract.check`
 (every operator kind, and :func:`check_spec`).
 
 Examples
@@ -33,13 +34,13 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.spec.version.SpecError: operator spec version 0 is not supported by this kspark_server (supports 12); use the same kspark version on client and server
+kspark_server.contract.version.SpecError: operator spec version 0 is not supported by this kspark_server (supports 12); use the same kspark version on client and server
 """
 
 from __future__ import annotations
 
-from kspark_server.spec.check import OperatorSpec, check_spec
-from kspark_server.spec.parts import (
+from kspark_server.contract.check import OperatorSpec, check_spec
+from kspark_server.contract.parts import (
     BASE_CHUNK_BYTES,
     STATEFUL_RUNNERS,
     Handling,
@@ -48,8 +49,14 @@ from kspark_server.spec.parts import (
     StateOptions,
     TopicRef,
 )
-from kspark_server.spec.sinks import DynamicSinkSpec, SinkSpec, SinksSpec, TopicNameSpec, TopicRule
-from kspark_server.spec.stateful import (
+from kspark_server.contract.sinks import (
+    DynamicSinkSpec,
+    SinkSpec,
+    SinksSpec,
+    TopicNameSpec,
+    TopicRule,
+)
+from kspark_server.contract.stateful import (
     AggregateSpec,
     Change,
     CogroupInput,
@@ -67,8 +74,8 @@ from kspark_server.spec.stateful import (
     TableJoinSpec,
     WindowJoinSpec,
 )
-from kspark_server.spec.stateless import ChainSpec, DedupIdSpec, JoinKeySpec
-from kspark_server.spec.steps import (
+from kspark_server.contract.stateless import ChainSpec, DedupIdSpec, JoinKeySpec
+from kspark_server.contract.steps import (
     BranchStep,
     FilterStep,
     FlatMapStep,
@@ -82,7 +89,7 @@ from kspark_server.spec.steps import (
     TableFilterStep,
     TableMapValuesStep,
 )
-from kspark_server.spec.valuetypes import (
+from kspark_server.contract.valuetypes import (
     ArrowValues,
     JsonSpec,
     KeyValue,
@@ -92,7 +99,7 @@ from kspark_server.spec.valuetypes import (
     RecordSpec,
     TypeSpec,
 )
-from kspark_server.spec.version import SPEC_VERSION, Fn, SpecError
+from kspark_server.contract.version import SPEC_VERSION, Fn, SpecError
 
 __all__ = [
     "BASE_CHUNK_BYTES",

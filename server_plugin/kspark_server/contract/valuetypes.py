@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kspark_server.spec.version import SpecError
+from kspark_server.contract.version import SpecError
 
 __all__ = [
     "ArrowValues",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TypeVar, get_args
 
-from kspark_server.spec.sinks import SinksSpec, TopicNameSpec
-from kspark_server.spec.stateful import (
+from kspark_server.contract.sinks import SinksSpec, TopicNameSpec
+from kspark_server.contract.stateful import (
     AggregateSpec,
     DedupSpec,
     FkMatchSpec,
@@ -22,8 +22,8 @@ from kspark_server.spec.stateful import (
     TableJoinSpec,
     WindowJoinSpec,
 )
-from kspark_server.spec.stateless import ChainSpec, DedupIdSpec, JoinKeySpec
-from kspark_server.spec.version import SPEC_VERSION, SpecError
+from kspark_server.contract.stateless import ChainSpec, DedupIdSpec, JoinKeySpec
+from kspark_server.contract.version import SPEC_VERSION, SpecError
 
 __all__ = ["OperatorSpec", "check_spec"]
 
