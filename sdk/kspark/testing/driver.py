@@ -513,6 +513,15 @@ class TopologyTestDriver:
         dlq = self.config.dead_letter_queue_topic
         if dlq is not None:
             names.add(dlq.name)
+        if any(isinstance(t, DynamicSink) for t in self.app.topology.ends):
+            # the topics that records named (to(topic_extractor)): those the driver holds
+            # that no source reads
+            folder = os.path.join(self._workdir, "topics")
+            if self._local is not None:
+                held = set(self._local.topics)
+            else:
+                held = set(os.listdir(folder)) if os.path.isdir(folder) else set()
+            names |= held - set(_sources_by_topic(self.topology))
         return {
             n
             for n in names
