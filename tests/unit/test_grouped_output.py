@@ -22,7 +22,7 @@ from kspark_server import envelope as env
 from kspark_server import transport
 from kspark_server.operators.grouped import JSON_COLUMNS, frame_table, output_frame, output_struct
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 HEADERS = JSON_COLUMNS["headers"]
 MIB = b"\xff\xfe" * (1 << 19)
 

@@ -136,7 +136,7 @@ def output_frame(table: pa.Table) -> pd.DataFrame:
 
     Example
     -------
-    >>> t = pa.table({"key": pa.array([b"\\xff", None]), "offset": pa.array([2**62, None])})
+    >>> t = pa.table({"key": pa.array([b"k", None]), "offset": pa.array([2**62, None])})
     >>> frame = output_frame(t)
     >>> pa.Table.from_pandas(frame).column("offset").to_pylist()
     [4611686018427387904, None]
