@@ -491,18 +491,19 @@ class LocalEngine:
         """The ``apply_in_pandas`` runner: each task's records, straight, to the
         operator, its group state kept here (Spark's state store) and its files under the
         engine's checkpoint folder (:mod:`kspark_server.taskfiles`)."""
-        from kspark_server.operators.grouped import GroupedOperator
+        from kspark_server.operators.grouped import GroupedOperator, frame_table, output_struct
 
         spec = stage.spec
         fn = GroupedOperator(spec, "", "", os.path.join(self._state_root + "-checkpoint"))
+        # the rows as Spark reads the operator's frames
+        declared = output_struct(transport.operator_schema(spec.output_schema, spec.packed.out))
         tasks = table.column("ks_task").to_pylist()
         for task_key in sorted(set(tasks)):
             part = table.filter(pa.array([t == task_key for t in tasks]))
             state = GroupState(self.durable.setdefault((id(stage), int(task_key)), {}))
-            for f in fn((task_key,), iter([part]), state):
-                got = transport.unpack_table(f["ks_rows"].tolist())
-                if got is not None and got.num_rows:
-                    results.append(got)
+            frames = [f for f in fn((task_key,), iter([part]), state) if len(f)]
+            if frames:
+                results.append(frame_table(frames, declared))
 
     @staticmethod
     def _joined_input(stage: st.Stateful, table_of: Callable[[st.Stage], pa.Table]) -> pa.Table:
