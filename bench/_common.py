@@ -97,7 +97,9 @@ def run_app(
     ``base``, as app ``bench-<name>`` (``config``: more :class:`StreamsConfig` options)."""
     cfg = StreamsConfig(
         application_id=f"bench-{name}",
-        checkpoint_dir=fresh(os.path.join(base, f"k-chk-{name}")),
+        # a new folder for every run: a stopped query's state maintenance may still write
+        # into its old one
+        checkpoint_dir=tempfile.mkdtemp(prefix=f"k-chk-{name}-", dir=base),
         num_partitions=PARTITIONS,
         **config,
     )

@@ -1,6 +1,6 @@
 """Temporal (as-of) stream-table join: kspark's versioned-table join against Spark.
 
-    ./run bench temporal_join [--rows 1000000 --table-keys 10000,100000]
+    ./run bench temporal_join [--rows 1000000 --table-keys 10000,100000] [--runners ...]
 
 Each table has 50 versions per key. By default it runs the two documented cases, 10,000
 and 100,000 table keys, and prints both.
@@ -13,7 +13,9 @@ pipelines over the same Parquet files, in the same session, best of --repeat war
 - range: a stream-static range join against the whole history, ``valid_to = lead(ts)``,
   which gives as-of answers but only when the history is known before the stream starts.
 
-kspark reads the rates as a stream into a versioned table, as Kafka Streams would.
+kspark reads the rates as a stream into a versioned table, as Kafka Streams would, under
+each stateful runner (``--runners``, default both: ``transform_with_state`` and
+``apply_in_pandas``).
 """
 
 from __future__ import annotations
@@ -65,7 +67,13 @@ def convert(p: common.Event, r: Rate | None) -> float:
 
 
 def main() -> None:
-    a = common.args(__doc__ or "", extra=[("--table-keys", "10000,100000")])
+    a = common.args(
+        __doc__ or "",
+        extra=[
+            ("--table-keys", "10000,100000"),
+            ("--runners", "transform_with_state,apply_in_pandas"),
+        ],
+    )
     spark = common.session(a)
     for keys in [int(k) for k in a.table_keys.split(",")]:
         print(f"-- {keys:,} table keys x 50 versions, {a.rows:,} stream records", flush=True)
@@ -112,7 +120,7 @@ def run(spark: Any, a: Any, keys: int) -> None:
         )
         common.run_query(out, os.path.join(base, "n-out"), os.path.join(base, "n-chk"))
 
-    def ks() -> None:
+    def ks(runner: str) -> None:
         b = StreamsBuilder()
         table = b.table(
             common.parquet_topic("rates", rates),
@@ -125,20 +133,22 @@ def run(spark: Any, a: Any, keys: int) -> None:
         ).left_join(table, convert, value_type=float).to(
             Topic.parquet("out", common.fresh(os.path.join(base, "k-out")))
         )
-        common.run_app(b.build(), spark, "asof", base)
+        common.run_app(b.build(), spark, "asof", base, stateful_runner=runner)
 
     rates_of = {}
-    for name, fn in (
+    spark_runs = (
         ("spark passthrough (no join)", passthrough),
         ("spark stream-static join, latest rate", latest),
         ("spark stream-static range join", native),
-        ("kspark versioned-table left_join", ks),
-    ):
+    )
+    for name, fn in spark_runs:
         rates_of[name] = a.rows / common.timed(fn, a.repeat)
         print(f"{name:40s} {rates_of[name]:>10,.0f} rec/s", flush=True)
-    k = rates_of["kspark versioned-table left_join"]
-    for name in list(rates_of)[:3]:
-        print(f"ratio kspark / {name:29s} {k / rates_of[name]:.3f}")
+    for runner in a.runners.split(","):
+        k = a.rows / common.timed(lambda r=runner: ks(r), a.repeat)
+        print(f"kspark left_join, {runner:22s} {k:>10,.0f} rec/s", flush=True)
+        for name, _ in spark_runs:
+            print(f"  ratio kspark / {name:29s} {k / rates_of[name]:.3f}")
 
 
 if __name__ == "__main__":

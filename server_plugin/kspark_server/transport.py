@@ -9,12 +9,14 @@ key, and each task's part becomes **one** row, ``(ks_task, ks_rows)``, whose bin
 of rows per task and batch, and :func:`unpack_table` reads them back into one Arrow
 table.
 
-Rows leave the operator packed the same way: each task's output is one row, ``ks_rows``
-(:data:`OUTPUT_SCHEMA_DDL`), an Arrow IPC stream of the output records, and a vectorised
-``mapInArrow`` step after the operator (:func:`unpack_rows`) turns it back into rows. The
-operator works on Arrow tables throughout (:func:`unpack_table`, :func:`pack_table`):
-columns it does not read, such as a deduplicated record's value, are carried by
-reference and never become Python objects.
+Under ``transform_with_state``, rows leave the operator packed the same way: each
+task's output is one row, ``ks_rows`` (:data:`OUTPUT_SCHEMA_DDL`), an Arrow IPC stream
+of the output records, and a vectorised ``mapInArrow`` step after the operator
+(:func:`unpack_rows`) turns it back into rows (``apply_in_pandas`` yields them in the
+envelope's schema instead: :mod:`kspark_server.operators.grouped`). The operator works on
+Arrow tables throughout (:func:`unpack_table`, :func:`pack_table`): columns it does not
+read, such as a deduplicated record's value, are carried by reference and never become
+Python objects.
 
 Example
 -------

@@ -129,3 +129,47 @@ def test_restarts_on_fresh_and_stale_local_stores_rebuild_from_the_files(
             StreamsApp(topo, other, session=spark).run_until_caught_up()
     want = sorted(run(None, app_id + "-ref", "by_key", SPLIT[:3], "transform_with_state"))
     assert got == want
+
+
+#: values at the edges of what the operator's output frames carry: empty, null, 1 MiB,
+#: bytes that are not UTF-8, headers with null and binary values, the largest timestamp
+MIB = b"\xff\xfe" * (1 << 19)
+EDGES: list[tuple[bytes, bytes | None, int, tuple[tuple[str, bytes | None], ...]]] = [
+    (b"", b"", 0, ()),
+    (b"\xff\x00\xfe", None, 1, (("h", b"\xff\xfe"), ("n", None))),
+    (b"big", MIB, 253402300799999, (("", b""), ('q"\n', MIB))),
+    (b"\xc3\x28", b"\x80", 5, ()),
+    (b"", b"again", 6, (("dup", b"\x00"),)),
+]
+
+
+def test_edge_values_leave_the_operator_exactly(spark: Any, app_id: str) -> None:
+    """Deduplicated records whose keys, values and headers are edge cases reach the sink
+    as the default runner gives them, in two micro-batches."""
+
+    def run_edges(session: Any, runner: str, suffix: str) -> list[Any]:
+        b = StreamsBuilder()
+        s = b.stream(Topic.jsonl("in", "/unused"), key_type=bytes, value_type=bytes)
+        s.deduplicate_by_key(timedelta(seconds=5)).to(Topic.jsonl("out", "/unused"))
+        cfg = StreamsConfig(
+            application_id=app_id + suffix,
+            num_partitions=2,
+            stateful_runner=runner,
+            state_check_log=True,
+        )
+        engine = "spark" if session else "local"
+        with TopologyTestDriver(b.build(), cfg, session=session, engine=engine) as d:
+            src = d.create_input_topic("in", key_type=bytes, value_type=bytes)
+            sink = d.create_output_topic("out", key_type=bytes, value_type=bytes)
+            for batch in (EDGES[:2], EDGES[2:]):
+                for k, v, ts, headers in batch:
+                    src.pipe_input(k, v, timestamp=ts, headers=headers)
+                d.process()
+            return sorted(
+                ((r.key, r.value, r.timestamp, r.headers) for r in sink.read_records()),
+                key=repr,
+            )
+
+    want = run_edges(None, "transform_with_state", "-ref")
+    assert len(want) == len(EDGES)
+    assert run_edges(spark, "apply_in_pandas", "") == want

@@ -25,7 +25,7 @@ from support.taskharness import Out, Rec, Runner, close_local_stores, frame
 from kspark_server import envelope as env
 from kspark_server import placement, stateenc, taskfiles, taskstate, transport
 from kspark_server.operators.dedup import DedupProcessor
-from kspark_server.operators.grouped import GroupedOperator
+from kspark_server.operators.grouped import GroupedOperator, frame_table, output_struct
 from kspark_server.spec import DedupSpec, KeyValue, Packed, PrimSpec, StateOptions
 
 STR = PrimSpec(spark="string")
@@ -43,6 +43,10 @@ def spec(interval: int, runner: str, check_log: bool = True) -> DedupSpec:
         packed=Packed(),
         state=StateOptions(runner=runner, check_log=check_log),
     )
+
+
+#: the Spark schema the operator's frames declare
+DECLARED = output_struct(transport.operator_schema(env.envelope_json("string", "string"), False))
 
 
 class GroupState:
@@ -86,8 +90,8 @@ class Grouped:
         table = pa_table(batch)
         rows: list[dict[str, Any]] = []
         for f in self.fn((placement.task_keys(1)[0],), iter([table]), state):
-            out = transport.unpack_table(f["ks_rows"].tolist())
-            rows.extend(r for r in ([] if out is None else out.to_pylist()) if not r["ks_side"])
+            out = frame_table([f], DECLARED)
+            rows.extend(r for r in out.to_pylist() if not r["ks_side"])
         if commit:
             self.state = state
         rows.sort(key=lambda r: (r["ks_seq"], r["ks_sub"]))
@@ -242,8 +246,7 @@ def test_the_runner_reads_pandas_frames_in_the_input_schema(
     f: pd.DataFrame = pa_table([(0, (0, "a", "x", 1)), (1, (0, "a", "y", 2))]).to_pandas()
     state = GroupState()
     (out,) = list(fn((placement.task_keys(1)[0],), iter([f]), state))
-    table = transport.unpack_table(out["ks_rows"].tolist())
-    assert table is not None
+    table = frame_table([out], DECLARED)
     assert [r["value"] for r in table.to_pylist() if not r["ks_side"]] == ["x"]
     assert state.exists
     close_local_stores()

@@ -6,26 +6,209 @@ task's state, whose base and changes are kspark's own files in the checkpoint
 (:mod:`kspark_server.taskfiles`). The operator is the same
 :class:`~kspark_server.operators.base.TaskProcessor` the ``transform_with_state`` runner
 runs: the files stand in for its state variables. See docs/design/grouped-runner.md.
+
+The operator's output records leave it as rows of the envelope's schema (no packing, no
+unpacking pass after it): each task's output is one pandas frame (:func:`output_frame`)
+whose columns are views of the operator's Arrow columns, which pyspark's worker hands back
+to Arrow without a Python object per value. One exception: the ``headers`` column travels
+as JSON text (:data:`JSON_COLUMNS`), read back by ``from_json`` in the JVM, since pyspark
+converts list columns row by row in Python.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+from pandas.arrays import ArrowExtensionArray
 
 from kspark_server import placement, statevars, taskfiles, transport
 from kspark_server.operators.base import TaskProcessor
 from kspark_server.operators.registry import make_operator
 from kspark_server.spec import StatefulSpec, check_spec
 
-__all__ = ["GroupedOperator"]
+__all__ = ["JSON_COLUMNS", "GroupedOperator", "frame_table", "output_frame", "output_struct"]
+
+#: Envelope columns that leave the operator as JSON text (``from_json`` reads them back in
+#: the JVM), with their Arrow types.
+JSON_COLUMNS: dict[str, pa.DataType] = {
+    "headers": pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+}
+
+
+class _Dtype(pd.ArrowDtype):  # type: ignore[misc]
+    """:class:`_Column`'s dtype: the arrays pandas builds for it (padding, concatenation)
+    are :class:`_Column` too."""
+
+    @classmethod
+    def construct_array_type(cls) -> type[_Column]:
+        return _Column
+
+    @property
+    def name(self) -> str:
+        return f"{self.pyarrow_dtype}[kspark]"
+
+
+class _Column(ArrowExtensionArray):  # type: ignore[misc]
+    """An Arrow-backed pandas column that hands pyspark one Arrow array.
+
+    pandas keeps an Arrow column as a chunked array and concatenates frames chunk by chunk
+    (pyspark's worker concatenates the frames of a partition's groups and pads them with
+    empty rows); pyspark builds its record batch from ``pa.Array.from_pandas``, which
+    returns a plain Arrow-backed column's chunked array as it is, and fails on more than
+    one chunk. This column gives one array, whatever its chunks.
+    """
+
+    def __init__(self, values: pa.Array | pa.ChunkedArray) -> None:
+        super().__init__(values)
+        self._dtype = _Dtype(self._pa_array.type)
+
+    def __arrow_array__(self, type: pa.DataType | None = None) -> pa.Array:
+        chunks = [c for c in self._pa_array.iterchunks() if len(c)]
+        # one task's rows (the usual partition) and empty padding: no copy
+        array = chunks[0] if len(chunks) == 1 else self._pa_array.combine_chunks()
+        return array if type is None or array.type == type else array.cast(type)
+
+
+def _has_map(t: pa.DataType) -> bool:
+    if pa.types.is_map(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_map(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _has_map(t.value_type)
+    return False
+
+
+def _python(v: Any, t: pa.DataType) -> Any:
+    """A nested value as pyspark's converters take it: a map as a dict (Arrow gives its
+    entries as pairs)."""
+    if v is None:
+        return None
+    if pa.types.is_map(t):
+        return {_python(k, t.key_type): _python(x, t.item_type) for k, x in v}
+    if pa.types.is_struct(t):
+        return {
+            t.field(i).name: _python(v[t.field(i).name], t.field(i).type)
+            for i in range(t.num_fields)
+        }
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [_python(x, t.value_type) for x in v]
+    return v
+
+
+def _headers_json(column: pa.ChunkedArray) -> pa.Array:
+    """Headers as JSON text: ``[{"key": ..., "value": base64}]``, ``"[]"`` for none, null
+    for null (Spark's ``from_json`` reads a binary field from base64). Records without
+    headers cost no Python object."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    lengths = pc.list_value_length(column)
+    empty = pc.if_else(
+        pc.is_valid(column), pa.scalar("[]", pa.string()), pa.scalar(None, pa.string())
+    )
+    if not pc.any(pc.greater(lengths, 0)).as_py():
+        return empty
+    texts = empty.to_pylist()
+    for i in pc.indices_nonzero(pc.fill_null(pc.greater(lengths, 0), False)).to_pylist():
+        texts[i] = json.dumps(
+            [
+                {
+                    "key": h["key"],
+                    "value": None if h["value"] is None else base64.b64encode(h["value"]).decode(),
+                }
+                for h in column[i].as_py()
+            ]
+        )
+    return pa.array(texts, pa.string())
+
+
+def output_frame(table: pa.Table) -> pd.DataFrame:
+    """An operator's output records as the pandas frame ``applyInPandasWithState`` takes,
+    which pyspark turns back into exactly ``table`` (its ``headers`` as JSON text).
+
+    Flat columns are Arrow-backed (no copy, nulls and 64-bit integers as they are); other
+    nested columns (a struct key) are Python values, which pyspark converts row by row.
+
+    Example
+    -------
+    >>> t = pa.table({"key": pa.array([b"k", None]), "offset": pa.array([2**62, None])})
+    >>> frame = output_frame(t)
+    >>> pa.Table.from_pandas(frame).column("offset").to_pylist()
+    [4611686018427387904, None]
+    """
+    columns: dict[str, pd.Series] = {}
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        if name in JSON_COLUMNS:
+            columns[name] = pd.Series(_Column(pa.chunked_array([_headers_json(col)])))
+        elif pa.types.is_nested(col.type):
+            values = col.to_pylist()
+            if _has_map(col.type):
+                values = [_python(v, col.type) for v in values]
+            columns[name] = pd.Series(values, dtype=object)
+        else:
+            columns[name] = pd.Series(_Column(col))
+    return pd.DataFrame(columns)
+
+
+def frame_table(frames: list[pd.DataFrame], schema: Any) -> pa.Table:
+    """What Spark reads from the frames an operator yields (:func:`output_frame`), in the
+    declared Spark ``schema`` (:func:`output_struct`): pyspark's own conversion, as its
+    ``applyInPandasWithState`` worker runs it, then the JSON columns read back. The
+    in-process engine and tests use it."""
+    from pyspark.sql.conversion import PandasToArrowConversion
+    from pyspark.sql.types import StructField, StructType
+
+    n = sum(len(f) for f in frames)
+    merged = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    batch = PandasToArrowConversion.convert(
+        [merged],
+        StructType([StructField("_1", schema)]),
+        timezone="UTC",
+        safecheck=False,
+        arrow_cast=True,
+        assign_cols_by_name=True,
+    )
+    table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(batch.column(0))])
+    for name, type_ in JSON_COLUMNS.items():
+        if name in table.column_names:
+            values = [
+                None
+                if text is None
+                else [
+                    {
+                        "key": h["key"],
+                        "value": None if h["value"] is None else base64.b64decode(h["value"]),
+                    }
+                    for h in json.loads(text)
+                ]
+                for text in table.column(name).to_pylist()
+            ]
+            table = table.set_column(table.column_names.index(name), name, pa.array(values, type_))
+    return table.slice(0, n)
+
+
+def output_struct(schema: Any) -> Any:
+    """The Spark schema an operator's frames declare (``outputStructType``): ``schema``
+    with the :data:`JSON_COLUMNS` as strings."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return StructType(
+        [
+            StructField(f.name, StringType(), True) if f.name in JSON_COLUMNS else f
+            for f in schema.fields
+        ]
+    )
 
 
 class GroupedOperator:
-    """The function ``applyInPandasWithState`` runs for a stateful ``spec``.
+    """The function ``applyInPandasWithState`` runs for a stateful ``spec``: each task's
+    output records as one frame (:func:`output_frame`), in the operator's output schema
+    without the constant columns (:func:`output_struct` declares it to Spark).
 
     ``constants_json`` describes the envelope columns left out of the records
     (:func:`kspark_server.chain.constant_widener`); ``input_schema_json`` is the records'
@@ -80,4 +263,4 @@ class GroupedOperator:
         # with the micro-batch
         state.update(files.committed())
         if result is not None:
-            yield pd.DataFrame({"ks_rows": [transport.pack_table(result)]})
+            yield output_frame(result)

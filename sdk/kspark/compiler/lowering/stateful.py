@@ -5,8 +5,9 @@ into the operator packed, one row per task and Arrow batch, and leave it packed 
 (``kspark_server.transport``): Spark's runner would otherwise handle them row by row.
 
 ``apply_in_pandas``: ``applyInPandasWithState``; records reach the operator straight from
-the shuffle, as Arrow-backed frames, and leave it packed; the state lives in kspark's own
-files in the checkpoint (``kspark_server.taskfiles``, docs/design/grouped-runner.md).
+the shuffle, as Arrow-backed frames, and leave it as rows of the envelope's schema (no
+unpacking pass); the state lives in kspark's own files in the checkpoint
+(``kspark_server.taskfiles``, docs/design/grouped-runner.md).
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def stateful(
     checkpoint: str | None = None,
 ) -> DataFrame:
     """The operator of ``stage`` over its input (for a join, the stream and the table in
-    one union), its output records unpacked into the envelope's columns; run by the
-    runner the spec names (``StreamsConfig.stateful_runner``)."""
+    one union), its output records in the envelope's columns; run by the runner the spec
+    names (``StreamsConfig.stateful_runner``)."""
     from kspark_server.operators.shipped import ShippedOperator
     from kspark_server.transport import OUTPUT_SCHEMA_DDL, PACKED_SCHEMA_DDL, pack_by_task
 
@@ -76,9 +77,7 @@ def stateful(
         constants_json = describe_constants(constants, _packed_columns(stage))
         tasked = tasked.drop(*constants)
     if spec.state.runner == "apply_in_pandas":
-        return _unpacked(
-            _grouped_operator(stage, tasked, constants_json, resume, checkpoint), stage, constants
-        )
+        return _grouped_operator(stage, tasked, constants, constants_json, resume, checkpoint)
     grouped = tasked.mapInArrow(pack_by_task, flat_schema(PACKED_SCHEMA_DDL)).groupBy("ks_task")
     result: DataFrame = grouped.transformWithStateInPandas(
         # the operator is built on the workers, from its spec
@@ -94,18 +93,20 @@ def stateful(
 def _grouped_operator(
     stage: st.Stateful,
     tasked: DataFrame,
+    constants: dict[str, Any],
     constants_json: str,
     resume: Resume | None,
     checkpoint: str | None,
 ) -> DataFrame:
     """The ``apply_in_pandas`` runner: ``applyInPandasWithState`` grouped by task, the
     records straight from the shuffle, the state in kspark's files under the checkpoint
-    (docs/design/grouped-runner.md); the output packed as the other runner's."""
+    (docs/design/grouped-runner.md); the output records leave the operator in the
+    envelope's columns but the constants (``headers`` as JSON text, read back here)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from kspark_server.operators.grouped import GroupedOperator
+    from kspark_server.operators.grouped import JSON_COLUMNS, GroupedOperator, output_struct
     from kspark_server.taskfiles import GROUP_STATE_DDL, state_root
-    from kspark_server.transport import OUTPUT_SCHEMA_DDL
+    from kspark_server.transport import operator_schema
 
     spec = stage.spec
     if checkpoint is None:
@@ -134,14 +135,20 @@ def _grouped_operator(
             processor=spec.processor,
         )
     fn = GroupedOperator(spec, constants_json, tasked.schema.json(), root)
+    out = operator_schema(spec.output_schema, spec.packed.out)
     result: DataFrame = tasked.groupBy("ks_task").applyInPandasWithState(
         fn,
-        outputStructType=flat_schema(OUTPUT_SCHEMA_DDL),
+        outputStructType=output_struct(
+            StructType([f for f in out.fields if f.name not in constants])
+        ),
         stateStructType=GROUP_STATE_DDL,
         outputMode="Append",
         timeoutConf=GroupStateTimeout.NoTimeout,
     )
-    return result
+    for name in JSON_COLUMNS:
+        if name in out.names and name not in constants:
+            result = result.withColumn(name, F.from_json(name, out[name].dataType))
+    return _restored(result, stage, constants)
 
 
 def _joined_input(stage: st.Stateful, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:
@@ -265,7 +272,16 @@ def _unpacked(result: DataFrame, stage: st.Stateful, constants: dict[str, Any]) 
     result = result.mapInArrow(
         unpack_rows, StructType([f for f in unpacked.fields if f.name not in constants])
     )
-    result = add_constants(result, unpacked, constants)
+    return _restored(result, stage, constants)
+
+
+def _restored(result: DataFrame, stage: st.Stateful, constants: dict[str, Any]) -> DataFrame:
+    """The operator's output records with the constant columns back and a JSON-packed
+    value parsed."""
+    from kspark_server.transport import operator_schema
+
+    spec = stage.spec
+    result = add_constants(result, operator_schema(spec.output_schema, spec.packed.out), constants)
     if spec.packed.out:
         # a struct, list or map (json_packable)
         value_type: Any = schema(spec.output_schema)["value"].dataType
