@@ -23,7 +23,7 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 12); use the same kspark version on client and server
+kspark_server.spec.SpecError: operator spec version 0 is not supported by this kspark_server (supports 13); use the same kspark version on client and server
 """
 
 from __future__ import annotations
@@ -105,8 +105,10 @@ __all__ = [
 #: time-limited suppression (:class:`SuppressSpec`), cogrouped aggregations
 #: (``AggregateSpec.cogroup``, :class:`CogroupInput`), sliding windows
 #: (``AggregateSpec.sliding``) and windowed stores' retention (``AggregateSpec.retention_ms``),
-#: and global stores of processors (:class:`GlobalStoreSpec`, ``ProcessorSpec.global_store``).
-SPEC_VERSION = 12
+#: and global stores of processors (:class:`GlobalStoreSpec`, ``ProcessorSpec.global_store``);
+#: 13: local stores are kept per application (``StateOptions.application_id``) and reused
+#: across restarts.
+SPEC_VERSION = 13
 
 Fn = Callable[..., Any]
 
@@ -470,6 +472,10 @@ class StateOptions:
     #: where the executors keep the tasks' local stores (``StreamsConfig``'s
     #: ``state_dir``; empty: :func:`kspark_server.localstore.root_dir`)
     local_dir: str = ""
+    #: the application whose local stores these are: they live in
+    #: ``<local_dir>/<application_id>`` (:func:`kspark_server.localstore.app_dir`), apart
+    #: from other apps' and where clean-up finds them
+    application_id: str = ""
 
     def __post_init__(self) -> None:
         if self.base_chunk_bytes <= 0:

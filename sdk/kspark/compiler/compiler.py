@@ -121,6 +121,7 @@ class _Compiler:
             check_log=config.state_check_log,
             runner=config.stateful_runner,
             local_dir=config.state_dir or "",
+            application_id=config.application_id,
         )
         self.memo: dict[int, _Pending] = {}
         self.sink_types: dict[str, tuple[TypeDesc | None, TypeDesc | None]] = {}
