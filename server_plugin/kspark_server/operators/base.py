@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kspark_server import (
+    codec,
     handling,
     localstore,
     placement,
@@ -114,6 +115,12 @@ class Batch:
         if "ks_hash" not in self._lists:
             self._lists["ks_hash"] = ints(self.table, "ks_hash", 0)[self.pos].tolist()
         return self._lists["ks_hash"]
+
+    def distinct_keys(self) -> set[Any]:
+        """The batch's non-null keys, each once, as the state keys them
+        (:func:`kspark_server.codec.hashable`; a text key as it is)."""
+        hashable = codec.hashable
+        return {k if type(k) is str else hashable(k) for k in self.keys if k is not None}
 
     def col(self, name: str) -> list[Any]:
         """Column ``name``'s cells in processing order, as Python objects (None for null)."""

@@ -61,8 +61,7 @@ class FkResolveProcessor(TaskProcessor):
         return KeyedEmitter()
 
     def keys(self, st: Any, batch: Batch) -> list[Any]:
-        hashable = codec.hashable
-        return list({k if type(k) is str else hashable(k) for k in batch.keys if k is not None})
+        return list(batch.distinct_keys())
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, KeyedEmitter)

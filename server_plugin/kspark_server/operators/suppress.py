@@ -112,8 +112,7 @@ class SuppressProcessor(TaskProcessor):
     # -- which keys a batch loads ------------------------------------------------------
 
     def keys(self, st: Any, batch: Batch) -> list[Any]:
-        hashable = codec.hashable
-        found = {k if type(k) is str else hashable(k) for k in batch.keys if k is not None}
+        found = batch.distinct_keys()
         local = self._local
         if local is None or not batch.n:
             return list(found)

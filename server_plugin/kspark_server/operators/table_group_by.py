@@ -97,8 +97,7 @@ class TableGroupByProcessor(TaskProcessor):
         return _ChangeEmitter()
 
     def keys(self, st: Any, batch: Batch) -> list[Any]:
-        hashable = codec.hashable
-        return list({k if type(k) is str else hashable(k) for k in batch.keys if k is not None})
+        return list(batch.distinct_keys())
 
     def _change(self, new: Any, old: Any) -> Any:
         """A ``Change`` as its column holds it (JSON text when packed)."""

@@ -85,8 +85,7 @@ class WindowJoinProcessor(TaskProcessor):
         return super()._partial(local, batch)
 
     def keys(self, st: Any, batch: Batch) -> list[Any]:
-        hashable = codec.hashable
-        found = {k if type(k) is str else hashable(k) for k in batch.keys if k is not None}
+        found = batch.distinct_keys()
         # and the keys whose next deadline the batch's stream time passes
         final = max(batch.ts) if batch.n else None
         if st["stream_time"] is not None:
