@@ -22,7 +22,8 @@ transaction holds the task's lock.
 Layout, under a root (``StreamsConfig(state_dir=...)``, else ``$KSPARK_LOCAL_STATE_DIR``,
 else ``<tmp>/kspark-state``): one folder per application, ``<root>/<application id>``,
 holding the marker file :data:`APP_MARKER` (clean-up deletes only folders with it), and in
-it one environment per (store, task), ``<store>-<digest>/task-<n>``.
+it one environment per (store, incarnation of its durable state, task),
+``<store>-<digest>/<incarnation digest>/task-<n>``.
 
 An environment's databases:
 
@@ -47,7 +48,7 @@ value; Spark's state store refuses values past 2 GiB before that).
 Examples
 --------
 >>> import tempfile
->>> s = TaskStore.open(tempfile.mkdtemp(), "seen", 0, application_id="app")
+>>> s = TaskStore.open(tempfile.mkdtemp(), "seen", "inc-1", 0, application_id="app")
 >>> s.version
 >>> s.apply([(b"a", b"1"), (b"b", b"2")], {"stream_time": 5}, ("inc-1", 1))
 []
@@ -379,11 +380,18 @@ class TaskStore:
         self._read_version()  # its pages are read, and must read back
 
     @classmethod
-    def open(cls, root: str, store: str, task: int, *, application_id: str = "") -> TaskStore:
-        """The local store of ``task`` of ``store`` of ``application_id`` under ``root``
-        (created empty; one found corrupted is deleted and created empty,
-        :attr:`discarded` says why)."""
-        path = os.path.join(store_dir(root, application_id, store), f"task-{task}")
+    def open(
+        cls, root: str, store: str, incarnation: str, task: int, *, application_id: str = ""
+    ) -> TaskStore:
+        """The local store of ``task`` of ``store`` of ``application_id`` under ``root``, for
+        the durable state's ``incarnation`` (created empty; one found corrupted is deleted
+        and created empty, :attr:`discarded` says why).
+
+        Each incarnation has its own environment: two copies of one operator in a query
+        (a store that two sinks' plans share) have their own durable states, and would
+        otherwise rebuild one store under each other."""
+        inc = hashlib.sha1(incarnation.encode()).hexdigest()[:20]
+        path = os.path.join(store_dir(root, application_id, store), inc, f"task-{task}")
         envs = _registry()
         found = envs.get(path)
         if found is not None and not found._same_file():

@@ -21,8 +21,8 @@ def test_the_cli_deletes_the_apps_stores_under_the_default_root_and_state_dir(
     monkeypatch.delenv("KSPARK_LOCAL_STATE_DIR", raising=False)
     default, mine = str(tmp_path / "home" / "local-state"), str(tmp_path / "mine")
     for root in (default, mine):
-        TaskStore.open(root, "seen", 0, application_id="clicks").reset([], {}, ("i", 1))
-        TaskStore.open(root, "seen", 0, application_id="orders").reset([], {}, ("i", 1))
+        TaskStore.open(root, "seen", "i", 0, application_id="clicks").reset([], {}, ("i", 1))
+        TaskStore.open(root, "seen", "i", 0, application_id="orders").reset([], {}, ("i", 1))
     close_local_stores()
     os.makedirs(tmp_path / "mine" / "users" / "keep")  # not kspark's: no marker
 
@@ -47,7 +47,7 @@ def test_an_app_that_never_ran_cleans_up_its_state_dir(tmp_path: Path) -> None:
         Topic.jsonl("out", str(tmp_path / "out"))
     )
     cfg = StreamsConfig(application_id="clicks", state_dir=str(tmp_path / "local"))
-    TaskStore.open(str(tmp_path / "local"), "seen", 0, application_id="clicks")
+    TaskStore.open(str(tmp_path / "local"), "seen", "i", 0, application_id="clicks")
     app = StreamsApp(b.build(), cfg, session=None)
     assert app.clean_up().removed == (str(tmp_path / "local" / "clicks"),)
     assert os.listdir(tmp_path / "local") == []

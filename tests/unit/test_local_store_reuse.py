@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -75,9 +76,13 @@ class Executors(Runner):
         return out, {k: n for k, n in self.sides.items() if k.startswith("local_")}
 
     def store_path(self, name: str) -> str:
-        return os.path.join(
-            localstore.store_dir(str(self.tmp / name), APP, "seen"), "task-0", "data.mdb"
-        )
+        """The data file of the task's store on executor ``name``."""
+        folder = localstore.store_dir(str(self.tmp / name), APP, "seen")
+        found = [
+            os.path.join(d, "data.mdb") for d, _, files in os.walk(folder) if "data.mdb" in files
+        ]
+        assert len(found) == 1, found
+        return found[0]
 
 
 def statevars_handle(durable: dict[str, Any]) -> Any:
@@ -167,24 +172,50 @@ def test_a_store_older_than_the_durable_base_is_rebuilt(task: Any, want: Any) ->
     assert list(local) == ["local_rebuilt"]
 
 
-def test_a_store_of_another_incarnation_is_rebuilt(
-    task: Any, want: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The checkpoint was reset (a new incarnation) while the store stayed on disk."""
+def test_a_foreign_store_is_rebuilt(task: Any, want: Any) -> None:
+    """The checkpoint was reset (a new incarnation, with its own stores beside the old
+    ones), and then a store of the new incarnation was copied over the old one's: the
+    old incarnation's task finds another incarnation's version and rebuilds."""
     bs = batches()
     task.step(bs[0])
     task.step(bs[1])
+    mine_path = task.store_path("a")
     mine = copy.deepcopy(task.durable)
     task.durable.clear()  # another checkpoint of the app: its own incarnation
     task.on("a")
     task.step(bs[2])
-    task.step(bs[2])
+    task.step(bs[3])
+    close_local_stores()
+    others = [p for p in _data_files(task.tmp / "a") if p != mine_path]
+    assert len(others) == 1, "each incarnation has its own store"
+    shutil.copyfile(others[0], mine_path)
+    os.remove(os.path.join(os.path.dirname(mine_path), "lock.mdb"))
     task.durable.clear()
     task.durable.update(mine)
     task.on("a")
     out, local = task.step(bs[2])
     assert out == want[2]
     assert list(local) == ["local_rebuilt"]
+
+
+def test_an_incarnations_store_is_kept_apart_from_anothers(task: Any, want: Any) -> None:
+    """Two durable states of one app's store (a reset checkpoint, or one operator that
+    Spark runs twice for two sinks) never rebuild each other's local store."""
+    bs = batches()
+    task.step(bs[0])
+    task.step(bs[1])
+    mine = copy.deepcopy(task.durable)
+    task.durable.clear()
+    task.on("a")
+    task.step(bs[2])
+    task.durable.clear()
+    task.durable.update(mine)
+    task.on("a")
+    assert task.step(bs[2]) == (want[2], {"local_reused": 0})
+
+
+def _data_files(root: Path) -> list[str]:
+    return [os.path.join(d, "data.mdb") for d, _, files in os.walk(root) if "data.mdb" in files]
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "garbage-in-place", "empty"])
@@ -228,8 +259,8 @@ def test_a_store_truncated_while_open_is_not_read(task: Any, want: Any) -> None:
 
 def test_apps_keep_their_stores_apart(tmp_path: Path) -> None:
     root = str(tmp_path)
-    a = localstore.TaskStore.open(root, "seen", 0, application_id="a")
-    b = localstore.TaskStore.open(root, "seen", 0, application_id="b")
+    a = localstore.TaskStore.open(root, "seen", "inc", 0, application_id="a")
+    b = localstore.TaskStore.open(root, "seen", "inc", 0, application_id="b")
     a.reset([(b"k", b"1")], {}, ("inc", 1))
     assert b.version is None and a.path != b.path
     for app in ("a", "b"):

@@ -97,7 +97,7 @@ def clean_up(application_id: str, state_dir: str | None = None) -> CleanUpReport
     >>> import tempfile, os
     >>> from kspark_server.localstore import TaskStore
     >>> root = tempfile.mkdtemp()
-    >>> _ = TaskStore.open(root, "seen", 0, application_id="clicks")
+    >>> _ = TaskStore.open(root, "seen", "inc", 0, application_id="clicks")
     >>> os.makedirs(os.path.join(root, "other"))  # not kspark's
     >>> clean_up("clicks", root).removed == (os.path.join(root, "clicks"),)
     True

@@ -302,7 +302,7 @@ class TaskProcessor:
             inc, sizes = str(ver[0]), [int(v or 0) for v in ver[1:]]
         root = self.spec.state.local_dir or localstore.root_dir()
         local = localstore.TaskStore.open(
-            root, self.spec.store, task, application_id=self.spec.state.application_id
+            root, self.spec.store, inc, task, application_id=self.spec.state.application_id
         )
         self.local_outcome = (SideKind.LOCAL_REUSED, 0)
         if ver is None:
