@@ -20,7 +20,6 @@ from support.taskharness import Out, Rec, Runner, close_local_stores
 
 from kspark_server import envelope as env
 from kspark_server import localstore, stateenc, statevars
-from kspark_server.operators import base
 from kspark_server.operators.dedup import DedupProcessor
 from kspark_server.spec import DedupSpec, KeyValue, Packed, PrimSpec, StateOptions
 
@@ -154,22 +153,29 @@ def test_a_store_ahead_of_the_committed_version_is_rebuilt(task: Any, want: Any)
     assert list(local) == ["local_rebuilt"]
 
 
-def test_a_store_older_than_the_durable_base_is_rebuilt(task: Any, want: Any) -> None:
+def test_a_store_older_than_the_durable_base_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bs = batches()
-    task.step(bs[0])
-    task.on("b")
-    for b in bs[1:4]:
-        task.step(b)
-    # a new base: the log no longer holds the batches since a's store
-    with pytest.MonkeyPatch.context() as mp:
-        # the module the operator uses (another test may have loaded the package anew)
-        mp.setattr(base.taskstate, "should_compact", lambda *a: True)
-        assert task.step(bs[4])[0] == want[4]
-    assert task.durable[statevars.version_name("seen")][4] == 0
-    task.on("a")
-    out, local = task.step(bs[5])
-    assert out == want[5]
-    assert list(local) == ["local_rebuilt"]
+    # many new keys: a log past half the base, so the batch writes a new base
+    big = [(900 + i, (0, f"m{i}", f"x{i}", 310)) for i in range(300)]
+    seq = [*bs[:4], big, bs[5]]
+    want = [Executors(lambda: DedupProcessor(spec()), tmp_path / "clean", monkeypatch)]
+    want_out = [want[0].run(b) for b in seq]
+    close_local_stores()
+    task = Executors(lambda: DedupProcessor(spec()), tmp_path / "run", monkeypatch)
+    try:
+        task.step(seq[0])
+        task.on("b")
+        for b in seq[1:5]:
+            task.step(b)
+        assert task.durable[statevars.version_name("seen")][4] == 0, "a new base"
+        task.on("a")  # a's store is at batch 1, the base at batch 5
+        out, local = task.step(seq[5])
+        assert out == want_out[5]
+        assert list(local) == ["local_rebuilt"]
+    finally:
+        close_local_stores()
 
 
 def test_a_foreign_store_is_rebuilt(task: Any, want: Any) -> None:
