@@ -66,6 +66,7 @@ def _values(folder: str) -> list[str]:
     return sorted(r["value"] for r in rows)
 
 
+@pytest.mark.extended  # three runs of an app: about 35 s on 2 cores
 def test_a_restarted_app_reuses_its_stores_and_rebuilds_a_truncated_one(
     spark: Any, app_id: str, tmp_path: Any
 ) -> None:
