@@ -26,6 +26,8 @@ FLOORS: dict[str, tuple[str, ...]] = {
         f"kspark_server.{m}"
         for m in (
             "spec",
+            # the contract's parts, which kspark_server.spec gathers
+            "contract",
             "envelope",
             "handlers",
             "codec",

@@ -356,6 +356,8 @@ def test_a_global_table_join_and_record_picked_topics_run_in_process() -> None:
         even = d.create_output_topic("even", key_type=str, value_type=int)
         assert odd.read_key_values() == [("a", 41), ("c", 61)]
         assert even.read_key_values() == [("b", 32)]
+        # the topics that records named are topics the driver produced to
+        assert d.produced_topic_names() == {"odd", "even"}
 
 
 def test_a_record_value_with_a_null_field_reaches_the_operator_whole() -> None:

@@ -1,6 +1,6 @@
 """How the plan's topics and types become the operators' specs: topic references and
 read schemas, Kafka record limits, the columns a SQL filter sees, key-value type pairs and
-envelope schemas (used by :mod:`kspark.compiler.compiler`)."""
+envelope schemas (used by the compiler and its rules, :mod:`kspark.compiler.rules`)."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ _lock = threading.Lock()
 _embedded: EmbeddedServer | None = None
 
 
-#: Spark Connect's plan cache per session (Spark's default holds 16 plans)
+#: Spark Connect's plan cache per session (Spark 4.3's default holds 32 plans)
 PLAN_CACHE_SIZE = ("spark.connect.session.planCache.maxSize", "4096")
 
 

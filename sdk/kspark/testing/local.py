@@ -53,6 +53,16 @@ from kspark.errors import (
     SuppressionBufferFullError,
 )
 from kspark.runtime.metrics import INPUT_METRICS_PREFIX, OBSERVED_METRICS, Batches, Metrics
+from kspark.testing.localcolumns import (
+    b64,
+    broadcast,
+    cogrouped,
+    json_safe,
+    json_text,
+    packed_column,
+    to_arrow_value,
+)
+from kspark.testing.localstate import GroupState, StateHandle
 from kspark_server import envelope as env
 from kspark_server import placement, statevars, taskstate, transport
 from kspark_server.envelope import SIDE_IDENTITY, SideKind
@@ -105,164 +115,12 @@ def unsupported(processor: str, what: str) -> EngineNotSupportedError:
     )
 
 
-class _Value:
-    """A value state variable, held in a dict (Spark's ``ValueState``)."""
-
-    def __init__(self, store: dict[str, Any], name: str) -> None:
-        self.store, self.name = store, name
-
-    def exists(self) -> bool:
-        return self.name in self.store
-
-    def get(self) -> Any:
-        return self.store.get(self.name)
-
-    def update(self, v: tuple[Any, ...]) -> None:
-        self.store[self.name] = v
-
-    def clear(self) -> None:
-        self.store.pop(self.name, None)
-
-
-class _List(_Value):
-    """A list state variable (Spark's ``ListState``)."""
-
-    def get(self) -> Iterator[tuple[Any, ...]]:
-        return iter(list(self.store.get(self.name, [])))
-
-    def appendValue(self, v: tuple[Any, ...]) -> None:
-        self.store.setdefault(self.name, []).append(v)
-
-
-class _Map(_Value):
-    """A map state variable (Spark's ``MapState``)."""
-
-    def getValue(self, key: tuple[Any, ...]) -> Any:
-        return self.store.get(self.name, {}).get(key)
-
-    def updateValue(self, key: tuple[Any, ...], v: tuple[Any, ...]) -> None:
-        self.store.setdefault(self.name, {})[key] = v
-
-    def containsKey(self, key: tuple[Any, ...]) -> bool:
-        return key in self.store.get(self.name, {})
-
-    def removeKey(self, key: tuple[Any, ...]) -> None:
-        self.store.get(self.name, {}).pop(key, None)
-
-
-class StateHandle:
-    """Spark's ``StatefulProcessorHandle`` for one task: its state variables in a dict,
-    which stands for the task's part of Spark's state store."""
-
-    def __init__(self, store: dict[str, Any]) -> None:
-        self.store = store
-
-    def getMapState(self, name: str, key_schema: Any, schema: Any) -> _Map:
-        return _Map(self.store, name)
-
-    def getValueState(self, name: str, schema: Any) -> _Value:
-        return _Value(self.store, name)
-
-    def getListState(self, name: str, schema: Any) -> _List:
-        return _List(self.store, name)
-
-
-class _GroupState:
-    """Spark's ``GroupState`` of one task under ``applyInPandasWithState``: its value in
-    a dict, which stands for the task's part of Spark's state store."""
-
-    def __init__(self, store: dict[str, Any]) -> None:
-        self.store = store
-
-    @property
-    def exists(self) -> bool:
-        return "group" in self.store
-
-    @property
-    def get(self) -> Any:
-        return self.store["group"]
-
-    def update(self, value: Any) -> None:
-        self.store["group"] = tuple(value)
-
-
 def _arrow_schema(schema_json: str) -> pa.Schema:
     return transport.arrow_schema(schema_json)
 
 
 def _empty(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
-
-
-def _spark_json_text(value: Any, spark_type: Any, keep_nulls: bool = False) -> Any:
-    """``value`` as the JSON-compatible object Spark's ``to_json`` writes: a struct's null
-    fields left out (kept with ``keep_nulls``: ``ignoreNullFields=false``), a map as an
-    object."""
-    if value is None:
-        return None
-    if isinstance(spark_type, dict):
-        kind = spark_type.get("type")
-        if kind == "struct":
-            out = {}
-            for f in spark_type["fields"]:
-                v = value.get(f["name"])
-                if v is not None or keep_nulls:
-                    out[f["name"]] = _spark_json_text(v, f["type"], keep_nulls)
-            return out
-        if kind == "array":
-            return [_spark_json_text(v, spark_type["elementType"], keep_nulls) for v in value]
-        if kind == "map":
-            items = value.items() if isinstance(value, dict) else value
-            return {
-                str(k): _spark_json_text(v, spark_type["valueType"], keep_nulls) for k, v in items
-            }
-    return value
-
-
-def _to_arrow_value(value: Any, type_: pa.DataType) -> Any:
-    """A JSON-parsed value as the Python value Arrow builds ``type_`` from (Spark's
-    ``from_json``: a map from an object)."""
-    if value is None:
-        return None
-    if pa.types.is_struct(type_):
-        return {
-            type_.field(i).name: _to_arrow_value(
-                value.get(type_.field(i).name), type_.field(i).type
-            )
-            for i in range(type_.num_fields)
-        }
-    if pa.types.is_map(type_):
-        return [(k, _to_arrow_value(v, type_.item_type)) for k, v in value.items()]
-    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
-        return [_to_arrow_value(v, type_.value_type) for v in value]
-    return value
-
-
-_PACKABLE_LEAVES = {
-    "string",
-    "integer",
-    "long",
-    "short",
-    "byte",
-    "double",
-    "float",
-    "boolean",
-}
-
-
-def _json_safe(spark_type: Any) -> bool:
-    """Whether values of ``spark_type`` cross to JSON text and back as Spark's
-    ``to_json``/``from_json`` pass them (no dates, times, decimals or bytes)."""
-    if isinstance(spark_type, str):
-        return spark_type in _PACKABLE_LEAVES
-    kind = spark_type.get("type")
-    if kind == "struct":
-        return all(_json_safe(f["type"]) for f in spark_type["fields"])
-    if kind == "array":
-        return _json_safe(spark_type["elementType"])
-    if kind == "map":
-        return spark_type["keyType"] == "string" and _json_safe(spark_type["valueType"])
-    return False
 
 
 def _side_of(text: str) -> dict[str, Any]:
@@ -326,13 +184,13 @@ class LocalEngine:
                         stage.table.value_type if stage.table is not None else None,
                     ),
                 ):
-                    if packed and tp is not None and not _json_safe(tp.spark_json()):
+                    if packed and tp is not None and not json_safe(tp.spark_json()):
                         raise unsupported(
                             spec.processor,
                             f"a {name} of type {tp.display()} through Spark's JSON functions",
                         )
                 out_value = json.loads(spec.output_schema)["fields"][1]["type"]
-                if spec.packed.out and not _json_safe(out_value):
+                if spec.packed.out and not json_safe(out_value):
                     raise unsupported(
                         spec.processor, "an output value through Spark's JSON functions"
                     )
@@ -437,7 +295,7 @@ class LocalEngine:
             # records keep their order; only a stateful operator's tasks see partitions
             return table_of(stage.input)
         if isinstance(stage, st.Cogroup):
-            return _cogrouped([table_of(p) for p in stage.parts])
+            return cogrouped([table_of(p) for p in stage.parts])
         if isinstance(stage, st.Stateful):
             return self._stateful(stage, table_of)
         raise unsupported(type(stage).__name__, "this stage")
@@ -535,8 +393,8 @@ class LocalEngine:
         if stage.dead_letter_dropped:
             side.update(
                 kind=SideKind.DLQ.value,
-                dlq_key=_json_text(record["key"], stage.key_type),
-                dlq_value=_json_text(record["value"], stage.value_type),
+                dlq_key=json_text(record["key"], stage.key_type),
+                dlq_value=json_text(record["value"], stage.value_type),
                 exception_class="kspark_server.handling.DroppedRecord",
                 exception_message=(
                     f"{stage.processor} dropped the record: its timestamp is null or "
@@ -567,9 +425,9 @@ class LocalEngine:
         if not table.num_rows:
             return _empty(out_schema)
         if spec.packed.value:
-            table = _packed_column(table, "value", stage.stream.value_type.spark_json())
+            table = packed_column(table, "value", stage.stream.value_type.spark_json())
         if spec.packed.tvalue and stage.table is not None:
-            table = _packed_column(table, "ks_tvalue", stage.table.value_type.spark_json())
+            table = packed_column(table, "ks_tvalue", stage.table.value_type.spark_json())
         if stage.task_column == "key":
             column_type = stage.stream.key_type.spark_json()
         elif stage.task_column == "ks_gkey":
@@ -586,7 +444,7 @@ class LocalEngine:
             "ks_task", pa.array([keys[placement.pmod(h, n)] for h in hashes], pa.int32())
         )
         if stage.broadcast_table:
-            table = _broadcast(table, keys)
+            table = broadcast(table, keys)
         import pandas as pd
 
         from kspark_server.operators.registry import make_operator
@@ -621,7 +479,7 @@ class LocalEngine:
         if spec.packed.out:
             value_type = out_schema.field("value").type
             values = [
-                None if v is None else _to_arrow_value(json.loads(v), value_type)
+                None if v is None else to_arrow_value(json.loads(v), value_type)
                 for v in out.column("value").to_pylist()
             ]
             out = out.set_column(
@@ -640,7 +498,7 @@ class LocalEngine:
         tasks = table.column("ks_task").to_pylist()
         for task_key in sorted(set(tasks)):
             part = table.filter(pa.array([t == task_key for t in tasks]))
-            state = _GroupState(self.durable.setdefault((id(stage), int(task_key)), {}))
+            state = GroupState(self.durable.setdefault((id(stage), int(task_key)), {}))
             for f in fn((task_key,), iter([part]), state):
                 got = transport.unpack_table(f["ks_rows"].tolist())
                 if got is not None and got.num_rows:
@@ -758,7 +616,7 @@ class LocalEngine:
         rows = []
         for s in seen.values():
             headers = [
-                {"key": h.get("key"), "value": _b64(h.get("value"))}
+                {"key": h.get("key"), "value": b64(h.get("value"))}
                 for h in s.get("dlq_headers") or []
             ]
             rows.append(
@@ -831,71 +689,6 @@ class LocalEngine:
             if path.startswith(self.state_dir):
                 store.close()
                 localstore._registry().pop(path, None)
-
-
-def _json_text(value: Any, desc: Any) -> str | None:
-    """A key or value as the JSON text a dead letter holds (Spark's ``to_json``); a
-    dynamic one is JSON text already."""
-    from kspark.plan.types import Dynamic
-
-    if value is None:
-        return None
-    if isinstance(desc, Dynamic):
-        return str(value)
-    return json.dumps(_spark_json_text(value, desc.spark_json()), separators=(",", ":"))
-
-
-def _b64(v: Any) -> bytes | None:
-    return None if v is None else base64.b64decode(v)
-
-
-def _cogrouped(parts: list[pa.Table]) -> pa.Table:
-    """A cogroup's input stages in one table, as the Spark path's union makes it
-    (:func:`kspark.compiler.lowering.stateful.cogroup`)."""
-    names = [name for name, _ in env.ENVELOPE]
-    types = [p.schema.field("value").type for p in parts]
-    tagged = []
-    for i, part in enumerate(parts):
-        t = part.select(names)
-        n = t.num_rows
-        if i:
-            t = t.set_column(1, "value", pa.nulls(n, types[0]))
-        t = t.append_column("ks_input", pa.array([i] * n, pa.int32()))
-        for j in range(1, len(parts)):
-            column = part.column("value") if j == i else pa.nulls(n, types[j])
-            t = t.append_column(f"ks_value{j}", column)
-        tagged.append(t)
-    return pa.concat_tables([t.cast(tagged[0].schema) for t in tagged])
-
-
-def _broadcast(table: pa.Table, keys: tuple[int, ...]) -> pa.Table:
-    """``table`` with each table update (``ks_jside`` 1, not a side row) once for every
-    task, in place, as the Spark lowering explodes it: a processor's global store is whole
-    in each task."""
-    jside = table.column("ks_jside").to_pylist()
-    side = table.column("ks_side").to_pylist()
-    tasks = table.column("ks_task").to_pylist()
-    rows: list[int] = []
-    new_tasks: list[int] = []
-    for i, (j, s, t) in enumerate(zip(jside, side, tasks, strict=True)):
-        for k in keys if j == 1 and s is None else [t]:
-            rows.append(i)
-            new_tasks.append(k)
-    out = table.take(pa.array(rows, pa.int64()))
-    at = out.column_names.index("ks_task")
-    return out.set_column(at, "ks_task", pa.array(new_tasks, pa.int32()))
-
-
-def _packed_column(table: pa.Table, name: str, spark_type: Any) -> pa.Table:
-    """Column ``name`` as the JSON text Spark's ``to_json`` makes of it, null fields kept
-    (as the stateful lowering passes values to an operator)."""
-    texts = [
-        None
-        if v is None
-        else json.dumps(_spark_json_text(v, spark_type, True), separators=(",", ":"))
-        for v in table.column(name).to_pylist()
-    ]
-    return table.set_column(table.column_names.index(name), name, pa.array(texts, pa.string()))
 
 
 @contextmanager

@@ -1,0 +1,266 @@
+"""The compiler's rules for the joins: stream-table, stream-global table, stream-stream
+(windowed), table-table and foreign-key joins, each one or more stateful operators whose
+two inputs are brought to one key type first.
+"""
+
+from __future__ import annotations
+
+from kspark.compiler import stages as st
+from kspark.compiler.rules.base import CompilerBase, Pending
+from kspark.compiler.specs import (
+    envelope_json,
+    key_value,
+    known_type,
+)
+from kspark.errors import InvalidTopologyError
+from kspark.plan import nodes as n
+from kspark.plan.types import Dynamic, TypeDesc, describe_type, json_packable
+from kspark_server import envelope as env
+from kspark_server import spec as sp
+
+__all__ = ["JoinRules"]
+
+
+def _paired_output(
+    first: st.Stage, second: st.Stage, out_value: TypeDesc
+) -> tuple[sp.KeyValue, str, sp.Packed]:
+    """A two-input operator's output (keyed as ``first``) and the values its input and
+    output carry as JSON: ``first``'s as ``value``, ``second``'s as ``tvalue``."""
+    packed = sp.Packed(
+        value=json_packable(first.value_type),
+        tvalue=json_packable(second.value_type),
+        out=json_packable(out_value),
+    )
+    return (
+        key_value(first.key_type, out_value),
+        envelope_json(first.key_type, out_value),
+        packed,
+    )
+
+
+class JoinRules(CompilerBase):
+    """The rules of the join nodes."""
+
+    def visit_StreamTableJoin(self, node: n.StreamTableJoin) -> Pending:
+        stream, table = self._join_inputs(
+            node,
+            node.stream,
+            node.table,
+            "stream key type {} differs from table key type {}; select_key the stream first",
+        )
+        out_value = known_type(node.value_type)
+        output, output_schema, packed = _paired_output(stream, table, out_value)
+        spec = sp.JoinSpec(
+            processor=node.name,
+            store=node.store_name,
+            left=node.left,
+            versioned=node.versioned,
+            history_retention_ms=node.history_retention_ms,
+            grace_ms=node.grace_ms,
+            joiner=node.joiner,
+            joiner_with_key=node.joiner_with_key,
+            stream=key_value(stream.key_type, stream.value_type),
+            table=key_value(table.key_type, table.value_type),
+            output=output,
+            output_schema=output_schema,
+            packed=packed,
+            handling=self.handling_at(node),
+            state=self.state_options,
+        )
+        return self._stateful(
+            node, spec, stream, table=table, key_type=stream.key_type, value_type=out_value
+        )
+
+    def visit_StreamGlobalTableJoin(self, node: n.StreamGlobalTableJoin) -> Pending:
+        # the stream-table join's operator, its records grouped by the table key: each
+        # stream record by the key its selector gives (JoinKeyStage: ks_gkey), each table
+        # update by its own, so that no task needs the whole table; the stream record's
+        # own key rides along in ``key`` and is the output's (docs/design/global-tables.md)
+        stream = self.stage_of(node.stream, node)
+        table = self.stage_of(node.table, node)
+        handling = self.handling_at(node)
+        key_spec = sp.JoinKeySpec(
+            processor=node.name,
+            input=key_value(stream.key_type, stream.value_type),
+            key_selector=node.key_selector,
+            table_key=table.key_type.spec(),
+            output_schema=envelope_json(
+                stream.key_type,
+                stream.value_type,
+                [env.field("ks_gkey", table.key_type.spark_json())],
+            ),
+            handling=handling,
+        )
+        keyed = st.JoinKeyStage(
+            input=stream, spec=key_spec, key_type=stream.key_type, value_type=stream.value_type
+        )
+        out_value = known_type(node.value_type)
+        output, output_schema, packed = _paired_output(stream, table, out_value)
+        spec = sp.JoinSpec(
+            processor=node.name,
+            store=node.store_name,
+            left=node.left,
+            versioned=False,
+            history_retention_ms=0,
+            grace_ms=0,
+            joiner=node.joiner,
+            joiner_with_key=node.joiner_with_key,
+            stream=key_value(stream.key_type, stream.value_type),
+            table=key_value(table.key_type, table.value_type),
+            output=output,
+            output_schema=output_schema,
+            packed=packed,
+            handling=handling,
+            state=self.state_options,
+            global_table=True,
+        )
+        return self._stateful(
+            node,
+            spec,
+            keyed,
+            table=table,
+            key_type=stream.key_type,
+            value_type=out_value,
+            task_column="ks_gkey",
+        )
+
+    def visit_StreamStreamJoin(self, node: n.StreamStreamJoin) -> Pending:
+        # kspark's own operator (kspark_server.operators.window_join), not Spark's stream-stream join:
+        # Spark's closes windows by one query-wide watermark, which moves only between
+        # micro-batches, where Kafka Streams closes them by each task's stream time
+        left, right = self._join_inputs(
+            node,
+            node.left,
+            node.right,
+            "the streams' key types differ ({} and {}); select_key one of them first",
+        )
+        out_value = known_type(node.value_type)
+        output, output_schema, packed = _paired_output(left, right, out_value)
+        spec = sp.WindowJoinSpec(
+            processor=node.name,
+            store=node.store_name,
+            mode=node.mode,
+            before_ms=node.before_ms,
+            after_ms=node.after_ms,
+            grace_ms=node.grace_ms,
+            joiner=node.joiner,
+            joiner_with_key=node.joiner_with_key,
+            left=key_value(left.key_type, left.value_type),
+            right=key_value(right.key_type, right.value_type),
+            output=output,
+            output_schema=output_schema,
+            packed=packed,
+            handling=self.handling_at(node),
+            state=self.state_options,
+        )
+        # the right stream is the operator's second input, as a stream-table join's table
+        return self._stateful(
+            node, spec, left, table=right, key_type=left.key_type, value_type=out_value
+        )
+
+    def visit_TableTableJoin(self, node: n.TableTableJoin) -> Pending:
+        # both tables' updates go to the task of their key (the operator's input is
+        # grouped by task), so the two tables are co-partitioned whatever their sources
+        left, right = self._join_inputs(
+            node,
+            node.left,
+            node.right,
+            "the tables' key types differ ({} and {}); a same-key join needs one key type",
+        )
+        out_value = known_type(node.value_type)
+        output, output_schema, packed = _paired_output(left, right, out_value)
+        spec = sp.TableJoinSpec(
+            processor=node.name,
+            store=node.store_name,
+            mode=node.mode,
+            joiner=node.joiner,
+            joiner_with_key=node.joiner_with_key,
+            left=key_value(left.key_type, left.value_type),
+            right=key_value(right.key_type, right.value_type),
+            output=output,
+            output_schema=output_schema,
+            packed=packed,
+            handling=self.handling_at(node),
+            state=self.state_options,
+        )
+        return self._stateful(
+            node, spec, left, table=right, key_type=left.key_type, value_type=out_value
+        )
+
+    def visit_ForeignKeyJoin(self, node: n.ForeignKeyJoin) -> Pending:
+        # three operators, one shuffle each (kspark_server.operators.fk_messages): by the
+        # left key, by the foreign key (with the right table's updates), by the left key
+        left = self.stage_of(node.left, node)
+        right = self.stage_of(node.right, node)
+        if isinstance(right.key_type, Dynamic):
+            raise InvalidTopologyError(
+                f"{node.name}: the other table's key type is not declared; a foreign-key "
+                "join needs it (the foreign keys take it): give the table key_type=...",
+                processor=node.name,
+            )
+        out_value = known_type(node.value_type)
+        message = describe_type(bytes)
+        left_packed = json_packable(left.value_type)
+        right_packed = json_packable(right.value_type)
+        handling = self.handling_at(node)
+        subscribe = sp.FkSubscribeSpec(
+            processor=f"{node.name}-SUBSCRIPTION",
+            store=node.subscription_store,
+            extractor=node.extractor,
+            extractor_with_key=node.extractor_with_key,
+            left=key_value(left.key_type, left.value_type),
+            fk=right.key_type.spec(),
+            output=key_value(right.key_type, message),
+            output_schema=envelope_json(right.key_type, message),
+            packed=sp.Packed(value=left_packed),
+            handling=handling,
+            state=self.state_options,
+        )
+        subscriptions = st.Stateful(
+            stream=left,
+            table=None,
+            spec=subscribe,
+            num_partitions=self.config.num_partitions,
+            key_type=right.key_type,
+            value_type=message,
+        )
+        match = sp.FkMatchSpec(
+            processor=f"{node.name}-REGISTRATION",
+            store=node.registration_store,
+            stream=key_value(right.key_type, message),
+            right=key_value(right.key_type, right.value_type),
+            output=key_value(left.key_type, message),
+            output_schema=envelope_json(left.key_type, message),
+            packed=sp.Packed(tvalue=right_packed),
+            handling=handling,
+            state=self.state_options,
+        )
+        responses = st.Stateful(
+            stream=subscriptions,
+            table=right,
+            spec=match,
+            num_partitions=self.config.num_partitions,
+            key_type=left.key_type,
+            value_type=message,
+        )
+        resolve = sp.FkResolveSpec(
+            processor=node.name,
+            store=node.store_name,
+            mode=node.mode,
+            joiner=node.joiner,
+            joiner_with_key=node.joiner_with_key,
+            key=left.key_type.spec(),
+            left_value=left.value_type.spec(),
+            right_value=right.value_type.spec(),
+            left_packed=left_packed,
+            right_packed=right_packed,
+            input=key_value(left.key_type, message),
+            output=key_value(left.key_type, out_value),
+            output_schema=envelope_json(left.key_type, out_value),
+            packed=sp.Packed(out=json_packable(out_value)),
+            handling=handling,
+            state=self.state_options,
+        )
+        return self._stateful(
+            node, resolve, responses, key_type=left.key_type, value_type=out_value
+        )
