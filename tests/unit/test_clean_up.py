@@ -51,3 +51,23 @@ def test_an_app_that_never_ran_cleans_up_its_state_dir(tmp_path: Path) -> None:
     app = StreamsApp(b.build(), cfg, session=None)
     assert app.clean_up().removed == (str(tmp_path / "local" / "clicks"),)
     assert os.listdir(tmp_path / "local") == []
+
+
+def test_the_compiled_operators_name_their_application_and_state_dir(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from kspark.compiler.compiler import compile_topology
+    from kspark.compiler.stages import Stateful
+    from kspark.plan import graph
+
+    b = StreamsBuilder()
+    b.stream(Topic.jsonl("in", str(tmp_path)), key_type=str, value_type=str).deduplicate_by_key(
+        timedelta(seconds=5)
+    ).to(Topic.jsonl("out", str(tmp_path / "out")))
+    cfg = StreamsConfig(application_id="clicks", state_dir=str(tmp_path / "local"))
+    out = compile_topology(b.build(), cfg)
+    stages = [s for s in graph.preorder(out.roots(), lambda s: s.inputs) if isinstance(s, Stateful)]
+    assert stages
+    for s in stages:
+        assert s.spec.state.application_id == "clicks"
+        assert s.spec.state.local_dir == str(tmp_path / "local")
