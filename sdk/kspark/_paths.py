@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
-__all__ = ["kspark_home", "resolve_path"]
+__all__ = ["kspark_home", "local_state_dir", "resolve_path"]
 
 
 def resolve_path(path: str) -> str:
@@ -42,8 +42,9 @@ def kspark_home(*parts: str) -> str:
     default ``~/.kspark``.
 
     It holds the handles of submitted apps (``apps/``), the embedded server's tables
-    (``warehouse/`` and ``metastore/``), which outlive the server, the state of a server
-    that ``kspark server start`` started (``server/``) and the full traces of failures
+    (``warehouse/`` and ``metastore/``) and the stateful tasks' local stores
+    (``local-state/``), which outlive the server, the state of a server that
+    ``kspark server start`` started (``server/``) and the full traces of failures
     (``logs/``).
 
     Examples
@@ -58,3 +59,17 @@ def kspark_home(*parts: str) -> str:
     """
     home = os.environ.get("KSPARK_HOME") or os.path.join(os.path.expanduser("~"), ".kspark")
     return os.path.join(home, *parts)
+
+
+def local_state_dir(home: str | None = None) -> str:
+    """The default root of the stateful tasks' local stores on a server that kspark
+    starts (embedded, or ``kspark server start``): ``<home>/local-state``, ``home``
+    being :func:`kspark_home` unless given. It outlives the server, so that a restarted
+    server reuses its stores (``StreamsConfig(state_dir=...)`` overrides it).
+
+    Examples
+    --------
+    >>> local_state_dir("/srv/kspark")
+    '/srv/kspark/local-state'
+    """
+    return os.path.join(home or kspark_home(), "local-state")

@@ -296,6 +296,16 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument(
         "--keep-session", action="store_true", help="do not release the Spark Connect session"
     )
+    clean = sub.add_parser(
+        "clean-up",
+        help="delete an app's local stores (the next run rebuilds them from the checkpoint)",
+    )
+    clean.add_argument("app_id", metavar="APP_ID", help="the application_id")
+    clean.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="the app's state_dir, if it has one (the default roots are always looked at)",
+    )
     _add_server_parser(sub)
     return parser
 
@@ -367,6 +377,10 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 time.sleep(args.watch)  # a polling interval the user chose
                 print()
+        elif args.command == "clean-up":
+            from kspark.runtime import localstate
+
+            print(localstate.clean_up(args.app_id, args.state_dir).summary())
         elif args.command == "stop":
             from kspark.runtime import submit as remote
 

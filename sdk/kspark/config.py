@@ -434,10 +434,13 @@ class StreamsConfig:
         bases of any size. Slow; an inconsistency stops the app.
     state_dir
         Where the executors keep the stateful tasks' local stores (Kafka Streams'
-        ``state.dir``): a path on each executor's local disk. None: the executor's
-        ``$KSPARK_LOCAL_STATE_DIR``, else ``<tmp>/kspark-state``. The local stores are
-        caches of the durable state in the checkpoint: a store that is missing or behind
-        is rebuilt from it.
+        ``state.dir``): a path on each executor's local disk; an app's stores are in
+        ``<state_dir>/<application_id>``. None: the executor's
+        ``$KSPARK_LOCAL_STATE_DIR`` (``$KSPARK_HOME/local-state`` on a server that kspark
+        starts), else ``<tmp>/kspark-state``. The local stores are caches of the durable
+        state in the checkpoint that outlive restarts: a store at the committed version
+        is used as it is, one behind catches up from the durable log, any other is
+        rebuilt. ``app.clean_up()`` deletes them.
     stateful_runner
         Which Spark API runs the stateful operators: ``"transform_with_state"`` (the
         default: ``transformWithStateInPandas``, the state in Spark's state store, read

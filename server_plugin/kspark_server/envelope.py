@@ -120,6 +120,15 @@ class SideKind(enum.StrEnum):
     STORE_ENTRIES = "store_entries"
     #: a store's entries as a restarted task loaded them (the restore report)
     LOADED_ENTRIES = "loaded_entries"
+    #: a task found its local store at the committed version and used it as it was
+    #: (count: 0); the three ``local_*`` kinds are the restore report's, one per task
+    LOCAL_REUSED = "local_reused"
+    #: a task's local store was behind and applied the durable log's newer changes
+    #: (count: the entries it wrote)
+    LOCAL_CAUGHT_UP = "local_caught_up"
+    #: a task's local store was missing, ahead, of another incarnation, older than the
+    #: durable base or corrupted, and was rebuilt (count: the entries it wrote)
+    LOCAL_REBUILT = "local_rebuilt"
     #: versioned-table updates older than the history retention, dropped
     EXPIRED_PUTS = "expired_puts"
     #: records a windowed operator dropped because their window had closed (late)

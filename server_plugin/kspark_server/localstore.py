@@ -9,14 +9,23 @@ keys its records touch and writes back only the keys it changed.
 
 The local store is a cache of the durable state and is trusted only when it is at the
 durable state's *version*: a pair (incarnation, number of batches applied) kept in a
-value state next to the base. On any mismatch (a new executor, a restart, a failed
-batch attempt that wrote ahead, a rescale) the task rebuilds it from the base and log,
-exactly as Kafka Streams restores a store from its changelog. Every Python worker
-process of the executor can open the environment (LMDB is multi-process), so the store
-survives Spark's choice of worker process; a write transaction holds the task's lock.
+value state next to the base. A store at the committed version is used as it is (a
+restarted server finds its stores on disk, as a Kafka Streams instance finds its
+``state.dir``); one behind, whose batches the durable log still holds, applies only the
+log's missing changes (it is *caught up*); any other (ahead by a batch attempt that was
+not committed, of another incarnation, older than the durable base, corrupted) is rebuilt
+from the base and log, exactly as Kafka Streams restores a store from its changelog.
+Every Python worker process of the executor can open the environment (LMDB is
+multi-process), so the store survives Spark's choice of worker process; a write
+transaction holds the task's lock.
 
-Layout of an environment, one per (store, incarnation, task), under
-``$KSPARK_LOCAL_STATE_DIR`` (default: ``<tmp>/kspark-state``):
+Layout, under a root (``StreamsConfig(state_dir=...)``, else ``$KSPARK_LOCAL_STATE_DIR``,
+else ``<tmp>/kspark-state``): one folder per application, ``<root>/<application id>``,
+holding the marker file :data:`APP_MARKER` (clean-up deletes only folders with it), and in
+it one environment per (store, incarnation of its durable state, task),
+``<store>-<digest>/<incarnation digest>/task-<n>``.
+
+An environment's databases:
 
 - database ``e``: key bytes -> entry bytes (:mod:`kspark_server.stateenc`), for keys of
   at most :data:`SHORT_KEY` bytes;
@@ -39,7 +48,7 @@ value; Spark's state store refuses values past 2 GiB before that).
 Examples
 --------
 >>> import tempfile
->>> s = TaskStore.open(tempfile.mkdtemp(), "seen", "inc-1", 0)
+>>> s = TaskStore.open(tempfile.mkdtemp(), "seen", "inc-1", 0, application_id="app")
 >>> s.version
 >>> s.apply([(b"a", b"1"), (b"b", b"2")], {"stream_time": 5}, ("inc-1", 1))
 []
@@ -58,6 +67,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import heapq
 import os
@@ -112,10 +122,49 @@ _REGISTRY = "_kspark_localstore_envs"
 
 
 def root_dir() -> str:
-    """Where tasks' local stores live on this executor."""
+    """Where tasks' local stores live on this executor, by default."""
     return os.environ.get("KSPARK_LOCAL_STATE_DIR") or os.path.join(
         tempfile.gettempdir(), "kspark-state"
     )
+
+
+#: The file that marks an application's folder of local stores as kspark's: clean-up
+#: deletes a folder only when it holds this file.
+APP_MARKER = ".kspark-local-state"
+#: The folder of the stores of operators whose spec names no application.
+NO_APP = "_no-application"
+
+
+def close_under(folder: str) -> None:
+    """Close the stores under ``folder`` that this process holds open (before the folder
+    is deleted: LMDB must not keep a deleted environment mapped)."""
+    envs = _registry()
+    for path in [p for p in envs if p.startswith(folder.rstrip(os.sep) + os.sep)]:
+        envs[path].close()
+
+
+class CorruptStoreError(Exception):
+    """A local store's files cannot be trusted (truncated, not LMDB, unreadable)."""
+
+
+def app_dir(root: str, application_id: str) -> str:
+    """The folder of ``application_id``'s local stores under ``root``, made and marked as
+    kspark's (:data:`APP_MARKER`) if needed."""
+    folder = os.path.join(root, application_id or NO_APP)
+    marker = os.path.join(folder, APP_MARKER)
+    if not os.path.exists(marker):
+        os.makedirs(folder, exist_ok=True)
+        with open(marker, "w") as f:
+            f.write(f"kspark local state of application {application_id or '-'}\n")
+    return folder
+
+
+def store_dir(root: str, application_id: str, store: str) -> str:
+    """The folder of ``store``'s environments: the name, made safe for a path, and a
+    digest that keeps stores apart whose safe names agree."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in store)[:80]
+    digest = hashlib.sha1(store.encode()).hexdigest()[:12]
+    return os.path.join(app_dir(root, application_id), f"{safe}-{digest}")
 
 
 def time_key(ts: int, key: bytes) -> bytes:
@@ -271,16 +320,43 @@ class _Keys:
 class TaskStore:
     """One task's local store: an LMDB environment with its databases."""
 
-    __slots__ = ("entries", "env", "index", "long", "long_index", "meta", "path")
+    __slots__ = (
+        "discarded",
+        "entries",
+        "env",
+        "file",
+        "index",
+        "long",
+        "long_index",
+        "meta",
+        "path",
+    )
 
     #: how long keys are placed (tests give a tiny one, to make keys collide)
     digest: Callable[[bytes], bytes] = staticmethod(key_digest)
 
     def __init__(self, path: str) -> None:
         self.path = path
+        #: why the store found on disk was deleted instead of used ("": it was not)
+        self.discarded = ""
         os.makedirs(path, exist_ok=True)
+        try:
+            self._open_env()
+        except (lmdb.Error, CorruptStoreError) as e:
+            # never trusted: the store is a cache, and the durable state rebuilds it
+            self.discarded = f"{type(e).__name__}: {e}"
+            with contextlib.suppress(Exception):
+                self.env.close()
+            shutil.rmtree(path, ignore_errors=True)
+            os.makedirs(path, exist_ok=True)
+            self._open_env()
+
+    def _open_env(self) -> None:
+        """Open the environment, checked before any of its pages is read: LMDB checks its
+        meta pages on open, and the file must hold every page they name (reading past the
+        end of a truncated file would kill the process, not raise)."""
         self.env = lmdb.open(
-            path,
+            self.path,
             map_size=MAP_SIZE,
             max_dbs=6,
             # a cache of the durable state: what a crash loses, a rebuild restores
@@ -288,22 +364,57 @@ class TaskStore:
             metasync=False,
             readahead=False,
         )
+        data = os.path.join(self.path, "data.mdb")
+        needed = (int(self.env.info()["last_pgno"]) + 1) * int(self.env.stat()["psize"])
+        size = os.path.getsize(data)
+        if size < needed:
+            raise CorruptStoreError(f"{data} has {size} bytes, its pages need {needed}")
+        st = os.stat(data)
+        #: the file as this process opened it (an LMDB file only grows): identity, size
+        self.file = (st.st_dev, st.st_ino, st.st_size)
         self.entries = self.env.open_db(b"e")
         self.index = self.env.open_db(b"t")
         self.long = self.env.open_db(b"l")
         self.long_index = self.env.open_db(b"u")
         self.meta = self.env.open_db(b"m")
+        self._read_version()  # its pages are read, and must read back
 
     @classmethod
-    def open(cls, root: str, store: str, incarnation: str, task: int) -> TaskStore:
-        """The local store of ``task`` of ``store`` at ``incarnation`` (created empty)."""
-        digest = hashlib.sha1(f"{store}\0{incarnation}".encode()).hexdigest()[:20]
-        path = os.path.join(root, digest, f"task-{task}")
+    def open(
+        cls, root: str, store: str, incarnation: str, task: int, *, application_id: str = ""
+    ) -> TaskStore:
+        """The local store of ``task`` of ``store`` of ``application_id`` under ``root``, for
+        the durable state's ``incarnation`` (created empty; one found corrupted is deleted
+        and created empty, :attr:`discarded` says why).
+
+        Each incarnation has its own environment: two copies of one operator in a query
+        (a store that two sinks' plans share) have their own durable states, and would
+        otherwise rebuild one store under each other."""
+        inc = hashlib.sha1(incarnation.encode()).hexdigest()[:20]
+        path = os.path.join(store_dir(root, application_id, store), inc, f"task-{task}")
         envs = _registry()
         found = envs.get(path)
+        if found is not None and not found._same_file():
+            # deleted, replaced or cut short since this process opened it: open it anew,
+            # checked, rather than read a mapping whose pages may be gone
+            found.close()
+            found = None
         if found is None:
             found = envs[path] = cls(path)
         return found
+
+    def _same_file(self) -> bool:
+        """Whether the environment's file is still the one this process opened, not
+        shorter (a stat: cheap enough for every batch)."""
+        try:
+            st = os.stat(os.path.join(self.path, "data.mdb"))
+        except OSError:
+            return False
+        dev, ino, size = self.file
+        if (st.st_dev, st.st_ino) != (dev, ino) or st.st_size < size:
+            return False
+        self.file = (dev, ino, st.st_size)
+        return True
 
     def _begin(self, **kw: Any) -> lmdb.Transaction:
         """A transaction; after another process grew the map, this one adopts its size."""
@@ -326,12 +437,18 @@ class TaskStore:
     @property
     def version(self) -> tuple[str, int] | None:
         """(incarnation, batches applied) of the state it holds; None when empty."""
+        return self._read_version()
+
+    def _read_version(self) -> tuple[str, int] | None:
         with self._begin(db=self.meta) as txn:
             raw = txn.get(b"v")
         if raw is None:
             return None
-        inc, n = stateenc.unpack(raw)
-        return str(inc), int(n)
+        try:
+            inc, n = stateenc.unpack(raw)
+            return str(inc), int(n)
+        except Exception as e:
+            raise CorruptStoreError(f"{self.path}: its version does not decode ({e})") from e
 
     def scalars(self) -> dict[str, Any]:
         with self._begin(db=self.meta) as txn:
@@ -484,16 +601,18 @@ class TaskStore:
         log: Iterable[bytes],
         version: tuple[str, int],
         index_of: Callable[[bytes, bytes], bytes] | None = None,
-    ) -> None:
+    ) -> int:
         """Replace everything with a durable base (its chunks, read one at a time) and log
         (:mod:`kspark_server.taskstate`): a rebuild that holds one chunk in memory, not the
-        whole base. ``index_of(key, entry)`` gives an entry's time-index key.
+        whole base. ``index_of(key, entry)`` gives an entry's time-index key. Returns the
+        entries written (the base's, then the log's changes).
 
         The version is written last, in its own transaction: a rebuild cut short leaves a
         store without a version, which the next batch rebuilds again.
         """
         self._write(self._drop_all)
         scalars: dict[str, Any] = {}
+        written = 0
         for i, frame in enumerate(chunks):
             sc, pairs = stateenc.decode_frame(frame)
             if i == 0:
@@ -501,11 +620,29 @@ class TaskStore:
             live = [(k, e) for k, e in pairs if e is not None]
             index = [] if index_of is None else [index_of(k, e) for k, e in live]
             self._write(lambda txn: self._put_all(txn, live, index))  # noqa: B023
+            written += len(live)
+        return written + self.catch_up(log, version, index_of, scalars=scalars)
+
+    def catch_up(
+        self,
+        log: Iterable[bytes],
+        version: tuple[str, int],
+        index_of: Callable[[bytes, bytes], bytes] | None = None,
+        *,
+        scalars: dict[str, Any] | None = None,
+    ) -> int:
+        """Apply the durable log's changes ``log`` (frames of
+        :mod:`kspark_server.taskstate`, oldest first) in one transaction, and set
+        ``version``: a store behind the durable state catches up without a rebuild.
+        ``scalars``: the task's scalars if the log has no frame. Returns the entries
+        written (each key once: later changes of a key replace earlier ones)."""
         last: dict[str, Any] | None = None
         changes: dict[bytes, bytes | None] = {}
         for frame in log:
             last, pairs = stateenc.decode_frame(frame)
             changes.update(pairs)
+        if last is None and scalars is None:
+            scalars = self.scalars()
 
         def work(txn: lmdb.Transaction) -> None:
             keys = _Keys(self, txn)
@@ -524,9 +661,12 @@ class TaskStore:
             txn.put(b"v", stateenc.pack(list(version)), db=self.meta)
 
         self._write(work)
+        return len(changes)
 
     def close(self) -> None:
-        _registry().pop(self.path, None)
+        envs = _registry()
+        if envs.get(self.path) is self:
+            del envs[self.path]
         self.env.close()
 
     def destroy(self) -> None:

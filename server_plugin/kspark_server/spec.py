@@ -34,7 +34,7 @@ Examples
 >>> check_spec(dataclasses.replace(spec, spec_version=0))
 Traceback (most recent call last):
 ...
-kspark_server.contract.version.SpecError: operator spec version 0 is not supported by this kspark_server (supports 12); use the same kspark version on client and server
+kspark_server.contract.version.SpecError: operator spec version 0 is not supported by this kspark_server (supports 13); use the same kspark version on client and server
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def dedup_topology(interval_ms: int) -> Any:
 def _local_dir(spark_server: Any) -> str:
     if spark_server is None:
         pytest.skip("needs the embedded server's local state directory")
-    return os.path.join(spark_server._workdir, "local-state")
+    return spark_server.local_state_dir
 
 
 def _run_batches(

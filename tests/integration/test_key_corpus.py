@@ -430,7 +430,7 @@ def _wipe_local_stores(spark_server: Any) -> None:
     """What a new executor finds: no local stores, so each task rebuilds its own."""
     if spark_server is None:
         return  # a remote server: its executors' disks are out of reach
-    root = os.path.join(spark_server._workdir, "local-state")
+    root = spark_server.local_state_dir
     for name in os.listdir(root) if os.path.isdir(root) else []:
         shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 

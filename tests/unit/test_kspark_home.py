@@ -9,6 +9,7 @@ import pytest
 
 from kspark._paths import kspark_home
 from kspark.runtime import failures, handles, standalone
+from kspark.runtime.server import EmbeddedServer
 
 
 def test_everything_kspark_keeps_is_under_one_home(
@@ -18,6 +19,13 @@ def test_everything_kspark_keeps_is_under_one_home(
     assert kspark_home() == str(tmp_path)
     assert handles.handles_dir() == os.path.join(tmp_path, "apps")
     assert standalone.state_dir() == os.path.join(tmp_path, "server")
+    # the local stores outlive a server that kspark starts: a restart reuses them
+    assert EmbeddedServer().local_state_dir == os.path.join(tmp_path, "local-state")
+    assert EmbeddedServer(home=str(tmp_path / "h")).local_state_dir == str(
+        tmp_path / "h" / "local-state"
+    )
+    env = standalone._script_env(str(tmp_path / "server"), "/spark", "python3", "t")
+    assert env["KSPARK_LOCAL_STATE_DIR"] == os.path.join(tmp_path, "local-state")
     log = failures.write_log(RuntimeError("boom"), "app")
     assert log is not None and pathlib.Path(log).parent == tmp_path / "logs"
 

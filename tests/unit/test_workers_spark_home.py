@@ -54,6 +54,10 @@ def test_home_itself_where_pyspark_is_not_installed_in_site_packages(
 
 def test_the_server_environment_names_the_copy(tmp_path: Path) -> None:
     env = server_environment(
-        home=INSTALLED, python=sys.executable, token="t", workdir=str(tmp_path)
+        home=INSTALLED,
+        python=sys.executable,
+        token="t",
+        workdir=str(tmp_path),
+        local_state=str(tmp_path / "local-state"),
     )
     assert env["SPARK_HOME"] == str(tmp_path / "spark-home")

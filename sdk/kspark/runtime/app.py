@@ -19,6 +19,7 @@ from kspark.compiler.resume import Resume
 from kspark.compiler.stages import Output
 from kspark.config import StreamsConfig, state_store_conf
 from kspark.errors import (
+    AppAlreadyRunningError,
     ConfigError,
     DeserializationError,
     HandlerError,
@@ -30,7 +31,7 @@ from kspark.errors import (
 )
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc
-from kspark.runtime import failures, filesink, lease, restore, shipping, workers
+from kspark.runtime import failures, filesink, lease, localstate, restore, shipping, workers
 from kspark.runtime import rescale as rescaling
 from kspark.runtime.checkpoints import (
     Generation,
@@ -756,6 +757,36 @@ class StreamsApp:
         """
         self._collect()
         return self._restore.reports()
+
+    def clean_up(self) -> localstate.CleanUpReport:
+        """Delete the app's executor-local stores, as Kafka Streams' ``cleanUp()``: the
+        next run rebuilds them from the checkpoint (which is kept).
+
+        It deletes ``<root>/<application_id>`` under the roots this process can see
+        (:func:`kspark.runtime.localstate.roots`: ``state_dir``, and the default root of an
+        embedded or ``kspark server start`` server, ``$KSPARK_HOME/local-state``), and
+        only folders that kspark marked as its own. On a cluster, each executor's disk
+        holds its stores: delete ``<state_dir>/<application_id>`` there
+        (docs/deployment.md).
+
+        Raises
+        ------
+        AppAlreadyRunningError
+            If the app runs (or restores, or is stopping): stop it first.
+
+        Examples
+        --------
+        >>> app.stop()  # doctest: +SKIP
+        >>> print(app.clean_up().summary())  # doctest: +SKIP
+        removed /home/me/.kspark/local-state/clicks
+        """
+        if self.state in (State.RUNNING, State.RESTORING, State.PENDING_SHUTDOWN):
+            raise AppAlreadyRunningError(
+                f"app {self.config.application_id!r} is {self.state.value}: stop it "
+                "(app.stop()) before app.clean_up() deletes its local stores",
+                application_id=self.config.application_id,
+            )
+        return localstate.clean_up(self.config.application_id, self.config.state_dir)
 
     def progress(self) -> list[dict[str, Any]]:
         """Every micro-batch's progress seen so far, oldest first."""

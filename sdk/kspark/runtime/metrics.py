@@ -69,7 +69,13 @@ OBSERVED_METRICS = "kspark"
 INPUT_METRICS_PREFIX = "kspark_in:"
 
 #: Side-row kinds that are gauges of a store, one count per (store, task) and batch.
-_GAUGES = ("store_entries", "loaded_entries")
+_GAUGES = (
+    "store_entries",
+    "loaded_entries",
+    "local_reused",
+    "local_caught_up",
+    "local_rebuilt",
+)
 
 
 # -- reading one progress ------------------------------------------------------------------

@@ -76,6 +76,19 @@ class RestoreReport:
     batch_seconds
         Wall time of that whole micro-batch (``durationMs.triggerExecution``): the restart's
         time to first output, state load and processing included.
+    reused_tasks
+        Tasks (of those counted in ``tasks``) whose executor-local store was at the
+        committed version and was used as it was: nothing rebuilt (``state_dir``,
+        docs/deployment.md).
+    caught_up_tasks
+        Tasks whose local store was behind and applied only the durable log's newer
+        changes; ``entries_caught_up`` entries in all.
+    rebuilt_tasks
+        Tasks whose local store was missing, ahead (a batch that was not committed), of
+        another incarnation of the state, older than its durable base, or corrupted, and
+        was rebuilt from the checkpoint; ``entries_rebuilt`` entries in all.
+    entries_caught_up, entries_rebuilt
+        Entries written to local stores to catch them up, or to rebuild them.
     """
 
     store: str
@@ -91,6 +104,11 @@ class RestoreReport:
     partitions: int
     batch_id: int
     batch_seconds: float
+    reused_tasks: int = 0
+    caught_up_tasks: int = 0
+    rebuilt_tasks: int = 0
+    entries_caught_up: int = 0
+    entries_rebuilt: int = 0
 
 
 class StateRestoreListener:
@@ -200,9 +218,16 @@ def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
     # counted as the store-entries metric is: once per (store, task)
     loaded: dict[str, int] = defaultdict(int)
     tasks: dict[str, int] = defaultdict(int)
-    for (store, _), count in BatchFigures.of(p).by_key(SideKind.LOADED_ENTRIES).items():
+    figures = BatchFigures.of(p)
+    for (store, _), count in figures.by_key(SideKind.LOADED_ENTRIES).items():
         loaded[store] += count
         tasks[store] += 1
+    # per store: how its tasks' local stores were opened ([tasks, entries] by outcome)
+    local: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for kind in (SideKind.LOCAL_REUSED, SideKind.LOCAL_CAUGHT_UP, SideKind.LOCAL_REBUILT):
+        for (store, _), count in figures.by_key(kind).items():
+            local[store][kind][0] += 1
+            local[store][kind][1] += count
     batch_id = int(p.get("batchId", -1))
     batch_s = _num(p.get("durationMs") or {}, "triggerExecution") / 1000
     merged: dict[str, RestoreReport] = {}
@@ -228,6 +253,11 @@ def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
             partitions=partitions,
             batch_id=batch_id,
             batch_seconds=batch_s,
+            reused_tasks=local[name][SideKind.LOCAL_REUSED][0],
+            caught_up_tasks=local[name][SideKind.LOCAL_CAUGHT_UP][0],
+            rebuilt_tasks=local[name][SideKind.LOCAL_REBUILT][0],
+            entries_caught_up=local[name][SideKind.LOCAL_CAUGHT_UP][1],
+            entries_rebuilt=local[name][SideKind.LOCAL_REBUILT][1],
         )
         old = merged.get(name)
         if old is not None:  # one store shared by two sinks' plans: add them up

@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kspark._deps import has_spark_jars, pyspark_distribution
-from kspark._paths import kspark_home, resolve_path
+from kspark._paths import kspark_home, local_state_dir, resolve_path
 from kspark.errors import ServerError
 from kspark.runtime.urls import redact
 
@@ -85,10 +85,18 @@ def default_server_conf() -> dict[str, str]:
     }
 
 
-def server_environment(*, home: str, python: str, token: str, workdir: str) -> dict[str, str]:
+#: The default local-state roots of the servers this process started: ``clean_up``
+#: looks there too.
+STARTED_LOCAL_STATE: set[str] = set()
+
+
+def server_environment(
+    *, home: str, python: str, token: str, workdir: str, local_state: str
+) -> dict[str, str]:
     """The environment of a Spark Connect server that kspark starts (embedded or with
     ``kspark server start``): this process's, without its Spark Connect and ``PYTHONPATH``
-    settings, so that the workers see only what ``python`` has."""
+    settings, so that the workers see only what ``python`` has; ``local_state`` is the
+    default root of the stateful tasks' local stores."""
     inherited = {
         k: v
         for k, v in os.environ.items()
@@ -102,8 +110,8 @@ def server_environment(*, home: str, python: str, token: str, workdir: str) -> d
         # in the environment, not on the command line, where ps would show it
         "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
         # the stateful operators' executor-local stores (kspark_server.localstore):
-        # caches of the checkpoint's state, gone with the server
-        "KSPARK_LOCAL_STATE_DIR": os.path.join(workdir, "local-state"),
+        # caches of the checkpoint's state, kept across restarts of the server
+        "KSPARK_LOCAL_STATE_DIR": local_state,
     }
 
 
@@ -469,6 +477,12 @@ class EmbeddedServer:
         self._watchdog: subprocess.Popen[bytes] | None = None
 
     @property
+    def local_state_dir(self) -> str:
+        """The default root of the stateful tasks' local stores, ``<home>/local-state``:
+        it outlives the server, so a restarted server reuses them."""
+        return local_state_dir(self.home)
+
+    @property
     def url(self) -> str:
         """The ``sc://`` URL, with the token, that any client (another process too) can
         connect with, for example through ``KSPARK_REMOTE``."""
@@ -490,8 +504,13 @@ class EmbeddedServer:
         self._workdir = tempfile.mkdtemp(prefix="kspark-server-")
         self.log_path = os.path.join(self._workdir, "server.log")
         env = server_environment(
-            home=home, python=self.python, token=self.token, workdir=self._workdir
+            home=home,
+            python=self.python,
+            token=self.token,
+            workdir=self._workdir,
+            local_state=self.local_state_dir,
         )
+        STARTED_LOCAL_STATE.add(self.local_state_dir)
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
         env.update(self.extra_env)
         cmd = [

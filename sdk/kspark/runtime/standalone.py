@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from kspark._paths import kspark_home
+from kspark._paths import kspark_home, local_state_dir
 from kspark.errors import ServerError
 from kspark.runtime.server import (
     accepts_connections,
@@ -144,7 +144,13 @@ def _pid_file(directory: str) -> str:
 
 def _script_env(directory: str, home: str, python: str, token: str) -> dict[str, str]:
     return {
-        **server_environment(home=home, python=python, token=token, workdir=directory),
+        **server_environment(
+            home=home,
+            python=python,
+            token=token,
+            workdir=directory,
+            local_state=local_state_dir(),
+        ),
         # spark-daemon.sh keeps its pid file and log here, not in /tmp and SPARK_HOME
         "SPARK_PID_DIR": directory,
         "SPARK_LOG_DIR": os.path.join(directory, "logs"),
@@ -232,7 +238,7 @@ def start(
             conf=settings,
             home=directory,
             python=python,
-            executor_env={"KSPARK_LOCAL_STATE_DIR": os.path.join(directory, "local-state")},
+            executor_env={"KSPARK_LOCAL_STATE_DIR": local_state_dir()},
         ),
     ]
     env = _script_env(directory, home, python, token)

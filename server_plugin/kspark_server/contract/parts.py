@@ -113,6 +113,10 @@ class StateOptions:
     #: where the executors keep the tasks' local stores (``StreamsConfig``'s
     #: ``state_dir``; empty: :func:`kspark_server.localstore.root_dir`)
     local_dir: str = ""
+    #: the application whose local stores these are: they live in
+    #: ``<local_dir>/<application_id>`` (:func:`kspark_server.localstore.app_dir`), apart
+    #: from other apps' and where clean-up finds them
+    application_id: str = ""
 
     def __post_init__(self) -> None:
         if self.base_chunk_bytes <= 0:

@@ -25,8 +25,10 @@ __all__ = ["SPEC_VERSION", "Fn", "SpecError"]
 #: time-limited suppression (:class:`SuppressSpec`), cogrouped aggregations
 #: (``AggregateSpec.cogroup``, :class:`CogroupInput`), sliding windows
 #: (``AggregateSpec.sliding``) and windowed stores' retention (``AggregateSpec.retention_ms``),
-#: and global stores of processors (:class:`GlobalStoreSpec`, ``ProcessorSpec.global_store``).
-SPEC_VERSION = 12
+#: and global stores of processors (:class:`GlobalStoreSpec`, ``ProcessorSpec.global_store``);
+#: 13: local stores are kept per application (``StateOptions.application_id``) and reused
+#: across restarts.
+SPEC_VERSION = 13
 
 #: A user function a spec carries (a mapper, a predicate, a joiner...).
 Fn = Callable[..., Any]

@@ -232,6 +232,9 @@ class TaskProcessor:
         self.versioned = spec.versioned
         #: keys whose entries the current batch changed (the processors add to it)
         self.touched: set[Any] = set()
+        #: what opening the task's local store took: reused, caught up or rebuilt
+        #: (:meth:`_open`), and the entries it wrote
+        self.local_outcome: tuple[SideKind, int] = (SideKind.LOCAL_REUSED, 0)
         #: check every logged change against the state it stands for ...
         self.check_log = spec.state.check_log
         # ... and log changes against small bases too, so that checks take the log path
@@ -286,27 +289,46 @@ class TaskProcessor:
     def _open(self, task: int) -> tuple[localstore.TaskStore, str, list[int], bool]:
         """The task's local store at the durable state's version: (store, incarnation,
         [batches, base bytes, log bytes, log length, base chunks], whether the task has
-        state)."""
+        state).
+
+        A store at the version is used as it is; one of the same incarnation that is
+        behind, but not behind the batch the durable base was written at, applies the
+        log's changes since its own batch; any other is rebuilt. :attr:`local_outcome`
+        says which, and how many entries it wrote."""
         ver = self.version.get() if self.version.exists() else None
         if ver is None:  # a new task
             inc, sizes = uuid.uuid4().hex, [0, 0, 0, 0, 0]
         else:
             inc, sizes = str(ver[0]), [int(v or 0) for v in ver[1:]]
         root = self.spec.state.local_dir or localstore.root_dir()
-        local = localstore.TaskStore.open(root, self.spec.store, inc, task)
+        local = localstore.TaskStore.open(
+            root, self.spec.store, inc, task, application_id=self.spec.state.application_id
+        )
+        self.local_outcome = (SideKind.LOCAL_REUSED, 0)
         if ver is None:
             local.reset([], {}, (inc, 0))
-        elif local.version != (inc, sizes[0]):
-            log = [t[0] for t in self.log.get()] if sizes[3] else []
-            index_of = None
-            if self.time_indexed:
-                time_of, unpack = self.time_of, stateenc.unpack
+            return local, inc, sizes, False
+        batches, log_len = sizes[0], sizes[3]
+        have = local.version
+        if have == (inc, batches):
+            return local, inc, sizes, True
+        index_of = None
+        if self.time_indexed:
+            time_of, unpack = self.time_of, stateenc.unpack
 
-                def index_of(k: bytes, e: bytes) -> bytes:
-                    return localstore.time_key(time_of(unpack(e)), k)
+            def index_of(k: bytes, e: bytes) -> bytes:
+                return localstore.time_key(time_of(unpack(e)), k)
 
-            local.rebuild(self._chunks(sizes[4]), log, (inc, sizes[0]), index_of)
-        return local, inc, sizes, ver is not None
+        # the log holds one change per batch since the base's batch
+        base_at = batches - log_len
+        log = [t[0] for t in self.log.get()] if log_len else []
+        if have is not None and have[0] == inc and base_at <= have[1] < batches:
+            written = local.catch_up(log[have[1] - base_at :], (inc, batches), index_of)
+            self.local_outcome = (SideKind.LOCAL_CAUGHT_UP, written)
+        else:
+            written = local.rebuild(self._chunks(sizes[4]), log, (inc, batches), index_of)
+            self.local_outcome = (SideKind.LOCAL_REBUILT, written)
+        return local, inc, sizes, True
 
     def _chunks(self, n: int) -> Iterator[bytes]:
         """The durable base's chunks, one at a time, chunk 0 first."""
@@ -471,6 +493,15 @@ class TaskProcessor:
                     "processor": self.spec.store,
                     "task": f"{self.guard.subtopology}_{task}",
                     "count": loaded,
+                }
+            )
+            outcome, written = self.local_outcome
+            extra.append(
+                {
+                    "kind": outcome,
+                    "processor": self.spec.store,
+                    "task": f"{self.guard.subtopology}_{task}",
+                    "count": written,
                 }
             )
         for e in extra:

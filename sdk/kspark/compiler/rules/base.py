@@ -71,6 +71,7 @@ class CompilerBase:
             check_log=config.state_check_log,
             runner=config.stateful_runner,
             local_dir=config.state_dir or "",
+            application_id=config.application_id,
         )
         self.memo: dict[int, Pending] = {}
         self.sink_types: dict[str, tuple[TypeDesc | None, TypeDesc | None]] = {}
