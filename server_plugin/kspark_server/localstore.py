@@ -330,6 +330,7 @@ class TaskStore:
         "long_index",
         "meta",
         "path",
+        "psize",
     )
 
     #: how long keys are placed (tests give a tiny one, to make keys collide)
@@ -369,6 +370,7 @@ class TaskStore:
         size = os.path.getsize(data)
         if size < needed:
             raise CorruptStoreError(f"{data} has {size} bytes, its pages need {needed}")
+        self.psize = int(self.env.stat()["psize"])
         st = os.stat(data)
         #: the file as this process opened it (an LMDB file only grows): identity, size
         self.file = (st.st_dev, st.st_ino, st.st_size)
@@ -412,6 +414,14 @@ class TaskStore:
             return False
         dev, ino, size = self.file
         if (st.st_dev, st.st_ino) != (dev, ino) or st.st_size < size:
+            return False
+        # cut short, but not below what this process saw: the pages the current meta
+        # page names must all be in the file (the two meta pages first: reading them from
+        # a file that lacks them would kill the process too)
+        psize = self.psize
+        if st.st_size < 2 * psize:
+            return False
+        if st.st_size < (int(self.env.info()["last_pgno"]) + 1) * psize:
             return False
         self.file = (dev, ino, st.st_size)
         return True

@@ -263,6 +263,51 @@ def test_a_store_truncated_while_open_is_not_read(task: Any, want: Any) -> None:
     assert list(local) == ["local_rebuilt"]
 
 
+_GROW = """
+import sys
+from kspark_server import localstore
+s = localstore.TaskStore.open(sys.argv[1], "seen", "inc", 0)
+s.apply([(b"%06d" % i, b"v" * 200) for i in range(20_000)], {}, ("inc", 2))
+"""
+
+_READ_AFTER_CUT = """
+import os, subprocess, sys
+from kspark_server import localstore
+root = sys.argv[1]
+s = localstore.TaskStore.open(root, "seen", "inc", 0)
+s.apply([(b"a", b"1")], {}, ("inc", 1))
+seen = os.path.getsize(os.path.join(s.path, "data.mdb"))
+# another worker process grows the store, then the file is cut short, but not below what
+# this process saw when it last looked
+subprocess.run([sys.executable, "-c", sys.argv[2], root], check=True)
+data = os.path.join(s.path, "data.mdb")
+grown = os.path.getsize(data)
+assert grown > 4 * seen, (seen, grown)
+os.truncate(data, (seen + grown) // 2)
+again = localstore.TaskStore.open(root, "seen", "inc", 0)
+print(again is not s, again.discarded != "", sum(1 for _ in again.pairs()))
+"""
+
+
+def test_a_store_cut_short_above_what_a_process_saw_is_not_read(tmp_path: Path) -> None:
+    """A worker holds the store open; another worker grows it; the file is then cut to a
+    size between the two: the first worker must see that pages its store names are gone
+    (reading them would kill it with SIGBUS), not only that the file shrank below what it
+    saw."""
+    import subprocess
+    import sys
+
+    got = subprocess.run(
+        [sys.executable, "-c", _READ_AFTER_CUT, str(tmp_path), _GROW],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert got.returncode == 0, got.stderr[-2000:]
+    reopened, discarded, entries = got.stdout.split()
+    assert (reopened, discarded, entries) == ("True", "True", "0")
+
+
 def test_apps_keep_their_stores_apart(tmp_path: Path) -> None:
     root = str(tmp_path)
     a = localstore.TaskStore.open(root, "seen", "inc", 0, application_id="a")
