@@ -126,3 +126,32 @@ def test_rescale_refuses_the_grouped_runner(tmp_path: Path) -> None:
     app = _app("apply_in_pandas", tmp_path)
     with pytest.raises(RescaleError, match="stateful_runner='apply_in_pandas'"):
         rescale(None, app.topology, app.config, 2)
+
+
+def test_two_stateful_operators_are_refused_before_spark_is_asked(tmp_path: Path) -> None:
+    """Spark runs one applyInPandasWithState per streaming query and refuses more when the
+    query starts, in its own words; kspark says so at compile time, with the fix."""
+    from kspark.bindings import bind_topology
+    from kspark.compiler import compile_topology
+    from kspark.compiler.lowering.build import build_dataframe
+    from kspark.errors import CompilationError
+
+    runner: Any = "apply_in_pandas"
+    config = StreamsConfig(application_id="two", stateful_runner=runner, data_dir=str(tmp_path))
+
+    def output(stateful: int) -> Any:
+        b = StreamsBuilder()
+        s = b.stream("in", key_type=str, value_type=int)
+        s.group_by_key().count(Materialized.as_("counts")).to_stream().to("counts")
+        if stateful > 1:
+            s.group_by_key().reduce(
+                lambda a, c: a + c, materialized=Materialized.as_("sums")
+            ).to_stream().to("sums")
+        return compile_topology(bind_topology(b.build(), config), config)
+
+    with pytest.raises(CompilationError, match="one stateful operator per app") as e:
+        build_dataframe(output(2), None, checkpoint=str(tmp_path))  # type: ignore[arg-type]
+    assert "transform_with_state" in str(e.value)
+    # one is lowered as before: the lowering goes on to ask Spark (here: no session)
+    with pytest.raises(AttributeError):
+        build_dataframe(output(1), None, checkpoint=str(tmp_path))  # type: ignore[arg-type]

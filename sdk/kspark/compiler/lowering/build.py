@@ -31,11 +31,32 @@ def build_dataframe(
     tagged by ``ks_sink``, with the side rows' metrics observed. ``checkpoint`` is the
     query's checkpoint, where the ``apply_in_pandas`` runner keeps its state files."""
 
+    _one_grouped_operator(output)
+
     def lower(stage: st.Stage, df_of: DataFrameOf) -> DataFrame:
         return _lower(stage, df_of, spark, resume, checkpoint)
 
     df_of = graph.map_nodes(output.roots(), lambda s: s.inputs, lower)
     return observe_sides(union_sinks(output, df_of))
+
+
+def _one_grouped_operator(output: st.Output) -> None:
+    """Spark runs at most one ``applyInPandasWithState`` in a streaming query (it refuses
+    more when the query starts): a topology with more stateful operators cannot run under
+    ``stateful_runner='apply_in_pandas'``, and is told so before anything starts."""
+    grouped = [
+        s.spec.processor
+        for s in graph.toposort(output.roots(), lambda s: s.inputs)
+        if isinstance(s, st.Stateful) and s.spec.state.runner == "apply_in_pandas"
+    ]
+    if len(grouped) > 1:
+        raise CompilationError(
+            f"stateful_runner='apply_in_pandas' runs one stateful operator per app, and "
+            f"this topology has {len(grouped)}: {', '.join(grouped)} (Spark runs at most "
+            "one applyInPandasWithState in a streaming query). Run it with the default "
+            "StreamsConfig(stateful_runner='transform_with_state')",
+            processor=grouped[1],
+        )
 
 
 def _lower(
