@@ -762,12 +762,9 @@ class StreamsApp:
         """Delete the app's executor-local stores, as Kafka Streams' ``cleanUp()``: the
         next run rebuilds them from the checkpoint (which is kept).
 
-        It deletes ``<root>/<application_id>`` under the roots this process can see
-        (:func:`kspark.runtime.localstate.roots`: ``state_dir``, and the default root of an
-        embedded or ``kspark server start`` server, ``$KSPARK_HOME/local-state``), and
-        only folders that kspark marked as its own. On a cluster, each executor's disk
-        holds its stores: delete ``<state_dir>/<application_id>`` there
-        (docs/deployment.md).
+        It deletes the folders ``<root>/<application_id>`` that kspark marked as its own,
+        under the roots this process sees (:func:`kspark.runtime.localstate.roots`). On a
+        cluster, delete ``<state_dir>/<application_id>`` on each executor's disk.
 
         Raises
         ------
