@@ -4,13 +4,13 @@ fresh ``state_dir``) or behind rebuild them from the checkpoint's files."""
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from support.jsonlfiles import jsonl_values, write_jsonl
 
 from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
 from kspark.errors import StreamsAppError
@@ -70,27 +70,6 @@ def test_split_gives_the_default_runners_output(spark: Any, app_id: str, mode: s
         assert run(spark, app_id + "-tws", mode, SPLIT, "transform_with_state") == want
 
 
-def _write(folder: str, name: str, rows: list[tuple[str, str, int]]) -> None:
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{name}")
-    with open(tmp, "w") as f:
-        for k, v, ts in rows:
-            f.write(json.dumps({"key": k, "value": v, "timestamp": ts}) + "\n")
-    os.replace(tmp, os.path.join(folder, name))
-
-
-def _values(folder: str) -> list[str]:
-    rows = []
-    for root, _, files in os.walk(folder):
-        if "_spark_metadata" in root:
-            continue
-        for name in files:
-            if not name.startswith((".", "_")) and not name.endswith(".crc"):
-                with open(os.path.join(root, name)) as f:
-                    rows.extend(json.loads(line) for line in f if line.strip())
-    return sorted(r["value"] for r in rows)
-
-
 def test_restarts_on_fresh_and_stale_local_stores_rebuild_from_the_files(
     spark: Any, app_id: str
 ) -> None:
@@ -114,11 +93,11 @@ def test_restarts_on_fresh_and_stale_local_stores_rebuild_from_the_files(
             StreamsApp(topo, cfg, session=spark).run_until_caught_up()
 
         for i, (batch, local) in enumerate(zip(SPLIT[:3], ["a", "b", "a"], strict=True)):
-            _write(src, f"{i}.jsonl", batch)
+            write_jsonl(src, f"{i}.jsonl", batch)
             start(local)
         files = os.listdir(os.path.join(base, "chk", "query", DIR_NAME))
         assert files, "the operator keeps its state in the checkpoint's files"
-        got = _values(out)
+        got = jsonl_values(out)
         # the checkpoint keeps its runner
         other = StreamsConfig(
             application_id=app_id,

@@ -5,12 +5,12 @@ is refused while the app runs)."""
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from support.jsonlfiles import jsonl_values, write_jsonl
 
 from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
 from kspark.errors import AppAlreadyRunningError
@@ -45,27 +45,6 @@ def clean_run(app_id: str, records: list[tuple[str, str, int]]) -> list[str]:
         return sorted(sink.read_values())
 
 
-def _write(folder: str, name: str, rows: list[tuple[str, str, int]]) -> None:
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{name}")
-    with open(tmp, "w") as f:
-        for k, v, ts in rows:
-            f.write(json.dumps({"key": k, "value": v, "timestamp": ts}) + "\n")
-    os.replace(tmp, os.path.join(folder, name))
-
-
-def _values(folder: str) -> list[str]:
-    rows: list[dict[str, Any]] = []
-    for root, _, files in os.walk(folder):
-        if "_spark_metadata" in root:
-            continue
-        for name in files:
-            if not name.startswith((".", "_")) and not name.endswith(".crc"):
-                with open(os.path.join(root, name)) as f:
-                    rows.extend(json.loads(line) for line in f if line.strip())
-    return sorted(r["value"] for r in rows)
-
-
 @pytest.mark.extended  # three runs of an app: about 35 s on 2 cores
 def test_a_restarted_app_reuses_its_stores_and_rebuilds_a_truncated_one(
     spark: Any, app_id: str, tmp_path: Any
@@ -81,7 +60,7 @@ def test_a_restarted_app_reuses_its_stores_and_rebuilds_a_truncated_one(
     refused: list[Exception] = []
 
     def restart(i: int) -> Any:
-        _write(src, f"{i}.jsonl", SPLIT[i])
+        write_jsonl(src, f"{i}.jsonl", SPLIT[i])
         app = StreamsApp(topo, cfg, session=spark)
 
         def try_clean_up(old: State, new: State) -> None:
@@ -118,6 +97,6 @@ def test_a_restarted_app_reuses_its_stores_and_rebuilds_a_truncated_one(
     assert report.entries_rebuilt > 0
 
     want = clean_run(app_id + "-ref", [r for b in SPLIT[:3] for r in b])
-    assert _values(out) == want
+    assert jsonl_values(out) == want
     assert app.clean_up().removed == (os.path.join(local, app_id),)
     assert not os.path.exists(os.path.join(local, app_id))
