@@ -56,7 +56,9 @@ def wait_for(what: str, check: Callable[[], bool], query: Any, timeout: float = 
 
 
 def rows_read(query: Any) -> int:
-    return sum(int(p["numInputRows"]) for p in query.recentProgress)
+    from kspark.runtime.metrics import input_rows, progress_as_dict
+
+    return sum(input_rows(progress_as_dict(p)) for p in query.recentProgress)
 
 
 def executor_pids(server_pid: int) -> dict[str, int]:
