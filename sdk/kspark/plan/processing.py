@@ -39,8 +39,8 @@ class StoreDef:
     """A state store of processors: its name, kind and types, and the kind's settings.
 
     ``in_memory`` stores are kept as the persistent ones are (kspark has one store
-    engine); ``logging`` records ``with_logging_disabled()``, which kspark accepts without
-    effect: every processor store is kept in the task's durable state.
+    engine); ``logging`` records ``with_logging_disabled()`` and changes nothing at run
+    time: every processor store's changes go to the task's durable state.
     """
 
     name: str
