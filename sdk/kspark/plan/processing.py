@@ -23,10 +23,17 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
-from kspark.plan.nodes import Node, TableSource, _Unary
+from kspark.plan.nodes import GlobalTableSource, Node, TableSource, _Unary
 from kspark.plan.types import DYNAMIC, TypeDesc
 
-__all__ = ["GlobalStoreSource", "Process", "ProcessValues", "StoreDef", "StoreKind"]
+__all__ = [
+    "GlobalStoreSource",
+    "Process",
+    "ProcessValues",
+    "StoreDef",
+    "StoreKind",
+    "is_global_source",
+]
 
 StoreKind = Literal["key_value", "versioned", "window"]
 
@@ -103,6 +110,12 @@ class GlobalStoreSource(TableSource):
 
     def stores(self) -> tuple[str, ...]:
         return (self.store.name,)
+
+
+def is_global_source(node: Node) -> bool:
+    """Whether ``node`` is the source of a global table or a global store: read whole by
+    every task, so it starts no task of its own."""
+    return isinstance(node, GlobalTableSource | GlobalStoreSource)
 
 
 @attrs.frozen(kw_only=True)
