@@ -66,7 +66,9 @@ def session_model(
             newest = max([ts] + [x[3] for x in found])
             for x in found:
                 changed[(k, x[0], x[1])] = (i, ts)
-            sessions[k] = sorted([x for x in stored if x not in found] + [[start, end, agg, newest]])
+            sessions[k] = sorted(
+                [x for x in stored if x not in found] + [[start, end, agg, newest]]
+            )
             changed[(k, start, end)] = (i, ts)
         if stream_time is not None:
             for k in list(sessions):

@@ -9,7 +9,6 @@ from typing import Any
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from support.sessionmodel import session_model
 
 from kspark_server import handling, taskstate
@@ -64,7 +63,9 @@ def processor(
 
 
 def run(
-    p: AggregateProcessor, batches: list[list[tuple[Any, Any, int]]], stores: list[Any] | None = None
+    p: AggregateProcessor,
+    batches: list[list[tuple[Any, Any, int]]],
+    stores: list[Any] | None = None,
 ) -> Any:
     """Outputs per batch, the final state and the dropped records; a session
     aggregation's store after each batch goes into ``stores``, as the model gives it."""

@@ -135,7 +135,9 @@ def test_awkward_keys_keep_their_sessions() -> None:
     str_keys = ["", "ключ-ü-€-😀", "m" * MIB]
     bytes_keys = [b"", b"\xff\xfe\x80\xc3(", b"\x00\xff" * (MIB // 2)]
     for key_type, keys in ((str, str_keys), (bytes, bytes_keys)):
-        with TopologyTestDriver(sessions(100, grace=5, key_type=key_type), CONFIG, engine="local") as d:
+        with TopologyTestDriver(
+            sessions(100, grace=5, key_type=key_type), CONFIG, engine="local"
+        ) as d:
             src = d.create_input_topic("in")
             for k in keys:
                 src.pipe_records([(k, 1, 0), (k, 1, 3), (None, 1, 3)])

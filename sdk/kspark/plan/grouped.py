@@ -214,8 +214,7 @@ class Aggregate(_Unary):
         w = self.windows
         if w is None:
             raise InvalidTopologyError(
-                f"{self.name}: Materialized.with_retention needs time, sliding or session "
-                "windows",
+                f"{self.name}: Materialized.with_retention needs time, sliding or session windows",
                 processor=self.name,
             )
         if self.retention_ms < w.retention_ms:

@@ -157,9 +157,7 @@ class ReadOnlySessionStore(_AggregateView[K, V]):
         self, key: K, earliest_session_end_time: int, latest_session_start_time: int
     ) -> list[tuple[int, int, V]]:
         """The sessions :meth:`find_sessions` gives, newest first."""
-        return self.find_sessions(key, earliest_session_end_time, latest_session_start_time)[
-            ::-1
-        ]
+        return self.find_sessions(key, earliest_session_end_time, latest_session_start_time)[::-1]
 
     def fetch_session(self, key: K, session_start_time: int, session_end_time: int) -> V | None:
         """The aggregate of the session of ``key`` that starts at ``session_start_time``
