@@ -154,6 +154,30 @@ def test_awkward_keys_keep_their_sessions() -> None:
                 store.fetch(None)
 
 
+def test_find_sessions_takes_those_that_overlap_the_range_of_exactly_the_key() -> None:
+    """Kafka Streams' session store scenarios (finding sessions in a range, exact keys
+    that prefix one another, string or binary, an exact session or none)."""
+    spans = [(10, 10), (500, 1000), (1500, 2000), (2500, 3000)]
+    times = sorted({t for s, e in spans for t in range(s, e + 1, 100)})
+    for key_type, keys in ((str, ["a", "aa", "aaa"]), (bytes, [b"\x00", b"\x00" * 2, b"\x00" * 3])):
+        topology = sessions(None, gap=100, grace=5_000, key_type=key_type)
+        with TopologyTestDriver(topology, CONFIG, engine="local") as d:
+            src = d.create_input_topic("in")
+            for j, k in enumerate(keys):
+                src.pipe_records([(k, 1, t) for t in times if t >= 500 * j])
+            d.process()
+            store = d.get_session_store("sessions")
+            a, aa, _ = keys
+            assert store.find_sessions(a, 0, 1000) == [(10, 10, 1), (500, 1000, 6)]
+            assert store.find_sessions(a, 400, 600) == [(500, 1000, 6)]
+            assert store.find_sessions(a, 3001, 10_000) == []
+            assert store.fetch(aa) == [(500, 1000, 6), (1500, 2000, 6), (2500, 3000, 6)]
+            assert store.find_sessions(aa, 0, 1000) == [(500, 1000, 6)]
+            assert store.fetch_session(aa, 500, 1000) == 6
+            assert store.fetch_session(aa, 10, 10) is None
+            assert store.fetch_session("any key" if key_type is str else b"?", 0, 5) is None
+
+
 def test_a_retention_shorter_than_gap_plus_grace_is_refused() -> None:
     with pytest.raises(InvalidTopologyError, match=r"'sessions'.*at least 15 ms.*gap plus grace"):
         sessions(14, gap=10, grace=5)
