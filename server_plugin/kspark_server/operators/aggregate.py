@@ -454,8 +454,9 @@ class AggregateProcessor(TaskProcessor):
                 continue
             hk = _hashable(key)
             entry = table.get(hk)
-            # a session that ended more than gap plus grace before stream time has expired
-            # (record by record, so whatever the micro-batches, as the batch's expiry does)
+            # a session that ended more than gap plus grace before stream time takes no
+            # record (record by record, so whatever the micro-batches), though the store
+            # may keep it for its retention
             alive = max(stream_time - grace - gap, ts - gap)
             sessions: list[Any] = [] if entry is None else list(entry[1])
             found = [x for x in sessions if int(x[1]) >= alive and int(x[0]) <= ts + gap]
