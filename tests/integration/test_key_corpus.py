@@ -435,11 +435,12 @@ def _expected(p: str, sink: str, keys: list[Any]) -> list[list[Out]]:
     return batches
 
 
-def _wipe_local_stores(spark_server: Any) -> None:
+def _wipe_local_stores(spark_server: Any, d: TopologyTestDriver) -> None:
     """What a new executor finds: no local stores, so each task rebuilds its own."""
     if spark_server is None:
         return  # a remote server: its executors' disks are out of reach
-    root = spark_server.local_state_dir
+    root = d.config.state_dir
+    assert root is not None and os.listdir(root), "the operators keep their stores here"
     for name in os.listdir(root) if os.path.isdir(root) else []:
         shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
@@ -477,7 +478,7 @@ def corpus_run(spark: Any, spark_server: Any) -> dict[str, Any]:
         }
         for batch in (1, 2, 3, 4):
             if batch == 3:
-                _wipe_local_stores(spark_server)
+                _wipe_local_stores(spark_server, d)
             if batch == 4:
                 d.rescale(2)
             _pipe(d, "s", STR_KEYS, batch)
