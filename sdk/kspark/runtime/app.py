@@ -261,9 +261,8 @@ class StreamsApp:
         return gen
 
     def _check_runner(self, gen: Generation) -> None:
-        """Refuse to restart a checkpoint under the other stateful runner: their state is
-        kept apart (Spark's state store; kspark's files, docs/design/grouped-runner.md).
-        Checked where the client sees the checkpoint's folder."""
+        """Refuse to restart a checkpoint under the other stateful runner (their state is
+        kept apart: docs/design/grouped-runner.md), where the client sees its folder."""
         from kspark_server.taskfiles import state_root
 
         root = state_root(gen.checkpoint)
@@ -437,8 +436,7 @@ class StreamsApp:
         )
 
     def _sink(self, output: Output, plan: StartPlan) -> Any:
-        """The app's DataFrame with its writer: Spark's own file sink, or kspark's
-        ``foreachBatch`` writer holding the run's lease."""
+        """The app's DataFrame with its writer: Spark's file sink, or kspark's (a lease)."""
         spark = self.session
         df = build_dataframe(output, spark, plan.resume, plan.generation.checkpoint)
         if plan.sink_mode == "spark":
