@@ -41,7 +41,16 @@ import pandas as pd
 from kspark_server import placement
 from kspark_server.taskfiles import GROUP_STATE_DDL, TaskFiles
 
-__all__ = ["CHUNKS_SCHEMA", "FIELDS", "OWNERS_SCHEMA", "committed_chunks", "owners"]
+__all__ = [
+    "CHANGES_SCHEMA",
+    "CHUNKS_SCHEMA",
+    "FIELDS",
+    "OWNERS_SCHEMA",
+    "changes_since",
+    "committed_chunks",
+    "held_version",
+    "owners",
+]
 
 #: The group state's fields, in its order.
 FIELDS = tuple(part.split()[0] for part in GROUP_STATE_DDL.split(","))
@@ -53,6 +62,13 @@ CHUNKS_SCHEMA = "blob binary, first boolean, log array<binary>"
 #: Output of :func:`owners`: which store's folder holds an operator's files (``store``
 #: null: a task whose named files are in none of them).
 OWNERS_SCHEMA = "op int, store string"
+
+#: Output of :func:`changes_since`, per task whose committed version changed: a head row
+#: (``part`` -1: ``reset`` whether the task's state is given whole, ``held`` what the
+#: reader holds after applying the rows), then with ``reset`` the base's chunks (``part``
+#: 0, ``number`` the chunk), then the changes not held yet (``part`` 1, ``number`` the
+#: change's place in the version's log).
+CHANGES_SCHEMA = "task int, reset boolean, part int, number int, blob binary, held string"
 
 Fn = Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]
 
@@ -110,5 +126,51 @@ def owners(root: str, stores: list[str]) -> Fn:
                 if where is not None:
                     found.add((int(op), where))
             yield pd.DataFrame(sorted(found, key=repr), columns=["op", "store"])
+
+    return run
+
+
+def held_version(files: TaskFiles) -> str:
+    """What a reader that applied ``files``' committed version holds, as
+    :func:`changes_since` takes it: the base (its batch, id and chunks, which never change
+    under one name) and the ids of the changes after it."""
+    ids = ",".join(ident for _, ident in files.log_ids)
+    return f"{files.base_at}-{files.base_id}-{files.n_chunks}|{ids}"
+
+
+def changes_since(root: str, store: str, held: dict[int, str]) -> Fn:
+    """The change feed of store ``store``'s files: for each task whose committed version
+    is not ``held[task]`` (:func:`held_version`; a task left out holds nothing), the rows
+    that bring a reader from the held version to the committed one
+    (:data:`CHANGES_SCHEMA`). A task whose base is the held one gives only its new
+    changes; otherwise (a new base, a task new to the reader) its whole state."""
+
+    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for frame in frames:
+            for task, committed in _tasks(frame):
+                files = _files(root, store, task, committed)
+                now = held_version(files)
+                was = held.get(task)
+                if was == now:
+                    continue
+                was_base, _, was_ids = (was or "").partition("|")
+                old = [x for x in was_ids.split(",") if x]
+                ids = [ident for _, ident in files.log_ids]
+                reset = was is None or was_base != now.partition("|")[0] or ids[: len(old)] != old
+                rows: list[tuple[int, bool, int, int, bytes | None, str]] = [
+                    (task, reset, -1, 0, None, now)
+                ]
+                if reset:
+                    rows.extend((task, True, 0, i, c, now) for i, c in enumerate(files.chunks()))
+                start = 0 if reset else len(old)
+                files.log_ids = files.log_ids[start:]
+                rows.extend(
+                    (task, reset, 1, start + i, blob, now)
+                    for i, (blob,) in enumerate(files.log.get())
+                )
+                # one task at a time: a task's chunks are bounded, a partition's not
+                yield pd.DataFrame(
+                    rows, columns=["task", "reset", "part", "number", "blob", "held"]
+                )
 
     return run

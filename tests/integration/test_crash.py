@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from kspark import Deduplicated, Materialized, StreamsApp, StreamsBuilder, StreamsConfig, Topic
+from kspark._typing import StatefulRunner
 from kspark.errors import DeadLetterQueueProcessingExceptionHandler
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -88,7 +89,9 @@ def write_inputs(data: str) -> None:
         os.utime(f"{data}/payments/p{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
 
 
-def config(app_id: str, data: str) -> StreamsConfig:
+def config(
+    app_id: str, data: str, runner: StatefulRunner = "transform_with_state"
+) -> StreamsConfig:
     return StreamsConfig(
         application_id=app_id,
         checkpoint_dir=f"{data}/checkpoint",
@@ -96,6 +99,7 @@ def config(app_id: str, data: str) -> StreamsConfig:
         max_files_per_trigger=1,
         processing_exception_handler=DeadLetterQueueProcessingExceptionHandler(),
         dead_letter_queue_topic=Topic.jsonl("dlq", f"{data}/dlq"),
+        stateful_runner=runner,
     )
 
 
@@ -206,7 +210,10 @@ def write_fault_inputs(data: str) -> None:
         os.utime(f"{data}/payments/p{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
 
 
-def fault_topology(data: str, crash_dir: str) -> Any:
+def fault_topology(data: str, crash_dir: str, runner: StatefulRunner) -> Any:
+    """Deduplication, then the versioned join; under ``apply_in_pandas``, which runs one
+    stateful operator per app, the join alone (duplicates then join twice)."""
+
     def mark(value: str) -> str:
         hold_if_armed(crash_dir, "chain", value)
         return value
@@ -227,26 +234,29 @@ def fault_topology(data: str, crash_dir: str) -> Any:
         value_type=str,
         materialized=Materialized.as_versioned("rates", DAY),
     )
+    payments = b.stream(
+        Topic.jsonl("payments", f"{data}/payments"), key_type=str, value_type=str
+    ).map_values(mark, value_type=str)
+    if runner == "transform_with_state":
+        payments = payments.deduplicate_by_key_value(lambda k, v: v, DAY, Deduplicated.as_("dedup"))
     (
-        b.stream(Topic.jsonl("payments", f"{data}/payments"), key_type=str, value_type=str)
-        .map_values(mark, value_type=str)
-        .deduplicate_by_key_value(lambda k, v: v, DAY, Deduplicated.as_("dedup"))
-        .select_key(rekey, key_type=str)
+        payments.select_key(rekey, key_type=str)
         .left_join(rates, convert, value_type=str)
         .to(Topic.jsonl("out", f"{data}/out"))
     )
     return b.build()
 
 
-def fault_expected() -> tuple[Counter[tuple[Any, ...]], Counter[tuple[Any, ...]]]:
-    """The results by the semantics alone: each distinct payment once, joined with its
-    currency's rate as of its time; each poison payment once in the dead-letter queue."""
+def fault_expected(dedup: bool) -> tuple[Counter[tuple[Any, ...]], Counter[tuple[Any, ...]]]:
+    """The results by the semantics alone: each distinct payment once (each payment
+    without ``dedup``), joined with its currency's rate as of its time; each poison
+    payment once in the dead-letter queue."""
     out: Counter[tuple[Any, ...]] = Counter()
     for n in range(FAULT_BATCHES):
         for k in range(4):
             ts = n * 100 + k + 1
             rate = f"r{k}.{min(ts // 300, 2)}"
-            out[(f"c{k}", f"p{n}-{k}@{rate}")] += 1
+            out[(f"c{k}", f"p{n}-{k}@{rate}")] += 1 if dedup else 2
             out[(f"c{k}", f"q{n}-{k}@{rate}")] += 1
     # dead letters hold the record's key and value as JSON text
     dead = Counter({('"x"', f'"poison{n}"'): 1 for n in range(FAULT_BATCHES)})
@@ -254,8 +264,9 @@ def fault_expected() -> tuple[Counter[tuple[Any, ...]], Counter[tuple[Any, ...]]
 
 
 @pytest.mark.fault
+@pytest.mark.parametrize("runner", ["transform_with_state", "apply_in_pandas"])
 def test_killed_at_seeded_random_points_each_result_appears_once(
-    spark_server: Any, tmp_path: Any
+    spark_server: Any, tmp_path: Any, runner: StatefulRunner
 ) -> None:
     """Kafka's exactly-once system tests in spirit: an app with deduplication, a versioned
     join, a dead-letter queue and a file sink runs over many small batches while its
@@ -269,13 +280,16 @@ def test_killed_at_seeded_random_points_each_result_appears_once(
     ref = str(tmp_path / "ref")
     write_fault_inputs(ref)
     StreamsApp(
-        fault_topology(ref, f"{ref}/none"), config("fault-ref", ref), session=spark_server.session()
+        fault_topology(ref, f"{ref}/none", runner),
+        config("fault-ref", ref, runner),
+        session=spark_server.session(),
     ).run_until_caught_up()
-    assert results(ref) == fault_expected()
+    want = fault_expected(dedup=runner == "transform_with_state")
+    assert results(ref) == want
     data, crash_dir = str(tmp_path / "data"), str(tmp_path / "crash")
     os.makedirs(crash_dir)
     write_fault_inputs(data)
-    topo = fault_topology(data, crash_dir)
+    topo = fault_topology(data, crash_dir, runner)
     # points in processing order: a payment's chain step, then its join (poison included)
     points = [
         (point, f"{kind}{n}-{k}")
@@ -286,7 +300,7 @@ def test_killed_at_seeded_random_points_each_result_appears_once(
     ]
     rng = random.Random(20261123)
     kills = sorted(rng.sample(range(len(points)), FAULT_KILLS))
-    cfg = config("fault", data)
+    cfg = config("fault", data, runner)
     done = 0
     for i in kills:
         point, value = points[i]
@@ -303,4 +317,4 @@ def test_killed_at_seeded_random_points_each_result_appears_once(
         done += 1
     assert done == FAULT_KILLS
     StreamsApp(topo, cfg, session=spark_server.session()).run_until_caught_up()
-    assert results(data) == fault_expected()
+    assert results(data) == want

@@ -125,3 +125,44 @@ def test_stores_answer_as_on_the_default_runner(spark: Any, case: str) -> None:
     want = run(case, "local", None, "transform_with_state")
     assert want[-1][1] > 0
     assert run(case, "spark", spark, "apply_in_pandas") == want
+
+
+@pytest.mark.extended  # five restarts and reads: about a minute
+def test_a_replica_answers_as_the_store_after_each_batch(spark: Any) -> None:
+    """``app.replica`` follows the files' change feed: after each of five micro-batches
+    (each a restart of the query), refreshed, it answers every key's reads as
+    ``app.store`` does; a refresh with nothing committed since changes nothing, and a
+    replica not refreshed keeps its answers."""
+    make, inputs, name = CASES["as_of_join"]
+
+    def versioned(store: Any) -> Any:
+        answers = {k: [store.get(k), store.get(k, as_of=5_000), store.versions(k)] for k in KEYS}
+        return answers, store.approximate_num_entries()
+
+    rnd = random.Random("replica")
+    records = [
+        (rnd.randrange(len(inputs)), rnd.choice(KEYS), rnd.randrange(31), rnd.randrange(20_001))
+        for _ in range(30)
+    ]
+    cfg = StreamsConfig(
+        application_id=f"gr-{uuid.uuid4().hex[:8]}",
+        num_partitions=2,
+        stateful_runner="apply_in_pandas",
+    )
+    with TopologyTestDriver(make(), cfg, session=spark, engine="spark") as d:
+        srcs = [d.create_input_topic(t, key_type=str, value_type=int) for t in inputs]
+        replica: Any = None
+        before: Any = None
+        for i in range(5):
+            for topic, key, value, ts in records[6 * i : 6 * i + 6]:
+                srcs[topic].pipe_input(key, value, timestamp=ts)
+            d.process()
+            if replica is None:
+                replica = d.app.replica(name)
+            else:
+                assert versioned(replica) == before  # as of its last refresh
+                assert replica.refresh() >= 1
+                assert replica.refresh() == 0
+            before = versioned(d.store(name))
+            assert versioned(replica) == before
+        assert replica.as_of_batch is not None and versioned(replica)[1] > 0

@@ -1,7 +1,8 @@
 """Readers of the ``apply_in_pandas`` runner's files (:mod:`kspark_server.taskreads`):
 they open only the files a committed version names, find which store an operator's
-versions name, and say so when a named file is gone; and what does not read the runner's
-state yet (replicas, rescale) refuses such an app with an error naming the setting."""
+versions name, give a replica the changes since the version it holds, and say so when a
+named file is gone; and what does not read the runner's state yet (rescale) refuses such
+an app with an error naming the setting."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pandas as pd
 import pytest
 
 from kspark import Materialized, StreamsApp, StreamsBuilder, StreamsConfig
-from kspark.errors import RescaleError, StoreError
+from kspark.errors import RescaleError
 from kspark.runtime.rescale import rescale
 from kspark_server import placement, stateenc, taskreads
 from kspark_server.taskfiles import TaskFiles
@@ -96,6 +97,38 @@ def test_owners_name_the_store_whose_folder_holds_the_files(tmp_path: Path) -> N
     assert lost.values.tolist() == [[5, None]]
 
 
+def _changes(root: str, held: dict[int, str], committed: Any) -> list[tuple[Any, ...]]:
+    """The change feed's rows for ``committed``: (reset, part, number, value); ``held``
+    takes the version they bring the reader to."""
+    out = []
+    for frame in taskreads.changes_since(root, "s", held)(iter([_tasks(committed)])):
+        for task, reset, part, number, blob, now in frame.itertuples(index=False):
+            assert task == TASK
+            held[task] = now
+            value = None if blob is None else stateenc.decode_frame(blob)[0]["stream_time"]
+            out.append((bool(reset), int(part), int(number), value))
+    return out
+
+
+def test_the_change_feed_gives_only_what_the_reader_does_not_hold(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    held: dict[int, str] = {}
+    v1 = _commit(root, "s", None, base=True, change=None)
+    assert _changes(root, held, v1) == [(True, -1, 0, None), (True, 0, 0, 1), (True, 0, 1, -1)]
+    assert _changes(root, held, v1) == []  # nothing new
+    v2 = _commit(root, "s", v1, base=False, change=20)
+    _commit(root, "s", v2, base=False, change=99)  # a failed attempt's change
+    v3 = _commit(root, "s", v2, base=False, change=30)
+    assert _changes(root, held, v3) == [(False, -1, 0, None), (False, 1, 0, 20), (False, 1, 1, 30)]
+    v4 = _commit(root, "s", v3, base=False, change=40)
+    assert _changes(root, held, v4) == [(False, -1, 0, None), (False, 1, 2, 40)]
+    # a new base: the task comes whole
+    v5 = _commit(root, "s", v4, base=True, change=None)
+    assert _changes(root, held, v5) == [(True, -1, 0, None), (True, 0, 0, 5), (True, 0, 1, -1)]
+    # a reader that holds an older version of another history (a base it never saw)
+    assert _changes(root, {TASK: "0-x-1|"}, v3)[:2] == [(True, -1, 0, None), (True, 0, 0, 1)]
+
+
 def test_a_named_file_that_is_gone_is_an_error(tmp_path: Path) -> None:
     root = str(tmp_path)
     v1 = _commit(root, "s", None, base=False, change=7)
@@ -114,12 +147,6 @@ def _app(runner: Any, tmp: Path) -> StreamsApp:
         application_id="grouped-readers", data_dir=str(tmp), stateful_runner=runner
     )
     return StreamsApp(b.build(), config)
-
-
-def test_replicas_refuse_the_grouped_runner(tmp_path: Path) -> None:
-    app = _app("apply_in_pandas", tmp_path)
-    with pytest.raises(StoreError, match="stateful_runner='apply_in_pandas'"):
-        app.replica("counts")
 
 
 def test_rescale_refuses_the_grouped_runner(tmp_path: Path) -> None:

@@ -26,7 +26,6 @@ from kspark.errors import (
     HandlerError,
     InvalidArgumentError,
     ProcessingError,
-    StoreError,
     StreamsAppError,
     SuppressionBufferFullError,
 )
@@ -613,17 +612,6 @@ class StreamsApp:
             self.config.stateful_runner,
         )
 
-    def _check_store_readers(self, what: str) -> None:
-        # a replica follows Spark's state store's change feed, which the grouped runner's
-        # state (kspark's own files) has none of: an empty replica would be a silent
-        # wrong answer
-        if self.config.stateful_runner == "apply_in_pandas":
-            raise StoreError(
-                f"{what}: the app runs with stateful_runner='apply_in_pandas', whose state "
-                "replicas do not follow yet; read its stores with app.store(name), or run "
-                "the app with the default stateful_runner='transform_with_state'"
-            )
-
     def replica(self, name: str) -> Any:
         """A client-side replica of table store ``name``: loaded once, then kept current
         with :meth:`~kspark.runtime.stores.StoreReplica.refresh` from the checkpoint's
@@ -640,8 +628,13 @@ class StreamsApp:
         """
         from kspark.runtime.stores import StoreReplica
 
-        self._check_store_readers("app.replica")
-        replica = StoreReplica(self.session, self.checkpoint_location, self.compiled(), name)
+        replica = StoreReplica(
+            self.session,
+            self.checkpoint_location,
+            self.compiled(),
+            name,
+            self.config.stateful_runner,
+        )
         replica.refresh()
         return replica
 

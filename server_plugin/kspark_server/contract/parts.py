@@ -117,9 +117,17 @@ class StateOptions:
     #: ``<local_dir>/<application_id>`` (:func:`kspark_server.localstore.app_dir`), apart
     #: from other apps' and where clean-up finds them
     application_id: str = ""
+    #: fault injection, set by tests only (no config reaches it): under the
+    #: ``apply_in_pandas`` runner, a task at its batch number ``kill_after_files`` (its
+    #: count of batches, from 1) kills its own worker process with SIGKILL once the
+    #: batch's files are written, before Spark commits the version that names them; 0:
+    #: never
+    kill_after_files: int = 0
 
     def __post_init__(self) -> None:
         if self.base_chunk_bytes <= 0:
             raise SpecError(f"base_chunk_bytes must be positive, got {self.base_chunk_bytes}")
         if self.runner not in STATEFUL_RUNNERS:
             raise SpecError(f"runner must be one of {STATEFUL_RUNNERS}, got {self.runner!r}")
+        if self.kill_after_files < 0:
+            raise SpecError(f"kill_after_files must be >= 0, got {self.kill_after_files}")

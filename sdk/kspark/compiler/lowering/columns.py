@@ -9,6 +9,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BinaryType,
+    BooleanType,
     DataType,
     IntegerType,
     LongType,
@@ -56,7 +57,13 @@ def schema(schema_json: str) -> StructType:
     return StructType.fromJson(json.loads(schema_json))
 
 
-_FLAT_TYPES = {"int": IntegerType, "long": LongType, "binary": BinaryType, "string": StringType}
+_FLAT_TYPES = {
+    "int": IntegerType,
+    "long": LongType,
+    "binary": BinaryType,
+    "string": StringType,
+    "boolean": BooleanType,
+}
 
 
 def flat_schema(ddl: str) -> StructType:

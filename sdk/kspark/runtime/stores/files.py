@@ -21,11 +21,15 @@ from kspark.errors import StoreError
 OPERATOR_NAME = "applyInPandasWithState"
 
 
-def group_states(spark: Any, checkpoint: str, op: int) -> Any:
-    """Operator ``op``'s committed group states: ``ks_task`` and the version's fields."""
+def group_states(spark: Any, checkpoint: str, op: int, batch: int | None = None) -> Any:
+    """Operator ``op``'s group states as committed by micro-batch ``batch`` (None: the
+    last): ``ks_task`` and the version's fields."""
     from pyspark.sql import functions as F
 
-    raw = spark.read.format("statestore").option("operatorId", op).load(checkpoint)
+    reader = spark.read.format("statestore").option("operatorId", op)
+    if batch is not None:
+        reader = reader.option("batchId", batch)
+    raw = reader.load(checkpoint)
     return raw.select(F.col("key.ks_task").alias("ks_task"), "value.groupState.*")
 
 
@@ -111,3 +115,23 @@ def task_frame(spark: Any, checkpoint: str, output: st.Output, store: str) -> An
     return group_states(spark, checkpoint, op).mapInPandas(
         taskreads.committed_chunks(state_root(checkpoint), store), schema
     )
+
+
+def changes(
+    spark: Any, checkpoint: str, output: st.Output, store: str, held: dict[int, str], batch: int
+) -> list[Any]:
+    """The rows that bring a reader holding ``held`` (per task,
+    :func:`kspark_server.taskreads.held_version`) to store ``store``'s state as committed
+    by micro-batch ``batch`` (:func:`kspark_server.taskreads.changes_since`): only the
+    tasks whose version changed, and of those whose base did not, only the new changes."""
+    from kspark_server import taskreads
+    from kspark_server.taskfiles import state_root
+
+    op = operator_of(spark, checkpoint, output, store)
+    if op is None:
+        return []
+    frame = group_states(spark, checkpoint, op, batch).mapInPandas(
+        taskreads.changes_since(state_root(checkpoint), store, held),
+        flat_schema(taskreads.CHANGES_SCHEMA),
+    )
+    return list(frame.collect())

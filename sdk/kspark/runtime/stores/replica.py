@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kspark._typing import StatefulRunner
 from kspark.compiler import stages as st
 from kspark.errors import StoreError
 from kspark.runtime.stores.sources import _MemorySource
@@ -28,14 +29,30 @@ class StoreReplica:
     also while the app or its server is down, as of the last refresh
     (:attr:`as_of_batch`).
 
+    Under ``stateful_runner="apply_in_pandas"`` the change feed is kspark's own files
+    (:mod:`kspark_server.taskfiles`): a refresh reads each task's committed version and
+    fetches only the changes of the tasks whose version moved (their whole state when
+    they wrote a new base).
+
     Obtained from :meth:`kspark.StreamsApp.replica`.
     """
 
-    def __init__(self, spark: Any, checkpoint: str, output: st.Output, name: str) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        checkpoint: str,
+        output: st.Output,
+        name: str,
+        runner: StatefulRunner = "transform_with_state",
+    ) -> None:
         self.name = name
         self._spark = spark
         self._checkpoint = checkpoint
+        self._output = output
+        self._runner = runner
         self._spec = _table_spec(output, name, "have replicas")
+        #: under the grouped runner: each task's version as held (taskreads.held_version)
+        self._held: dict[int, str] = {}
         self._tasks: dict[int, Any] = {}
         # each task's state as stored: its base's chunks (by number) and its log of changes
         self._bases: dict[int, dict[int, bytes]] = {}
@@ -57,9 +74,53 @@ class StoreReplica:
         last = last_committed(self._spark, self._checkpoint)
         if last is None or last == self.as_of_batch:
             return 0
+        if self._runner == "apply_in_pandas":
+            dirty = self._apply_file_changes(last)
+        else:
+            dirty = self._apply_feed(last)
+        kind, versioned = self._spec.kind, self._spec.versioned
+        for task in dirty:
+            chunks = self._bases.get(task)
+            if chunks and 0 in chunks:
+                self._tasks[task] = taskstate.materialize(
+                    kind, versioned, [chunks[i] for i in sorted(chunks)], self._logs.get(task, ())
+                )
+            else:
+                self._bases.pop(task, None)
+                self._logs.pop(task, None)
+                self._tasks.pop(task, None)
+                # nothing held: the task's next change comes whole
+                self._held.pop(task, None)
+        changed = len(dirty)
+        self.as_of_batch = last
+        self._view = _view(self.name, _MemorySource(self._tasks, versioned), self._spec)
+        return changed
+
+    def _apply_file_changes(self, last: int) -> set[int]:
+        """Apply the grouped runner's file changes up to batch ``last``; the tasks changed."""
+        from kspark.runtime.stores import files
+
+        rows = files.changes(
+            self._spark, self._checkpoint, self._output, self.name, self._held, last
+        )
+        dirty: set[int] = set()
+        for r in sorted(rows, key=lambda r: (r["task"], r["part"], r["number"])):
+            task = int(r["task"])
+            if r["part"] == -1:
+                dirty.add(task)
+                self._held[task] = r["held"]
+                if r["reset"]:
+                    self._bases[task], self._logs[task] = {}, []
+            elif r["part"] == 0:
+                self._bases.setdefault(task, {})[int(r["number"])] = r["blob"]
+            else:
+                self._logs.setdefault(task, []).append(r["blob"])
+        return dirty
+
+    def _apply_feed(self, last: int) -> set[int]:
+        """Apply Spark's state change feed up to batch ``last``; the tasks changed."""
         op = _operator_id(self._spark, self._checkpoint, self.name)
         reader = _state_reader(self._spark, op, self.name)
-        kind, versioned = self._spec.kind, self._spec.versioned
         dirty: set[int] = set()
         if self.as_of_batch is None:
             rows = _base_rows(self._spark, self._checkpoint, op, self.name)
@@ -106,20 +167,7 @@ class StoreReplica:
                     self._logs.pop(task, None)
                 elif blob is not None:
                     self._logs.setdefault(task, []).append(blob)
-        for task in dirty:
-            chunks = self._bases.get(task)
-            if chunks and 0 in chunks:
-                self._tasks[task] = taskstate.materialize(
-                    kind, versioned, [chunks[i] for i in sorted(chunks)], self._logs.get(task, ())
-                )
-            else:
-                self._bases.pop(task, None)
-                self._logs.pop(task, None)
-                self._tasks.pop(task, None)
-        changed = len(dirty)
-        self.as_of_batch = last
-        self._view = _view(self.name, _MemorySource(self._tasks, versioned), self._spec)
-        return changed
+        return dirty
 
     def _feed(self, reader: Any, last: int) -> Any:
         assert self.as_of_batch is not None
