@@ -41,8 +41,10 @@ from typing import Any
 import pandas as pd
 
 from kspark_server import localstore, placement, rescale, stateenc, taskfiles, taskstate
+from kspark_server.operators.registry import make_operator
 from kspark_server.spec import StatefulSpec
 from kspark_server.taskfiles import TaskFiles
+from kspark_server.taskreads import FIELDS
 
 __all__ = [
     "BUILT_SCHEMA",
@@ -118,8 +120,6 @@ def split_files(root: str, store: str, kind: str, versioned: bool, m: int) -> Fn
     """The ``mapInPandas`` function over old tasks' group states (``ks_task`` and the
     fields of :data:`kspark_server.taskfiles.GROUP_STATE_DDL`): each old task's committed
     state, one chunk's share at a time, cut into parts by new task (:data:`PARTS_SCHEMA`)."""
-    from kspark_server.taskreads import FIELDS
-
     keys = placement.task_keys(m)
 
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -153,8 +153,6 @@ def split_files(root: str, store: str, kind: str, versioned: bool, m: int) -> Fn
 
 
 def _index_of(spec: StatefulSpec) -> Callable[[bytes, bytes], bytes] | None:
-    from kspark_server.operators.registry import make_operator
-
     op = make_operator(spec)
     if not op.time_indexed:
         return None
