@@ -34,6 +34,7 @@ put finds its new task; a removal (no entry) goes to the new task that holds the
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -148,6 +149,20 @@ def split_files(root: str, store: str, kind: str, versioned: bool, m: int) -> Fn
                     yield pd.DataFrame(
                         rows, columns=["ks_task", "old", "part", "entries", "checksum"]
                     )
+
+    return run
+
+
+def hold_files(root: str, store: str, on: bool) -> Fn:
+    """The ``mapInPandas`` function that renews (or ends) the hold on collecting store
+    ``store``'s files under ``root`` (:func:`kspark_server.taskfiles.hold`), on an
+    executor, which sees the checkpoint as the runner's tasks do."""
+
+    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for frame in frames:
+            if len(frame):
+                taskfiles.hold(os.path.join(root, store), on)
+            yield frame
 
     return run
 

@@ -12,6 +12,7 @@ the app run on in the new layout gives the output of one clean run.
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -212,5 +213,28 @@ def test_a_new_base_in_an_old_task_is_re_read_whole(
         new = Layout(str(tmp_path / "new"), M, 10**6)
         for t, seed in seeds(metas).items():
             assert new.task_state(t, seed) == want[t]
+    finally:
+        close_local_stores()
+
+
+def test_a_hold_keeps_the_old_tasks_files_until_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a rescale holds a store's files, a new base leaves the files it replaced; once
+    the hold ends, the next new base collects them."""
+    monkeypatch.setenv("KSPARK_LOCAL_STATE_DIR", str(tmp_path / "local"))
+    try:
+        old = Layout(str(tmp_path / "old"), 1, 10**6, check_log=False)
+        old.run([(0, (0, "a", "v", 1))])
+        folder = tmp_path / "old" / "seen"
+        taskfiles.hold(str(folder))
+        for i in range(1, 4):
+            old.run([(i, (0, f"k{i}", "v", i))])
+        held = sorted(os.listdir(folder / "task-0"))
+        assert len(held) == 4  # every base so far: none collected
+        taskfiles.hold(str(folder), on=False)
+        for i in range(4, 6):
+            old.run([(i, (0, f"k{i}", "v", i))])
+        assert len(os.listdir(folder / "task-0")) < len(held)
     finally:
         close_local_stores()

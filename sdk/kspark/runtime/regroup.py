@@ -245,6 +245,18 @@ def _catch_up(
     layout.rounds += 1
 
 
+def _hold(spark: Any, checkpoint: str, stage: st.Stateful | None, on: bool) -> None:
+    """Renew (or end) the hold on collecting the old layout's files while it runs, so that
+    none a committed version named since the last round goes before a round reads it."""
+    from kspark_server import regroup
+    from kspark_server.taskfiles import state_root
+
+    if stage is None:
+        return
+    fn = regroup.hold_files(state_root(checkpoint), stage.spec.store, on)
+    spark.range(1).mapInPandas(fn, "id long").collect()
+
+
 def _seeds(layout: Layout) -> dict[str, list[Any]]:
     """The seeds of the new tasks that hold state (one that holds none starts afresh, as
     after an offline rescale)."""
@@ -317,6 +329,31 @@ def _rescale(
     new_ckpt = f"{cfg.checkpoint_dir.rstrip('/')}/query-g{gen.number + 1}-{uuid.uuid4().hex[:6]}"
     op = None if stage is None else _operator(spark, gen.checkpoint, output, stage)
     phase("building the new layout")
+    if running:
+        _hold(spark, gen.checkpoint, stage, True)
+    try:
+        return _run(app, gen, stage, op, new_ckpt, batch, n_old, partitions, phase, running, t0)
+    finally:
+        if running:
+            _hold(spark, gen.checkpoint, stage, False)
+
+
+def _run(
+    app: StreamsApp,
+    gen: Generation,
+    stage: st.Stateful | None,
+    op: int | None,
+    new_ckpt: str,
+    batch: int,
+    n_old: int,
+    partitions: int,
+    phase: Phase,
+    running: bool,
+    t0: float,
+) -> rescaling.RescaleReport:
+    spark, app_id, output = app.session, app.config.application_id, app.compiled()
+    if running:  # held from now on: what the versions of this batch name stays
+        batch = last_committed(spark, gen.checkpoint) or batch
     if stage is None:
         layout = Layout(checkpoint=new_ckpt, partitions=partitions, batch=batch, metas={})
     else:
@@ -324,6 +361,7 @@ def _rescale(
     paused_at: float | None = None
     if running:
         for _ in range(MAX_ROUNDS):
+            _hold(spark, gen.checkpoint, stage, True)
             newest = last_committed(spark, gen.checkpoint)
             assert newest is not None
             if newest == layout.batch:
