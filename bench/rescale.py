@@ -7,7 +7,9 @@ start), against a plain restart (stop, start) of the same app.
 The app runs ``stateful_runner="apply_in_pandas"`` with a ``state_dir`` of its own. It
 loads ``--keys`` distinct keys in one micro-batch; from then on a feeder writes a file of
 ``--small`` new keys every ``--every`` seconds, the whole time, so records keep arriving
-during every step. Each step's *pause* is the time between the last micro-batch with
+during every step; each micro-batch takes every file there is (a rescaled checkpoint's
+first micro-batch lists the input folder afresh and leaves out the files consumed before,
+which ``max_files_per_trigger`` would spread over one micro-batch per file). Each step's *pause* is the time between the last micro-batch with
 input that the app committed before the step and the first one after it (both from query
 progress: the batch's start plus its duration). The steps, in order: a restart at 4 tasks,
 the warm rescale to 8, a restart at 8, the offline rescale back to 4 and the offline
@@ -87,7 +89,6 @@ def main() -> None:
             num_partitions=4,
             stateful_runner="apply_in_pandas",
             state_dir=f"{base}/local",
-            max_files_per_trigger=1,
         )
         write(inp, "000000-load.parquet", 0, a.keys, T0)
         app = StreamsApp(topology(inp, f"{base}/out"), cfg, session=spark)
@@ -119,6 +120,13 @@ def main() -> None:
                 f"{statistics.median(gaps) if gaps else 0:.2f}s){extra or ''}",
                 flush=True,
             )
+            for r in app.restores():
+                print(
+                    f"    local stores of the new run: {r.reused_tasks} reused, "
+                    f"{r.caught_up_tasks} caught up, {r.rebuilt_tasks} rebuilt "
+                    f"({r.entries_rebuilt:,} entries)",
+                    flush=True,
+                )
             if os.environ.get("KSPARK_BENCH_DETAIL"):
                 print("   ", [round(e - window[0], 2) for e in window], flush=True)
 
