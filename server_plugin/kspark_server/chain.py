@@ -288,8 +288,8 @@ def make_chain(
             # A batch makes ten thousand records at once, each one an object the cyclic
             # garbage collector tracks; its collections then walk every object of the
             # worker (pyspark's modules...) over and over, which doubled the cost of a
-            # dataclass chain (docs/performance.md). Records hold no cycles of their own,
-            # so the collector waits for the end of the batch, and is never left off
+            # dataclass chain (docs/design/stateless-chain.md). Records hold no cycles of
+            # their own, so the collector waits for the end of the batch, and is never left off
             # while the batch's output is with Spark.
             collecting = gc.isenabled()
             gc.disable()

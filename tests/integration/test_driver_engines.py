@@ -261,6 +261,45 @@ CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[str, ...]]] = {
     ),
 }
 
+
+def windowed_count() -> Any:
+    """One stateful operator behind a key change and a filter: a windowed count."""
+    b = StreamsBuilder()
+    (
+        b.stream("in", key_type=str, value_type=int)
+        .filter(lambda k, v: v % 7 != 0)
+        .select_key(lambda k, v: f"{k}{v % 2}", key_type=str)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_and_grace(timedelta(seconds=5), timedelta(seconds=2)))
+        .count(Named.as_("wcount"), Materialized.as_("windows"))
+        .to_stream()
+        .map(lambda w, n: (f"{w.key}@{w.window.start}", n), key_type=str, value_type=int)
+        .to("out")
+    )
+    return b.build()
+
+
+def as_of_join() -> Any:
+    """One stateful operator with two inputs: a stream joined to a versioned table."""
+    b = StreamsBuilder()
+    rates = b.table(
+        "table",
+        key_type=str,
+        value_type=int,
+        materialized=Materialized.as_versioned("rates", timedelta(seconds=20)),
+    )
+    b.stream("in", key_type=str, value_type=int).left_join(
+        rates, lambda v, r: v * 100 + (r if r is not None else -1), value_type=int
+    ).to("out")
+    return b.build()
+
+
+#: topologies of one stateful operator each, which the grouped runner takes too
+ONE_OPERATOR: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[str, ...]]] = {
+    "windowed_count": (windowed_count, ("in",), ("windows",)),
+    "as_of_join": (as_of_join, ("in", "table"), ("rates",)),
+}
+
 #: the output topics a test reads, where the topology has them
 OUTPUTS = ("out", "big", "more", "extra", "odd", "even")
 
@@ -305,10 +344,18 @@ def _store_contents(store: Any) -> Any:
     return answers, store.approximate_num_entries()
 
 
-def run(case: str, data: list[list[Rec]], engine: str, session: Any) -> dict[str, Any]:
-    """Everything a test sees of ``data`` run through ``case`` on ``engine``."""
-    make, inputs, stores = CASES[case]
+def run(
+    case: str,
+    data: list[list[Rec]],
+    engine: str,
+    session: Any,
+    runner: str = "transform_with_state",
+) -> dict[str, Any]:
+    """Everything a test sees of ``data`` run through ``case`` on ``engine`` (on Spark,
+    with the stateful operators under ``runner``)."""
+    make, inputs, stores = {**CASES, **ONE_OPERATOR}[case]
     cfg = StreamsConfig(
+        stateful_runner=runner,  # type: ignore[arg-type]
         application_id=f"eng-{uuid.uuid4().hex[:8]}",
         num_partitions=3,
         processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
@@ -407,6 +454,18 @@ def test_engines_agree(spark: Any, case: str) -> None:
         assert local == remote
 
     check()
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("case", sorted(ONE_OPERATOR))
+def test_the_in_process_engine_agrees_with_the_grouped_runner(spark: Any, case: str) -> None:
+    """The in-process engine runs the operators as ``stateful_runner="apply_in_pandas"``
+    runs them on Spark: same records, dead letters, metrics and stores."""
+    inputs = len(ONE_OPERATOR[case][1])
+    data = fixed_example(case, inputs)
+    local = run(case, data, "local", None)
+    remote = run(case, data, "spark", spark, runner="apply_in_pandas")
+    assert local == remote
 
 
 def test_in_process_hash_is_sparks(spark: Any) -> None:

@@ -62,22 +62,30 @@ def dedup_topology(interval_ms: int) -> Any:
     return b.build()
 
 
-def _local_dir(spark_server: Any) -> str:
+def _local_dir(spark_server: Any, d: TopologyTestDriver) -> str:
+    """Where the driver's app keeps its local stores (the driver's own folder)."""
     if spark_server is None:
-        pytest.skip("needs the embedded server's local state directory")
-    return spark_server.local_state_dir
+        pytest.skip("needs the server's executors on this machine's disk")
+    assert d.config.state_dir is not None
+    return d.config.state_dir
 
 
 def _run_batches(
-    spark: Any, app_id: str, batches: list[list[tuple[str, str, int]]], between: Any
+    spark: Any,
+    spark_server: Any,
+    app_id: str,
+    batches: list[list[tuple[str, str, int]]],
+    between: Any,
 ) -> list[str]:
+    """The batches through a dedup, calling ``between(local_state_dir)`` before each but
+    the first."""
     cfg = StreamsConfig(application_id=app_id, num_partitions=2)
     with TopologyTestDriver(dedup_topology(10 * S), cfg, session=spark) as d:
         src = d.create_input_topic("in", key_type=str, value_type=str)
         sink = d.create_output_topic("out", key_type=str, value_type=str)
         for i, batch in enumerate(batches):
             if i:
-                between()
+                between(_local_dir(spark_server, d))
             for k, v, ts in batch:
                 src.pipe_input(k, v, timestamp=ts)
             d.process()
@@ -99,14 +107,16 @@ def test_a_lost_local_store_is_rebuilt_from_the_checkpoint(
 ) -> None:
     """A new executor (here: the local stores wiped between batches) finds no local store
     and rebuilds it from the durable base and log: nothing is forgotten."""
-    root = _local_dir(spark_server)
 
-    def wipe() -> None:
+    def wipe(root: str) -> None:
         assert os.path.isdir(root), "the operator keeps its local stores here"
         for name in os.listdir(root):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
-    assert _run_batches(spark, app_id, BATCHES, wipe) == EXPECTED
+    assert _run_batches(spark, spark_server, app_id, BATCHES, wipe) == EXPECTED
+    # the driver kept the stores in its own folder, which it deleted when closed: nothing
+    # is left under the server's own local-state root
+    assert not os.path.exists(os.path.join(spark_server.local_state_dir, app_id))
 
 
 @pytest.mark.cluster
@@ -115,9 +125,8 @@ def test_a_local_store_ahead_of_the_checkpoint_is_rolled_back(
 ) -> None:
     """A failed batch attempt leaves the local store ahead of the committed state: its
     version no longer matches, so the task rebuilds it instead of trusting it."""
-    root = _local_dir(spark_server)
 
-    def run_ahead() -> None:
+    def run_ahead(root: str) -> None:
         found = 0
         for dirpath, _, files in os.walk(root):
             if "data.mdb" not in files:
@@ -135,7 +144,7 @@ def test_a_local_store_ahead_of_the_checkpoint_is_rolled_back(
                 store.env.close()
         assert found, "the operator keeps its local stores here"
 
-    assert _run_batches(spark, app_id, BATCHES, run_ahead) == EXPECTED
+    assert _run_batches(spark, spark_server, app_id, BATCHES, run_ahead) == EXPECTED
 
 
 @pytest.mark.cluster
@@ -211,7 +220,6 @@ def test_a_base_of_several_chunks_restarts_reads_and_rescales_alike(
     itself."""
     from kspark.runtime.stores.statestore import _base_rows, _operator_id
 
-    root = _local_dir(spark_server)
     n_keys = 300
     cfg = StreamsConfig(application_id=app_id, num_partitions=2)
     with TopologyTestDriver(rates_topology(), cfg, session=spark) as d:
@@ -256,6 +264,8 @@ def test_a_base_of_several_chunks_restarts_reads_and_rescales_alike(
         assert answers(replica) == before
 
         # a rebuild from the chunks: a new executor finds no local store
+        root = _local_dir(spark_server, d)
+        assert os.listdir(root), "the operator keeps its local stores here"
         for name in os.listdir(root):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
         for k in (0, 1, 157, 290):

@@ -137,11 +137,6 @@ def _branch(b: StreamsBuilder, p: str, key_type: type[Any], full: bool) -> None:
         f"{p}g", key_type=key_type, value_type=str, materialized=Materialized.as_(f"{p}-global")
     )
     s.join(rows, lambda k, v: k, _join, f"{p}-global", value_type=str).to(f"{p}-global")
-    if not full:
-        return
-    s.left_join(rows, lambda k, v: k, _join, f"{p}-global-left", value_type=str).to(
-        f"{p}-global-left"
-    )
     # the stream and the other stream into one aggregate
     s.group_by_key().cogroup(lambda k, v, total: total + 1).cogroup(
         right.group_by_key(), lambda k, v, total: total + 100
@@ -151,6 +146,11 @@ def _branch(b: StreamsBuilder, p: str, key_type: type[Any], full: bool) -> None:
     sliding = SlidingWindows.of_time_difference_without_a_grace(timedelta(milliseconds=SIZE))
     s.group_by_key().windowed_by(sliding).count(Named.as_(f"{p}-sliding")).to_stream().to(
         f"{p}-sliding"
+    )
+    if not full:
+        return
+    s.left_join(rows, lambda k, v: k, _join, f"{p}-global-left", value_type=str).to(
+        f"{p}-global-left"
     )
     # the Processor API: a processor's own key-value store
     store = f"{p}-proc"
@@ -253,7 +253,16 @@ SINKS = {
         "sliding",
         "suppress",
     ],
-    "b": ["dedup-key", "count", "final", "versioned-join", "outer", "global"],
+    "b": [
+        "dedup-key",
+        "count",
+        "final",
+        "versioned-join",
+        "outer",
+        "global",
+        "cogroup",
+        "sliding",
+    ],
     "x": ["dedup-0", "dedup-1000", "windowed"],
 }
 #: topic x, per batch: a null key, a key, a null key far later (batches 1 to 3)
@@ -426,11 +435,12 @@ def _expected(p: str, sink: str, keys: list[Any]) -> list[list[Out]]:
     return batches
 
 
-def _wipe_local_stores(spark_server: Any) -> None:
+def _wipe_local_stores(spark_server: Any, d: TopologyTestDriver) -> None:
     """What a new executor finds: no local stores, so each task rebuilds its own."""
     if spark_server is None:
         return  # a remote server: its executors' disks are out of reach
-    root = spark_server.local_state_dir
+    root = d.config.state_dir
+    assert root is not None and os.listdir(root), "the operators keep their stores here"
     for name in os.listdir(root) if os.path.isdir(root) else []:
         shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
@@ -468,7 +478,7 @@ def corpus_run(spark: Any, spark_server: Any) -> dict[str, Any]:
         }
         for batch in (1, 2, 3, 4):
             if batch == 3:
-                _wipe_local_stores(spark_server)
+                _wipe_local_stores(spark_server, d)
             if batch == 4:
                 d.rescale(2)
             _pipe(d, "s", STR_KEYS, batch)

@@ -81,6 +81,33 @@ def test_a_processor_whose_init_asks_for_a_global_store_reads_it() -> None:
     assert "Source: KSTREAM-SOURCE-0000000000 (topics: [rates])" in topo.describe()
 
 
+def test_describe_shows_a_global_store_as_a_sub_topology_of_its_own() -> None:
+    """As Kafka Streams describes it: the global store's source is a sub-topology that
+    generates no tasks, with no edge to the processors that read the store."""
+    topo = priced(StreamsBuilder().add_global_store(rates_builder(), "rates")).build()
+    assert topo.describe().splitlines()[:6] == [
+        "Topologies:",
+        "   Sub-topology: 0 for global store (will not generate tasks)",
+        "    Source: KSTREAM-SOURCE-0000000000 (topics: [rates])",
+        "   Sub-topology: 1",
+        "    Source: KSTREAM-SOURCE-0000000001 (topics: [payments])",
+        "      --> KSTREAM-PROCESSOR-0000000002",
+    ]
+    assert "<-- KSTREAM-SOURCE-0000000000" not in topo.describe()
+
+
+def test_describe_shows_a_global_table_as_a_sub_topology_of_its_own() -> None:
+    b = StreamsBuilder()
+    rates = b.global_table("rates", key_type=str, value_type=float)
+    b.stream("payments", key_type=str, value_type=float).join(
+        rates, lambda k, v: k, lambda v, r: v * r, value_type=float
+    ).to("out")
+    text = b.build().describe()
+    assert "   Sub-topology: 0 for global store (will not generate tasks)" in text
+    assert "   Sub-topology: 1\n" in text
+    assert "<-- KSTREAM-SOURCE-0000000000" not in text
+
+
 def test_global_store_misuse_fails_the_build() -> None:
     with pytest.raises(InvalidTopologyError, match="added already"):
         StreamsBuilder().add_state_store(rates_builder()).add_global_store(rates_builder(), "rates")

@@ -100,13 +100,28 @@ class StoreBuilder(Generic[S]):
         return self.supplier.name
 
     def with_logging_disabled(self) -> StoreBuilder[S]:
-        """Accepted for Kafka Streams compatibility; kspark keeps every processor store in
-        the task's durable state (the flag is recorded in the plan, and the store is
-        restored after a restart all the same)."""
+        """The builder with its ``logging`` flag off; it changes nothing at run time.
+
+        Kafka Streams' store without a changelog starts empty once its local copy is lost.
+        kspark writes every processor store's changes to the task's durable state all the
+        same: the store is restored after a restart or the loss of an executor, moved by
+        a rescale and answered by ``app.store``, and costs what a logged store costs. The
+        flag is kept in the plan (``StoreDef.logging``) for topologies ported from Kafka
+        Streams.
+
+        Examples
+        --------
+        >>> from kspark.state import Stores
+        >>> b = Stores.key_value_store_builder(Stores.persistent_key_value_store("seen"))
+        >>> b.with_logging_disabled().logging, b.with_logging_disabled().build().logging
+        (False, False)
+        """
         return attrs.evolve(self, logging=False)
 
     def with_logging_enabled(self, config: dict[str, str] | None = None) -> StoreBuilder[S]:
-        """The store with its durable log (the default)."""
+        """The builder with its ``logging`` flag on (the default); ``config`` (Kafka
+        Streams' changelog topic settings) is ignored, since the durable state is in the
+        checkpoint, not in a topic."""
         return attrs.evolve(self, logging=True)
 
     def with_caching_enabled(self) -> StoreBuilder[S]:
@@ -158,7 +173,8 @@ class Stores:
     @staticmethod
     def in_memory_key_value_store(name: str) -> KeyValueBytesStoreSupplier:
         """A key-value store named ``name``; kspark keeps it as a persistent one (one
-        store engine, restored after a restart)."""
+        store engine: read through the executor-local store, written to the durable state,
+        restored after a restart)."""
         return KeyValueBytesStoreSupplier(name, "key_value", in_memory=True)
 
     @staticmethod

@@ -23,10 +23,17 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
-from kspark.plan.nodes import Node, TableSource, _Unary
+from kspark.plan.nodes import GlobalTableSource, Node, TableSource, _Unary
 from kspark.plan.types import DYNAMIC, TypeDesc
 
-__all__ = ["GlobalStoreSource", "Process", "ProcessValues", "StoreDef", "StoreKind"]
+__all__ = [
+    "GlobalStoreSource",
+    "Process",
+    "ProcessValues",
+    "StoreDef",
+    "StoreKind",
+    "is_global_source",
+]
 
 StoreKind = Literal["key_value", "versioned", "window"]
 
@@ -39,8 +46,8 @@ class StoreDef:
     """A state store of processors: its name, kind and types, and the kind's settings.
 
     ``in_memory`` stores are kept as the persistent ones are (kspark has one store
-    engine); ``logging`` records ``with_logging_disabled()``, which kspark accepts without
-    effect: every processor store is kept in the task's durable state.
+    engine); ``logging`` records ``with_logging_disabled()`` and changes nothing at run
+    time: every processor store's changes go to the task's durable state.
     """
 
     name: str
@@ -103,6 +110,12 @@ class GlobalStoreSource(TableSource):
 
     def stores(self) -> tuple[str, ...]:
         return (self.store.name,)
+
+
+def is_global_source(node: Node) -> bool:
+    """Whether ``node`` is the source of a global table or a global store: read whole by
+    every task, so it starts no task of its own."""
+    return isinstance(node, GlobalTableSource | GlobalStoreSource)
 
 
 @attrs.frozen(kw_only=True)

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from kspark.plan import graph
 from kspark.plan.nodes import DynamicSink, Node, Sink, Source, TableSource
+from kspark.plan.processing import is_global_source
 
 __all__ = ["describe", "topology_dot", "topology_mermaid", "topology_svg"]
 
@@ -85,13 +86,20 @@ def describe(topology: Topology) -> str:
     children = _children(topology.nodes())
     lines = ["Topologies:"]
     for i, group in enumerate(topology.subtopologies()):
-        lines.append(f"   Sub-topology: {i}")
+        if all(is_global_source(n) for n in group):
+            # Kafka Streams' words: every task reads the store, none runs for it
+            lines.append(f"   Sub-topology: {i} for global store (will not generate tasks)")
+        else:
+            lines.append(f"   Sub-topology: {i}")
         for n in group:
             lines.append(f"    {_describe_line(n)}")
-            if children[id(n)]:
-                lines.append(f"      --> {', '.join(c.name for c in children[id(n)])}")
-            if n.parents:
-                lines.append(f"      <-- {', '.join(p.name for p in n.parents)}")
+            # a global source reaches its readers through the store, not an edge
+            kids = [] if is_global_source(n) else children[id(n)]
+            parents = [p for p in n.parents if not is_global_source(p)]
+            if kids:
+                lines.append(f"      --> {', '.join(c.name for c in kids)}")
+            if parents:
+                lines.append(f"      <-- {', '.join(p.name for p in parents)}")
     return "\n".join(lines)
 
 

@@ -23,6 +23,7 @@ from kspark.plan.nodes import (
     TableSource,
     TopicSpec,
 )
+from kspark.plan.processing import is_global_source
 from kspark.plan.types import TypeDesc
 
 #: The ends that are a stream's output as a sink is: the topology needs one of them or a sink.
@@ -125,7 +126,10 @@ class Topology:
             if n.repartitions:
                 continue
             for p in n.parents:
-                parent_of[find(p.name)] = find(n.name)
+                # a global source feeds every task and generates none of its own: it is a
+                # sub-topology of its own, as Kafka Streams describes a global store
+                if not is_global_source(p):
+                    parent_of[find(p.name)] = find(n.name)
         groups: dict[str, list[Node]] = {}
         for n in nodes:
             groups.setdefault(find(n.name), []).append(n)

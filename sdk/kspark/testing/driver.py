@@ -179,6 +179,9 @@ class TopologyTestDriver:
         dlq = base.dead_letter_queue_topic
         self.config = base.with_(
             checkpoint_dir=os.path.join(self._workdir, "checkpoint"),
+            # as Kafka Streams' driver: the local stores live and die with the driver, so
+            # no test leaves stores behind under $KSPARK_HOME
+            state_dir=base.state_dir or os.path.join(self._workdir, "local-state"),
             dead_letter_queue_topic=self._rewire(dlq.name, dlq, "sink")
             if dlq is not None
             else None,

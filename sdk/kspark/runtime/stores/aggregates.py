@@ -12,8 +12,7 @@ from collections.abc import Hashable
 from typing import Any, TypeVar
 
 from kspark.errors import StoreError
-from kspark.runtime.stores.sources import _Source
-from kspark.runtime.stores.tables import _StoreView
+from kspark.runtime.stores.sources import _Source, _StoreView
 from kspark_server.spec import AggregateSpec
 
 K = TypeVar("K")

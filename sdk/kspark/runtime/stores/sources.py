@@ -1,12 +1,18 @@
 """Where a store view's entries come from: the checkpoint (read on the server, whichever
-runner wrote it) or task states held in memory (a replica's, the in-process engine's)."""
+runner wrote it) or task states held in memory (a replica's, the in-process engine's);
+and what every view over such a source shares."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable, Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kspark.compiler.lowering import flat_schema
+from kspark_server.spec import TypeSpec
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class _Source:
@@ -96,3 +102,26 @@ class _MemorySource(_Source):
             time, data = self._table(task)
             for k, v in data.items():
                 yield k, (time, v)
+
+
+class _StoreView(Generic[K, V]):
+    """What the read-only views of a store share: entries from a :class:`_Source`, keys
+    encoded as the operator stores them, values decoded to their type (from JSON text
+    when ``packed``)."""
+
+    def __init__(
+        self, name: str, source: _Source, key: TypeSpec, value: TypeSpec, packed: bool
+    ) -> None:
+        from kspark_server import codec
+
+        self.name = name
+        self._source = source
+        self._kenc = codec.encoder(key, "key")
+        dec = codec.decoder(value)
+        self._vdec: Any = (lambda v: dec(json.loads(v))) if packed else dec
+        self._hashable = codec.hashable
+
+    def approximate_num_entries(self) -> int:
+        """Keys with a value (a versioned store's: with a version; a windowed
+        aggregation's: (key, window) pairs)."""
+        return self._source.count()

@@ -3,20 +3,19 @@ table-table joins' results; and which view a table store gets."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Iterator
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from kspark.compiler import stages as st
 from kspark.errors import StoreError
-from kspark.runtime.stores.sources import _Source
+from kspark.runtime.stores.aggregates import open_aggregate_store
+from kspark.runtime.stores.sources import _Source, _StoreView
 from kspark_server.spec import (
     AggregateSpec,
     FkResolveSpec,
     JoinSpec,
     ProcessorSpec,
     TableJoinSpec,
-    TypeSpec,
 )
 
 K = TypeVar("K")
@@ -56,29 +55,6 @@ def _find_stage(output: st.Output, name: str) -> st.Stateful:
             "Name a store with Materialized.as_versioned(name, ...) or Deduplicated.with_store_name(name)"
         )
     return found[0]
-
-
-class _StoreView(Generic[K, V]):
-    """What the read-only views of a store share: entries from a :class:`_Source`, keys
-    encoded as the operator stores them, values decoded to their type (from JSON text
-    when ``packed``)."""
-
-    def __init__(
-        self, name: str, source: _Source, key: TypeSpec, value: TypeSpec, packed: bool
-    ) -> None:
-        from kspark_server import codec
-
-        self.name = name
-        self._source = source
-        self._kenc = codec.encoder(key, "key")
-        dec = codec.decoder(value)
-        self._vdec: Any = (lambda v: dec(json.loads(v))) if packed else dec
-        self._hashable = codec.hashable
-
-    def approximate_num_entries(self) -> int:
-        """Keys with a value (a versioned store's: with a version; a windowed
-        aggregation's: (key, window) pairs)."""
-        return self._source.count()
 
 
 class _ReadOnlyStore(_StoreView[K, V]):
@@ -207,8 +183,6 @@ def _view(
         # a foreign-key join's entries keep the result where a table-table join's do
         return ReadOnlyJoinedStore(name, source, spec)
     if isinstance(spec, AggregateSpec):
-        from kspark.runtime.stores.aggregates import open_aggregate_store
-
         # an aggregation's entries have a latest-value table's layout
         return open_aggregate_store(name, source, spec)
     if spec.versioned:
