@@ -11,9 +11,10 @@ during every step; each micro-batch takes every file there is (a rescaled checkp
 first micro-batch lists the input folder afresh and leaves out the files consumed before,
 which ``max_files_per_trigger`` would spread over one micro-batch per file). Each step's *pause* is the time between the last micro-batch with
 input that the app committed before the step and the first one after it (both from query
-progress: the batch's start plus its duration). The steps, in order: a restart at 4 tasks,
-the warm rescale to 8, a restart at 8, the offline rescale back to 4 and the offline
-rescale to 8 again (the same state, 4 -> 8 both ways).
+progress: the batch's start plus its duration). The steps (``--steps``), by default: a
+restart at 4 tasks, the warm rescale to 8, a restart at 8, the offline rescale back to 4
+and the offline rescale to 8 again (the same state, 4 -> 8 both ways). Ratios are to the
+fastest plain restart.
 
 It starts its own server: do not run it next to another Spark JVM.
 """
@@ -76,6 +77,11 @@ def main() -> None:
     p.add_argument("--small", type=int, default=1000)
     p.add_argument("--every", type=float, default=0.5)
     p.add_argument("--settle", type=int, default=4, help="batches with input between steps")
+    p.add_argument(
+        "--steps",
+        default="restart,warm:8,restart,offline:4,offline:8",
+        help="restart, warm:M (app.rescale(M) while it runs), offline:M (stop, rescale, start)",
+    )
     a = p.parse_args()
     server = EmbeddedServer(conf={"spark.sql.shuffle.partitions": "4"}).start()
     base = workdir()
@@ -129,6 +135,9 @@ def main() -> None:
                 )
             if os.environ.get("KSPARK_BENCH_DETAIL"):
                 print("   ", [round(e - window[0], 2) for e in window], flush=True)
+                first_run = app.query.recentProgress[:1]
+                for p_ in first_run:
+                    print("    first batch of the new run:", p_.durationMs, flush=True)
 
         def restart() -> str:
             app.stop()
@@ -146,11 +155,16 @@ def main() -> None:
             return f"  [rescale {r.seconds:.2f}s]"
 
         try:
-            step("restart at 4", restart)
-            step("warm rescale 4 -> 8", lambda: warm(8))
-            step("restart at 8", restart)
-            step("offline rescale 8 -> 4", lambda: offline(4))
-            step("offline rescale 4 -> 8", lambda: offline(8))
+            n = 4
+            for what in a.steps.split(","):
+                kind, _, to = what.partition(":")
+                if kind == "restart":
+                    step(f"restart at {n}", restart)
+                elif kind == "warm":
+                    step(f"warm rescale {n} -> {to}", lambda m=int(to): warm(m))
+                else:
+                    step(f"offline rescale {n} -> {to}", lambda m=int(to): offline(m))
+                n = int(to or n)
         finally:
             feeder.done.set()
             feeder.join()
@@ -160,7 +174,7 @@ def main() -> None:
             spark.stop()
         server.stop()
     pauses = dict((n, p) for n, p, _ in results)
-    restart_pause = min(pauses.get("restart at 4", 0), pauses.get("restart at 8", 0)) or 1e-9
+    restart_pause = min((p for n, p in pauses.items() if n.startswith("restart")), default=1e-9)
     print(f"\n| step ({a.keys:,} keys) | output pause | ratio to a plain restart |")
     print("| --- | ---: | ---: |")
     for name, pause, _ in results:

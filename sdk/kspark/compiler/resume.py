@@ -34,3 +34,8 @@ class Resume:
     #: ``apply_in_pandas`` runner starts from (``kspark_server.regroup``), for every batch
     #: until the task commits its own
     task_seeds: dict[str, dict[int, tuple[Any, ...]]] = attrs.field(factory=dict)
+
+    @property
+    def has_state(self) -> bool:
+        """Whether the query's tasks start from state (its first batch restores)."""
+        return bool(self.initial_state or self.task_seeds)

@@ -432,7 +432,7 @@ class StreamsApp:
         return StartPlan(
             generation=gen,
             resume=resume,
-            restoring=stateful and (committed or bool(resume and resume.initial_state)),
+            restoring=stateful and (committed or bool(resume and resume.has_state)),
             sink_mode=filesink.choose(spark, output, self.config, gen, stateful=stateful),
         )
 

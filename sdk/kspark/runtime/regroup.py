@@ -51,8 +51,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Layout", "rescale"]
 
-#: At most this many catch-up rounds before the switch, however far behind the last ended.
-MAX_ROUNDS = 8
+#: At most this many catch-up rounds before the switch, however far behind the last ended
+#: (on a busy machine a round can take as long as the batches it follows).
+MAX_ROUNDS = 4
 #: A round that took less than this (seconds) is close enough behind to switch.
 CLOSE_ENOUGH = 3.0
 
