@@ -391,6 +391,7 @@ def _run(
             app.start()  # the old layout, as it was
         raise
     _adopt(app, partitions)
+    app._generation = new  # as recorded: the start need not read it back
     if running:
         app.start()
     seconds = time.perf_counter() - t0
