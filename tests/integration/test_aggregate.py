@@ -402,3 +402,31 @@ def test_session_windows_merge_and_retract_and_the_store_fetches_sessions(
         d.process()
         assert out.read_key_values() == [(win(0, 0), None), (win(20, 20), None), (win(0, 20), 3)]
         assert d.store("sessions").fetch("a") == [(0, 20, 3)]
+
+
+def test_a_session_store_keeps_closed_sessions_for_its_retention_across_a_restart(
+    spark: Any, app_id: str
+) -> None:
+    from kspark import SessionWindows
+
+    b = StreamsBuilder()
+    w = SessionWindows.of_inactivity_gap_with_no_grace(timedelta(milliseconds=10))
+    b.stream("in", key_type=str, value_type=int).group_by_key().windowed_by(w).count(
+        materialized=Materialized.as_("visits").with_retention(timedelta(milliseconds=100))
+    ).to_stream(lambda wk, n: wk.key, key_type=str).to("out")
+    cfg = StreamsConfig(application_id=app_id, num_partitions=1)
+    with TopologyTestDriver(b.build(), cfg, session=spark) as d:
+        src = d.create_input_topic("in", key_type=str, value_type=int)
+        src.pipe_records([("a", 1, 0), ("a", 1, 5), ("b", 1, 5)])
+        d.process()
+        d.app = StreamsApp(d.topology, d.config, session=spark)  # a restart: the checkpoint
+        src.pipe_records([("a", 1, 50), ("c", 1, 105)])
+        d.process()
+        visits = d.get_session_store("visits")
+        # at stream time 105, [0, 5] ended exactly 100 ms before: gone; [50, 50] kept,
+        # though it closed at 60
+        assert visits.fetch("a") == [(50, 50, 1)]
+        assert visits.fetch("b") == []
+        assert visits.find_sessions("a", 0, 200) == [(50, 50, 1)]
+        assert visits.fetch_session("a", 50, 50) == 1
+        assert visits.fetch_session("c", 105, 105) == 1

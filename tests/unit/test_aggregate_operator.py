@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.sessionmodel import session_model
 
 from kspark_server import handling, taskstate
 from kspark_server.operators.aggregate import AggregateProcessor
@@ -21,7 +22,13 @@ COLUMNS += ["ks_seq", "ks_sub", "ks_side"]
 
 
 def processor(
-    size: int, grace: int, vectorized: bool, *, gap: int = 0, op: str = "count"
+    size: int,
+    grace: int,
+    vectorized: bool,
+    *,
+    gap: int = 0,
+    op: str = "count",
+    retention: int = 0,
 ) -> AggregateProcessor:
     schema = json.dumps({"type": "struct", "fields": [{"name": c} for c in COLUMNS]})
     fns: dict[str, Any] = {}
@@ -41,6 +48,7 @@ def processor(
         window_advance_ms=size,
         grace_ms=grace,
         session_gap_ms=gap,
+        retention_ms=retention,
         output_schema=schema,
         packed=Packed(),
         handling=Handling(processing=None),
@@ -54,7 +62,13 @@ def processor(
     return p
 
 
-def run(p: AggregateProcessor, batches: list[list[tuple[Any, Any, int]]]) -> Any:
+def run(
+    p: AggregateProcessor,
+    batches: list[list[tuple[Any, Any, int]]],
+    stores: list[Any] | None = None,
+) -> Any:
+    """Outputs per batch, the final state and the dropped records; a session
+    aggregation's store after each batch goes into ``stores``, as the model gives it."""
     st_ = taskstate.empty("aggregate", False)
     outs, seq = [], 0
     for records in batches:
@@ -81,6 +95,9 @@ def run(p: AggregateProcessor, batches: list[list[tuple[Any, Any, int]]]) -> Any
         outs.append(
             None if result is None else result[["key", "value", "timestamp"]].to_dict("records")
         )
+        if stores is not None:
+            table = st_["table"]
+            stores.append({k: [(x[0], x[1], x[2]) for x in e[1]] for k, e in table.items()})
     return outs, st_, dict(p.guard.dropped)
 
 
@@ -110,66 +127,6 @@ def test_vectorized_count_is_the_record_by_record_count(
     assert fast == slow
 
 
-def session_model(
-    op: str, batches: list[list[tuple[Any, Any, int]]], gap: int, grace: int
-) -> tuple[list[Any], dict[Any, int]]:
-    """Kafka Streams' session windows, record by record, with a commit per batch: each
-    batch emits each session it made (latest value) and a tombstone for each session that
-    existed before it and was merged away."""
-    sessions: dict[Any, list[list[Any]]] = {}
-    stream_time: int | None = None
-    dropped: dict[str, int] = {}
-    outs: list[Any] = []
-    for batch in batches:
-        before = {(k, x[0], x[1]) for k, xs in sessions.items() for x in xs}
-        changed: dict[Any, tuple[int, int]] = {}
-        expired: dict[Any, list[Any]] = {}
-        for i, (k, v, ts) in enumerate(batch):
-            stream_time = ts if stream_time is None else max(stream_time, ts)
-            if k is None:
-                dropped["null-key"] = dropped.get("null-key", 0) + 1
-                continue
-            cur = [x for x in sessions.get(k, []) if x[1] >= stream_time - grace - gap]
-            for x in sessions.get(k, []):
-                if x not in cur:
-                    expired[(k, x[0], x[1])] = x
-            found = [x for x in cur if x[1] >= ts - gap and x[0] <= ts + gap]
-            start = min([ts] + [x[0] for x in found])
-            end = max([ts] + [x[1] for x in found])
-            if end < stream_time - grace:
-                dropped["late-record"] = dropped.get("late-record", 0) + 1
-                continue
-            if op == "count":
-                agg: Any = sum(x[2] for x in found) + 1
-            elif op == "reduce":
-                agg = None
-                for x in found:
-                    agg = x[2] if agg is None else agg + x[2]
-                agg = v if agg is None else agg + v
-            else:
-                agg = 100
-                for x in found:
-                    agg = agg + x[2] - 100
-                agg = agg + (v or 0) * 2
-            newest = max([ts] + [x[3] for x in found])
-            for x in found:
-                changed[(k, x[0], x[1])] = (i, ts)
-            rest = [x for x in cur if x not in found] + [[start, end, agg, newest]]
-            sessions[k] = sorted(rest)
-            changed[(k, start, end)] = (i, ts)
-        now = {(k, x[0], x[1]): x for k, xs in sessions.items() for x in xs}
-        emitted = []
-        for sk, (_, ts) in sorted(changed.items(), key=lambda kv: kv[1][0]):
-            wk = {"key": sk[0], "window": {"start": sk[1], "end": sk[2]}}
-            last = now.get(sk) or expired.get(sk)
-            if last is not None:
-                emitted.append({"key": wk, "value": last[2], "timestamp": last[3]})
-            elif sk in before:
-                emitted.append({"key": wk, "value": None, "timestamp": ts})
-        outs.append(emitted or None)
-    return outs, {("count", "0_0", reason): n for reason, n in dropped.items()}
-
-
 @settings(max_examples=80, deadline=None)
 @given(
     batches=st.lists(
@@ -188,14 +145,21 @@ def session_model(
     op=st.sampled_from(["count", "reduce", "aggregate"]),
     gap=st.sampled_from([3, 10]),
     grace=st.sampled_from([0, 5]),
+    retention=st.sampled_from([0, 15, 40]),
 )
 def test_session_windows_against_the_model(
-    batches: list[list[tuple[Any, Any, int]]], op: str, gap: int, grace: int
+    batches: list[list[tuple[Any, Any, int]]], op: str, gap: int, grace: int, retention: int
 ) -> None:
-    outs, _, dropped = run(processor(0, grace, True, gap=gap, op=op), batches)
-    want, want_dropped = session_model(op, batches, gap, grace)
+    retention = retention and max(retention, gap + grace)
+    stores: list[Any] = []
+    p = processor(0, grace, True, gap=gap, op=op, retention=retention)
+    outs, _, dropped = run(p, batches, stores)
+    want, want_dropped, want_stores = session_model(op, batches, gap, grace, retention)
     assert outs == want
-    assert dropped == want_dropped
+    assert dropped == {("count", "0_0", reason): n for reason, n in want_dropped.items()}
+    assert stores == want_stores
+    if retention:  # the retention changes what the store keeps, never what is emitted
+        assert want == session_model(op, batches, gap, grace)[0]
 
 
 def test_a_record_between_two_sessions_merges_them_and_retracts_both() -> None:

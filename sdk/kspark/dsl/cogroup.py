@@ -151,6 +151,7 @@ class _Cogrouped(Generic[K, VA]):
             merger=merger,
             store_name=store,
             windows=self._windows,
+            retention_ms=0 if materialized is None else materialized.retention_ms,
             key_type=windowed_type(key) if self._windows is not None else key,
             value_type=_infer.resolve(value_type, hint, name, "value_type"),
         )

@@ -289,8 +289,9 @@ class Materialized:
         How far back a versioned store keeps versions; needed when ``versioned``, and at
         least the grace period of any join against the table.
     retention
-        How long a windowed aggregation's store keeps each window after its start, closed
-        windows included (:meth:`with_retention`); None: until the window closes.
+        How long a windowed aggregation's store keeps each window after its start (a
+        session after its end), closed ones included (:meth:`with_retention`); None: until
+        the window closes.
 
     Examples
     --------
@@ -317,13 +318,16 @@ class Materialized:
     def with_retention(self, retention: timedelta) -> Materialized:
         """A copy whose windowed store keeps each window for ``retention`` after its
         start, so that ``fetch`` still answers closed windows (Kafka Streams' window
-        store retention). It must be at least the windows' size plus grace (sliding
-        windows: twice the time difference plus grace).
+        store retention); a session store keeps each session for ``retention`` after
+        its end. It must be at least the windows' size plus grace (sliding windows:
+        twice the time difference plus grace; session windows: the inactivity gap plus
+        grace).
 
         Parameters
         ----------
         retention
-            How long a window stays in the store, from its start.
+            How long a window stays in the store, from its start (a session: from its
+            end).
 
         Returns
         -------

@@ -433,14 +433,14 @@ class StreamsBuilder:
         ... ).to(Topic.jsonl("converted", "/tmp/converted"))
         >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
         Topologies:
-           Sub-topology: 0
+           Sub-topology: 0 for global store (will not generate tasks)
             Source: KTABLE-SOURCE-0000000000 (topics: [rates])
-              --> KSTREAM-LEFTJOIN-0000000002
+           Sub-topology: 1
             Source: KSTREAM-SOURCE-0000000001 (topics: [payments])
               --> KSTREAM-LEFTJOIN-0000000002
             Processor: KSTREAM-LEFTJOIN-0000000002 (stores: [rates])
               --> KSTREAM-SINK-0000000003
-              <-- KSTREAM-SOURCE-0000000001, KTABLE-SOURCE-0000000000
+              <-- KSTREAM-SOURCE-0000000001
             Sink: KSTREAM-SINK-0000000003 (topic: converted)
               <-- KSTREAM-LEFTJOIN-0000000002
         """

@@ -81,6 +81,12 @@ class SessionWindowsDef:
     gap_ms: int
     grace_ms: int
 
+    @property
+    def retention_ms(self) -> int:
+        """How long a session stays in the store after its end: gap plus grace (a record
+        up to a gap later may still extend it, until stream time passes that plus grace)."""
+        return self.gap_ms + self.grace_ms
+
 
 @attrs.frozen(kw_only=True)
 class SlidingWindowsDef:
@@ -167,9 +173,9 @@ class Aggregate(_Unary):
     #: ``EmitStrategy.on_window_close()``: each window's final result once, when stream
     #: time passes its end plus grace (KIP-825), instead of every update
     emit_on_close: bool = False
-    #: ``Materialized.with_retention``: how long the store keeps a window after its start,
-    #: closed or not (0: until it closes, or for sliding windows until no record can read
-    #: it)
+    #: ``Materialized.with_retention``: how long the store keeps a window after its start
+    #: (a session: after its end), closed or not (0: until it closes, or for sliding
+    #: windows until no record can read it)
     retention_ms: int = 0
     #: whether Kafka Streams would read the grouped records from a repartition topic
     #: (``group_by``, or a key changed upstream): a new sub-topology starts here
@@ -198,24 +204,33 @@ class Aggregate(_Unary):
                 processor=self.name,
             )
 
-        if self.retention_ms:
-            w = self.windows
-            if not isinstance(w, TimeWindowsDef | SlidingWindowsDef):
-                raise InvalidTopologyError(
-                    f"{self.name}: Materialized.with_retention needs time or sliding windows",
-                    processor=self.name,
-                )
-            if self.retention_ms < w.retention_ms:
-                raise InvalidTopologyError(
-                    f"{self.name}: the store's retention ({self.retention_ms} ms) must be at "
-                    f"least {w.retention_ms} ms (the windows' "
-                    + (
-                        "size plus grace)"
-                        if isinstance(w, TimeWindowsDef)
-                        else "twice the time difference plus grace)"
-                    ),
-                    processor=self.name,
-                )
+        self._check_retention()
+
+    def _check_retention(self) -> None:
+        """Refuse ``Materialized.with_retention`` without windows, or shorter than the
+        windows need (Kafka Streams refuses both too)."""
+        if not self.retention_ms:
+            return
+        w = self.windows
+        if w is None:
+            raise InvalidTopologyError(
+                f"{self.name}: Materialized.with_retention needs time, sliding or session windows",
+                processor=self.name,
+            )
+        if self.retention_ms < w.retention_ms:
+            what = (
+                "size plus grace"
+                if isinstance(w, TimeWindowsDef)
+                else "inactivity gap plus grace"
+                if isinstance(w, SessionWindowsDef)
+                else "twice the time difference plus grace"
+            )
+            raise InvalidTopologyError(
+                f"{self.name}: the retention of store {self.store_name!r} "
+                f"({self.retention_ms} ms) must be at least {w.retention_ms} ms (the windows' "
+                f"{what}); give Materialized.with_retention a longer one",
+                processor=self.name,
+            )
 
     @property
     def grouped_table(self) -> bool:
@@ -292,6 +307,7 @@ class CogroupAggregate(Aggregate):
                 f"{self.name}: a cogrouped aggregation takes an initializer",
                 processor=self.name,
             )
+        self._check_retention()
 
     @property
     def inputs(self) -> tuple[CogroupInput, ...]:

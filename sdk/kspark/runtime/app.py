@@ -585,7 +585,9 @@ class StreamsApp:
         query; the answer is the state as of the last committed micro-batch. A versioned
         table's store answers ``get(key)``, ``get(key, as_of=ts)`` and
         ``versions(key, from_ts, to_ts)``; a latest-value table's store answers
-        ``get(key)``.
+        ``get(key)``; a windowed aggregation's ``fetch(key, time_from, time_to)``; a
+        session-windowed one's ``fetch(key)``, ``find_sessions(key, earliest_end,
+        latest_start)`` and ``fetch_session(key, start, end)``.
 
         Parameters
         ----------
@@ -595,7 +597,7 @@ class StreamsApp:
 
         Returns
         -------
-        kspark.runtime.stores.ReadOnlyVersionedStore or ReadOnlyKeyValueStore
+        kspark.runtime.stores.ReadOnlyKeyValueStore or another view of kspark.runtime.stores
 
         Examples
         --------

@@ -498,6 +498,15 @@ class TopologyTestDriver:
             name, (ReadOnlyWindowStore, ReadOnlyProcessorWindowStore), "a window store"
         )
 
+    def get_session_store(self, name: str) -> Any:
+        """Session store ``name`` (a session-windowed aggregation's): ``fetch(key)``,
+        ``find_sessions(key, earliest_end, latest_start)`` and ``fetch_session(key,
+        start, end)``, as Kafka Streams' ``getSessionStore``
+        (:class:`kspark.runtime.stores.ReadOnlySessionStore`)."""
+        from kspark.runtime.stores import ReadOnlySessionStore
+
+        return self._typed_store(name, (ReadOnlySessionStore,), "a session store")
+
     def _typed_store(self, name: str, kinds: tuple[type, ...], what: str) -> Any:
         found = self.store(name)
         if not isinstance(found, kinds):

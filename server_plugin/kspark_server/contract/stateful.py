@@ -414,8 +414,10 @@ class AggregateSpec:
                 f"{self.processor}: windows need 0 < advance <= size, got size "
                 f"{self.window_size_ms} and advance {self.window_advance_ms}"
             )
-        if self.retention_ms and (self.retention_ms < 0 or self.window_size_ms == 0):
-            raise SpecError(f"{self.processor}: a retention goes with time or sliding windows")
+        if self.retention_ms and (
+            self.retention_ms < 0 or (self.window_size_ms == 0 and self.session_gap_ms == 0)
+        ):
+            raise SpecError(f"{self.processor}: a retention goes with windows")
         if self.sliding and (self.window_size_ms == 0 or self.table):
             raise SpecError(f"{self.processor}: sliding windows need a size, and a stream")
         if self.suppress and self.window_size_ms == 0:

@@ -15,6 +15,8 @@ Entries (the ``table`` map):
   the key as its column has it when that differs from the state's key (a record), and,
   when suppressed, the record context of the window's last update (``[topic,
   partition, offset, position, sub-position]``), which its final result carries;
+- session windows: key -> ``[earliest end, sessions, key]``, each session ``[start, end,
+  aggregate, timestamp]``, kept for gap plus grace after its end or the retention;
 - sliding windows: key -> ``[index time, windows, key]``, each window ``[start, aggregate,
   timestamp, context]`` (see :mod:`kspark_server.operators.sliding`).
 
@@ -127,6 +129,9 @@ class AggregateProcessor(TaskProcessor):
         #: stream time minus grace (three time differences: a record that is not too late
         #: reads windows from two before its own time; or the retention)
         self.keep_for = max(3 * self.size, self.retention - self.grace - 1)
+        #: session windows: a session stays while its end is at most this long before
+        #: stream time (gap plus grace: it may still take records; or the retention)
+        self.session_keep = max(self.gap + self.grace, self.retention - 1)
         #: a grouped table's changes: subtract the old value, then add the new
         self.table = s.table
         if self.table and isinstance(s.input.value, RecordSpec):
@@ -190,6 +195,13 @@ class AggregateProcessor(TaskProcessor):
         keys = self._keys(batch)
         if not self.windowed or self.sliding:  # per key: its sessions or sliding windows
             found = {_hashable(k) for k in keys if k is not None}
+            if self.session and self._local is not None and batch.n:
+                # the keys with a session that leaves the store in this batch (each
+                # entry's index time is its earliest session's end)
+                t = st["stream_time"]
+                last = max(batch.ts) if t is None else max(t, max(batch.ts))
+                leaving = self._local.keys_before(last - self.session_keep)
+                found.update(stateenc.unpack(k) for k in leaving)
             if self.sliding and self.suppress and self._local is not None and batch.n:
                 # the keys with a window that closes in this batch (each entry's index
                 # time is its earliest open window's start)
@@ -220,8 +232,10 @@ class AggregateProcessor(TaskProcessor):
     def expire_before(self, st: Any) -> int | None:
         t = st["stream_time"]
         if self.session and t is not None:
-            # a session that ended a gap before stream time minus grace takes no record
-            return int(t) - self.grace - self.gap
+            # the batch has removed the sessions that end before this from the entries it
+            # loaded (every entry whose earliest end is before it): what is left is only
+            # an entry of a layout whose index time was its latest end, wholly past
+            return int(t) - self.session_keep
         if not self.windowed or t is None:
             return None
         if self.sliding:
@@ -412,8 +426,13 @@ class AggregateProcessor(TaskProcessor):
         """Session windows, as Kafka Streams' ``KStreamSessionWindowAggregate``: a record
         joins every session of its key within the gap, which merge into one.
 
-        A key's entry is ``[latest end, sessions, key]``, each session ``[start, end,
+        A key's entry is ``[earliest end, sessions, key]``, each session ``[start, end,
         aggregate, timestamp]`` (start and end both included), sorted by start.
+
+        A record merges only with the sessions that can still take records (ending no
+        more than gap plus grace before stream time); the store keeps the others for its
+        retention, for queries only, so the retention never changes what is emitted. At
+        the end of the batch, the sessions past the retention leave the entries loaded.
         """
         table: dict[Any, Any] = st["table"]
         khash: dict[Any, int] = st["hash"]
@@ -435,15 +454,12 @@ class AggregateProcessor(TaskProcessor):
                 continue
             hk = _hashable(key)
             entry = table.get(hk)
-            # a session that ended more than gap plus grace before stream time has expired
-            # (record by record, so whatever the micro-batches, as the batch's expiry does)
-            alive = stream_time - grace - gap
+            # a session that ended more than gap plus grace before stream time takes no
+            # record (record by record, so whatever the micro-batches), though the store
+            # may keep it for its retention
+            alive = max(stream_time - grace - gap, ts - gap)
             sessions: list[Any] = [] if entry is None else list(entry[1])
-            for x in [x for x in sessions if int(x[1]) < alive]:
-                # its last value stands: emitted below if this batch made it
-                expired[(hk, int(x[0]), int(x[1]))] = x
-                sessions.remove(x)
-            found = [x for x in sessions if int(x[1]) >= ts - gap and int(x[0]) <= ts + gap]
+            found = [x for x in sessions if int(x[1]) >= alive and int(x[0]) <= ts + gap]
             start = min([ts, *(int(x[0]) for x in found)])
             end = max([ts, *(int(x[1]) for x in found)])
             if end < stream_time - grace:
@@ -465,12 +481,14 @@ class AggregateProcessor(TaskProcessor):
             rest.sort(key=lambda x: int(x[0]))
             kc = codec.plain(key) if self.keep_key else None
             if rest:
-                table[hk] = [max(int(x[1]) for x in rest), rest, kc]
+                table[hk] = [min(int(x[1]) for x in rest), rest, kc]
             else:
                 table.pop(hk, None)
             khash[hk] = hashes[i]
             self.touched.add(hk)
         st["stream_time"] = stream_time
+        if stream_time is not None:
+            self._trim_sessions(table, int(stream_time) - self.session_keep, expired)
         now = {(hk, int(x[0]), int(x[1])): (x, e[2]) for hk, e in table.items() for x in e[1]}
         for sk, i in sorted(changed.items(), key=lambda kv: kv[1]):
             hk, start, end = sk
@@ -485,6 +503,24 @@ class AggregateProcessor(TaskProcessor):
                 out.row(i, wkey, None, tss[i])
             else:
                 out.row(i, wkey, got[0][2], int(got[0][3]))
+
+    def _trim_sessions(self, table: dict[Any, Any], bound: int, expired: dict[Any, Any]) -> None:
+        """Remove the sessions that end before ``bound`` from the entries loaded; each
+        goes into ``expired`` (its last value stands: emitted if this batch made it)."""
+        for hk, e in list(table.items()):
+            if int(e[0]) >= bound:
+                continue
+            keep = []
+            for x in e[1]:
+                if int(x[1]) < bound:
+                    expired[(hk, int(x[0]), int(x[1]))] = x
+                else:
+                    keep.append(x)
+            if keep:
+                table[hk] = [min(int(x[1]) for x in keep), keep, e[2]]
+            else:
+                del table[hk]
+            self.touched.add(hk)
 
     def _fold(
         self, prior: list[Any], key: Any, value: Any, row: Any, decode: Any = None

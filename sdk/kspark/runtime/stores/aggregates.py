@@ -3,7 +3,8 @@ aggregate table.
 
 A table of an aggregation answers get(key); a windowed one fetch(key, time_from,
 time_to), the windows of a key that start in that range, as Kafka Streams'
-ReadOnlyWindowStore.fetch does; a session-windowed one fetch(key), the key's sessions.
+ReadOnlyWindowStore.fetch does; a session-windowed one fetch(key), find_sessions and
+fetch_session, as its ReadOnlySessionStore.
 """
 
 from __future__ import annotations
@@ -85,16 +86,86 @@ class ReadOnlyWindowStore(_AggregateView[K, V]):
 
 class ReadOnlySessionStore(_AggregateView[K, V]):
     """The table of a session-windowed aggregation, as of the app's last committed
-    micro-batch: each key's sessions that can still take records."""
+    micro-batch, as Kafka Streams' ``ReadOnlySessionStore``.
 
-    def fetch(self, key: K) -> list[tuple[int, int, V]]:
-        """``(start, end, aggregate)`` of each session of ``key`` (start and end both
-        included), oldest first."""
+    It holds each key's sessions that can still take records (ending no more than the
+    inactivity gap plus grace before stream time) and, with
+    ``Materialized.with_retention``, the closed ones that ended within the retention.
+    A session is ``(start, end, aggregate)``, start and end both included; a key's
+    sessions never overlap, so each list is in order of start and of end alike.
+
+    Obtained from :meth:`kspark.StreamsApp.store` or
+    :meth:`kspark.testing.TopologyTestDriver.get_session_store`.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> from kspark import Materialized, SessionWindows, StreamsBuilder, StreamsConfig
+    >>> from kspark.testing import TopologyTestDriver
+    >>> b = StreamsBuilder()
+    >>> _ = (
+    ...     b.stream("clicks", key_type=str, value_type=str)
+    ...     .group_by_key()
+    ...     .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(timedelta(seconds=5)))
+    ...     .count(materialized=Materialized.as_("visits").with_retention(timedelta(hours=1)))
+    ...     .to_stream(lambda wk, n: wk.key)
+    ...     .to("visit-counts")
+    ... )
+    >>> config = StreamsConfig(application_id="visits", num_partitions=1)
+    >>> with TopologyTestDriver(b.build(), config, engine="local") as driver:
+    ...     clicks = driver.create_input_topic("clicks")
+    ...     for t in (0, 3_000, 60_000):
+    ...         clicks.pipe_input("ann", "/home", timestamp=t)
+    ...     visits = driver.get_session_store("visits")
+    ...     print(visits.fetch("ann"))
+    ...     print(visits.find_sessions("ann", 1_000, 59_000))
+    ...     print(visits.fetch_session("ann", 0, 3_000))
+    [(0, 3000, 2), (60000, 60000, 1)]
+    [(0, 3000, 2)]
+    2
+    """
+
+    def _sessions(self, key: K) -> list[tuple[int, int, V]]:
         hk = self._key(key)
         got = self._source.entries([hk]).get(hk)
         if got is None or got[1] is None:
             return []
-        return [(int(x[0]), int(x[1]), self._vdec(x[2])) for x in got[1][1]]
+        sessions = sorted(got[1][1], key=lambda x: int(x[0]))
+        return [(int(x[0]), int(x[1]), self._vdec(x[2])) for x in sessions]
+
+    def fetch(self, key: K) -> list[tuple[int, int, V]]:
+        """``(start, end, aggregate)`` of each session of ``key``, oldest first (Kafka
+        Streams' ``fetch(key)``); an empty list if it has none."""
+        return self._sessions(key)
+
+    def backward_fetch(self, key: K) -> list[tuple[int, int, V]]:
+        """The sessions of ``key`` as :meth:`fetch` gives them, newest first."""
+        return self._sessions(key)[::-1]
+
+    def find_sessions(
+        self, key: K, earliest_session_end_time: int, latest_session_start_time: int
+    ) -> list[tuple[int, int, V]]:
+        """``(start, end, aggregate)`` of the sessions of ``key`` that end at or after
+        ``earliest_session_end_time`` and start at or before ``latest_session_start_time``
+        (epoch ms, both bounds included), oldest first: those that overlap that range
+        when it is not empty, as Kafka Streams' ``findSessions``."""
+        lo, hi = int(earliest_session_end_time), int(latest_session_start_time)
+        return [s for s in self._sessions(key) if s[1] >= lo and s[0] <= hi]
+
+    def backward_find_sessions(
+        self, key: K, earliest_session_end_time: int, latest_session_start_time: int
+    ) -> list[tuple[int, int, V]]:
+        """The sessions :meth:`find_sessions` gives, newest first."""
+        return self.find_sessions(key, earliest_session_end_time, latest_session_start_time)[::-1]
+
+    def fetch_session(self, key: K, session_start_time: int, session_end_time: int) -> V | None:
+        """The aggregate of the session of ``key`` that starts at ``session_start_time``
+        and ends at ``session_end_time`` exactly; None if the store holds no such
+        session (Kafka Streams' ``fetchSession``)."""
+        for start, end, agg in self._sessions(key):
+            if start == int(session_start_time) and end == int(session_end_time):
+                return agg
+        return None
 
 
 class ReadOnlySlidingWindowStore(ReadOnlyWindowStore[K, V]):
