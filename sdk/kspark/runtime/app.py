@@ -31,16 +31,8 @@ from kspark.errors import (
 )
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc
-from kspark.runtime import (
-    failures,
-    filesink,
-    lease,
-    localstate,
-    regroup,
-    restore,
-    shipping,
-    workers,
-)
+from kspark.runtime import failures, filesink, lease, localstate, restore, shipping, workers
+from kspark.runtime import regroup as rescaler
 from kspark.runtime import rescale as rescaling
 from kspark.runtime.checkpoints import (
     Generation,
@@ -317,7 +309,7 @@ class StreamsApp:
         """
         reporter = resolve_progress(progress, label=f"{self.config.application_id} rescale")
         try:
-            report = regroup.rescale(self, partitions, reporter.phase)
+            report = rescaler.rescale(self, partitions, reporter.phase)
         except BaseException:
             reporter.close()
             raise
