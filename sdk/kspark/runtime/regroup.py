@@ -329,7 +329,6 @@ def _rescale(
     shipping.ship(app.topology)
     new_ckpt = f"{cfg.checkpoint_dir.rstrip('/')}/query-g{gen.number + 1}-{uuid.uuid4().hex[:6]}"
     op = None if stage is None else _operator(spark, gen.checkpoint, output, stage)
-    phase("building the new layout")
     if running:
         _hold(spark, gen.checkpoint, stage, True)
     try:
@@ -355,6 +354,7 @@ def _run(
     spark, app_id, output = app.session, app.config.application_id, app.compiled()
     if running:  # held from now on: what the versions of this batch name stays
         batch = last_committed(spark, gen.checkpoint) or batch
+    phase("building the new layout")
     if stage is None:
         layout = Layout(checkpoint=new_ckpt, partitions=partitions, batch=batch, metas={})
     else:
