@@ -12,6 +12,17 @@ version; the bench prints the resume's restore report. It also measures what ksp
 :class:`kspark.runtime.stores.StoreReplica` keeps answering as-of queries from memory
 during the outage; it prints their latency and the replica's refresh time.
 
+With ``--executor-kill``, it measures an executor's loss instead, on
+``local-cluster[2,1,1024]`` (two executors in JVMs of their own, each with its own local
+disk, ``{executor}`` in ``state_dir``): a dedup app under
+``stateful_runner="apply_in_pandas"`` with ``num_standby_replicas=1`` and Spark's
+``dropDuplicatesWithinWatermark`` each hold ``--keys`` keys; once the app's standby copies
+are warm, the executor that runs its task 0 is killed (SIGKILL) and new records arrive.
+Measured: the time from the kill to the first committed batch that read them, and the
+standby promotions it reported. ``--standbys 0`` measures the app without copies.
+
+    ./run bench failover --executor-kill --keys 100000
+
 This bench starts and kills its own server: do not run it next to another Spark JVM.
 """
 
@@ -119,6 +130,12 @@ def kill_and_resume(server: EmbeddedServer, start: Any, first_batch: int) -> tup
 
 
 def main() -> None:
+    if "--executor-kill" in sys.argv:
+        sys.argv.remove("--executor-kill")
+        from _executor_kill import executor_kill
+
+        executor_kill(args(__doc__ or "", rows=10_000, extra=[("--standbys", "1")]))
+        return
     a = args(__doc__ or "", rows=100_000)
     keys = a.keys
     base = workdir()

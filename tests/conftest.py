@@ -116,6 +116,7 @@ EXTENDED_FILES = (
     "test_rescale_operators.py",  # two runs of one app with six operators: about 5 minutes
     "test_server_security.py",
     "test_sliding_on_spark.py",
+    "test_standby_replicas.py",  # an executor killed on local-cluster: about a minute
     "test_standalone_server.py",
     "test_submit.py",
     "test_suppress.py",

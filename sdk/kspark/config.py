@@ -89,6 +89,13 @@ def _positive_int(name: str, *, optional: bool = False) -> Any:
     return check
 
 
+def _non_negative_int(_inst: object, attr: Any, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(
+            f"{attr.name} must be an int of 0 or more, got {value!r}", option=attr.name
+        )
+
+
 #: the most tasks an app may have: a record's task is its key's hash modulo this many
 #: slots (``kspark_server.placement.MAX_TASKS``), then modulo the app's tasks
 MAX_PARTITIONS = 4096
@@ -450,6 +457,15 @@ class StreamsConfig:
         interactive queries read; faster, but without replicas or rescale yet; see
         docs/design/grouped-runner.md). An app keeps the runner its checkpoint was
         started with.
+    num_standby_replicas
+        Standby replicas (Kafka Streams' ``num.standby.replicas``): keep warm copies of
+        each stateful task's local stores on this many other executors' disks, brought up
+        to date from the committed state after each micro-batch by a small job of its own,
+        off the batches' path. A task that Spark runs where a copy is (after an executor
+        is lost) promotes it instead of rebuilding its store (``app.restore_listener``'s
+        ``on_standby_promoted``). 0 (the default): none. Needs
+        ``stateful_runner="apply_in_pandas"`` and several executors with their own local
+        disks (docs/deployment.md, "Standby replicas").
     topics
         Bindings of the topology's topic names to where they live: name ->
         ``Topic.jsonl(...)``, ``Topic.parquet(...)``, ``Topic.kafka(...)`` or
@@ -534,6 +550,7 @@ class StreamsConfig:
     stateful_runner: StatefulRunner = attrs.field(
         default="transform_with_state", validator=_one_of("stateful_runner", StatefulRunner)
     )
+    num_standby_replicas: int = attrs.field(default=0, validator=_non_negative_int)
     topics: tuple[tuple[str, TopicSpec], ...] = attrs.field(default=None, converter=_topics_tuple)
     bootstrap_servers: str | None = attrs.field(
         default=None, validator=_optional_str("bootstrap_servers")
@@ -570,6 +587,14 @@ class StreamsConfig:
                 "state_maintenance_interval must be a timedelta of at least 1 ms, got "
                 f"{maintenance!r}",
                 option="state_maintenance_interval",
+            )
+        if self.num_standby_replicas and self.stateful_runner != "apply_in_pandas":
+            raise ConfigError(
+                f"num_standby_replicas={self.num_standby_replicas} needs "
+                'stateful_runner="apply_in_pandas": standby copies are built from that '
+                "runner's state files; the default runner keeps its state in Spark's state "
+                "store, which has no standby replicas",
+                options=["num_standby_replicas", "stateful_runner"],
             )
         if self.dead_letter_queue_topic is not None and not isinstance(
             self.dead_letter_queue_topic, TopicSpec

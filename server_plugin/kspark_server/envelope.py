@@ -129,6 +129,10 @@ class SideKind(enum.StrEnum):
     #: a task's local store was missing, ahead, of another incarnation, older than the
     #: durable base or corrupted, and was rebuilt (count: the entries it wrote)
     LOCAL_REBUILT = "local_rebuilt"
+    #: a task's local store was a standby copy that another executor's job kept warm,
+    #: promoted to the task's own (count: the entries written to bring it to the
+    #: committed version); reported next to the task's ``local_*`` row
+    LOCAL_PROMOTED = "local_promoted"
     #: versioned-table updates older than the history retention, dropped
     EXPIRED_PUTS = "expired_puts"
     #: records a windowed operator dropped because their window had closed (late)

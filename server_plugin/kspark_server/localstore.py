@@ -81,6 +81,7 @@ from typing import Any, TypeVar, cast
 import lmdb
 
 from kspark_server import stateenc
+from kspark_server.executor import expand_root
 
 #: The address space an environment's map starts with (disk is used only as entries
 #: grow). A write that fills the map doubles it: a fixed map of 1 TiB, as LMDB's examples
@@ -165,6 +166,17 @@ def store_dir(root: str, application_id: str, store: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in store)[:80]
     digest = hashlib.sha1(store.encode()).hexdigest()[:12]
     return os.path.join(app_dir(root, application_id), f"{safe}-{digest}")
+
+
+def task_path(
+    root: str, store: str, incarnation: str, task: int, *, application_id: str = ""
+) -> str:
+    """The environment of ``task`` of ``store`` for the durable state's ``incarnation``
+    under ``root`` (``{executor}`` in it: this worker's executor,
+    :func:`kspark_server.executor.expand_root`)."""
+    inc = hashlib.sha1(incarnation.encode()).hexdigest()[:20]
+    base = store_dir(expand_root(root), application_id, store)
+    return os.path.join(base, inc, f"task-{task}")
 
 
 def time_key(ts: int, key: bytes) -> bytes:
@@ -392,8 +404,7 @@ class TaskStore:
         Each incarnation has its own environment: two copies of one operator in a query
         (a store that two sinks' plans share) have their own durable states, and would
         otherwise rebuild one store under each other."""
-        inc = hashlib.sha1(incarnation.encode()).hexdigest()[:20]
-        path = os.path.join(store_dir(root, application_id, store), inc, f"task-{task}")
+        path = task_path(root, store, incarnation, task, application_id=application_id)
         envs = _registry()
         found = envs.get(path)
         if found is not None and not found._same_file():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import re
 import time
 import uuid
@@ -34,6 +35,7 @@ from kspark.plan.types import TypeDesc
 from kspark.runtime import failures, filesink, lease, localstate, restore, shipping, workers
 from kspark.runtime import regroup as rescaler
 from kspark.runtime import rescale as rescaling
+from kspark.runtime import standbys as standby_copies
 from kspark.runtime.checkpoints import (
     Generation,
     current_generation,
@@ -260,11 +262,8 @@ class StreamsApp:
         return gen
 
     def _check_runner(self, gen: Generation) -> None:
-        """Refuse to restart a checkpoint under the other stateful runner: their state is
-        kept apart (Spark's state store; kspark's files, docs/design/grouped-runner.md).
-        Checked where the client sees the checkpoint's folder."""
-        import os
-
+        """Refuse to restart a checkpoint under the other stateful runner (their state is
+        kept apart: docs/design/grouped-runner.md), where the client sees its folder."""
         from kspark_server.taskfiles import state_root
 
         root = state_root(gen.checkpoint)
@@ -382,9 +381,9 @@ class StreamsApp:
         plan = self._plan_start(output, gen)
         writer = self._trigger(self._sink(output, plan), available_now)
         self._query = writer.start()
-        self._restore.begin(
-            self._query, output, plan.generation.checkpoint, restoring=plan.restoring
-        )
+        checkpoint = plan.generation.checkpoint
+        self._restore.begin(self._query, output, checkpoint, restoring=plan.restoring)
+        standby_copies.start(self, output, checkpoint)  # num_standby_replicas: the copies' thread
         self._set_state(State.RESTORING if plan.restoring else State.RUNNING)
         return self._query
 
@@ -429,8 +428,7 @@ class StreamsApp:
         )
 
     def _sink(self, output: Output, plan: StartPlan) -> Any:
-        """The app's DataFrame with its writer: Spark's own file sink, or kspark's
-        ``foreachBatch`` writer holding the run's lease."""
+        """The app's DataFrame with its writer: Spark's file sink, or kspark's (a lease)."""
         spark = self.session
         df = build_dataframe(output, spark, plan.resume, plan.generation.checkpoint)
         if plan.sink_mode == "spark":
@@ -540,8 +538,7 @@ class StreamsApp:
         return done
 
     def _new_run(self) -> str:
-        """A token for the run about to start: its lease in the checkpoint names it
-        (:mod:`kspark.runtime.lease`)."""
+        """A token for the run about to start, which its lease names (:mod:`.lease`)."""
         token = uuid.uuid4().hex
         self._runs.append(token)
         return token
@@ -561,6 +558,7 @@ class StreamsApp:
         """Stop the streaming query, if running."""
         if self._query is not None and self._query.isActive:
             self._set_state(State.PENDING_SHUTDOWN)
+            standby_copies.stop(self)
             self._query.stop()
             self._release()
         self._collect()

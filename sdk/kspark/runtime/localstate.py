@@ -16,6 +16,7 @@ each executor's disk holds its own stores, which the client cannot reach
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 
@@ -72,6 +73,12 @@ def roots(state_dir: str | None = None) -> list[str]:
     >>> roots("/data/state")[0]
     '/data/state'
     >>> del os.environ["KSPARK_HOME"]
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> for e in ("executor-0", "executor-1"):
+    ...     os.makedirs(os.path.join(d, e))
+    >>> [os.path.basename(r) for r in roots(os.path.join(d, "{executor}"))[:2]]
+    ['executor-0', 'executor-1']
     """
     from kspark.runtime.server import STARTED_LOCAL_STATE
 
@@ -83,8 +90,12 @@ def roots(state_dir: str | None = None) -> list[str]:
     ]
     out: list[str] = []
     for r in found:
-        if r and os.path.abspath(r) not in out:
-            out.append(os.path.abspath(r))
+        # a root per executor ({executor}, docs/deployment.md): each one this process sees
+        for one in (
+            sorted(glob.glob(r.replace("{executor}", "executor-*"))) if "{executor}" in r else [r]
+        ):
+            if one and os.path.abspath(one) not in out:
+                out.append(os.path.abspath(one))
     return out
 
 

@@ -75,6 +75,7 @@ _GAUGES = (
     "local_reused",
     "local_caught_up",
     "local_rebuilt",
+    "local_promoted",
 )
 
 

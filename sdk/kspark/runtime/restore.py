@@ -32,6 +32,7 @@ from kspark_server.envelope import SideKind
 __all__ = [
     "RestoreReport",
     "RestoreTracker",
+    "StandbyPromotion",
     "StateRestoreListener",
     "store_order",
 ]
@@ -89,6 +90,9 @@ class RestoreReport:
         was rebuilt from the checkpoint; ``entries_rebuilt`` entries in all.
     entries_caught_up, entries_rebuilt
         Entries written to local stores to catch them up, or to rebuild them.
+    promoted_tasks
+        Tasks whose local store was a standby copy (``num_standby_replicas``), promoted;
+        they count in ``reused_tasks`` or ``caught_up_tasks`` too.
     """
 
     store: str
@@ -109,6 +113,31 @@ class RestoreReport:
     rebuilt_tasks: int = 0
     entries_caught_up: int = 0
     entries_rebuilt: int = 0
+    promoted_tasks: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class StandbyPromotion:
+    """Standby copies that a micro-batch's tasks promoted (``num_standby_replicas``):
+    Spark ran the tasks on executors that held warm copies of their stores, after it
+    lost the executors they ran on, or at a restart.
+
+    Attributes
+    ----------
+    store
+        The store.
+    batch_id
+        The micro-batch whose tasks promoted the copies.
+    tasks
+        Tasks that promoted a copy.
+    entries_caught_up
+        Entries the copies applied to reach the committed version (0: they were at it).
+    """
+
+    store: str
+    batch_id: int
+    tasks: int
+    entries_caught_up: int
 
 
 class StateRestoreListener:
@@ -135,6 +164,12 @@ class StateRestoreListener:
 
     def on_restore_end(self, store: str, total_restored: int, report: RestoreReport) -> None:
         """Store ``store`` restored ``total_restored`` entries; ``report`` has the details."""
+
+    def on_standby_promoted(self, store: str, promotion: StandbyPromotion) -> None:
+        """Tasks of a micro-batch promoted standby copies of ``store`` instead of
+        rebuilding it (Kafka Streams' ``StandbyUpdateListener.onUpdateSuspended`` with
+        reason ``PROMOTED``). Called once per batch and store, when the batch's progress
+        reaches the client, during any run, not only at its start."""
 
 
 def store_order(output: st.Output) -> list[str]:
@@ -173,6 +208,8 @@ class RestoreTracker:
         self._checkpoint = ""
         self._reported = True
         self._reports: list[RestoreReport] = []
+        self._promotions: list[StandbyPromotion] = []
+        self._looked: set[tuple[str, int]] = set()
 
     def begin(self, query: Any, output: st.Output, checkpoint: str, *, restoring: bool) -> None:
         """A new run started; ``restoring``: it has state to restore (the app is RESTORING)."""
@@ -205,11 +242,45 @@ class RestoreTracker:
                     for r in self._reports:
                         listener.on_restore_start(r.store, self._checkpoint, r.batch_id)
                         listener.on_restore_end(r.store, r.rows, r)
+        for p in mine:
+            key = (str(self._run_id), int(p.get("batchId", -1)))
+            if key in self._looked:
+                continue
+            self._looked.add(key)
+            for promotion in _promotions(p):
+                self._promotions.append(promotion)
+                if listener is not None and hasattr(listener, "on_standby_promoted"):
+                    listener.on_standby_promoted(promotion.store, promotion)
         return True
+
+    def promotions(self) -> list[StandbyPromotion]:
+        """The standby promotions of every run so far, oldest first."""
+        return list(self._promotions)
 
     def reports(self) -> list[RestoreReport]:
         """The stores the current (or last) run restored; empty if it restored none yet."""
         return list(self._reports)
+
+
+def _promotions(p: Mapping[str, Any]) -> list[StandbyPromotion]:
+    """The standby promotions of one batch's progress, one per store.
+
+    Examples
+    --------
+    >>> p = {"batchId": 7, "observedMetrics": {"kspark": {"side": [
+    ...     {"kind": "local_promoted", "processor": "seen", "task": "0_1", "count": 3}]}}}
+    >>> _promotions(p)
+    [StandbyPromotion(store='seen', batch_id=7, tasks=1, entries_caught_up=3)]
+    """
+    got: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for (store, _), count in BatchFigures.of(p).by_key(SideKind.LOCAL_PROMOTED).items():
+        got[store][0] += 1
+        got[store][1] += count
+    batch = int(p.get("batchId", -1))
+    return [
+        StandbyPromotion(store=s, batch_id=batch, tasks=n, entries_caught_up=e)
+        for s, (n, e) in sorted(got.items())
+    ]
 
 
 def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
@@ -224,7 +295,12 @@ def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
         tasks[store] += 1
     # per store: how its tasks' local stores were opened ([tasks, entries] by outcome)
     local: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    for kind in (SideKind.LOCAL_REUSED, SideKind.LOCAL_CAUGHT_UP, SideKind.LOCAL_REBUILT):
+    for kind in (
+        SideKind.LOCAL_REUSED,
+        SideKind.LOCAL_CAUGHT_UP,
+        SideKind.LOCAL_REBUILT,
+        SideKind.LOCAL_PROMOTED,
+    ):
         for (store, _), count in figures.by_key(kind).items():
             local[store][kind][0] += 1
             local[store][kind][1] += count
@@ -258,6 +334,7 @@ def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
             rebuilt_tasks=local[name][SideKind.LOCAL_REBUILT][0],
             entries_caught_up=local[name][SideKind.LOCAL_CAUGHT_UP][1],
             entries_rebuilt=local[name][SideKind.LOCAL_REBUILT][1],
+            promoted_tasks=local[name][SideKind.LOCAL_PROMOTED][0],
         )
         old = merged.get(name)
         if old is not None:  # one store shared by two sinks' plans: add them up

@@ -44,6 +44,7 @@ from kspark_server import (
     handling,
     localstore,
     placement,
+    standby,
     stateenc,
     statevars,
     taskstate,
@@ -235,6 +236,8 @@ class TaskProcessor:
         #: what opening the task's local store took: reused, caught up or rebuilt
         #: (:meth:`_open`), and the entries it wrote
         self.local_outcome: tuple[SideKind, int] = (SideKind.LOCAL_REUSED, 0)
+        #: whether the store opened was a standby copy, promoted (:mod:`kspark_server.standby`)
+        self.local_promoted = False
         #: check every logged change against the state it stands for ...
         self.check_log = spec.state.check_log
         # ... and log changes against small bases too, so that checks take the log path
@@ -305,6 +308,9 @@ class TaskProcessor:
             root, self.spec.store, inc, task, application_id=self.spec.state.application_id
         )
         self.local_outcome = (SideKind.LOCAL_REUSED, 0)
+        # a standby copy (kspark_server.standby) becomes the task's own, version-checked
+        # below like any local store
+        self.local_promoted = standby.promote(local)
         if ver is None:
             local.reset([], {}, (inc, 0))
             return local, inc, sizes, False
@@ -496,14 +502,15 @@ class TaskProcessor:
                 }
             )
             outcome, written = self.local_outcome
-            extra.append(
-                {
-                    "kind": outcome,
-                    "processor": self.spec.store,
-                    "task": f"{self.guard.subtopology}_{task}",
-                    "count": written,
-                }
-            )
+            for kind in (outcome, SideKind.LOCAL_PROMOTED) if self.local_promoted else (outcome,):
+                extra.append(
+                    {
+                        "kind": kind,
+                        "processor": self.spec.store,
+                        "task": f"{self.guard.subtopology}_{task}",
+                        "count": written,
+                    }
+                )
         for e in extra:
             e["chunk"] = chunk
         side = side_json + [handling.side_json(s) for s in self.guard.side_rows(chunk) + extra]

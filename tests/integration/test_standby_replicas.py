@@ -1,0 +1,125 @@
+"""Standby replicas on ``local-cluster``: an app with one standby per task runs on two
+executors, each with its own local disk (``{executor}`` in ``state_dir``); once every
+task has a warm copy on the other executor, one executor's JVM is killed. Spark runs its
+tasks on the survivor, which promotes the copies instead of rebuilding, and every record's
+result is written exactly once (the output is a clean run's)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from support.jsonlfiles import jsonl_values, write_jsonl
+
+from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
+from kspark.runtime import restore, standbys
+from kspark.testing import TopologyTestDriver
+
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+
+#: keys that repeat within and across batches; every batch reaches every task
+RECORDS = [(f"k{(i * 7) % 23}", f"v{i}", 1000 * ((i * 13) % 31)) for i in range(120)]
+SPLIT = [RECORDS[:40], RECORDS[40:80], RECORDS[80:]]
+
+
+def topology(src: Any, out: Any) -> Any:
+    b = StreamsBuilder()
+    b.stream(src, key_type=str, value_type=str).deduplicate_by_key(timedelta(seconds=8)).to(out)
+    return b.build()
+
+
+def clean_run(app_id: str) -> list[str]:
+    cfg = StreamsConfig(application_id=app_id, num_partitions=4)
+    topo = topology(Topic.jsonl("in", "/unused"), Topic.jsonl("out", "/unused"))
+    with TopologyTestDriver(topo, cfg, engine="local") as d:
+        src = d.create_input_topic("in", key_type=str, value_type=str)
+        sink = d.create_output_topic("out", key_type=str, value_type=str)
+        for k, v, ts in RECORDS:
+            src.pipe_input(k, v, timestamp=ts)
+        d.process()
+        return sorted(sink.read_values())
+
+
+def wait_for(what: str, check: Callable[[], bool], query: Any, timeout: float = 180) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        if not query.isActive:
+            raise AssertionError(f"the query stopped while waiting for {what}: {query.exception()}")
+        if time.monotonic() > end:
+            raise AssertionError(f"no {what} within {timeout} s")
+        time.sleep(0.2)
+
+
+def rows_read(query: Any) -> int:
+    from kspark.runtime.metrics import input_rows, progress_as_dict
+
+    return sum(input_rows(progress_as_dict(p)) for p in query.recentProgress)
+
+
+def executor_pids(server_pid: int) -> dict[str, int]:
+    """executor id -> pid of the server's executor JVMs (``local-cluster``)."""
+    found: dict[str, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                args = f.read().decode(errors="replace").split("\0")
+            if os.getpgid(int(name)) != server_pid:
+                continue
+        except OSError:
+            continue
+        if any(a.endswith("CoarseGrainedExecutorBackend") for a in args):
+            found[args[args.index("--executor-id") + 1]] = int(name)
+    return found
+
+
+def test_a_killed_executors_tasks_promote_their_standby_copies(
+    spark: Any, spark_server: Any, app_id: str, tmp_path: Any
+) -> None:
+    if not os.environ.get("KSPARK_MASTER", "").startswith("local-cluster") or spark_server is None:
+        pytest.skip("needs executors in JVMs of their own: KSPARK_MASTER=local-cluster[2,1,1024]")
+    src, out = str(tmp_path / "in"), str(tmp_path / "out")
+    cfg = StreamsConfig(
+        application_id=app_id,
+        checkpoint_dir=str(tmp_path / "chk"),
+        num_partitions=4,
+        state_dir=str(tmp_path / "local" / "{executor}"),
+        stateful_runner="apply_in_pandas",
+        num_standby_replicas=1,
+    )
+    promoted: list[restore.StandbyPromotion] = []
+
+    class Listener(restore.StateRestoreListener):
+        def on_standby_promoted(self, store: str, promotion: restore.StandbyPromotion) -> None:
+            promoted.append(promotion)
+
+    app = StreamsApp(topology(Topic.jsonl("in", src), Topic.jsonl("out", out)), cfg, session=spark)
+    app.restore_listener = Listener()
+    write_jsonl(src, "0.jsonl", SPLIT[0])
+    app.start()
+    query = app.query
+    try:
+        wait_for("first batch", lambda: rows_read(query) >= len(SPLIT[0]), query)
+        keeper = standbys.keeper(app)
+        assert keeper is not None
+        wait_for("a warm copy of every task", keeper.covered, query)
+        assert len(keeper.active) == 4 and len(set(keeper.active.values())) == 2
+        # the executor that runs task 0 (its disk is <state_dir>/executor-<id>)
+        victim = keeper.active[0].rsplit("executor-", 1)[1]
+        pids = executor_pids(spark_server.pid)
+        os.kill(pids[victim], signal.SIGKILL)
+        write_jsonl(src, "1.jsonl", SPLIT[1])
+        wait_for("the batch after the kill", lambda: rows_read(query) >= 80, query)
+        write_jsonl(src, "2.jsonl", SPLIT[2])
+        wait_for("the last batch", lambda: rows_read(query) >= len(RECORDS), query)
+    finally:
+        app.stop()
+    assert promoted, "the lost executor's tasks promoted their copies"
+    assert sum(p.tasks for p in promoted) >= 1
+    assert jsonl_values(out) == clean_run(app_id + "-ref")
