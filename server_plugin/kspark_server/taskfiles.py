@@ -50,14 +50,16 @@ False
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 from kspark_server import stateenc
 
-__all__ = ["DIR_NAME", "GROUP_STATE_DDL", "TaskFiles", "state_root"]
+__all__ = ["DIR_NAME", "GROUP_STATE_DDL", "HOLD", "HOLD_SECONDS", "TaskFiles", "hold", "state_root"]
 
 #: The folder under the query's checkpoint that holds the operators' files.
 DIR_NAME = "kspark-state"
@@ -72,6 +74,34 @@ GROUP_STATE_DDL = (
 )
 
 _SUFFIX = ".kssf"
+
+#: A file in a store's folder that holds off :meth:`TaskFiles.collect` while it is fresh:
+#: a warm rescale reads the old tasks' committed files while they go on
+#: (:mod:`kspark_server.regroup`). Files that collection skips go with a later one.
+HOLD = ".collect-hold"
+#: How long a hold lasts after its last renewal (a rescale killed part way stops renewing).
+HOLD_SECONDS = 600.0
+
+
+def hold(store_folder: str, on: bool = True) -> None:
+    """Renew (or, ``on`` False, end) the hold on collecting ``store_folder``'s files."""
+    path = os.path.join(store_folder, HOLD)
+    if not on:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        return
+    os.makedirs(store_folder, exist_ok=True)
+    with open(path, "w"):
+        pass
+    os.utime(path)
+
+
+def _held(store_folder: str) -> bool:
+    try:
+        age = time.time() - os.stat(os.path.join(store_folder, HOLD)).st_mtime
+    except FileNotFoundError:
+        return False
+    return age < HOLD_SECONDS
 
 
 def state_root(checkpoint: str) -> str:
@@ -255,8 +285,11 @@ class TaskFiles:
 
     def collect(self) -> int:
         """Delete the files of batches up to the committed version that it does not name
-        (older versions' files, failed attempts'); the number deleted."""
+        (older versions' files, failed attempts'); the number deleted. None while a
+        rescale holds the store's files (:data:`HOLD`)."""
         gone = 0
+        if _held(os.path.dirname(self.folder)):
+            return gone
         for name in os.listdir(self.folder):
             if not name.endswith(_SUFFIX) or name in self._named:
                 continue

@@ -8,6 +8,8 @@ compiler imports nothing of the runtime.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 __all__ = ["Resume"]
@@ -28,3 +30,12 @@ class Resume:
     skip_files: tuple[str, ...] = ()
     kafka_offsets: dict[str, dict[str, int]] = attrs.field(factory=dict)
     initial_state: dict[str, str] = attrs.field(factory=dict)
+    #: store -> task -> the group state naming the files a task of the
+    #: ``apply_in_pandas`` runner starts from (``kspark_server.regroup``), for every batch
+    #: until the task commits its own
+    task_seeds: dict[str, dict[int, tuple[Any, ...]]] = attrs.field(factory=dict)
+
+    @property
+    def has_state(self) -> bool:
+        """Whether the query's tasks start from state (its first batch restores)."""
+        return bool(self.initial_state or self.task_seeds)

@@ -32,6 +32,7 @@ from kspark.errors import (
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc
 from kspark.runtime import failures, filesink, lease, localstate, restore, shipping, workers
+from kspark.runtime import regroup as rescaler
 from kspark.runtime import rescale as rescaling
 from kspark.runtime import standbys as standby_copies
 from kspark.runtime.checkpoints import (
@@ -291,35 +292,26 @@ class StreamsApp:
         *,
         progress: bool | ProgressMode | ProgressReporter | None = "auto",
     ) -> rescaling.RescaleReport:
-        """Move the stopped app's state to ``partitions`` partitions, keeping every
-        entry, and switch the app to it (see :mod:`kspark.runtime.rescale`).
+        """Move the app's state to ``partitions`` partitions, keeping every entry, and
+        switch the app to it; the config changes to ``num_partitions=partitions``.
 
-        The app's config changes to ``num_partitions=partitions``; use that config when
-        you run the app again.
+        Under ``stateful_runner="apply_in_pandas"`` a running app goes on processing while
+        the new layout is built and caught up, then pauses for about one restart
+        (:mod:`kspark.runtime.regroup`); otherwise a running app is stopped, rescaled
+        (:mod:`kspark.runtime.rescale`) and started again. A stopped app stays stopped.
 
         Examples
         --------
-        >>> app.stop()  # doctest: +SKIP
         >>> print(app.rescale(8).summary())  # doctest: +SKIP
         rescaled payments from 4 to 8 partitions in 6.2s: generation 1 ...
         """
-        self.stop()
         reporter = resolve_progress(progress, label=f"{self.config.application_id} rescale")
         try:
-            report = rescaling.rescale(
-                self.session,
-                self.topology,
-                self.config,
-                partitions,
-                on_phase=reporter.phase,
-                own_runs=frozenset(self._runs),  # stopped above
-            )
+            report = rescaler.rescale(self, partitions, reporter.phase)
         except BaseException:
             reporter.close()
             raise
         reporter.close(report.summary())
-        self.config = self.config.with_(num_partitions=partitions)
-        self._forget_generation()
         return report
 
     def _set_state(self, state: State) -> None:
@@ -430,7 +422,7 @@ class StreamsApp:
         return StartPlan(
             generation=gen,
             resume=resume,
-            restoring=stateful and (committed or bool(resume and resume.initial_state)),
+            restoring=stateful and (committed or bool(resume and resume.has_state)),
             sink_mode=filesink.choose(spark, output, self.config, gen, stateful=stateful),
         )
 

@@ -52,6 +52,9 @@ class Generation:
     #: None until a stateful app first starts on it. An app refuses another format than
     #: its own; a rescale to the same number of partitions migrates one it can read
     state_format: int | None = None
+    #: store -> task number (as text) -> the group state naming the new layout's files of
+    #: a generation rescaled under the ``apply_in_pandas`` runner (``kspark_server.regroup``)
+    seeds: dict[str, dict[str, list[Any]]] = attrs.field(factory=dict)
 
     def resume(self, committed: bool) -> Resume | None:
         """Where a query on this generation's checkpoint starts; None for generation 0,
@@ -70,6 +73,10 @@ class Generation:
             skip_files=self.skip_files,
             kafka_offsets=dict(self.kafka_offsets),
             initial_state={} if committed else dict(self.initial_state),
+            task_seeds={
+                store: {int(t): tuple(v) for t, v in tasks.items()}
+                for store, tasks in self.seeds.items()
+            },
         )
 
     def to_json(self) -> str:

@@ -71,6 +71,12 @@ class RescaleReport:
     files_already_read: int
     kafka_topics: tuple[str, ...]
     seconds: float
+    #: whether the app ran through it (a warm rescale, :mod:`kspark.runtime.regroup`)
+    warm: bool = False
+    #: catch-up rounds of a warm rescale while the app ran on its old layout
+    rounds: int = 0
+    #: seconds from the app's stop to its start on the new layout (a warm rescale)
+    switch_seconds: float | None = None
 
     def summary(self) -> str:
         lines = [
@@ -78,6 +84,11 @@ class RescaleReport:
             f"partitions in {self.seconds:.1f}s: generation {self.generation} "
             f"({self.checkpoint}) resumes after batch {self.resumes_after_batch}"
         ]
+        if self.switch_seconds is not None:
+            lines.append(
+                f"  warm: the app ran on its old layout through {self.rounds} catch-up "
+                f"round(s); stopped for {self.switch_seconds:.1f}s to switch"
+            )
         for s in self.stores:
             lines.append(
                 f"  store {s.store} ({s.processor}): {s.entries_before:,} entries in "

@@ -215,16 +215,24 @@ class GroupedOperator:
     ``constants_json`` describes the envelope columns left out of the records
     (:func:`kspark_server.chain.constant_widener`); ``input_schema_json`` is the records'
     Spark schema, in which their pandas frames are read back into Arrow; ``state_root``
-    is the folder of the operators' files (:func:`kspark_server.taskfiles.state_root`).
+    is the folder of the operators' files (:func:`kspark_server.taskfiles.state_root`);
+    ``seeds`` (task -> group state) name the files a task of a rescaled checkpoint starts
+    from until it commits a group state of its own (:mod:`kspark_server.regroup`).
     """
 
     def __init__(
-        self, spec: StatefulSpec, constants_json: str, input_schema_json: str, state_root: str
+        self,
+        spec: StatefulSpec,
+        constants_json: str,
+        input_schema_json: str,
+        state_root: str,
+        seeds: dict[int, tuple[Any, ...]] | None = None,
     ) -> None:
         self.spec = check_spec(spec)
         self.constants_json = constants_json
         self.input_schema_json = input_schema_json
         self.state_root = state_root
+        self.seeds = dict(seeds or {})
         self._operator: TaskProcessor | None = None
         self._schema: pa.Schema | None = None
 
@@ -254,7 +262,7 @@ class GroupedOperator:
             return
         op = self.operator()
         task = placement.task_of(int(key[0]))
-        committed = state.get if state.exists else None
+        committed = state.get if state.exists else self.seeds.get(task)
         files = taskfiles.TaskFiles(self.state_root, self.spec.store, task, committed)
         if files.just_compacted():
             # the files the committed base replaced, and failed attempts' files

@@ -134,7 +134,8 @@ def _grouped_operator(
             "('transform_with_state')",
             processor=spec.processor,
         )
-    fn = GroupedOperator(spec, constants_json, tasked.schema.json(), root)
+    seeds = resume.task_seeds.get(spec.store) if resume is not None else None
+    fn = GroupedOperator(spec, constants_json, tasked.schema.json(), root, seeds)
     out = operator_schema(spec.output_schema, spec.packed.out)
     result: DataFrame = tasked.groupBy("ks_task").applyInPandasWithState(
         fn,

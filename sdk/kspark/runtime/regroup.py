@@ -1,0 +1,430 @@
+"""Rescaling an app whose stateful operator runs under ``stateful_runner="apply_in_pandas"``,
+on its own files, stopped or running (:meth:`kspark.StreamsApp.rescale`).
+
+The runner's state is in kspark's files under the query checkpoint, named by each task's
+committed version (:mod:`kspark_server.taskfiles`). A rescale to ``M`` tasks:
+
+1. **build**: reads the old layout's committed files as of the last committed batch,
+   re-splits every entry by ``pmod(hash, M)`` and writes each new task's base files into
+   the new checkpoint and its executor-local store, in parallel over the new tasks (one
+   Spark partition each); the entries and checksums before and after must agree
+   (:mod:`kspark_server.regroup`);
+2. **catch up** (running app only): while the app keeps processing on the old layout, each
+   round brings the new layout to the old one's newest committed batch from the old tasks'
+   change files: a round costs the batches' changes, not the state;
+3. **switch**: the app stops (a running one at a batch boundary, after its in-flight batch
+   is committed or abandoned), the last batches are caught up, a new checkpoint generation
+   is recorded whose tasks start from the new layout's files (each task's *seed*, no
+   ``initialState``), and a running app starts again on it.
+
+So the output of a running app pauses for about one restart plus one catch-up round,
+whatever the state's size (docs/performance.md). Nothing is recorded before the switch:
+a rescale that fails or is killed earlier leaves the old layout as it was, running if it
+ran; a failure after the stop starts the old layout again.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from kspark.compiler import stages as st
+from kspark.compiler.lowering import flat_schema
+from kspark.config import MAX_PARTITIONS
+from kspark.errors import RescaleError
+from kspark.runtime import lease, shipping
+from kspark.runtime import rescale as rescaling
+from kspark.runtime.checkpoints import (
+    Generation,
+    current_generation,
+    last_committed,
+    query_progress,
+    write_generation,
+)
+
+if TYPE_CHECKING:
+    from kspark.runtime.app import StreamsApp
+
+__all__ = ["Layout", "rescale"]
+
+#: At most this many catch-up rounds before the switch, however far behind the last ended
+#: (on a busy machine a round can take as long as the batches it follows).
+MAX_ROUNDS = 4
+#: A round that took less than this (seconds) is close enough behind to switch.
+CLOSE_ENOUGH = 3.0
+
+Phase = Callable[[str], None]
+
+
+def rescale(app: StreamsApp, partitions: int, phase: Phase) -> rescaling.RescaleReport:
+    """:meth:`kspark.StreamsApp.rescale`: the default runner's offline rescale (a running
+    app is stopped, rescaled and started again), or this module's for the
+    ``apply_in_pandas`` runner (a running app warm, see the module doc)."""
+    running = app.query is not None and app.query.isActive
+    if app.config.stateful_runner != "apply_in_pandas":
+        app.stop()
+        report = rescaling.rescale(
+            app.session,
+            app.topology,
+            app.config,
+            partitions,
+            on_phase=phase,
+            own_runs=frozenset(app._runs),  # stopped above
+        )
+        _adopt(app, partitions)
+        if running:
+            app.start()
+        return report
+    _check_partitions(partitions)
+    if not running:
+        lease.check_not_running(
+            app.session, app.config.checkpoint_dir, app.config.application_id, frozenset(app._runs)
+        )
+    with lease.RescaleLock(app.session, app.config.checkpoint_dir, app.config.application_id):
+        return _rescale(app, partitions, phase, running)
+
+
+def _check_partitions(partitions: int) -> None:
+    if type(partitions) is not int or partitions < 1:
+        raise RescaleError(f"partitions must be a positive integer, got {partitions!r}")
+    if partitions > MAX_PARTITIONS:
+        raise RescaleError(f"partitions must be at most {MAX_PARTITIONS}, got {partitions}")
+
+
+def _adopt(app: StreamsApp, partitions: int) -> None:
+    app.config = app.config.with_(num_partitions=partitions)
+    app._forget_generation()
+
+
+@attrs.define
+class Layout:
+    """A new layout being built: its checkpoint, and per new task its meta
+    (:func:`kspark_server.regroup.pack_meta`), as of the old layout's committed ``batch``."""
+
+    checkpoint: str
+    partitions: int
+    batch: int
+    metas: dict[int, bytes]
+    entries: int = 0
+    rounds: int = 0
+
+
+def _stage(app: StreamsApp) -> st.Stateful | None:
+    stages = [s for s in app.compiled().stages() if isinstance(s, st.Stateful)]
+    return stages[0] if stages else None
+
+
+def _olds(spark: Any, checkpoint: str, op: int | None, batch: int) -> dict[int, tuple[Any, ...]]:
+    """Each old task's committed group state as of ``batch``."""
+    from kspark_server import placement
+    from kspark_server.taskreads import FIELDS
+
+    if op is None:
+        return {}
+    rows = (
+        spark.read.format("statestore")
+        .option("operatorId", op)
+        .option("batchId", batch)
+        .load(checkpoint)
+        .select("key.ks_task", "value.groupState.*")
+        .collect()
+    )
+    return {
+        placement.task_of(int(r["ks_task"])): tuple(r[f] for f in FIELDS)
+        for r in rows
+        if r["batches"] is not None
+    }
+
+
+def _olds_frame(spark: Any, olds: dict[int, tuple[Any, ...]], n_old: int) -> Any:
+    from kspark_server import placement
+    from kspark_server.taskfiles import GROUP_STATE_DDL
+
+    keys = placement.task_keys(n_old)
+    rows = [(keys[t], *v) for t, v in sorted(olds.items())]
+    df = spark.createDataFrame(rows, f"ks_task int, {GROUP_STATE_DDL}")
+    return df.repartition(max(1, len(rows)), "ks_task")
+
+
+def _build(
+    spark: Any,
+    stage: st.Stateful,
+    old_ckpt: str,
+    new_ckpt: str,
+    op: int | None,
+    batch: int,
+    n_old: int,
+    m: int,
+) -> Layout:
+    """Step 1 (see the module doc): the new layout as of the old one's ``batch``."""
+    from pyspark.sql import functions as F
+
+    from kspark_server import placement, regroup
+    from kspark_server.taskfiles import state_root
+
+    spec = stage.spec
+    olds = _olds(spark, old_ckpt, op, batch)
+    layout = Layout(checkpoint=new_ckpt, partitions=m, batch=batch, metas={})
+    if not olds:
+        return layout
+    parts = _olds_frame(spark, olds, n_old).mapInPandas(
+        regroup.split_files(state_root(old_ckpt), spec.store, spec.kind, spec.versioned, m),
+        flat_schema(regroup.PARTS_SCHEMA),
+    )
+    positions = {t: int(v[1]) for t, v in olds.items()}
+    keys = placement.task_keys(m)
+    markers = spark.createDataFrame(
+        [(k, regroup.MARKER, None, 0, 0) for k in keys], regroup.PARTS_SCHEMA
+    )
+    rows = (
+        parts.unionByName(markers)
+        .repartition(m, F.col("ks_task"))
+        .mapInPandas(
+            regroup.build_tasks(spec, state_root(new_ckpt), m, positions),
+            flat_schema(regroup.BUILT_SCHEMA),
+        )
+        .collect()
+    )
+    before = sum(int(r["entries"]) for r in rows if r["ks_task"] == -1)
+    old_sum = sum(int(r["checksum"]) for r in rows if r["ks_task"] == -1)
+    news = [r for r in rows if r["ks_task"] != -1]
+    after = sum(int(r["entries"]) for r in news)
+    new_sum = sum(int(r["checksum"]) for r in news)
+    if before != after or old_sum != new_sum:
+        raise RescaleError(
+            f"store {spec.store} ({spec.processor}): the re-split state has {after:,} entries "
+            f"(checksum {new_sum}), the old one {before:,} ({old_sum}); nothing was switched"
+        )
+    layout.metas = {int(r["ks_task"]): bytes(r["meta"]) for r in news}
+    layout.entries = after
+    return layout
+
+
+def _catch_up(
+    spark: Any,
+    stage: st.Stateful,
+    old_ckpt: str,
+    op: int | None,
+    layout: Layout,
+    batch: int,
+    n_old: int,
+) -> None:
+    """Step 2: ``layout`` brought to the old layout's committed ``batch``."""
+    from pyspark.sql import functions as F
+
+    from kspark_server import placement, regroup
+    from kspark_server.taskfiles import state_root
+
+    if batch == layout.batch:
+        return
+    m = layout.partitions
+    if not layout.metas:
+        # the old layout had no state when the layout was built: build it now
+        new = _build(spark, stage, old_ckpt, layout.checkpoint, op, batch, n_old, m)
+        layout.metas, layout.batch, layout.entries = new.metas, batch, new.entries
+        return
+    olds = _olds(spark, old_ckpt, op, batch)
+    keys = placement.task_keys(m)
+    rows = [(keys[t], meta) for t, meta in sorted(layout.metas.items())]
+    got = (
+        spark.createDataFrame(rows, "ks_task int, meta binary")
+        .repartition(m, F.col("ks_task"))
+        .mapInPandas(
+            regroup.catch_up_tasks(
+                stage.spec, state_root(old_ckpt), state_root(layout.checkpoint), m, n_old, olds
+            ),
+            flat_schema(regroup.BUILT_SCHEMA),
+        )
+        .collect()
+    )
+    layout.metas = {int(r["ks_task"]): bytes(r["meta"]) for r in got}
+    layout.batch = batch
+    layout.rounds += 1
+
+
+def _hold(spark: Any, checkpoint: str, stage: st.Stateful | None, on: bool) -> None:
+    """Renew (or end) the hold on collecting the old layout's files while it runs, so that
+    none a committed version named since the last round goes before a round reads it."""
+    from kspark_server import regroup
+    from kspark_server.taskfiles import state_root
+
+    if stage is None:
+        return
+    fn = regroup.hold_files(state_root(checkpoint), stage.spec.store, on)
+    spark.range(1).mapInPandas(fn, "id long").collect()
+
+
+def _seeds(layout: Layout) -> dict[str, list[Any]]:
+    """The seeds of the new tasks that hold state (one that holds none starts afresh, as
+    after an offline rescale)."""
+    from kspark_server import regroup
+
+    out: dict[str, list[Any]] = {}
+    for t, blob in sorted(layout.metas.items()):
+        meta = regroup.unpack_meta(blob)
+        if any(meta["cnt"].values()) or any(s.get("buffer") for s in meta["sc"].values()):
+            out[str(t)] = meta["seed"]
+    return out
+
+
+def _switch(
+    app: StreamsApp, gen: Generation, stage: st.Stateful | None, layout: Layout
+) -> Generation:
+    """Step 3: record the generation that starts from ``layout``."""
+    from kspark_server.taskstate import STATE_FORMAT
+
+    spark = app.session
+    progress = query_progress(spark, gen.checkpoint)
+    if progress.last_committed != layout.batch:
+        raise RescaleError(
+            f"app {app.config.application_id}: the new layout is at batch {layout.batch}, "
+            f"the checkpoint at {progress.last_committed}; nothing was switched"
+        )
+    output = app.compiled()
+    new = Generation(
+        number=gen.number + 1,
+        checkpoint=layout.checkpoint,
+        num_partitions=layout.partitions,
+        batch_offset=gen.batch_offset + layout.batch + 1,
+        skip_files=tuple(sorted(set(gen.skip_files) | set(progress.files))),
+        kafka_offsets=rescaling._kafka_offsets(output, progress.offsets),
+        previous=gen.number,
+        state_format=STATE_FORMAT,
+        seeds={} if stage is None else {stage.spec.store: _seeds(layout)},
+    )
+    if current_generation(spark, app.config.checkpoint_dir).number != gen.number:
+        raise RescaleError(
+            f"app {app.config.application_id}'s checkpoint changed generation while it was "
+            "rescaled (another rescale switched it); nothing was switched by this one"
+        )
+    write_generation(spark, app.config.checkpoint_dir, new)
+    return new
+
+
+def _rescale(
+    app: StreamsApp, partitions: int, phase: Phase, running: bool
+) -> rescaling.RescaleReport:
+    t0 = time.perf_counter()
+    spark = app.session
+    cfg = app.config
+    app_id = cfg.application_id
+    gen = current_generation(spark, cfg.checkpoint_dir)
+    n_old = gen.num_partitions or cfg.num_partitions
+    if partitions == n_old:
+        raise RescaleError(f"app {app_id} already has {partitions} partitions; nothing to do")
+    output = app.compiled()
+    rescaling._refuse_unsupported_sources(output)
+    rescaling._refuse_spark_sink_topics(spark, output, app_id)
+    batch = last_committed(spark, gen.checkpoint)
+    if batch is None:
+        raise RescaleError(
+            f"app {app_id} has no committed micro-batch in {gen.checkpoint}; there is no "
+            "state to rescale: change num_partitions directly"
+        )
+    stage = _stage(app)
+    shipping.ship(app.topology)
+    new_ckpt = f"{cfg.checkpoint_dir.rstrip('/')}/query-g{gen.number + 1}-{uuid.uuid4().hex[:6]}"
+    op = None if stage is None else _operator(spark, gen.checkpoint, output, stage)
+    if running:
+        _hold(spark, gen.checkpoint, stage, True)
+    try:
+        return _run(app, gen, stage, op, new_ckpt, batch, n_old, partitions, phase, running, t0)
+    finally:
+        if running:
+            _hold(spark, gen.checkpoint, stage, False)
+
+
+def _run(
+    app: StreamsApp,
+    gen: Generation,
+    stage: st.Stateful | None,
+    op: int | None,
+    new_ckpt: str,
+    batch: int,
+    n_old: int,
+    partitions: int,
+    phase: Phase,
+    running: bool,
+    t0: float,
+) -> rescaling.RescaleReport:
+    spark, app_id, output = app.session, app.config.application_id, app.compiled()
+    if running:  # held from now on: what the versions of this batch name stays
+        batch = last_committed(spark, gen.checkpoint) or batch
+    phase("building the new layout")
+    if stage is None:
+        layout = Layout(checkpoint=new_ckpt, partitions=partitions, batch=batch, metas={})
+    else:
+        layout = _build(spark, stage, gen.checkpoint, new_ckpt, op, batch, n_old, partitions)
+    paused_at: float | None = None
+    if running:
+        for _ in range(MAX_ROUNDS):
+            _hold(spark, gen.checkpoint, stage, True)
+            newest = last_committed(spark, gen.checkpoint)
+            assert newest is not None
+            if newest == layout.batch:
+                break
+            phase(f"catching up to batch {newest}")
+            r0 = time.perf_counter()
+            if stage is not None:
+                op = op if op is not None else _operator(spark, gen.checkpoint, output, stage)
+                _catch_up(spark, stage, gen.checkpoint, op, layout, newest, n_old)
+            layout.batch = newest
+            if time.perf_counter() - r0 < CLOSE_ENOUGH:
+                break
+        phase("switching")
+        paused_at = time.perf_counter()
+        app.stop()
+    try:
+        final = last_committed(spark, gen.checkpoint)
+        assert final is not None
+        if stage is not None and final != layout.batch:
+            op = op if op is not None else _operator(spark, gen.checkpoint, output, stage)
+            _catch_up(spark, stage, gen.checkpoint, op, layout, final, n_old)
+        layout.batch = final
+        new = _switch(app, gen, stage, layout)
+    except BaseException:
+        if running:
+            app.start()  # the old layout, as it was
+        raise
+    _adopt(app, partitions)
+    app._generation = new  # as recorded: the start need not read it back
+    if running:
+        app.start()
+    seconds = time.perf_counter() - t0
+    stores: tuple[rescaling.StoreRescale, ...] = ()
+    if stage is not None:
+        stores = (
+            rescaling.StoreRescale(
+                store=stage.spec.store,
+                processor=stage.spec.processor,
+                entries_before=layout.entries,
+                entries_after=layout.entries,
+                tasks_before=n_old,
+                tasks_after=len(new.seeds.get(stage.spec.store, {})),
+            ),
+        )
+    return rescaling.RescaleReport(
+        application_id=app_id,
+        from_partitions=n_old,
+        to_partitions=partitions,
+        generation=new.number,
+        checkpoint=new.checkpoint,
+        resumes_after_batch=new.batch_offset - 1,
+        stores=stores,
+        files_already_read=len(new.skip_files),
+        kafka_topics=tuple(sorted(new.kafka_offsets)),
+        seconds=seconds,
+        warm=running,
+        rounds=layout.rounds,
+        switch_seconds=None if paused_at is None else time.perf_counter() - paused_at,
+    )
+
+
+def _operator(spark: Any, checkpoint: str, output: Any, stage: st.Stateful) -> int | None:
+    from kspark.runtime.stores.files import operator_of
+
+    return operator_of(spark, checkpoint, output, stage.spec.store)
