@@ -205,6 +205,25 @@ class _Keys:
         self.store, self.txn = store, txn
         self.digest: Callable[[bytes], bytes] = store.digest
 
+    def apply_changes(
+        self,
+        changes: dict[bytes, bytes | None],
+        index_of: Callable[[bytes, bytes], bytes] | None,
+    ) -> None:
+        """Write each key's latest entry (None: delete it), keeping the secondary index
+        (``index_of(key, entry)``) in step: the old entry's index row goes first."""
+        for k, e in changes.items():
+            if index_of is not None:
+                old = self.get(k)
+                if old is not None:
+                    self.index_delete(index_of(k, old))
+            if e is None:
+                self.delete(k)
+            else:
+                self.put(k, e)
+                if index_of is not None:
+                    self.index_put(index_of(k, e))
+
     def slot(self, key: bytes) -> tuple[bytes | None, bytes]:
         """(the long ``key``'s slot, or None, its record), or (None, a free slot)."""
         d = self.digest(key)
@@ -666,18 +685,7 @@ class TaskStore:
             scalars = self.scalars()
 
         def work(txn: lmdb.Transaction) -> None:
-            keys = _Keys(self, txn)
-            for k, e in changes.items():
-                if index_of is not None:
-                    old = keys.get(k)
-                    if old is not None:
-                        keys.index_delete(index_of(k, old))
-                if e is None:
-                    keys.delete(k)
-                else:
-                    keys.put(k, e)
-                    if index_of is not None:
-                        keys.index_put(index_of(k, e))
+            _Keys(self, txn).apply_changes(changes, index_of)
             txn.put(b"s", stateenc.pack(scalars if last is None else last), db=self.meta)
             txn.put(b"v", stateenc.pack(list(version)), db=self.meta)
 

@@ -135,18 +135,7 @@ def _catch_up_copy(
         for frame in log[int(have[1]) - base_at :]:
             last, pairs = stateenc.decode_frame(frame)
             changes.update(pairs)
-        keys = localstore._Keys(store, txn)
-        for k, e in changes.items():
-            if index_of is not None:
-                old = keys.get(k)
-                if old is not None:
-                    keys.index_delete(index_of(k, old))
-            if e is None:
-                keys.delete(k)
-            else:
-                keys.put(k, e)
-                if index_of is not None:
-                    keys.index_put(index_of(k, e))
+        localstore._Keys(store, txn).apply_changes(changes, index_of)
         if last is not None:
             txn.put(b"s", stateenc.pack(last), db=store.meta)
         txn.put(b"v", stateenc.pack(list(target)), db=store.meta)
