@@ -702,3 +702,25 @@ class TaskStore:
         """Close and delete the environment's files."""
         self.close()
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+#: The meta-database key that marks a local store as a standby copy.
+STANDBY_KEY = b"standby"
+
+
+def is_standby(store: TaskStore) -> bool:
+    """Whether ``store`` is a standby copy (:mod:`kspark_server.standby`, not a task's own store)."""
+    with store._begin(db=store.meta) as txn:
+        return txn.get(STANDBY_KEY) is not None
+
+
+def promote(store: TaskStore) -> bool:
+    """Make a standby copy the task's own store (its task opened it); True if it was a
+    copy. The copy's version is checked by the caller like any local store's."""
+    if not is_standby(store):
+        return False
+
+    def work(txn: lmdb.Transaction) -> bool:
+        return bool(txn.delete(STANDBY_KEY, db=store.meta))
+
+    return store._write(work)

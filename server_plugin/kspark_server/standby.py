@@ -40,6 +40,9 @@ import pandas as pd
 
 from kspark_server import localstore, placement, stateenc
 from kspark_server.executor import disk_of, executor_id
+
+# the marker and promotion live with the store, which every operator opens
+from kspark_server.localstore import STANDBY_KEY, is_standby, promote
 from kspark_server.taskfiles import GROUP_STATE_DDL, TaskFiles
 
 __all__ = [
@@ -51,9 +54,6 @@ __all__ = [
     "promote",
     "update_copy",
 ]
-
-#: The meta-database key that marks a local store as a standby copy.
-STANDBY_KEY = b"standby"
 
 #: One row per store a standby job's task found or kept on its disk: ``kind`` is
 #: ``active`` (the task's own store), ``standby`` (a copy, ``entries`` written to it this
@@ -87,24 +87,6 @@ def place(
         for d in candidates[:replicas]:
             out.setdefault(d, set()).add(t)
     return out
-
-
-def is_standby(store: localstore.TaskStore) -> bool:
-    """Whether ``store`` is a standby copy (not a task's own store)."""
-    with store._begin(db=store.meta) as txn:
-        return txn.get(STANDBY_KEY) is not None
-
-
-def promote(store: localstore.TaskStore) -> bool:
-    """Make a standby copy the task's own store (its task opened it); True if it was a
-    copy. The copy's version is checked by the caller like any local store's."""
-    if not is_standby(store):
-        return False
-
-    def work(txn: lmdb.Transaction) -> bool:
-        return bool(txn.delete(STANDBY_KEY, db=store.meta))
-
-    return store._write(work)
 
 
 def _catch_up_copy(

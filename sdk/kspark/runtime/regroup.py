@@ -28,14 +28,15 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
 from kspark.compiler import stages as st
 from kspark.compiler.lowering import flat_schema
-from kspark.config import MAX_PARTITIONS
+from kspark.config import MAX_PARTITIONS, StreamsConfig
 from kspark.errors import RescaleError
+from kspark.plan.topology import Topology
 from kspark.runtime import lease, shipping
 from kspark.runtime import rescale as rescaling
 from kspark.runtime.checkpoints import (
@@ -46,8 +47,30 @@ from kspark.runtime.checkpoints import (
     write_generation,
 )
 
-if TYPE_CHECKING:
-    from kspark.runtime.app import StreamsApp
+
+class StreamsApp(Protocol):
+    """What a rescale reads and drives of :class:`kspark.StreamsApp` (a protocol, so the
+    app can call this module without an import circle)."""
+
+    config: StreamsConfig
+    topology: Topology
+    _runs: list[str]
+    _generation: Generation | None
+
+    @property
+    def session(self) -> Any: ...
+
+    @property
+    def query(self) -> Any: ...
+
+    def compiled(self) -> st.Output: ...
+
+    def start(self) -> Any: ...
+
+    def stop(self) -> None: ...
+
+    def _forget_generation(self) -> None: ...
+
 
 __all__ = ["Layout", "rescale"]
 

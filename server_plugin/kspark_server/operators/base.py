@@ -44,7 +44,6 @@ from kspark_server import (
     handling,
     localstore,
     placement,
-    standby,
     stateenc,
     statevars,
     taskstate,
@@ -310,7 +309,7 @@ class TaskProcessor:
         self.local_outcome = (SideKind.LOCAL_REUSED, 0)
         # a standby copy (kspark_server.standby) becomes the task's own, version-checked
         # below like any local store
-        self.local_promoted = standby.promote(local)
+        self.local_promoted = localstore.promote(local)
         if ver is None:
             local.reset([], {}, (inc, 0))
             return local, inc, sizes, False
