@@ -16,6 +16,7 @@ from typing import Any
 from kspark.compiler import stages as st
 from kspark.compiler.lowering import flat_schema
 from kspark.errors import StoreError
+from kspark.runtime.stores.statestore import state_metadata
 
 #: Spark's name of the runner's stateful operators in the state metadata.
 OPERATOR_NAME = "applyInPandasWithState"
@@ -34,13 +35,7 @@ def group_states(spark: Any, checkpoint: str, op: int, batch: int | None = None)
 
 
 def _operators(spark: Any, checkpoint: str) -> list[int]:
-    try:
-        rows = spark.read.format("state-metadata").load(checkpoint).collect()
-    except Exception as exc:
-        raise StoreError(
-            f"cannot read the state metadata of checkpoint {checkpoint}: {exc}. Has the app "
-            "completed a micro-batch?"
-        ) from exc
+    rows = state_metadata(spark, checkpoint)
     return sorted({int(r["operatorId"]) for r in rows if r["operatorName"] == OPERATOR_NAME})
 
 

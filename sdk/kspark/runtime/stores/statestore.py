@@ -9,16 +9,22 @@ from typing import Any
 from kspark.errors import StoreError
 
 
-def _operator_id(spark: Any, checkpoint: str, name: str) -> int:
-    """The stateful operator that holds state variable ``name``, from the checkpoint's
-    state metadata."""
+def state_metadata(spark: Any, checkpoint: str) -> list[Any]:
+    """The rows of the checkpoint's state metadata (one per stateful operator), or a
+    :class:`StoreError` that says why there are none."""
     try:
-        rows = spark.read.format("state-metadata").load(checkpoint).collect()
+        return list(spark.read.format("state-metadata").load(checkpoint).collect())
     except Exception as exc:
         raise StoreError(
             f"cannot read the state metadata of checkpoint {checkpoint}: {exc}. Has the app "
             "completed a micro-batch?"
         ) from exc
+
+
+def _operator_id(spark: Any, checkpoint: str, name: str) -> int:
+    """The stateful operator that holds state variable ``name``, from the checkpoint's
+    state metadata."""
+    rows = state_metadata(spark, checkpoint)
     for r in rows:
         # the operator's properties (a JSON text) list its state variables by name
         props = " ".join(str(v) for v in r.asDict().values())
