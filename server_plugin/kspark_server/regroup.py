@@ -34,18 +34,17 @@ put finds its new task; a removal (no entry) goes to the new task that holds the
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pandas as pd
 
-from kspark_server import localstore, placement, rescale, stateenc, taskfiles, taskstate
+from kspark_server import localstore, placement, rescale, stateenc, taskstate
 from kspark_server.operators.registry import make_operator
 from kspark_server.spec import StatefulSpec
 from kspark_server.taskfiles import TaskFiles
-from kspark_server.taskreads import FIELDS
+from kspark_server.taskreads import FIELDS, hold_files
 
 __all__ = [
     "BUILT_SCHEMA",
@@ -53,6 +52,7 @@ __all__ = [
     "PARTS_SCHEMA",
     "build_tasks",
     "catch_up_tasks",
+    "hold_files",
     "pack_meta",
     "split_files",
     "unpack_meta",
@@ -149,20 +149,6 @@ def split_files(root: str, store: str, kind: str, versioned: bool, m: int) -> Fn
                     yield pd.DataFrame(
                         rows, columns=["ks_task", "old", "part", "entries", "checksum"]
                     )
-
-    return run
-
-
-def hold_files(root: str, store: str, on: bool) -> Fn:
-    """The ``mapInPandas`` function that renews (or ends) the hold on collecting store
-    ``store``'s files under ``root`` (:func:`kspark_server.taskfiles.hold`), on an
-    executor, which sees the checkpoint as the runner's tasks do."""
-
-    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for frame in frames:
-            if len(frame):
-                taskfiles.hold(os.path.join(root, store), on)
-            yield frame
 
     return run
 
@@ -337,7 +323,7 @@ def catch_up_tasks(
                     if n <= pos.get(old, 0):
                         continue
                     s, pairs = stateenc.decode_frame(
-                        taskfiles._read(of.change_path(n, ident), f"change {n} of {of.where}")
+                        of.read(of.change_path(n, ident), f"change {n} of {of.where}")
                     )
                     kbs = [kb for kb, _ in pairs]
                     here = present(kbs)

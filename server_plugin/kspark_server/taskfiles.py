@@ -27,6 +27,12 @@ to Spark, which commits it with the micro-batch. So
   belong to older versions or to failed attempts. :meth:`TaskFiles.collect` deletes
   them after a new base is committed and when a local store is rebuilt.
 
+A reader (an interactive query, a replica, a standby) reads a committed version and then
+opens the files it names, while the app goes on: once the task has written a new base and
+run one more batch, the files of the version read are gone. Such a reader gets
+:class:`StaleVersion` (the app moved on, not a loss) and reads again at the newer
+committed version, under a hold of its own (:func:`hold`) if it lags again.
+
 Examples
 --------
 >>> import tempfile
@@ -59,7 +65,18 @@ from typing import Any
 
 from kspark_server import stateenc
 
-__all__ = ["DIR_NAME", "GROUP_STATE_DDL", "HOLD", "HOLD_SECONDS", "TaskFiles", "hold", "state_root"]
+__all__ = [
+    "DIR_NAME",
+    "GROUP_STATE_DDL",
+    "HOLD",
+    "HOLD_SECONDS",
+    "STALE",
+    "StaleVersion",
+    "TaskFiles",
+    "hold",
+    "is_stale",
+    "state_root",
+]
 
 #: The folder under the query's checkpoint that holds the operators' files.
 DIR_NAME = "kspark-state"
@@ -77,15 +94,33 @@ _SUFFIX = ".kssf"
 
 #: A file in a store's folder that holds off :meth:`TaskFiles.collect` while it is fresh:
 #: a warm rescale reads the old tasks' committed files while they go on
-#: (:mod:`kspark_server.regroup`). Files that collection skips go with a later one.
+#: (:mod:`kspark_server.regroup`), a reader that lagged reads them once more. Each holder
+#: has its own file (``.collect-hold`` and a suffix), so one ending its hold leaves the
+#: others'. Files that collection skips go with a later one.
 HOLD = ".collect-hold"
 #: How long a hold lasts after its last renewal (a rescale killed part way stops renewing).
 HOLD_SECONDS = 600.0
 
+#: The mark of :class:`StaleVersion`'s message, which is all of it that reaches the
+#: client through Spark (:func:`is_stale`).
+STALE = "KSPARK_STATE_VERSION_COLLECTED"
 
-def hold(store_folder: str, on: bool = True) -> None:
-    """Renew (or, ``on`` False, end) the hold on collecting ``store_folder``'s files."""
-    path = os.path.join(store_folder, HOLD)
+
+class StaleVersion(stateenc.StateFormatError):
+    """A reader's committed version names a file that a later batch collected: the app
+    moved on since the version was read. Read the newer committed version."""
+
+
+def is_stale(error: BaseException) -> bool:
+    """Whether ``error`` (raised here, or Spark's report of a job that raised it) is a
+    :class:`StaleVersion`."""
+    return isinstance(error, StaleVersion) or STALE in str(error)
+
+
+def hold(store_folder: str, on: bool = True, holder: str = "") -> None:
+    """Renew (or, ``on`` False, end) ``holder``'s hold on collecting ``store_folder``'s
+    files."""
+    path = os.path.join(store_folder, f"{HOLD}-{holder}" if holder else HOLD)
     if not on:
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
@@ -98,10 +133,17 @@ def hold(store_folder: str, on: bool = True) -> None:
 
 def _held(store_folder: str) -> bool:
     try:
-        age = time.time() - os.stat(os.path.join(store_folder, HOLD)).st_mtime
+        names = [n for n in os.listdir(store_folder) if n.startswith(HOLD)]
     except FileNotFoundError:
         return False
-    return age < HOLD_SECONDS
+    now = time.time()
+    for name in names:
+        try:
+            if now - os.stat(os.path.join(store_folder, name)).st_mtime < HOLD_SECONDS:
+                return True
+        except FileNotFoundError:
+            continue
+    return False
 
 
 def state_root(checkpoint: str) -> str:
@@ -126,15 +168,14 @@ def _write(path: str, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def _read(path: str, what: str) -> bytes:
+def _batch_of(name: str) -> int | None:
+    """The task's batch that file ``name`` belongs to (None: not a state file)."""
+    if not name.endswith(_SUFFIX):
+        return None
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise stateenc.StateFormatError(
-            f"{what} is missing from the checkpoint ({path}): the checkpoint's state files "
-            "were removed or the checkpoint was copied without its kspark-state folder"
-        ) from None
+        return int(name.split("-")[1])
+    except (IndexError, ValueError):
+        return None
 
 
 class _Base:
@@ -147,7 +188,7 @@ class _Base:
         f = self.files
         if key[0] >= f.n_chunks:
             return None
-        return (_read(f.base_path(key[0]), f"chunk {key[0]} of {f.where}'s base"),)
+        return (f.read(f.base_path(key[0]), f"chunk {key[0]} of {f.where}'s base"),)
 
     def containsKey(self, key: tuple[int]) -> bool:
         return key[0] < self.files.n_chunks
@@ -180,7 +221,7 @@ class _Log:
     def get(self) -> Iterator[tuple[bytes]]:
         f = self.files
         for n, ident in f.log_ids:
-            yield (_read(f.change_path(n, ident), f"the change of batch {n} of {f.where}"),)
+            yield (f.read(f.change_path(n, ident), f"the change of batch {n} of {f.where}"),)
 
     def appendValue(self, value: tuple[bytes]) -> None:
         f = self.files
@@ -216,7 +257,9 @@ class TaskFiles:
     :attr:`base`, :attr:`log` and :attr:`version` behave as the state variables of the
     ``transform_with_state`` runner (:mod:`kspark_server.statevars`), so the operators
     run on either; :meth:`committed` is the group state to commit. A reader passes
-    ``create=False``: it makes no folder.
+    ``create=False``: it makes no folder, and a named file that a later batch collected is
+    a :class:`StaleVersion` to it (a batch runs on the last committed version, which no
+    collection touches).
     """
 
     def __init__(
@@ -240,6 +283,7 @@ class TaskFiles:
             ids = [x for x in str(c[8] or "").split(",") if x]
             # the changes are those of the batches after the base, one per batch
             self.log_ids = [(batches - len(ids) + 1 + i, str(x)) for i, x in enumerate(ids)]
+        self.reader = not create
         if create:
             os.makedirs(self.folder, exist_ok=True)
         #: the committed names, for :meth:`collect`
@@ -259,6 +303,40 @@ class TaskFiles:
 
     def change_path(self, n: int, ident: str) -> str:
         return os.path.join(self.folder, f"chg-{n:012d}-{ident}{_SUFFIX}")
+
+    def read(self, path: str, what: str) -> bytes:
+        """The bytes of named file ``path`` (``what`` it holds, for the error)."""
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            if self.reader and self.moved_on():
+                raise self.stale(f"{what} ({path})") from None
+            raise stateenc.StateFormatError(
+                f"{what} is missing from the checkpoint ({path}): the checkpoint's state "
+                "files were removed or the checkpoint was copied without its kspark-state "
+                "folder"
+            ) from None
+
+    def stale(self, what: str) -> StaleVersion:
+        """The error of a reader whose version's ``what`` a later batch collected."""
+        return StaleVersion(
+            f"[{STALE}] {what} was collected: the app committed a newer version of "
+            f"{self.where} since the one of its batch {self._committed_batches} was read"
+        )
+
+    def named(self) -> set[str]:
+        """The names of the files the version names."""
+        return set(self._named)
+
+    def moved_on(self) -> bool:
+        """Whether the folder holds a file of a batch after the version's: a later batch
+        ran (or one failed after writing files)."""
+        try:
+            names = os.listdir(self.folder)
+        except FileNotFoundError:
+            return False
+        return any((_batch_of(n) or 0) > self._committed_batches for n in names)
 
     def chunks(self) -> Iterator[bytes]:
         for i in range(self.n_chunks):
@@ -291,12 +369,8 @@ class TaskFiles:
         if _held(os.path.dirname(self.folder)):
             return gone
         for name in os.listdir(self.folder):
-            if not name.endswith(_SUFFIX) or name in self._named:
-                continue
-            parts = name.split("-")
-            try:
-                n = int(parts[1])
-            except (IndexError, ValueError):
+            n = _batch_of(name)
+            if n is None or name in self._named:
                 continue
             if n <= self._committed_batches:
                 try:

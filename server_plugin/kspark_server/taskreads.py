@@ -38,7 +38,7 @@ from typing import Any
 
 import pandas as pd
 
-from kspark_server import placement
+from kspark_server import placement, taskfiles
 from kspark_server.taskfiles import GROUP_STATE_DDL, TaskFiles
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "changes_since",
     "committed_chunks",
     "held_version",
+    "hold_files",
     "owners",
 ]
 
@@ -103,8 +104,10 @@ def committed_chunks(root: str, store: str) -> Fn:
 
 def owners(root: str, stores: list[str]) -> Fn:
     """Which of ``stores`` holds the files of each row's operator (column ``op``): the
-    store whose folder has the task's first named file (file names carry a fresh id,
-    so one store's folder holds them). Tasks that name no file are left out."""
+    store whose folder has a file the task's version names (file names carry a fresh
+    id, so one store's folder holds them). Tasks that name no file are left out; a
+    version whose files a later batch collected is a
+    :class:`~kspark_server.taskfiles.StaleVersion`."""
 
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for frame in frames:
@@ -112,15 +115,20 @@ def owners(root: str, stores: list[str]) -> Fn:
             ops = frame["op"].tolist()
             for op, (task, committed) in zip(ops, _tasks(frame), strict=True):
                 where: str | None = None
+                moved: TaskFiles | None = None
                 for store in stores:
                     files = _files(root, store, task, committed)
-                    named = sorted(files._named)
+                    named = files.named()
                     if not named:
                         break
-                    if os.path.exists(os.path.join(files.folder, named[0])):
+                    if any(os.path.exists(os.path.join(files.folder, n)) for n in named):
                         where = store
                         break
+                    moved = moved or (files if files.moved_on() else None)
                 else:
+                    if moved is not None:
+                        # the app collected the version's files since it was read
+                        raise moved.stale("every file of the version")
                     found.add((int(op), None))
                     continue
                 if where is not None:
@@ -172,5 +180,19 @@ def changes_since(root: str, store: str, held: dict[int, str]) -> Fn:
                 yield pd.DataFrame(
                     rows, columns=["task", "reset", "part", "number", "blob", "held"]
                 )
+
+    return run
+
+
+def hold_files(root: str, store: str, on: bool, holder: str = "") -> Fn:
+    """The ``mapInPandas`` function that renews (or ends) ``holder``'s hold on collecting
+    store ``store``'s files under ``root`` (:func:`kspark_server.taskfiles.hold`), on an
+    executor, which sees the checkpoint as the runner's tasks do."""
+
+    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for frame in frames:
+            if len(frame):
+                taskfiles.hold(os.path.join(root, store), on, holder)
+            yield frame
 
     return run

@@ -1,8 +1,9 @@
 """Readers of the ``apply_in_pandas`` runner's files (:mod:`kspark_server.taskreads`):
 they open only the files a committed version names, find which store an operator's
 versions name, give a replica the changes since the version it holds, and say so when a
-named file is gone; and what does not read the runner's state yet (rescale) refuses such
-an app with an error naming the setting."""
+named file is gone; a reader that lags behind the app reads again at the newer committed
+version; and what does not read the runner's state yet (rescale) refuses such an app with
+an error naming the setting."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ import pandas as pd
 import pytest
 
 from kspark import Materialized, StreamsApp, StreamsBuilder, StreamsConfig
-from kspark.errors import RescaleError
+from kspark.errors import RescaleError, StoreError
 from kspark.runtime.rescale import rescale
-from kspark_server import placement, stateenc, taskreads
-from kspark_server.taskfiles import TaskFiles
+from kspark.runtime.stores.files import READ_ATTEMPTS, read_committed
+from kspark_server import placement, stateenc, taskfiles, taskreads
+from kspark_server.taskfiles import StaleVersion, TaskFiles
 
 KEY = placement.task_keys(2)[1]
 TASK = placement.task_of(KEY)
@@ -40,6 +42,15 @@ def _commit(root: str, store: str, committed: Any, *, base: bool, change: int | 
         f.log.appendValue((_frame(change),))
     f.version.update(("inc", batches + 1, 10, 5, len(f.log_ids), f.n_chunks))
     return f.committed()
+
+
+def _batch(root: str, store: str, committed: Any, *, base: bool, change: int | None) -> Any:
+    """:func:`_commit`, after collecting the files the committed version no longer needs,
+    as the runner's task does when the version's base is new."""
+    f = TaskFiles(root, store, TASK, committed)
+    if f.just_compacted():
+        f.collect()
+    return _commit(root, store, committed, base=base, change=change)
 
 
 def _tasks(*committed: Any) -> pd.DataFrame:
@@ -85,14 +96,12 @@ def test_owners_name_the_store_whose_folder_holds_the_files(tmp_path: Path) -> N
     frame = _tasks(a, b, empty.committed()).assign(op=[0, 1, 2])
     found = pd.concat(list(taskreads.owners(root, ["a", "b", "c"])(iter([frame]))))
     assert sorted(found.itertuples(index=False, name=None)) == [(0, "a"), (1, "b")]
-    os.remove(
-        os.path.join(
-            root,
-            "a",
-            f"task-{TASK}",
-            sorted(os.listdir(os.path.join(root, "a", f"task-{TASK}")))[0],
-        )
-    )
+    folder = os.path.join(root, "a", f"task-{TASK}")
+    os.remove(os.path.join(folder, sorted(os.listdir(folder))[0]))
+    one = pd.concat(list(taskreads.owners(root, ["a", "b"])(iter([_tasks(a).assign(op=5)]))))
+    assert one.values.tolist() == [[5, "a"]], "one named file is enough to tell"
+    for name in os.listdir(folder):
+        os.remove(os.path.join(folder, name))
     lost = pd.concat(list(taskreads.owners(root, ["a", "b"])(iter([_tasks(a).assign(op=5)]))))
     assert lost.values.tolist() == [[5, None]]
 
@@ -137,6 +146,111 @@ def test_a_named_file_that_is_gone_is_an_error(tmp_path: Path) -> None:
         os.remove(os.path.join(folder, name))
     with pytest.raises(stateenc.StateFormatError, match="missing from the checkpoint"):
         _read(root, "s", v1)
+
+
+class App:
+    """A running app's commits of task ``TASK`` of store ``s`` (the last is the committed
+    version a reader reads), and a reader that the app overtakes between reading the
+    version and opening its files."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.versions = [_batch(root, "s", None, base=True, change=None)]
+        self.versions.append(_batch(root, "s", self.versions[-1], base=False, change=20))
+        self.reads = 0
+
+    def two_batches(self) -> None:
+        """A new base, then a batch on it, which collects the files the base replaced."""
+        self.versions.append(_batch(self.root, "s", self.versions[-1], base=True, change=None))
+        self.versions.append(_batch(self.root, "s", self.versions[-1], base=False, change=40))
+
+    def reader(self, lagging: int) -> Any:
+        """A read of the committed version whose first ``lagging`` attempts the app
+        overtakes by two batches."""
+
+        def read() -> list[tuple[int, bool, list[int]]]:
+            self.reads += 1
+            version = self.versions[-1]
+            if self.reads <= lagging:
+                self.two_batches()
+            return _read(self.root, "s", version)
+
+        return read
+
+    def hold(self, log: list[bool]) -> Any:
+        def hold(on: bool) -> None:
+            log.append(on)
+            taskfiles.hold(os.path.join(self.root, "s"), on, "reader")
+
+        return hold
+
+
+def test_a_reader_that_the_app_overtakes_finds_the_version_moved_on(tmp_path: Path) -> None:
+    app = App(str(tmp_path))
+    version = app.versions[-1]
+    app.two_batches()
+    with pytest.raises(StaleVersion, match="KSPARK_STATE_VERSION_COLLECTED"):
+        _read(app.root, "s", version)
+    with pytest.raises(StaleVersion):
+        list(taskreads.changes_since(app.root, "s", {})(iter([_tasks(version)])))
+    with pytest.raises(StaleVersion):
+        list(taskreads.owners(app.root, ["s"])(iter([_tasks(version).assign(op=0)])))
+    # the newer version reads whole
+    assert _read(app.root, "s", app.versions[-1]) == [(3, True, [40]), (-1, False, [40])]
+
+
+def test_a_lagging_reader_reads_again_at_the_newer_version(tmp_path: Path) -> None:
+    app = App(str(tmp_path))
+    holds: list[bool] = []
+    got = read_committed("s", app.reader(lagging=1), app.hold(holds))
+    assert got == [(3, True, [40]), (-1, False, [40])], "the newer version, whole"
+    assert (app.reads, holds) == (2, []), "one retry, no hold"
+
+
+def test_a_reader_that_keeps_lagging_reads_under_a_hold_of_its_own(tmp_path: Path) -> None:
+    app = App(str(tmp_path))
+    holds: list[bool] = []
+    got = read_committed("s", app.reader(lagging=READ_ATTEMPTS), app.hold(holds))
+    assert app.reads == READ_ATTEMPTS and holds == [True, False]
+    # the version read under the hold, whole, though the app ran two batches meanwhile
+    assert got == _read(app.root, "s", app.versions[-3])
+    assert got == [(2 * READ_ATTEMPTS - 1, True, [40]), (-1, False, [40])]
+    # the hold ended: the next new base's next batch collects what it left
+    app.two_batches()
+    folder = os.path.join(app.root, "s", f"task-{TASK}")
+    named = TaskFiles(app.root, "s", TASK, app.versions[-1]).named()
+    assert sorted(os.listdir(folder)) == sorted(named)
+
+
+def test_a_reader_hold_ends_only_its_own(tmp_path: Path) -> None:
+    folder = os.path.join(str(tmp_path), "s")
+    taskfiles.hold(folder)
+    taskfiles.hold(folder, True, "reader")
+    taskfiles.hold(folder, False, "reader")
+    assert taskfiles._held(folder)
+    taskfiles.hold(folder, False)
+    assert not taskfiles._held(folder)
+
+
+def test_files_gone_under_a_hold_are_an_error_naming_the_store(tmp_path: Path) -> None:
+    app = App(str(tmp_path))
+
+    def read() -> Any:
+        version = app.versions[-1]
+        folder = os.path.join(app.root, "s", f"task-{TASK}")
+        for name in TaskFiles(app.root, "s", TASK, version).named():
+            os.remove(os.path.join(folder, name))  # not the app: something else
+        app.two_batches()
+        return _read(app.root, "s", version)
+
+    with pytest.raises(StoreError, match="store s: files that its committed version names"):
+        read_committed("s", read, app.hold([]))
+    with pytest.raises(stateenc.StateFormatError, match="disk full"):
+        read_committed("s", lambda: _raise(stateenc.StateFormatError("disk full")), app.hold([]))
+
+
+def _raise(error: Exception) -> Any:
+    raise error
 
 
 def _app(runner: Any, tmp: Path) -> StreamsApp:

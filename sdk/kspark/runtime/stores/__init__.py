@@ -66,6 +66,20 @@ def committed_frame(
     return statestore.task_frame(spark, checkpoint, _operator_id(spark, checkpoint, name), name)
 
 
+def _checkpoint_source(
+    spark: Any, checkpoint: str, output: st.Output, name: str, runner: StatefulRunner
+) -> _CheckpointSource:
+    """Operator store ``name``'s committed state, read by a job per question; under the
+    grouped runner each job reads again at a newer version if the app collected the
+    files of the one it read (:func:`kspark.runtime.stores.files.read_committed`)."""
+    frame = committed_frame(spark, checkpoint, output, name, runner)
+    if runner != "apply_in_pandas":
+        return _CheckpointSource(frame)
+    from kspark.runtime.stores import files
+
+    return _CheckpointSource(frame, files.retried(spark, checkpoint, name))
+
+
 def open_store(
     spark: Any,
     checkpoint: str,
@@ -78,12 +92,10 @@ def open_store(
     found = _find_stage(output, name).spec
     if isinstance(found, ProcessorSpec):
         (store,) = [d for d in found.stores if d.name == name]
-        frame = committed_frame(spark, checkpoint, output, found.store, runner)
-        return _processor_view(name, _CheckpointSource(frame), store)
+        source = _checkpoint_source(spark, checkpoint, output, found.store, runner)
+        return _processor_view(name, source, store)
     spec = _table_spec(output, name, "answer interactive queries")
-    return _view(
-        name, _CheckpointSource(committed_frame(spark, checkpoint, output, name, runner)), spec
-    )
+    return _view(name, _checkpoint_source(spark, checkpoint, output, name, runner), spec)
 
 
 __all__ = [

@@ -7,11 +7,19 @@ server opens only the files it names (:mod:`kspark_server.taskreads`), so no fil
 failed attempt or of a batch after it is read. The rows it gives are those
 :func:`kspark.runtime.stores.statestore.task_frame` gives of the other runner's state, so
 the same queries, replicas and rescale run over either.
+
+The app goes on while a reader reads: a version read as of one micro-batch names files
+that the task's next batch after a new base collects. A reader that finds them gone
+(:class:`kspark_server.taskfiles.StaleVersion`) reads again at the newest committed
+version, and its last attempt holds off collection while it reads
+(:func:`read_committed`), so a lagging reader neither fails nor mixes versions.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kspark.compiler import stages as st
 from kspark.compiler.lowering import flat_schema
@@ -20,6 +28,84 @@ from kspark.runtime.stores.statestore import state_metadata
 
 #: Spark's name of the runner's stateful operators in the state metadata.
 OPERATOR_NAME = "applyInPandasWithState"
+
+#: Reads of a store's files before :func:`read_committed` gives up; the last holds off
+#: collection while it reads.
+READ_ATTEMPTS = 3
+
+T = TypeVar("T")
+
+
+def read_committed(store: str, read: Callable[[], T], hold: Callable[[bool], None]) -> T:
+    """``read()``: a read of store ``store``'s files at the newest committed version,
+    once more when the app collected the files of the version it read, and for its last
+    attempt under a hold on collection (``hold(True)``, ended by ``hold(False)`` as soon
+    as it returns), which no lag can outrun.
+
+    ``read`` reads the committed version afresh each time and gives all of its answer
+    or raises: no answer mixes two versions.
+
+    Examples
+    --------
+    >>> from kspark_server.taskfiles import StaleVersion
+    >>> calls = []
+    >>> def read():
+    ...     calls.append("read")
+    ...     if len(calls) < 4:
+    ...         raise StaleVersion("[KSPARK_STATE_VERSION_COLLECTED] gone")
+    ...     return "answer"
+    >>> read_committed("counts", read, lambda on: calls.append(f"hold {on}"))
+    'answer'
+    >>> calls
+    ['read', 'read', 'hold True', 'read', 'hold False']
+    """
+    from kspark_server.taskfiles import is_stale
+
+    for _ in range(READ_ATTEMPTS - 1):
+        try:
+            return read()
+        except Exception as exc:
+            if not is_stale(exc):
+                raise
+    hold(True)
+    try:
+        return read()
+    except Exception as exc:
+        if not is_stale(exc):
+            raise
+        raise StoreError(
+            f"store {store}: files that its committed version names are gone although "
+            "collection was held while they were read: something other than the app "
+            "removes files under the checkpoint's kspark-state folder (a clean-up job, a "
+            "second app with the same checkpoint). Stop it, then query again"
+        ) from exc
+    finally:
+        hold(False)
+
+
+def holder(spark: Any, checkpoint: str, store: str) -> Callable[[bool], None]:
+    """A hold of one reader's own on collecting store ``store``'s files
+    (:func:`kspark_server.taskfiles.hold`), set and ended by a job on an executor, which
+    sees the checkpoint as the runner's tasks do."""
+    from kspark_server import taskreads
+    from kspark_server.taskfiles import state_root
+
+    name = uuid.uuid4().hex[:12]
+
+    def hold(on: bool) -> None:
+        fn = taskreads.hold_files(state_root(checkpoint), store, on, name)
+        spark.range(1).mapInPandas(fn, "id long").collect()
+
+    return hold
+
+
+def retried(spark: Any, checkpoint: str, store: str) -> Callable[[Callable[[], T]], T]:
+    """:func:`read_committed` for the reads of store ``store`` of ``checkpoint``."""
+
+    def run(read: Callable[[], T]) -> T:
+        return read_committed(store, read, holder(spark, checkpoint, store))
+
+    return run
 
 
 def group_states(spark: Any, checkpoint: str, op: int, batch: int | None = None) -> Any:
@@ -67,14 +153,14 @@ def operator_of(spark: Any, checkpoint: str, output: st.Output, store: str) -> i
     if len(ops) == 1 and len(names) == 1:
         return ops[0]
     frames = [group_states(spark, checkpoint, op).withColumn("op", F.lit(op)) for op in ops]
-    found = (
+    owners = (
         reduce(lambda a, b: a.unionByName(b), frames)
         .mapInPandas(
             taskreads.owners(state_root(checkpoint), names), flat_schema(taskreads.OWNERS_SCHEMA)
         )
         .distinct()
-        .collect()
     )
+    found = retried(spark, checkpoint, store)(owners.collect)
     lost = sorted({int(r["op"]) for r in found if r["store"] is None})
     if lost:
         raise StoreError(
@@ -114,19 +200,30 @@ def task_frame(spark: Any, checkpoint: str, output: st.Output, store: str) -> An
 
 def changes(
     spark: Any, checkpoint: str, output: st.Output, store: str, held: dict[int, str], batch: int
-) -> list[Any]:
+) -> tuple[int, list[Any]]:
     """The rows that bring a reader holding ``held`` (per task,
     :func:`kspark_server.taskreads.held_version`) to store ``store``'s state as committed
     by micro-batch ``batch`` (:func:`kspark_server.taskreads.changes_since`): only the
-    tasks whose version changed, and of those whose base did not, only the new changes."""
+    tasks whose version changed, and of those whose base did not, only the new changes.
+    Returns the batch read: ``batch``, or a later one when the app collected the files of
+    ``batch``'s versions before they were read (:func:`read_committed`)."""
+    from kspark.runtime.checkpoints import last_committed
     from kspark_server import taskreads
     from kspark_server.taskfiles import state_root
 
     op = operator_of(spark, checkpoint, output, store)
     if op is None:
-        return []
-    frame = group_states(spark, checkpoint, op, batch).mapInPandas(
-        taskreads.changes_since(state_root(checkpoint), store, held),
-        flat_schema(taskreads.CHANGES_SCHEMA),
-    )
-    return list(frame.collect())
+        return batch, []
+    first = [True]
+
+    def read() -> tuple[int, list[Any]]:
+        at = batch if first[0] else last_committed(spark, checkpoint)
+        first[0] = False
+        assert at is not None
+        frame = group_states(spark, checkpoint, op, at).mapInPandas(
+            taskreads.changes_since(state_root(checkpoint), store, held),
+            flat_schema(taskreads.CHANGES_SCHEMA),
+        )
+        return at, list(frame.collect())
+
+    return retried(spark, checkpoint, store)(read)

@@ -75,7 +75,8 @@ class StoreReplica:
         if last is None or last == self.as_of_batch:
             return 0
         if self._runner == "apply_in_pandas":
-            dirty = self._apply_file_changes(last)
+            # a later batch when the app collected the files of ``last``'s versions
+            last, dirty = self._apply_file_changes(last)
         else:
             dirty = self._apply_feed(last)
         kind, versioned = self._spec.kind, self._spec.versioned
@@ -96,11 +97,13 @@ class StoreReplica:
         self._view = _view(self.name, _MemorySource(self._tasks, versioned), self._spec)
         return changed
 
-    def _apply_file_changes(self, last: int) -> set[int]:
-        """Apply the grouped runner's file changes up to batch ``last``; the tasks changed."""
+    def _apply_file_changes(self, last: int) -> tuple[int, set[int]]:
+        """Apply the grouped runner's file changes up to batch ``last`` (or the later one
+        read, :func:`kspark.runtime.stores.files.changes`); that batch and the tasks
+        changed."""
         from kspark.runtime.stores import files
 
-        rows = files.changes(
+        last, rows = files.changes(
             self._spark, self._checkpoint, self._output, self.name, self._held, last
         )
         dirty: set[int] = set()
@@ -115,7 +118,7 @@ class StoreReplica:
                 self._bases.setdefault(task, {})[int(r["number"])] = r["blob"]
             else:
                 self._logs.setdefault(task, []).append(r["blob"])
-        return dirty
+        return last, dirty
 
     def _apply_feed(self, last: int) -> set[int]:
         """Apply Spark's state change feed up to batch ``last``; the tasks changed."""

@@ -5,7 +5,7 @@ and what every view over such a source shares."""
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from kspark.compiler.lowering import flat_schema
@@ -32,14 +32,23 @@ class _Source:
 class _CheckpointSource(_Source):
     """Entries read from the checkpoint by a job on the server that returns only the
     entries asked for (:mod:`kspark_server.queries`): a lookup costs the client one
-    entry, whatever the store's size."""
+    entry, whatever the store's size.
 
-    def __init__(self, frame: Any) -> None:
+    ``retry`` runs each job (a function of no argument that reads the committed state
+    afresh and returns its whole answer) until it reads a version whose files are still
+    there (:func:`kspark.runtime.stores.files.read_committed`); None: once, streamed.
+    """
+
+    def __init__(self, frame: Any, retry: Callable[[Callable[[], Any]], Any] | None = None) -> None:
         # the store's committed base chunks (blob, first, log), of either runner
         self._frame = frame
+        self._retry = retry
+
+    def _run(self, job: Callable[[], Any]) -> Any:
+        return job() if self._retry is None else self._retry(job)
 
     @staticmethod
-    def _decode(rows: list[Any]) -> Iterator[tuple[Hashable, tuple[Any, Any]]]:
+    def _decode(rows: Iterable[Any]) -> Iterator[tuple[Hashable, tuple[Any, Any]]]:
         from kspark_server import stateenc
 
         for r in rows:
@@ -50,30 +59,29 @@ class _CheckpointSource(_Source):
         from kspark_server import queries, stateenc
 
         wanted = [stateenc.pack(k) for k in keys]
-        rows = self._frame.mapInPandas(
-            queries.lookup(wanted), flat_schema(queries.ENTRY_SCHEMA)
-        ).collect()
-        return dict(self._decode(rows))
+        frame = self._frame.mapInPandas(queries.lookup(wanted), flat_schema(queries.ENTRY_SCHEMA))
+        return dict(self._decode(self._run(frame.collect)))
 
     def count(self) -> int:
         from pyspark.sql import functions as F
 
         from kspark_server import queries
 
-        row = (
-            self._frame.mapInPandas(queries.count(), flat_schema(queries.COUNT_SCHEMA))
-            .agg(F.sum("entries").alias("n"))
-            .collect()[0]
+        frame = self._frame.mapInPandas(queries.count(), flat_schema(queries.COUNT_SCHEMA)).agg(
+            F.sum("entries").alias("n")
         )
+        row = self._run(frame.collect)[0]
         return int(row["n"] or 0)
 
     def items(self) -> Iterator[tuple[Hashable, tuple[Any, Any]]]:
         from kspark_server import queries
 
-        rows = self._frame.mapInPandas(
-            queries.scan(), flat_schema(queries.ENTRY_SCHEMA)
-        ).toLocalIterator()
-        yield from self._decode(rows)
+        frame = self._frame.mapInPandas(queries.scan(), flat_schema(queries.ENTRY_SCHEMA))
+        if self._retry is None:
+            yield from self._decode(frame.toLocalIterator())
+        else:
+            # whole, so that a read retried at a newer version yields no entry twice
+            yield from self._decode(self._retry(frame.collect))
 
 
 class _MemorySource(_Source):
