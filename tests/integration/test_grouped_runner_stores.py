@@ -5,6 +5,7 @@ tests/integration/test_driver_engines.py), over micro-batches that are each a re
 
 from __future__ import annotations
 
+import os
 import random
 import uuid
 from datetime import timedelta
@@ -166,3 +167,51 @@ def test_a_replica_answers_as_the_store_after_each_batch(spark: Any) -> None:
             before = versioned(d.store(name))
             assert versioned(replica) == before
         assert replica.as_of_batch is not None and versioned(replica)[1] > 0
+
+
+def test_a_read_that_the_app_overtook_reads_the_newest_version(spark: Any) -> None:
+    """A reader that read the committed versions of one micro-batch and opens their files
+    after the app ran two more (a small store: each task writes a new base every batch,
+    and the batch after one collects the files it replaced) finds them gone, and reads
+    again at the newest committed version: the newest state, whole, and no error."""
+    from kspark.runtime.checkpoints import last_committed
+    from kspark.runtime.stores import files
+    from kspark_server import placement
+    from kspark_server.taskfiles import TaskFiles, state_root
+
+    b = StreamsBuilder()
+    b.stream("in", key_type=str, value_type=int).group_by_key().count(
+        materialized=Materialized.as_("counts")
+    ).to_stream().to("out")
+    cfg = StreamsConfig(
+        application_id=f"go-{uuid.uuid4().hex[:8]}",
+        num_partitions=2,
+        stateful_runner="apply_in_pandas",
+    )
+    keys = [f"k{i}" for i in range(8)]
+    with TopologyTestDriver(b.build(), cfg, session=spark, engine="spark") as d:
+        src = d.create_input_topic("in", key_type=str, value_type=int)
+        ckpt, output = d.app.checkpoint_location, d.app.compiled()
+        batches = []
+        for i in range(3):
+            for k in keys:
+                src.pipe_input(k, i, timestamp=1_000 * i)
+            d.process()
+            batches.append(last_committed(spark, ckpt))
+        first, newest = batches[0], batches[-1]
+        assert first is not None and newest is not None
+        op = files.operator_of(spark, ckpt, output, "counts")
+        assert op is not None
+        gone = [
+            TaskFiles(state_root(ckpt), "counts", placement.task_of(int(r[0])), r[1:], create=False)
+            for r in files.group_states(spark, ckpt, op, first).collect()
+        ]
+        assert any(
+            not all(os.path.exists(os.path.join(f.folder, n)) for n in f.named()) for f in gone
+        ), "the app collected files of the first batch's versions"
+        at, rows = files.changes(spark, ckpt, output, "counts", {}, first)
+        assert at == newest
+        assert sorted(map(tuple, rows)) == sorted(
+            map(tuple, files.changes(spark, ckpt, output, "counts", {}, newest)[1])
+        )
+        assert d.store("counts").get("k0") == 3
