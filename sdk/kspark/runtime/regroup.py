@@ -44,7 +44,6 @@ from kspark.runtime.checkpoints import (
     current_generation,
     last_committed,
     query_progress,
-    write_generation,
 )
 
 
@@ -319,12 +318,9 @@ def _switch(
         state_format=STATE_FORMAT,
         seeds={} if stage is None else {stage.spec.store: _seeds(layout)},
     )
-    if current_generation(spark, app.config.checkpoint_dir).number != gen.number:
-        raise RescaleError(
-            f"app {app.config.application_id}'s checkpoint changed generation while it was "
-            "rescaled (another rescale switched it); nothing was switched by this one"
-        )
-    write_generation(spark, app.config.checkpoint_dir, new)
+    rescaling.switch_generation(
+        spark, app.config.checkpoint_dir, app.config.application_id, gen, new
+    )
     return new
 
 
@@ -430,16 +426,11 @@ def _run(
                 tasks_after=len(new.seeds.get(stage.spec.store, {})),
             ),
         )
-    return rescaling.RescaleReport(
+    return rescaling.RescaleReport.of(
+        new,
         application_id=app_id,
         from_partitions=n_old,
-        to_partitions=partitions,
-        generation=new.number,
-        checkpoint=new.checkpoint,
-        resumes_after_batch=new.batch_offset - 1,
         stores=stores,
-        files_already_read=len(new.skip_files),
-        kafka_topics=tuple(sorted(new.kafka_offsets)),
         seconds=seconds,
         warm=running,
         rounds=layout.rounds,

@@ -78,6 +78,33 @@ class RescaleReport:
     #: seconds from the app's stop to its start on the new layout (a warm rescale)
     switch_seconds: float | None = None
 
+    @classmethod
+    def of(
+        cls,
+        new: Generation,
+        *,
+        application_id: str,
+        from_partitions: int,
+        stores: tuple[StoreRescale, ...],
+        seconds: float,
+        **warm: Any,
+    ) -> RescaleReport:
+        """The report of a rescale of ``application_id`` from ``from_partitions`` that
+        switched to generation ``new`` (``warm``: a warm rescale's fields)."""
+        return cls(
+            application_id=application_id,
+            from_partitions=from_partitions,
+            to_partitions=new.num_partitions or 0,
+            generation=new.number,
+            checkpoint=new.checkpoint,
+            resumes_after_batch=new.batch_offset - 1,
+            stores=stores,
+            files_already_read=len(new.skip_files),
+            kafka_topics=tuple(sorted(new.kafka_offsets)),
+            seconds=seconds,
+            **warm,
+        )
+
     def summary(self) -> str:
         lines = [
             f"rescaled {self.application_id} from {self.from_partitions} to {self.to_partitions} "
@@ -367,24 +394,27 @@ def _rescale(
         state_format=STATE_FORMAT,
     )
     phase("switching")
-    if current_generation(spark, cfg.checkpoint_dir).number != gen.number:
+    switch_generation(spark, cfg.checkpoint_dir, app_id, gen, new)
+    return RescaleReport.of(
+        new,
+        application_id=app_id,
+        from_partitions=old_partitions,
+        stores=tuple(stores),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def switch_generation(
+    spark: Any, checkpoint_dir: str, app_id: str, gen: Generation, new: Generation
+) -> None:
+    """Record generation ``new``, which replaces ``gen``, unless another rescale switched
+    ``gen`` meanwhile (:class:`RescaleError`)."""
+    if current_generation(spark, checkpoint_dir).number != gen.number:
         raise RescaleError(
             f"app {app_id}'s checkpoint changed generation while it was rescaled (another "
             "rescale switched it); nothing was switched by this one"
         )
-    write_generation(spark, cfg.checkpoint_dir, new)
-    return RescaleReport(
-        application_id=app_id,
-        from_partitions=old_partitions,
-        to_partitions=partitions,
-        generation=new.number,
-        checkpoint=new.checkpoint,
-        resumes_after_batch=new.batch_offset - 1,
-        stores=tuple(stores),
-        files_already_read=len(new.skip_files),
-        kafka_topics=tuple(sorted(kafka_offsets)),
-        seconds=time.perf_counter() - t0,
-    )
+    write_generation(spark, checkpoint_dir, new)
 
 
 def _kafka_offsets(output: st.Output, offsets: tuple[str | None, ...]) -> dict[str, dict[str, int]]:
