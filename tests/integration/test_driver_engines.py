@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
+from support.topologies import as_of_join
 
 from kspark import (
     BufferConfig,
@@ -276,21 +277,6 @@ def windowed_count() -> Any:
         .map(lambda w, n: (f"{w.key}@{w.window.start}", n), key_type=str, value_type=int)
         .to("out")
     )
-    return b.build()
-
-
-def as_of_join() -> Any:
-    """One stateful operator with two inputs: a stream joined to a versioned table."""
-    b = StreamsBuilder()
-    rates = b.table(
-        "table",
-        key_type=str,
-        value_type=int,
-        materialized=Materialized.as_versioned("rates", timedelta(seconds=20)),
-    )
-    b.stream("in", key_type=str, value_type=int).left_join(
-        rates, lambda v, r: v * 100 + (r if r is not None else -1), value_type=int
-    ).to("out")
     return b.build()
 
 

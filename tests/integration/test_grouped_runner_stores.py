@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from support.topologies import as_of_join
 
 from kspark import Materialized, StreamsBuilder, StreamsConfig, TimeWindows
 from kspark._typing import StatefulRunner
@@ -22,21 +23,6 @@ from kspark.testing import TopologyTestDriver
 pytestmark = pytest.mark.spark
 
 KEYS = ["a", "b", "c", "d"]
-
-
-def as_of_join() -> Any:
-    """A stream's join with a versioned table: the store answers as-of reads."""
-    b = StreamsBuilder()
-    rates = b.table(
-        "table",
-        key_type=str,
-        value_type=int,
-        materialized=Materialized.as_versioned("rates", timedelta(seconds=20)),
-    )
-    b.stream("in", key_type=str, value_type=int).left_join(
-        rates, lambda v, r: v * 100 + (r if r is not None else -1), value_type=int
-    ).to("out")
-    return b.build()
 
 
 def windows() -> Any:
