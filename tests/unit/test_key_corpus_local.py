@@ -1,0 +1,146 @@
+"""The key corpus (tests/support/keycorpus.py) through every stateful operator, on the
+test driver's in-process engine: dedup x3, aggregations, time, session and sliding
+windows, suppression, cogroup, stream-table joins (latest and versioned, inner and left),
+stream-stream joins, table-table and foreign-key joins, a table's re-grouping, global
+tables and the Processor API's key-value, window and versioned stores, with str and
+bytes keys, and the stores read back by interactive queries.
+
+Each key's story runs over four micro-batches; the driver restarts (new operators, empty
+local stores rebuilt from the durable state) before the third and the fourth. The same
+corpus runs on Spark, with a rescale, in tests/integration/test_key_corpus.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support.keycorpus import (
+    BYTES_KEYS,
+    EXPIRY_SINKS,
+    FAR,
+    FAR_START,
+    NULL_KEY_DROPS,
+    OPERATORS,
+    STR_KEYS,
+    TWINS,
+    Out,
+    check_sink,
+    null_key_drops,
+    pipe,
+    pipe_expiry,
+    topology,
+)
+
+from kspark import Materialized, StreamsBuilder, StreamsConfig
+from kspark.errors import StreamsAppError
+from kspark.testing import TopologyTestDriver
+
+SINKS = {"s": list(OPERATORS), "b": list(OPERATORS), "x": EXPIRY_SINKS}
+KEYS = {"s": STR_KEYS + TWINS["s"], "b": BYTES_KEYS + TWINS["b"]}
+
+
+@pytest.fixture(scope="module")
+def corpus_run() -> dict[str, Any]:
+    """Every operator over the corpus: each sink's output per batch, the stores' answers
+    and the metrics."""
+    cfg = StreamsConfig(application_id="key-corpus", num_partitions=1, timestamp_policy="skip")
+    outputs: dict[str, list[list[Out]]] = {}
+    with TopologyTestDriver(topology(SINKS), cfg, engine="local") as d:
+        sinks = {
+            f"{p}-{s}": d.create_output_topic(f"{p}-{s}")
+            for p, names in SINKS.items()
+            for s in names
+        }
+        for batch in (1, 2, 3, 4):
+            if batch >= 3:
+                assert d._local is not None
+                d._local.restart()  # new executors: the local stores rebuild
+            for p, keys in KEYS.items():
+                pipe(d, p, keys, batch)
+            pipe_expiry(d, batch)
+            d.process()
+            for name, sink in sinks.items():
+                outputs.setdefault(name, []).append([(r.key, r.value) for r in sink.read_records()])
+        stores: dict[str, Any] = {}
+        for p, keys in KEYS.items():
+            for name in ("count", "reduce", "aggregate", "proc", "cogroup", "regrouped"):
+                store = d.get_key_value_store(f"{p}-{name}")
+                stores[f"{p}-{name}"] = [store.get(k) for k in keys]
+            for name in ("tables", "tables-inner", "tables-left", "fk", "fk-left"):
+                stores[f"{p}-{name}"] = [d.store(f"{p}-{name}").get(k) for k in keys]
+            versioned = d.get_versioned_key_value_store(f"{p}-versioned")
+            stores[f"{p}-versioned"] = [
+                [versioned.get(k, as_of=t) for t in (500, 1_200, 16_000)] for k in keys
+            ]
+            stores[f"{p}-versioned-keys"] = sorted(k for k, _ in versioned)
+            proc_versioned = d.get_versioned_key_value_store(f"{p}-proc-versioned")
+            stores[f"{p}-proc-versioned"] = [proc_versioned.get(k) for k in keys]
+            for name in ("windowed", "proc-window"):
+                windows = d.get_window_store(f"{p}-{name}")
+                stores[f"{p}-{name}"] = [windows.fetch(k, FAR_START, FAR_START) for k in keys]
+            sessions = d.get_session_store(f"{p}-session")
+            stores[f"{p}-session"] = [sessions.fetch(k) for k in keys]
+        return {"outputs": outputs, "stores": stores, "metrics": d.metrics()}
+
+
+@pytest.mark.parametrize("sink", [f"{p}-{s}" for p, names in SINKS.items() for s in names])
+def test_each_key_behaves_as_any_key(corpus_run: dict[str, Any], sink: str) -> None:
+    p, name = sink.split("-", 1)
+    check_sink(corpus_run["outputs"][sink], p, name, KEYS.get(p, []))
+
+
+def test_stores_return_the_original_keys(corpus_run: dict[str, Any]) -> None:
+    """Interactive queries find each key, the 1 MiB twins apart, by its original value."""
+    stores = corpus_run["stores"]
+    for p, keys in KEYS.items():
+        n = len(keys)
+        assert stores[f"{p}-count"] == [4] * n
+        assert stores[f"{p}-aggregate"] == [4] * n
+        assert stores[f"{p}-reduce"] == [f"{i}:v1|{i}:v2|{i}:v3|{i}:v4" for i in range(n)]
+        assert stores[f"{p}-proc"] == [5] * n
+        assert stores[f"{p}-cogroup"] == [104] * n
+        assert stores[f"{p}-regrouped"] == [1] * n
+        for name in ("tables", "tables-inner", "tables-left", "fk", "fk-left"):
+            assert stores[f"{p}-{name}"] == [f"{i}:v4+{i}:r1" for i in range(n)], name
+        versions = [
+            [None if v is None else (v.value, v.timestamp) for v in row]
+            for row in stores[f"{p}-versioned"]
+        ]
+        assert versions == [
+            [(f"{i}:T1", 0), (f"{i}:T2", 1_000), (f"{i}:T3", 15_000)] for i in range(n)
+        ]
+        assert stores[f"{p}-versioned-keys"] == sorted(keys)
+        latest = [(v.value, v.valid_from) for v in stores[f"{p}-proc-versioned"]]
+        assert latest == [(f"{i}:v4", FAR) for i in range(n)]
+        assert stores[f"{p}-windowed"] == [[(FAR_START, 1)]] * n
+        assert stores[f"{p}-proc-window"] == [[(FAR_START, 1)]] * n
+        assert stores[f"{p}-session"][0][-1] == (FAR, FAR, 1)
+        assert all(s[-1] == (FAR, FAR, 1) for s in stores[f"{p}-session"])
+
+
+def test_null_keys_and_invalid_timestamps_are_counted(corpus_run: dict[str, Any]) -> None:
+    """Each aggregation and join counts its null-key records as dropped, with the reason;
+    deduplication, the Processor API and outer joins drop none; a negative timestamp is
+    dropped at the source."""
+    reasons = corpus_run["metrics"].dropped_by_reason()
+    for p in KEYS:
+        assert null_key_drops(reasons, p) == {n: NULL_KEY_DROPS.get(n, 0) for n in OPERATORS}
+    invalid = sum(n for (_, why), n in reasons.items() if why == "invalid-timestamp")
+    assert invalid == len(KEYS["s"]) + len(KEYS["b"]) + 2
+
+
+@pytest.mark.parametrize("key", ["", "k" * (1 << 20), None, "ключ"])
+def test_a_negative_timestamp_stops_the_app_when_the_policy_says_so(key: Any) -> None:
+    b = StreamsBuilder()
+    b.stream("in", key_type=str, value_type=str).group_by_key().count(
+        materialized=Materialized.as_("n")
+    ).to_stream().to("out")
+    cfg = StreamsConfig(application_id="key-corpus-fail", num_partitions=1, timestamp_policy="fail")
+    with TopologyTestDriver(b.build(), cfg, engine="local") as d:
+        src = d.create_input_topic("in")
+        src.pipe_input(key, "v", timestamp=0)
+        d.process()
+        src.pipe_input(key, "v", timestamp=-1)
+        with pytest.raises(StreamsAppError, match="invalid timestamp"):
+            d.process()
