@@ -12,6 +12,8 @@ corpus runs on Spark, with a rescale, in tests/integration/test_key_corpus.py.
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 import pytest
@@ -26,6 +28,7 @@ from support.keycorpus import (
     OPERATORS,
     STR_KEYS,
     TWINS,
+    WINDOW,
     Out,
     check_sink,
     null_key_drops,
@@ -34,7 +37,7 @@ from support.keycorpus import (
     topology,
 )
 
-from kspark import Materialized, StreamsBuilder, StreamsConfig
+from kspark import Materialized, Named, StreamsBuilder, StreamsConfig, Topic
 from kspark.errors import StreamsAppError
 from kspark.testing import TopologyTestDriver
 from kspark_server import placement
@@ -182,3 +185,39 @@ def test_two_long_keys_that_differ_in_their_last_byte_hash_apart() -> None:
         assert a[:-1] == b[:-1] and a != b
         assert (hasher(a, 42), hasher(b, 42)) == (_words_hash(a, 42), _words_hash(b, 42))
         assert hasher(a, 42) != hasher(b, 42)
+
+
+def test_every_drop_is_dead_lettered_with_its_key_as_json_text() -> None:
+    """With ``dead_letter_dropped_records``, each record that a count (whose whole batch
+    runs at once) or the source drops reaches the dead-letter queue, a ``bytes`` key as
+    the JSON string of its base64, as Spark's ``to_json`` writes binary."""
+    b = StreamsBuilder()
+    s = b.stream("in", key_type=bytes, value_type=str)
+    s.group_by_key().count(Named.as_("count")).to_stream().to("count")
+    s.group_by_key().windowed_by(WINDOW).count(Named.as_("windowed")).to_stream().to("windowed")
+    cfg = StreamsConfig(
+        application_id="key-corpus-dlq",
+        num_partitions=1,
+        timestamp_policy="skip",
+        dead_letter_queue_topic=Topic.parquet("dlq", "/unused/dlq"),
+        dead_letter_dropped_records=True,
+    )
+    keys = [b"\xff\xfe\x80", TWINS["b"][0], None]
+    with TopologyTestDriver(b.build(), cfg, engine="local") as d:
+        src = d.create_input_topic("in")
+        for k in keys:
+            src.pipe_input(k, None, timestamp=0)  # a null value: dropped by the count
+            src.pipe_input(k, "v", timestamp=-1)  # dropped by the source
+            src.pipe_input(k, "v", timestamp=5)
+        d.process()
+        dead = d.dead_letter_topic().read_records()
+        dropped = d.metrics().dropped_by_reason()
+    assert dropped == {
+        ("KSTREAM-SOURCE-0000000000", "invalid-timestamp"): 3,
+        ("count", "null-value"): 2,
+        ("count", "null-key"): 2,
+        ("windowed", "null-key"): 2,
+    }
+    assert len(dead) == 9
+    texts = {json.dumps(base64.b64encode(k).decode()) for k in keys if k is not None}
+    assert {r.key for r in dead} == {*texts, None}
