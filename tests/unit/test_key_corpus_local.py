@@ -73,6 +73,8 @@ def corpus_run() -> dict[str, Any]:
             for name in ("count", "reduce", "aggregate", "proc", "cogroup", "regrouped"):
                 store = d.get_key_value_store(f"{p}-{name}")
                 stores[f"{p}-{name}"] = [store.get(k) for k in keys]
+                if name == "proc":  # the Processor API's store iterates: all()
+                    stores[f"{p}-proc-keys"] = sorted(k for k, _ in store.all())
             for name in ("tables", "tables-inner", "tables-left", "fk", "fk-left"):
                 stores[f"{p}-{name}"] = [d.store(f"{p}-{name}").get(k) for k in keys]
             versioned = d.get_versioned_key_value_store(f"{p}-versioned")
@@ -116,7 +118,8 @@ def test_stores_return_the_original_keys(corpus_run: dict[str, Any]) -> None:
         assert versions == [
             [(f"{i}:T1", 0), (f"{i}:T2", 1_000), (f"{i}:T3", 15_000)] for i in range(n)
         ]
-        assert stores[f"{p}-versioned-keys"] == sorted(keys)
+        for name in ("versioned", "proc"):
+            assert stores[f"{p}-{name}-keys"] == sorted(keys), name  # iteration's keys
         latest = [(v.value, v.valid_from) for v in stores[f"{p}-proc-versioned"]]
         assert latest == [(f"{i}:v4", FAR) for i in range(n)]
         assert stores[f"{p}-windowed"] == [[(FAR_START, 1)]] * n
