@@ -223,3 +223,43 @@ def test_every_drop_is_dead_lettered_with_its_key_as_json_text() -> None:
     assert len(dead) == 9
     texts = {json.dumps(base64.b64encode(k).decode()) for k in keys if k is not None}
     assert {r.key for r in dead} == {*texts, None}
+
+
+def test_long_keys_whose_digests_collide_keep_their_identity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The local stores place a long key by a digest and tell keys apart by the full key:
+    with one digest for every long key, every operator still gives each long key (the
+    1 MiB twins among them) its own results, before and after a restart."""
+    from kspark_server.localstore import SHORT_KEY, TaskStore
+
+    monkeypatch.setattr(TaskStore, "digest", staticmethod(lambda k: b"\x00"))
+    long = {
+        p: [k for k in keys if k is not None and len(k) > SHORT_KEY] for p, keys in KEYS.items()
+    }
+    sinks = {p: list(OPERATORS) for p in long}
+    cfg = StreamsConfig(
+        application_id="key-corpus-digest", num_partitions=1, timestamp_policy="skip"
+    )
+    outputs: dict[str, list[list[Out]]] = {}
+    with TopologyTestDriver(topology(sinks), cfg, engine="local") as d:
+        topics = {f"{p}-{s}": d.create_output_topic(f"{p}-{s}") for p in sinks for s in sinks[p]}
+        for batch in (1, 2, 3, 4):
+            if batch >= 3:
+                assert d._local is not None
+                d._local.restart()
+            for p, keys in long.items():
+                pipe(d, p, keys, batch)
+            d.process()
+            for name, topic in topics.items():
+                outputs.setdefault(name, []).append(
+                    [(r.key, r.value) for r in topic.read_records()]
+                )
+        counts = {
+            p: [d.get_key_value_store(f"{p}-count").get(k) for k in keys]
+            for p, keys in long.items()
+        }
+    for name, got in outputs.items():
+        p, sink = name.split("-", 1)
+        check_sink(got, p, sink, long[p])
+    assert counts == {p: [4] * len(keys) for p, keys in long.items()}
