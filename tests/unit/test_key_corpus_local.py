@@ -229,13 +229,15 @@ def test_long_keys_whose_digests_collide_keep_their_identity(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The local stores place a long key by a digest and tell keys apart by the full key:
-    with one digest for every long key, every operator still gives each long key (the
-    1 MiB twins among them) its own results, before and after a restart."""
+    with one digest for every long key, every operator still gives each long key (of
+    501 bytes to 4 KiB, the 4 KiB twins among them) its own results, before and after a
+    restart."""
     from kspark_server.localstore import SHORT_KEY, TaskStore
 
     monkeypatch.setattr(TaskStore, "digest", staticmethod(lambda k: b"\x00"))
     long = {
-        p: [k for k in keys if k is not None and len(k) > SHORT_KEY] for p, keys in KEYS.items()
+        p: [k for k in keys if k is not None and SHORT_KEY < len(k) <= 4096]
+        for p, keys in KEYS.items()
     }
     sinks = {p: list(OPERATORS) for p in long}
     cfg = StreamsConfig(
