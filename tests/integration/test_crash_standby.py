@@ -91,5 +91,6 @@ def test_server_killed_between_batches_with_standbys_each_result_once(
         {t for t, d in active.items() if d == disk} for disk in set(active.values())
     ]
     assert promoted <= behind and not promoted & reused, (promoted, behind, reused)
-    assert (report.tasks, report.promoted_tasks, report.reused_tasks) == (4, 2, 2)
-    assert report.caught_up_tasks + report.rebuilt_tasks == 2
+    assert promoted and report.tasks == 4 and report.promoted_tasks == len(promoted)
+    assert report.caught_up_tasks + report.rebuilt_tasks == len(promoted)
+    assert report.reused_tasks == 4 - len(promoted)
