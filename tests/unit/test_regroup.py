@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from support.awkwardkeys import awkward_keys
+from support.keycorpus import corpus_keys
 from support.taskharness import close_local_stores
 from test_grouped_runner_files import GroupState, declared, pa_table, spec
 
@@ -285,7 +285,7 @@ def test_awkward_keys_survive_a_warm_rescale(
     if collide:
         monkeypatch.setattr(localstore.TaskStore, "digest", staticmethod(lambda k: bytes(16)))
     monkeypatch.setenv("KSPARK_LOCAL_STATE_DIR", str(tmp_path / "local"))
-    keys = awkward_keys(key)
+    keys = corpus_keys(key)
     half, back = keys[::2], [k for k in keys[1::2] if len(k) < 1000]
     stamps = [(1, 0, keys[:-1]), (2, 50, keys), (3, 200, half), (4, 205, back), (5, 210, keys)]
     batches = []

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support.awkwardkeys import awkward_keys
+from support.keycorpus import corpus_keys
 from support.taskharness import Out, Rec, close_local_stores
 from test_grouped_runner_files import GroupState, declared, pa_table, spec
 
@@ -323,7 +323,7 @@ def awkward_batches(key: str) -> list[list[tuple[int, Rec]]]:
     interval, so the keys it leaves out expire (their entries are removed); the fourth
     brings back some of the short ones (a small change, logged), and the fifth repeats
     every key."""
-    keys = awkward_keys(key)
+    keys = corpus_keys(key)
     half, back = keys[::2], [k for k in keys[1::2] if len(k) < 1000]
     stamps = [(1, 0, keys[:-1]), (2, 50, keys), (3, 200, half), (4, 205, back), (5, 210, keys)]
     out = []
