@@ -108,6 +108,7 @@ EXTENDED_FILES = (
     "test_cogroup_on_spark.py",
     "test_crash.py",
     "test_crash_exit.py",
+    "test_crash_standby.py",  # the server killed with standbys on local-cluster: 3 restarts
     "test_grouped_runner.py",  # the opt-in runner; its files' logic is in the unit run
     "test_grouped_runner_faults.py",  # a clean run and two faulty ones: about 50 s
     "test_kafka.py",

@@ -107,6 +107,9 @@ def test_warm_rescale_gives_every_result_once_with_records_arriving(
             assert app.config.num_partitions == 4
             feed()
             app.query.processAllAvailable()
+            # the new layout's tasks found the stores the build filled
+            [restored] = app.restores()
+            assert restored.tasks > 0 and restored.rows > 0 and restored.rebuilt_tasks == 0
             # and back down, warm again
             assert app.rescale(3, progress=Phases(during)).rounds >= 1
             feed()

@@ -81,6 +81,15 @@ TWINS: dict[str, list[Any]] = {
 }
 KEY_TYPES: dict[str, type[Any]] = {"s": str, "b": bytes}
 
+
+def corpus_keys(spark_type: str) -> list[Any]:
+    """The corpus's keys of one Spark type (``string`` or ``binary``), each once; the last
+    two are 1 MiB long and differ in their last byte only."""
+    if spark_type == "string":
+        return [*STR_KEYS, *TWINS["s"]]
+    return [*BYTES_KEYS, *TWINS["b"]]
+
+
 #: topic x, per batch: a null key, a key, a null key far later (batches 1 to 3)
 EXPIRY = [(None, "n1", 100), ("a", "a1", 200), (None, "n2", 50_000)]
 EXPIRY_SINKS = ["dedup-0", "dedup-1000", "windowed"]

@@ -31,22 +31,27 @@ from kspark_server.spec import DedupSpec, KeyValue, Packed, PrimSpec, StateOptio
 STR = PrimSpec(spark="string")
 
 
-def spec(interval: int, runner: str, check_log: bool = True) -> DedupSpec:
+def spec(interval: int, runner: str, check_log: bool = True, key: str = "string") -> DedupSpec:
+    """A dedup by key of ``key`` keys (a Spark type: ``string`` or ``binary``)."""
     return DedupSpec(
         processor="DEDUP",
         store="seen",
         mode="by_key",
         interval_ms=interval,
         id_selector=None,
-        input=KeyValue(key=STR, value=STR),
-        output_schema=env.envelope_json("string", "string"),
+        input=KeyValue(key=PrimSpec(spark=key), value=STR),
+        output_schema=env.envelope_json(key, "string"),
         packed=Packed(),
         state=StateOptions(runner=runner, check_log=check_log),
     )
 
 
-#: the Spark schema the operator's frames declare
-DECLARED = output_struct(transport.operator_schema(env.envelope_json("string", "string"), False))
+def declared(key: str = "string") -> Any:
+    """The Spark schema the operator's frames declare, for ``key`` keys."""
+    return output_struct(transport.operator_schema(env.envelope_json(key, "string"), False))
+
+
+DECLARED = declared()
 
 
 class GroupState:

@@ -20,10 +20,11 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from support.keycorpus import corpus_keys
 from support.taskharness import close_local_stores
-from test_grouped_runner_files import DECLARED, GroupState, pa_table, spec
+from test_grouped_runner_files import GroupState, declared, pa_table, spec
 
-from kspark_server import placement, regroup, rescale, taskfiles, taskstate
+from kspark_server import localstore, placement, regroup, rescale, taskfiles, taskstate
 from kspark_server.operators.grouped import GroupedOperator, frame_table
 from kspark_server.taskreads import FIELDS
 
@@ -34,11 +35,19 @@ class Layout:
     """The tasks of one layout: their group states and files under ``root``."""
 
     def __init__(
-        self, root: str, tasks: int, interval: int, seeds: Any = None, check_log: bool = True
+        self,
+        root: str,
+        tasks: int,
+        interval: int,
+        seeds: Any = None,
+        check_log: bool = True,
+        key: str = "string",
     ) -> None:
         self.root, self.tasks = root, tasks
-        sp = spec(interval, "apply_in_pandas", check_log)  # without checks, small bases compact
+        # without checks, small bases compact
+        sp = spec(interval, "apply_in_pandas", check_log, key)
         self.fn = GroupedOperator(sp, "", "", root, seeds)
+        self.declared = declared(key)
         self.states = [GroupState() for _ in range(tasks)]
 
     def run(self, batch: list[tuple[int, Any]]) -> list[Any]:
@@ -49,7 +58,9 @@ class Layout:
                 continue
             key = (placement.task_keys(self.tasks)[t],)
             for f in self.fn(key, iter([pa_table(mine)]), self.states[t]):
-                out.extend(r for r in frame_table([f], DECLARED).to_pylist() if not r["ks_side"])
+                out.extend(
+                    r for r in frame_table([f], self.declared).to_pylist() if not r["ks_side"]
+                )
         return sorted((r["ks_seq"], r["key"], r["value"]) for r in out)
 
     def committed(self) -> dict[int, tuple[Any, ...]]:
@@ -74,7 +85,7 @@ def offline(old: Layout) -> dict[int, Any]:
     return {t: rescale.merge("dedup", False, ps) for t, ps in parts.items()}
 
 
-def build(old: Layout, new_root: str, interval: int) -> dict[int, bytes]:
+def build(old: Layout, new_root: str, interval: int, key: str = "string") -> dict[int, bytes]:
     olds = old.committed()
     frame = pd.DataFrame(
         [(placement.task_keys(N)[t], *v) for t, v in olds.items()], columns=["ks_task", *FIELDS]
@@ -89,7 +100,7 @@ def build(old: Layout, new_root: str, interval: int) -> dict[int, bytes]:
             ),
         ]
     )
-    sp = spec(interval, "apply_in_pandas")
+    sp = spec(interval, "apply_in_pandas", key=key)
     positions = {t: int(v[1]) for t, v in olds.items()}
     metas: dict[int, bytes] = {}
     for _key, group in parts.groupby("ks_task"):  # one partition per new task
@@ -101,10 +112,10 @@ def build(old: Layout, new_root: str, interval: int) -> dict[int, bytes]:
 
 
 def catch_up(
-    old: Layout, new_root: str, metas: dict[int, bytes], interval: int
+    old: Layout, new_root: str, metas: dict[int, bytes], interval: int, key: str = "string"
 ) -> dict[int, bytes]:
     fn = regroup.catch_up_tasks(
-        spec(interval, "apply_in_pandas"), old.root, new_root, M, N, old.committed()
+        spec(interval, "apply_in_pandas", key=key), old.root, new_root, M, N, old.committed()
     )
     keys = placement.task_keys(M)
     out = {}
@@ -236,5 +247,77 @@ def test_a_hold_keeps_the_old_tasks_files_until_it_ends(
         for i in range(4, 6):
             old.run([(i, (0, f"k{i}", "v", i))])
         assert len(os.listdir(folder / "task-0")) < len(held)
+    finally:
+        close_local_stores()
+
+
+def local_pairs(meta: bytes, task: int) -> list[tuple[bytes, bytes]]:
+    """The (key, entry) pairs of a new task's local store, as its build and catch-ups
+    left it."""
+    inc = regroup.unpack_meta(meta)["inc"]
+    return sorted(localstore.TaskStore.open(localstore.root_dir(), "seen", inc, task).pairs())
+
+
+def state_pairs(st: Any) -> list[tuple[bytes, bytes]]:
+    keys = list(taskstate.maps("dedup", False, st)[0])
+    return sorted((k, e) for k, e in taskstate.change_pairs("dedup", False, st, keys) if e)
+
+
+@pytest.mark.parametrize("collide", [False, True], ids=["digests", "one-digest"])
+@pytest.mark.parametrize(
+    ("interval", "check_log"), [(10**6, True), (100, False)], ids=["kept-logged", "expired"]
+)
+@pytest.mark.parametrize("key", ["string", "binary"])
+def test_awkward_keys_survive_a_warm_rescale(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    key: str,
+    interval: int,
+    check_log: bool,
+    collide: bool,
+) -> None:
+    """Awkward keys and null keys through a warm rescale's build, catch-up rounds (puts,
+    and removals of long keys when they expire; bases re-read whole when an old task
+    compacts) and switch: at every round each new task's files and local store hold
+    exactly the offline rescale's state, key for key (one digest for all long keys: every
+    long key goes by its slot's number); after the switch, every key's record is a
+    duplicate, and the output is a clean run's, each result once."""
+    if collide:
+        monkeypatch.setattr(localstore.TaskStore, "digest", staticmethod(lambda k: bytes(16)))
+    monkeypatch.setenv("KSPARK_LOCAL_STATE_DIR", str(tmp_path / "local"))
+    keys = corpus_keys(key)
+    half, back = keys[::2], [k for k in keys[1::2] if len(k) < 1000]
+    stamps = [(1, 0, keys[:-1]), (2, 50, keys), (3, 200, half), (4, 205, back), (5, 210, keys)]
+    batches = []
+    for n, ts, ks in stamps:
+        recs: list[Any] = [(0, k, f"v{n}-{i}", ts + i % 3) for i, k in enumerate(ks)]
+        recs += [(0, None, f"null{n}-{i}", ts) for i in range(2)]
+        batches.append([(100 * n + i, r) for i, r in enumerate(recs)])
+    new_root = str(tmp_path / "new")
+    try:
+        old = Layout(str(tmp_path / "old"), N, interval, check_log=check_log, key=key)
+        ref = Layout(str(tmp_path / "ref"), 1, interval, key=key)
+        got_out, want_out = [], []
+        metas: dict[int, bytes] = {}
+        for i, batch in enumerate(batches[:-1]):
+            got_out += old.run(batch)
+            want_out += ref.run(batch)
+            metas = (
+                build(old, new_root, interval, key)
+                if i == 0
+                else catch_up(old, new_root, metas, interval, key)
+            )
+            want = offline(old)
+            new = Layout(new_root, M, interval, key=key)
+            assert set(seeds(metas)) == set(want)
+            for t, seed in seeds(metas).items():
+                assert new.task_state(t, seed) == want[t], (i, t)
+                assert local_pairs(metas[t], t) == state_pairs(want[t]), (i, t)
+        new = Layout(new_root, M, interval, seeds(metas), key=key)
+        got_out += new.run(batches[-1])
+        want_out += ref.run(batches[-1])
+        if interval == 10**6:  # no expiry: stream time, which is per task, plays no part
+            assert sorted(got_out) == sorted(want_out)
+            assert [v for _, k, v in got_out if v.startswith("v5")] == []
     finally:
         close_local_stores()

@@ -111,3 +111,38 @@ def test_progress_of_other_runs_is_ignored() -> None:
     other = dict(progress(3, 4, []), runId="run-0")
     assert not t.observe({("run-0", 3): other}, None)
     assert json.dumps(t.reports()) == "[]"
+
+
+def local(kind: str, task: str, count: int) -> dict[str, Any]:
+    return {"kind": kind, "processor": "seen", "task": task, "count": count, "chunk": task}
+
+
+def test_a_rescaled_generation_reports_the_first_batch_whose_tasks_loaded_state() -> None:
+    """A run of a rescaled generation starts from kspark's files: Spark loads nothing from
+    its new checkpoint, and its first batch may run no task of the operator (the files
+    earlier generations consumed are left out). The restore is the first batch whose tasks
+    loaded their state."""
+    t = RestoreTracker()
+    t.begin(Query(), output_with_store("seen"), "/chk/query-g1", restoring=True)
+    rec = Recorder()
+    empty = progress(0, 0, [])
+    assert t.observe({("run-1", 0): empty}, rec)  # running: no longer restoring
+    assert t.reports() == [] and rec.calls == []
+    loaded = progress(
+        1,
+        0,
+        [
+            side("0_0", 7),
+            side("0_2", 5),
+            local("local_reused", "0_0", 0),
+            local("local_rebuilt", "0_2", 5),
+        ],
+    )
+    t.observe({("run-1", 0): empty, ("run-1", 1): loaded}, rec)
+    (r,) = t.reports()
+    assert (r.store, r.batch_id, r.rows, r.tasks, r.partitions) == ("seen", 1, 12, 2, 0)
+    assert (r.reused_tasks, r.rebuilt_tasks, r.entries_rebuilt) == (1, 1, 5)
+    assert rec.calls == [("start", "seen", "/chk/query-g1", 1), ("end", "seen", 12)]
+    later = progress(2, 0, [side("0_1", 3)])
+    t.observe({("run-1", 0): empty, ("run-1", 1): loaded, ("run-1", 2): later}, rec)
+    assert len(rec.calls) == 2 and t.reports() == [r]  # the run's restore, once

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.keycorpus import corpus_keys
 from support.taskharness import Out, Rec, close_local_stores
-from test_grouped_runner_files import DECLARED, GroupState, pa_table, spec
+from test_grouped_runner_files import GroupState, declared, pa_table, spec
 
 from kspark import StreamsConfig
 from kspark.errors import ConfigError
@@ -105,8 +106,9 @@ class Task:
     """A dedup task of the ``apply_in_pandas`` runner whose executor can change; its
     side rows are kept."""
 
-    def __init__(self, tmp: Path, mp: pytest.MonkeyPatch) -> None:
-        self.spec = spec(100, "apply_in_pandas")
+    def __init__(self, tmp: Path, mp: pytest.MonkeyPatch, key: str = "string") -> None:
+        self.spec = spec(100, "apply_in_pandas", key=key)
+        self.declared = declared(key)
         self.chk = str(tmp / "chk")
         self.fn = GroupedOperator(self.spec, "", "", self.chk)
         self.tmp, self.mp = tmp, mp
@@ -121,7 +123,7 @@ class Task:
         state = GroupState(self.state.value)
         rows: list[dict[str, Any]] = []
         for f in self.fn((placement.task_keys(1)[0],), iter([pa_table(batch)]), state):
-            rows.extend(frame_table([f], DECLARED).to_pylist())
+            rows.extend(frame_table([f], self.declared).to_pylist())
         self.state = state
         sides = [json.loads(r["ks_side"]) for r in rows if r["ks_side"]]
         out = sorted(
@@ -309,3 +311,67 @@ def test_promotions_reach_the_restore_listener_once_per_batch() -> None:
         ("seen", restore.StandbyPromotion(store="seen", batch_id=2, tasks=2, entries_caught_up=3))
     ]
     assert tracker.promotions() == [got[0][1]]
+
+
+# -- awkward keys ------------------------------------------------------------------------
+
+
+def awkward_batches(key: str) -> list[list[tuple[int, Rec]]]:
+    """Five batches of awkward keys and null keys (deduplication forwards those and
+    stores nothing). The first holds every key but the last 1 MiB key, whose twin (its
+    last byte differs) comes in the second; the third moves stream time past the
+    interval, so the keys it leaves out expire (their entries are removed); the fourth
+    brings back some of the short ones (a small change, logged), and the fifth repeats
+    every key."""
+    keys = corpus_keys(key)
+    half, back = keys[::2], [k for k in keys[1::2] if len(k) < 1000]
+    stamps = [(1, 0, keys[:-1]), (2, 50, keys), (3, 200, half), (4, 205, back), (5, 210, keys)]
+    out = []
+    for n, ts, ks in stamps:
+        recs: list[Rec] = [(0, k, f"v{n}-{i}", ts + i % 3) for i, k in enumerate(ks)]
+        recs += [(0, None, f"null{n}-{i}", ts) for i in range(2)]
+        out.append([(100 * n + i, r) for i, r in enumerate(recs)])
+    return out
+
+
+def local_pairs(root: Path, state: Any) -> list[tuple[bytes, bytes]]:
+    """The (key, entry) pairs of task 0's local store under ``root``, at ``state``'s
+    incarnation."""
+    s = localstore.TaskStore.open(str(root), "seen", str(state[0]), 0, application_id="")
+    return sorted(s.pairs())
+
+
+@pytest.mark.parametrize("collide", [False, True], ids=["digests", "one-digest"])
+@pytest.mark.parametrize("key", ["string", "binary"])
+def test_awkward_keys_survive_a_copy_built_caught_up_and_promoted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, collide: bool
+) -> None:
+    """A standby copy of a store of awkward keys, built, caught up by standby rounds
+    (puts and removals of long keys), behind by one batch and promoted, holds exactly the
+    task's own store: every key itself (one digest for all long keys: every long key goes
+    by its slot's number), and the output is a clean run's, each result once."""
+    if collide:
+        monkeypatch.setattr(localstore.TaskStore, "digest", staticmethod(lambda k: bytes(16)))
+    bs = awkward_batches(key)
+    clean = Task(tmp_path / "clean", monkeypatch, key)
+    t = Task(tmp_path / "t", monkeypatch, key)
+    try:
+        clean.on("x")
+        want = [clean.step(b)[0] for b in bs]
+        for i, b in enumerate(bs[:3]):
+            t.on("a")
+            assert t.step(b)[0] == want[i]
+            [row] = t.keep_copy("b")
+            assert row["kind"] == "standby" and (i == 0 or row["entries"] > 0)
+            copy = local_pairs(tmp_path / "t" / "b", t.state.value)
+            assert copy == local_pairs(tmp_path / "t" / "a", t.state.value)
+        t.on("a")
+        assert t.step(bs[3])[0] == want[3]  # the copy misses this batch
+        t.on("b")  # executor a is lost
+        out, local = t.step(bs[4])
+        assert out == want[4] and set(local) == {"local_caught_up", "local_promoted"}
+        assert local_pairs(tmp_path / "t" / "b", t.state.value) == local_pairs(
+            tmp_path / "clean" / "x", clean.state.value
+        )
+    finally:
+        close_local_stores()

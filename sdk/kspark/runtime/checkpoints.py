@@ -174,10 +174,13 @@ def last_committed(spark: Any, checkpoint: str) -> int | None:
     return max(commits) if commits else None
 
 
-def query_progress(spark: Any, checkpoint: str) -> Progress:
-    """Read ``checkpoint``'s offsets, commits and file-source logs."""
+def query_progress(spark: Any, checkpoint: str, committed: int | None = None) -> Progress:
+    """Read ``checkpoint``'s offsets, commits and file-source logs; with ``committed``
+    (the last committed batch, read before by the caller, the query stopped), not the
+    commits again."""
     offsets = _batch_files(spark, f"{checkpoint}/offsets")
-    committed = last_committed(spark, checkpoint)
+    if committed is None:
+        committed = last_committed(spark, checkpoint)
     per_source: tuple[str | None, ...] = ()
     if committed is not None and committed in offsets:
         # v1, then the batch's metadata, then one line per source ("-" when it has none)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 import attrs
@@ -41,6 +42,7 @@ from kspark.runtime import lease, shipping
 from kspark.runtime import rescale as rescaling
 from kspark.runtime.checkpoints import (
     Generation,
+    Progress,
     current_generation,
     last_committed,
     query_progress,
@@ -293,14 +295,29 @@ def _seeds(layout: Layout) -> dict[str, list[Any]]:
     return out
 
 
+def _reads(app: StreamsApp, gen: Generation, final: int) -> tuple[Progress, Generation]:
+    """What the switch reads of the stopped old layout's checkpoint (its progress as of
+    its ``final`` committed batch) and of the app's generations (the current one)."""
+    spark = app.session
+    return (
+        query_progress(spark, gen.checkpoint, committed=final),
+        current_generation(spark, app.config.checkpoint_dir),
+    )
+
+
 def _switch(
-    app: StreamsApp, gen: Generation, stage: st.Stateful | None, layout: Layout
+    app: StreamsApp,
+    gen: Generation,
+    stage: st.Stateful | None,
+    layout: Layout,
+    progress: Progress,
+    current: Generation,
 ) -> Generation:
-    """Step 3: record the generation that starts from ``layout``."""
+    """Step 3: record the generation that starts from ``layout``, with the stopped old
+    layout's ``progress`` and the app's ``current`` generation (:func:`_reads`)."""
     from kspark_server.taskstate import STATE_FORMAT
 
     spark = app.session
-    progress = query_progress(spark, gen.checkpoint)
     if progress.last_committed != layout.batch:
         raise RescaleError(
             f"app {app.config.application_id}: the new layout is at batch {layout.batch}, "
@@ -319,7 +336,7 @@ def _switch(
         seeds={} if stage is None else {stage.spec.store: _seeds(layout)},
     )
     rescaling.switch_generation(
-        spark, app.config.checkpoint_dir, app.config.application_id, gen, new
+        spark, app.config.checkpoint_dir, app.config.application_id, gen, new, current
     )
     return new
 
@@ -400,11 +417,16 @@ def _run(
     try:
         final = last_committed(spark, gen.checkpoint)
         assert final is not None
-        if stage is not None and final != layout.batch:
-            op = op if op is not None else _operator(spark, gen.checkpoint, output, stage)
-            _catch_up(spark, stage, gen.checkpoint, op, layout, final, n_old)
-        layout.batch = final
-        new = _switch(app, gen, stage, layout)
+        # the switch's reads go on while the last batches are caught up: the output
+        # waits for the longer of the two, not for both
+        with ThreadPoolExecutor(1, thread_name_prefix="kspark-rescale") as pool:
+            reads = pool.submit(_reads, app, gen, final)
+            if stage is not None and final != layout.batch:
+                op = op if op is not None else _operator(spark, gen.checkpoint, output, stage)
+                _catch_up(spark, stage, gen.checkpoint, op, layout, final, n_old)
+            layout.batch = final
+            progress, current = reads.result()
+        new = _switch(app, gen, stage, layout, progress, current)
     except BaseException:
         if running:
             app.start()  # the old layout, as it was

@@ -405,11 +405,19 @@ def _rescale(
 
 
 def switch_generation(
-    spark: Any, checkpoint_dir: str, app_id: str, gen: Generation, new: Generation
+    spark: Any,
+    checkpoint_dir: str,
+    app_id: str,
+    gen: Generation,
+    new: Generation,
+    current: Generation | None = None,
 ) -> None:
     """Record generation ``new``, which replaces ``gen``, unless another rescale switched
-    ``gen`` meanwhile (:class:`RescaleError`)."""
-    if current_generation(spark, checkpoint_dir).number != gen.number:
+    ``gen`` meanwhile (:class:`RescaleError`). ``current`` is the checkpoint's current
+    generation when the caller has read it already."""
+    if current is None:
+        current = current_generation(spark, checkpoint_dir)
+    if current.number != gen.number:
         raise RescaleError(
             f"app {app_id}'s checkpoint changed generation while it was rescaled (another "
             "rescale switched it); nothing was switched by this one"

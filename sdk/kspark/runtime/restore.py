@@ -73,7 +73,9 @@ class RestoreReport:
     partitions
         State partitions loaded from the checkpoint (``rocksdbNumLoadedFromDfs``).
     batch_id
-        The first micro-batch of the run, the one that loaded the state.
+        The micro-batch that loaded the state: the run's first, or, for a run of a
+        rescaled generation (whose state comes from kspark's files, not Spark's
+        checkpoint), its first whose tasks loaded their state.
     batch_seconds
         Wall time of that whole micro-batch (``durationMs.triggerExecution``): the restart's
         time to first output, state load and processing included.
@@ -234,7 +236,7 @@ class RestoreTracker:
         if not mine:
             return False
         if not self._reported:
-            first = next((p for p in mine if p.get("stateOperators")), None)
+            first = next((p for p in mine if _loaded_state(p)), None)
             if first is not None:
                 self._reported = True
                 self._reports = _reports(first, self._stores)
@@ -260,6 +262,32 @@ class RestoreTracker:
     def reports(self) -> list[RestoreReport]:
         """The stores the current (or last) run restored; empty if it restored none yet."""
         return list(self._reports)
+
+
+def _loaded_state(p: Mapping[str, Any]) -> bool:
+    """Whether the batch of progress ``p`` loaded state: Spark loaded state partitions
+    from the checkpoint, or kspark's tasks counted the entries they loaded.
+
+    A run of a rescaled generation starts from kspark's files (the new layout's seeds, or
+    an initial state), not from Spark's checkpoint, so Spark loads nothing in any of its
+    batches; and its first batch may run no task of the operator (the new query's first
+    batch can be empty: the files that earlier generations consumed are left out). Its
+    restore is the first batch whose tasks loaded their state.
+
+    Examples
+    --------
+    >>> ops = [{"customMetrics": {"rocksdbNumLoadedFromDfs": 0}}]
+    >>> _loaded_state({"stateOperators": ops})
+    False
+    >>> _loaded_state({"stateOperators": [{"customMetrics": {"rocksdbNumLoadedFromDfs": 2}}]})
+    True
+    """
+    ops = list(p.get("stateOperators") or [])
+    if not ops:
+        return False
+    if any(_num(op.get("customMetrics") or {}, "rocksdbNumLoadedFromDfs") for op in ops):
+        return True
+    return bool(BatchFigures.of(p).by_key(SideKind.LOADED_ENTRIES))
 
 
 def _promotions(p: Mapping[str, Any]) -> list[StandbyPromotion]:
@@ -310,8 +338,8 @@ def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
     for name, op in zip(names, ops, strict=True):
         m = op.get("customMetrics") or {}
         partitions = _num(m, "rocksdbNumLoadedFromDfs")
-        if partitions == 0:
-            continue  # nothing came from the checkpoint: a fresh store
+        if partitions == 0 and name not in tasks:
+            continue  # nothing came from the checkpoint nor kspark's files: a fresh store
         r = RestoreReport(
             store=name,
             rows=loaded.get(name, 0),
