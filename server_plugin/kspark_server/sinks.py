@@ -72,6 +72,8 @@ def make_batch_writer(spec: SinksSpec) -> Any:
                 df.count()
             for topic, parts in _destinations(df, groups, dynamic):
                 part = functools.reduce(DataFrame.unionByName, parts)
+                if topic.internal and part.isEmpty():
+                    continue
                 write_topic(part, topic, batch_id, topic.ordered, kafka_format)
             if dlq:
                 dead = (
