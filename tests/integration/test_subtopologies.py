@@ -123,3 +123,36 @@ def test_join_with_a_counted_table(spark: Any, app_id: str) -> None:
     split = [{"in": IN[:12]}, {"clicks": clicks[:6]}, {"in": IN[12:]}, {"clicks": clicks[6:]}]
     got = _same(spark, app_id, table_join, split, {"joined": str})
     assert got["joined"]
+
+
+def test_a_batch_failing_after_its_internal_topics_are_written_doubles_nothing(
+    spark: Any, app_id: str
+) -> None:
+    """The count's batch writes its internal topic and fails before it commits; the
+    restart runs the batch again, which writes the topic's batch folder again under the
+    same name: the sum reads each record once, and the output is a clean run's."""
+    import dataclasses
+
+    import attrs
+
+    from kspark.errors import StreamsAppError
+
+    split = [{"in": IN[:12]}, {"in": IN[12:]}]
+    want = run(None, chain, split, {"sums": int}, app_id + "-local")["sums"]
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2, stateful_runner="apply_in_pandas")
+    with TopologyTestDriver(chain(), cfg, session=spark) as d:
+        src = d.create_input_topic("in", key_type=str, value_type=int)
+        out = d.create_output_topic("sums", key_type=str, value_type=int)
+        for k, v, ts in IN[:12]:
+            src.pipe_input(k, v, timestamp=ts)
+        d.process()  # batches 0 (count), 1 (sum), 2 (the sum's sink)
+        output = d.app.compiled()
+        d.app._output = attrs.evolve(
+            output, writer_spec=dataclasses.replace(output.writer_spec, fail_after_internal=3)
+        )
+        for k, v, ts in IN[12:]:
+            src.pipe_input(k, v, timestamp=ts)
+        with pytest.raises(StreamsAppError, match="injected fault"):
+            d.process()
+        d.process()  # the restart: batch 3 again, then the rest
+        assert out.read_key_values() == want

@@ -29,6 +29,8 @@ from kspark.errors import (
     HandlerError,
     InvalidArgumentError,
     ProcessingError,
+    RescaleError,
+    StoreError,
     StreamsAppError,
     SuppressionBufferFullError,
 )
@@ -311,6 +313,7 @@ class StreamsApp:
         >>> print(app.rescale(8).summary())  # doctest: +SKIP
         rescaled payments from 4 to 8 partitions in 6.2s: generation 1 ...
         """
+        self._one_grouped_operator("rescale", RescaleError)
         reporter = resolve_progress(progress, label=f"{self.config.application_id} rescale")
         try:
             report = rescaler.rescale(self, partitions, reporter.phase)
@@ -391,6 +394,21 @@ class StreamsApp:
             self._output = output
         return self._output
 
+    def _one_grouped_operator(self, what: str, error: type[Exception]) -> None:
+        """Refuse ``what`` for an app whose stateful operators share one
+        ``applyInPandasWithState`` (docs/design/sub-topologies.md): the readers of the
+        runner's files find one operator's tasks in Spark's state, and there several
+        operators' tasks share it."""
+        self.compiled()  # finds the internal topics
+        if not self._internal:
+            return
+        raise error(
+            f"app {self.config.application_id}: {what} is not available yet for an app "
+            "whose stateful operators run together under stateful_runner='apply_in_pandas' "
+            "(an app with more than one); run it with the default "
+            "StreamsConfig(stateful_runner='transform_with_state')"
+        )
+
     def uncut(self) -> Output:
         """The app's stages without internal topics: the in-process engine's, which runs
         every operator in one pass."""
@@ -402,6 +420,8 @@ class StreamsApp:
             raise StreamsAppError(f"app {self.config.application_id} is already running")
         gen = self.generation  # first: checks the config against a rescaled checkpoint
         output = self.compiled()
+        if self.config.num_standby_replicas:
+            self._one_grouped_operator("num_standby_replicas", StreamsAppError)
         for topic in self._internal:
             # the file source of an internal topic lists its folder from the first batch
             assert topic.path is not None
@@ -662,6 +682,7 @@ class StreamsApp:
         """
         from kspark.runtime.stores import open_store
 
+        self._one_grouped_operator(f"store {name!r}", StoreError)
         return open_store(
             self.session,
             self.checkpoint_location,
@@ -686,6 +707,7 @@ class StreamsApp:
         """
         from kspark.runtime.stores import StoreReplica
 
+        self._one_grouped_operator(f"a replica of store {name!r}", StoreError)
         replica = StoreReplica(
             self.session,
             self.checkpoint_location,

@@ -222,9 +222,11 @@ def grouped_sinks(parts: list[GroupedPart], sinks: list[int]) -> DataFrame:
         c = F.col(outs.names[i][name])
         full = operator_schema_of(p)
         if name in JSON_COLUMNS:
-            return F.from_json(c, full[name].dataType)
+            json_type: Any = full[name].dataType
+            return F.from_json(c, json_type)
         if name == "value" and spec.packed.out:
-            return F.from_json(c, schema(spec.output_schema)["value"].dataType)
+            value_type: Any = schema(spec.output_schema)["value"].dataType
+            return F.from_json(c, value_type)
         return c
 
     def per_operator(name: str, only: int | None = None) -> Column:
