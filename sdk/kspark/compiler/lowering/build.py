@@ -7,16 +7,11 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 
 from kspark.compiler import stages as st
+from kspark.compiler.lowering.grouped import grouped_operator, grouped_part, grouped_sinks
 from kspark.compiler.lowering.sinks import observe_sides, union_sinks
 from kspark.compiler.lowering.sources import read, read_constants
 from kspark.compiler.lowering.sql import sql_filter
-from kspark.compiler.lowering.stateful import (
-    cogroup,
-    grouped_operator,
-    grouped_part,
-    grouped_sinks,
-    stateful,
-)
+from kspark.compiler.lowering.stateful import cogroup, stateful
 from kspark.compiler.lowering.stateless import chain, id_stage, join_key_stage, topic_name_stage
 from kspark.compiler.resume import Resume
 from kspark.compiler.subtopologies import INTERNAL_OPTION

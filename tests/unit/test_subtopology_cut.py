@@ -99,3 +99,34 @@ def test_an_output_of_unknown_type_is_refused_by_name(tmp_path: Path) -> None:
 
     with pytest.raises(CompilationError, match="type of its records is not known"):
         _cut(build, tmp_path)
+
+
+def test_each_group_goes_to_its_operator_in_its_own_columns() -> None:
+    """The shared function hands a group to the operator ``ks_op`` names, with the
+    operator's own column names, and widens its output to the union's columns."""
+    import pandas as pd
+
+    from kspark_server.operators.grouped import SubtopologyOperators
+
+    seen: list[tuple[int, list[str]]] = []
+
+    def operator(i: int) -> Any:
+        def run(key: Any, rows: Any, state: Any) -> Any:
+            frames = list(rows)
+            seen.append((i, list(frames[0].columns)))
+            yield pd.DataFrame({"key": frames[0]["key"], "n": [i] * len(frames[0])})
+
+        return run
+
+    fn = SubtopologyOperators(
+        [operator(0), operator(1)],
+        [{"ks_o0_key": "key"}, {"ks_o1_key": "key"}],
+        [{"key": "ks_o0_key", "n": "n"}, {"key": "ks_o1_key", "n": "n"}],
+        '{"fields": [{"name": "ks_o0_key"}, {"name": "n"}, {"name": "ks_o1_key"}, '
+        '{"name": "ks_op"}]}',
+    )
+    rows = pd.DataFrame({"ks_o0_key": [None], "ks_o1_key": [7], "ks_op": [1]})
+    (out,) = list(fn((4096,), iter([rows]), None))
+    assert seen == [(1, ["key"])]
+    assert list(out.columns) == ["ks_o0_key", "n", "ks_o1_key", "ks_op"]
+    assert out.iloc[0].to_dict() == {"ks_o0_key": None, "n": 1, "ks_o1_key": 7, "ks_op": 1}
