@@ -95,23 +95,25 @@ def _describe(ctx: dict[str, Any]) -> str:
     )
 
 
+def _base64_or_repr(x: Any) -> str:
+    if isinstance(x, bytes | bytearray):
+        return base64.b64encode(x).decode("ascii")
+    return repr(x)
+
+
 def side_json(row: dict[str, Any]) -> str:
     """A side row as the JSON text the ``ks_side`` column holds (binary as base64, which
     Spark's ``from_json`` decodes)."""
-
-    def default(x: Any) -> Any:
-        if isinstance(x, bytes | bytearray):
-            return base64.b64encode(x).decode("ascii")
-        return repr(x)
-
-    return json.dumps(row, default=default)
+    return json.dumps(row, default=_base64_or_repr)
 
 
 def _raw(x: Any) -> str | None:
+    """``x`` as a dead letter's JSON text: ``bytes`` as their base64 string, as Spark's
+    ``to_json`` writes binary (the text a source's dead letter holds)."""
     if x is None:
         return None
     try:
-        return json.dumps(x, default=repr, sort_keys=True)
+        return json.dumps(x, default=_base64_or_repr, sort_keys=True)
     except (TypeError, ValueError):
         return repr(x)
 

@@ -143,12 +143,43 @@ def _hash_long(value: int, seed: int) -> int:
 
 def _hash_bytes(data: bytes, seed: int) -> int:
     # Spark's hashUnsafeBytes: whole little-endian words, then each remaining byte on its
-    # own, as a signed int
+    # own, as a signed int. A long value (a key of a MiB, hashed again by every operator
+    # it passes) is hashed once per seed: the words' mixing in NumPy, the chain in a loop
+    if len(data) < _LONG:
+        return _hash_bytes_now(data, seed)
+    found = _long_hashes.get((data, seed))
+    if found is None:
+        if len(_long_hashes) >= _LONG_KEPT:
+            _long_hashes.clear()
+        found = _long_hashes[(data, seed)] = _hash_bytes_now(data, seed)
+    return found
+
+
+#: values at least this long are hashed with NumPy, and their hashes kept
+_LONG = 256
+#: how many long values' hashes are kept (a plain dict, as ``_keys``)
+_LONG_KEPT = 32
+_long_hashes: dict[tuple[bytes, int], int] = {}
+
+
+def _hash_bytes_now(data: bytes, seed: int) -> int:
     n = len(data)
     aligned = n - n % 4
     h1 = seed & _MASK
-    for i in range(0, aligned, 4):
-        h1 = _mix_h1(h1, _mix_k1(int.from_bytes(data[i : i + 4], "little")))
+    if n >= _LONG:
+        import numpy as np
+
+        # the words' k1 mixing is independent per word; uint32 arithmetic wraps as Java's
+        k = np.frombuffer(data, dtype="<u4", count=aligned // 4).astype(np.uint32)
+        k *= np.uint32(_C1)
+        k = (k << np.uint32(15)) | (k >> np.uint32(17))
+        k *= np.uint32(_C2)
+        for k1 in k.tolist():
+            h1 ^= k1
+            h1 = ((((h1 << 13) | (h1 >> 19)) & _MASK) * 5 + 0xE6546B64) & _MASK
+    else:
+        for i in range(0, aligned, 4):
+            h1 = _mix_h1(h1, _mix_k1(int.from_bytes(data[i : i + 4], "little")))
     for i in range(aligned, n):
         b = data[i]
         h1 = _mix_h1(h1, _mix_k1(b - 256 if b > 127 else b))

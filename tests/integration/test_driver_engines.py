@@ -475,7 +475,20 @@ def test_in_process_hash_is_sparks(spark: Any) -> None:
 
     from kspark_server import placement
 
-    texts = ["", "a", "ab", "abc", "abcd", "abcde", "é", "日本語", "k" * 17]
+    # the last two are long enough for the hash's NumPy path (and a tail of 1 and 3 bytes)
+    texts = [
+        "",
+        "a",
+        "ab",
+        "abc",
+        "abcd",
+        "abcde",
+        "é",
+        "日本語",
+        "k" * 17,
+        "k" * 301 + "é",
+        "日" * 99,
+    ]
     numbers = [0, 1, -1, 2**31 - 1, -(2**31), 2**40 + 3, -(2**62)]
     doubles = [0.0, -0.0, 1.5, -2.25, 1e300]
     rows = [
@@ -487,7 +500,7 @@ def test_in_process_hash_is_sparks(spark: Any) -> None:
             n % 2 == 0,
             {"key": t, "window": {"start": n, "end": n + 5}},
         )
-        for t, n, d in zip(texts, numbers * 2, doubles * 2, strict=False)
+        for t, n, d in zip(texts, numbers * 2, doubles * 3, strict=False)
     ]
     names = ("t", "n", "i", "d", "b", "w")
     ddl = (

@@ -51,6 +51,8 @@ def spark_json_text(value: Any, spark_type: Any, keep_nulls: bool = False) -> An
             return {
                 str(k): spark_json_text(v, spark_type["valueType"], keep_nulls) for k, v in items
             }
+    if isinstance(value, bytes | bytearray):  # binary: Jackson's base64, as to_json writes it
+        return base64.b64encode(value).decode("ascii")
     return value
 
 

@@ -367,6 +367,13 @@ class AggregateProcessor(TaskProcessor):
         idx = np.flatnonzero(ok)
         null_keys = int(n - key_ok.sum())
         dropped = {"null-key": null_keys, "null-value": n - len(idx) - null_keys}
+        if self.guard.dead_letter_dropped and len(idx) < n:
+            # each record dropped for its null key or value to the dead-letter queue (which
+            # counts it too), as the record-by-record path sends it
+            for j in np.flatnonzero(~ok).tolist():
+                reason = "null-key" if keys[j] is None else "null-value"
+                self.guard.drop(self.processor, task_id, reason, batch.row(j))
+            dropped = {}
         hks = [_hashable(keys[i]) for i in idx.tolist()]
         starts: list[int] = []
         if self.windowed:
