@@ -554,16 +554,22 @@ class StreamsApp:
         return report
 
     def _internal_batches(self) -> set[str]:
-        """The batch folders written to the app's internal topics."""
+        """The files of the batch folders written to the app's internal topics: a batch
+        run again (after a failure) writes its folder anew, under new file names."""
         found: set[str] = set()
         for topic in self._internal:
             assert topic.path is not None
             with contextlib.suppress(OSError):
-                found |= {
-                    f"{topic.path}/{name}"
-                    for name in os.listdir(topic.path)
-                    if not name.startswith(("_", "."))
-                }
+                for name in os.listdir(topic.path):
+                    if name.startswith(("_", ".")):
+                        continue
+                    folder = os.path.join(topic.path, name)
+                    with contextlib.suppress(OSError):
+                        found |= {
+                            os.path.join(folder, f)
+                            for f in os.listdir(folder)
+                            if not f.startswith(("_", "."))
+                        }
         return found
 
     def _run_available(
