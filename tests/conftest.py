@@ -122,6 +122,7 @@ EXTENDED_FILES = (
     "test_standalone_server.py",
     "test_submit.py",
     "test_suppress.py",
+    "test_subtopologies.py",  # several operators in one grouped runner: about 4 minutes
     "test_warm_rescale.py",  # apps rescaled while they run
 )
 

@@ -54,27 +54,43 @@ def pmod_hash_int(value: int, partitions: int) -> int:
     return murmur3_int(value) % partitions
 
 
-def task_keys(tasks: int) -> tuple[int, ...]:
+def task_keys(tasks: int, operator: int = 0) -> tuple[int, ...]:
     """The group key of each of ``tasks`` tasks, each landing in its own partition when
-    the shuffle has ``tasks`` partitions."""
-    found = _keys.get(tasks)
+    the shuffle has ``tasks`` partitions.
+
+    Several stateful operators grouped in one ``applyInPandasWithState`` (one per
+    sub-topology, docs/design/sub-topologies.md) take distinct keys: operator ``i``'s
+    task ``t`` is the ``i``-th key of the sequence ``t + j * 2**12`` that lands in
+    partition ``t``, so the tasks of every operator numbered ``t`` share a partition, as
+    Kafka Streams' tasks ``0_t``, ``1_t`` share a thread, and operator 0 keeps the keys
+    of an app with one.
+
+    >>> a, b = task_keys(4), task_keys(4, 1)
+    >>> [pmod_hash_int(k, 4) for k in b], [task_of(k) for k in b], set(a) & set(b)
+    ([0, 1, 2, 3], [0, 1, 2, 3], set())
+    """
+    found = _keys.get((tasks, operator))
     if found is None:
-        found = _keys[tasks] = _task_keys(tasks)
+        found = _keys[(tasks, operator)] = _task_keys(tasks, operator)
     return found
 
 
 #: task_keys' answers (a plain dict: kspark_server may be pickled by value, and a
 #: functools.cache wrapper pickles by reference to a module the server may lack)
-_keys: dict[int, tuple[int, ...]] = {}
+_keys: dict[tuple[int, int], tuple[int, ...]] = {}
 
 
-def _task_keys(tasks: int) -> tuple[int, ...]:
+def _task_keys(tasks: int, operator: int) -> tuple[int, ...]:
     if not 0 < tasks <= MAX_TASKS:
         raise ValueError(f"an app has 1 to {MAX_TASKS} partitions, not {tasks}")
     keys = []
     for t in range(tasks):
-        k = t
-        while pmod_hash_int(k, tasks) != t:
+        k, found = t, -1
+        while True:
+            if pmod_hash_int(k, tasks) == t:
+                found += 1
+                if found == operator:
+                    break
             k += MAX_TASKS
         keys.append(k)
     return tuple(keys)

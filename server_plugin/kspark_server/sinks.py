@@ -70,9 +70,16 @@ def make_batch_writer(spec: SinksSpec) -> Any:
                 # in peek), so a write may not compute them: compute the whole batch once,
                 # into the cache the sinks then read
                 df.count()
+            internal = []
             for topic, parts in _destinations(df, groups, dynamic):
                 part = functools.reduce(DataFrame.unionByName, parts)
+                if topic.internal:
+                    internal.append(topic)
+                    if part.isEmpty():
+                        continue
                 write_topic(part, topic, batch_id, topic.ordered, kafka_format)
+            if spec.fail_after_internal == batch_id and internal:
+                _fail_once(internal[0], batch_id)
             if dlq:
                 dead = (
                     df.filter(F.col("ks_side").isNotNull())
@@ -127,6 +134,20 @@ def _destinations(
             picked = sink_rows(df.filter(F.col("topic") == name), static)
             out.setdefault(ref.destination, (ref, []))[1].append(picked)
     return list(out.values())
+
+
+def _fail_once(topic: TopicRef, batch_id: int) -> None:
+    """A test's fault (``SinksSpec.fail_after_internal``): the batch fails once, its
+    internal topics written and its commit not."""
+    import os
+
+    assert topic.path is not None
+    marker = os.path.join(topic.path, f"_fault-{batch_id}")
+    if os.path.exists(marker):
+        return
+    with open(marker, "w"):
+        pass
+    raise RuntimeError(f"injected fault after writing batch {batch_id}'s internal topics")
 
 
 def sink_rows(df: DataFrame, s: SinkSpec) -> DataFrame:

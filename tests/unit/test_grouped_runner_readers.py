@@ -269,30 +269,59 @@ def test_rescale_refuses_the_grouped_runner(tmp_path: Path) -> None:
         rescale(None, app.topology, app.config, 2)
 
 
-def test_two_stateful_operators_are_refused_before_spark_is_asked(tmp_path: Path) -> None:
-    """Spark runs one applyInPandasWithState per streaming query and refuses more when the
-    query starts, in its own words; kspark says so at compile time, with the fix."""
+def test_two_stateful_operators_share_one_grouped_operator(tmp_path: Path) -> None:
+    """Spark runs one applyInPandasWithState per streaming query: two operators are
+    lowered into one, their outputs through internal topics. Lowered without the cut
+    (each output read straight), the plan would hold the operator twice: kspark refuses
+    it at compile time, with the fix."""
     from kspark.bindings import bind_topology
-    from kspark.compiler import compile_topology
-    from kspark.compiler.lowering.build import build_dataframe
+    from kspark.compiler import compile_topology, subtopologies
+    from kspark.compiler.lowering.build import build_dataframe, grouped_stages
     from kspark.errors import CompilationError
 
     runner: Any = "apply_in_pandas"
     config = StreamsConfig(application_id="two", stateful_runner=runner, data_dir=str(tmp_path))
-
-    def output(stateful: int) -> Any:
-        b = StreamsBuilder()
-        s = b.stream("in", key_type=str, value_type=int)
-        s.group_by_key().count(Materialized.as_("counts")).to_stream().to("counts")
-        if stateful > 1:
-            s.group_by_key().reduce(
-                lambda a, c: a + c, materialized=Materialized.as_("sums")
-            ).to_stream().to("sums")
-        return compile_topology(bind_topology(b.build(), config), config)
-
-    with pytest.raises(CompilationError, match="one stateful operator per app") as e:
-        build_dataframe(output(2), None, checkpoint=str(tmp_path))  # type: ignore[arg-type]
+    b = StreamsBuilder()
+    s = b.stream("in", key_type=str, value_type=int)
+    s.group_by_key().count(Materialized.as_("counts")).to_stream().to("counts")
+    s.group_by_key().reduce(
+        lambda a, c: a + c, materialized=Materialized.as_("sums")
+    ).to_stream().to("sums")
+    topology = bind_topology(b.build(), config)
+    plain = compile_topology(topology, config)
+    with pytest.raises(CompilationError, match="internal topic alone") as e:
+        build_dataframe(plain, None, checkpoint=str(tmp_path))  # type: ignore[arg-type]
     assert "transform_with_state" in str(e.value)
-    # one is lowered as before: the lowering goes on to ask Spark (here: no session)
+    names = {g.spec.processor for g in grouped_stages(plain)}
+    assert len(names) == 2
+    cut = compile_topology(subtopologies.cut(topology, names, str(tmp_path), "two"), config)
+    # lowered as one: the lowering goes on to ask Spark (here: no session)
     with pytest.raises(AttributeError):
-        build_dataframe(output(1), None, checkpoint=str(tmp_path))  # type: ignore[arg-type]
+        build_dataframe(cut, None, checkpoint=str(tmp_path))  # type: ignore[arg-type]
+
+
+def test_an_app_of_several_grouped_operators_refuses_its_store_readers(tmp_path: Path) -> None:
+    """The readers of the runner's files find one operator's tasks in Spark's state; with
+    several operators in one, a read is refused by name rather than answered wrongly."""
+    from kspark.errors import StoreError
+
+    runner: Any = "apply_in_pandas"
+    b = StreamsBuilder()
+    s = b.stream("in", key_type=str, value_type=int)
+    s.group_by_key().count(Materialized.as_("counts")).to_stream().to("counts")
+    s.group_by_key().reduce(
+        lambda a, c: a + c, materialized=Materialized.as_("sums")
+    ).to_stream().to("sums")
+    config = StreamsConfig(
+        application_id="two",
+        stateful_runner=runner,
+        checkpoint_dir=str(tmp_path / "cp"),
+        data_dir=str(tmp_path),
+    )
+    app = StreamsApp(b.build(), config, session=object())
+    with pytest.raises(StoreError, match="more than one"):
+        app.store("counts")
+    with pytest.raises(StoreError, match="more than one"):
+        app.replica("sums")
+    with pytest.raises(RescaleError, match="more than one"):
+        app.rescale(4, progress=False)

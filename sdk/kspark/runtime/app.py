@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
@@ -14,6 +15,8 @@ from typing import Any
 import attrs
 
 from kspark.bindings import bind_topology
+from kspark.compiler import stages as st
+from kspark.compiler import subtopologies
 from kspark.compiler.compiler import compile_topology
 from kspark.compiler.lowering import build_dataframe, writer_function
 from kspark.compiler.resume import Resume
@@ -26,9 +29,12 @@ from kspark.errors import (
     HandlerError,
     InvalidArgumentError,
     ProcessingError,
+    RescaleError,
+    StoreError,
     StreamsAppError,
     SuppressionBufferFullError,
 )
+from kspark.plan.topics import TopicSpec
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc
 from kspark.runtime import failures, filesink, lease, localstate, restore, shipping, workers
@@ -200,6 +206,8 @@ class StreamsApp:
         self._query: Any = None
         self._state = State.CREATED
         self._output: Output | None = None
+        #: the internal topics between the app's sub-topologies (compiled())
+        self._internal: tuple[TopicSpec, ...] = ()
         #: sink topic name -> the (key, value) types the sink converts dynamic records to,
         #: as the test driver's typed output topics declare them
         self.sink_types: dict[str, tuple[TypeDesc | None, TypeDesc | None]] = {}
@@ -305,6 +313,7 @@ class StreamsApp:
         >>> print(app.rescale(8).summary())  # doctest: +SKIP
         rescaled payments from 4 to 8 partitions in 6.2s: generation 1 ...
         """
+        self._one_grouped_operator("rescale", RescaleError)
         reporter = resolve_progress(progress, label=f"{self.config.application_id} rescale")
         try:
             report = rescaler.rescale(self, partitions, reporter.phase)
@@ -366,9 +375,44 @@ class StreamsApp:
         return self._state
 
     def compiled(self) -> Output:
+        """The app's stages; under ``stateful_runner="apply_in_pandas"``, of its topology
+        cut into sub-topologies at internal topics (:mod:`kspark.compiler.subtopologies`)."""
         if self._output is None:
-            self._output = compile_topology(self.topology, self.config, sink_types=self.sink_types)
+            output = compile_topology(self.topology, self.config, sink_types=self.sink_types)
+            if self.config.stateful_runner == "apply_in_pandas":
+                stateful = {
+                    s.spec.processor
+                    for s in output.stages()
+                    if isinstance(s, st.Stateful) and s.spec.state.runner == "apply_in_pandas"
+                }
+                cut = subtopologies.cut(
+                    self.topology, stateful, self.config.checkpoint_dir, self.config.application_id
+                )
+                if cut is not self.topology:
+                    output = compile_topology(cut, self.config, sink_types=self.sink_types)
+                    self._internal = subtopologies.internal_topics(cut)
+            self._output = output
         return self._output
+
+    def _one_grouped_operator(self, what: str, error: type[Exception]) -> None:
+        """Refuse ``what`` for an app whose stateful operators share one
+        ``applyInPandasWithState`` (docs/design/sub-topologies.md): the readers of the
+        runner's files find one operator's tasks in Spark's state, and there several
+        operators' tasks share it."""
+        self.compiled()  # finds the internal topics
+        if not self._internal:
+            return
+        raise error(
+            f"app {self.config.application_id}: {what} is not available yet for an app "
+            "whose stateful operators run together under stateful_runner='apply_in_pandas' "
+            "(an app with more than one); run it with the default "
+            "StreamsConfig(stateful_runner='transform_with_state')"
+        )
+
+    def uncut(self) -> Output:
+        """The app's stages without internal topics: the in-process engine's, which runs
+        every operator in one pass."""
+        return compile_topology(self.topology, self.config, sink_types=self.sink_types)
 
     def _start_query(self, available_now: bool) -> Any:
         """Start the app's streaming query: the start-up sequence, step by step."""
@@ -376,6 +420,12 @@ class StreamsApp:
             raise StreamsAppError(f"app {self.config.application_id} is already running")
         gen = self.generation  # first: checks the config against a rescaled checkpoint
         output = self.compiled()
+        if self.config.num_standby_replicas:
+            self._one_grouped_operator("num_standby_replicas", StreamsAppError)
+        for topic in self._internal:
+            # the file source of an internal topic lists its folder from the first batch
+            assert topic.path is not None
+            os.makedirs(topic.path, exist_ok=True)
         self._prepare_session(output)
         plan = self._plan_start(output, gen)
         writer = self._trigger(self._sink(output, plan), available_now)
@@ -484,6 +534,48 @@ class StreamsApp:
         ProcessingError, HandlerError, StreamsAppError
             If the app failed; the message names the processor and the record.
         """
+        self.compiled()  # finds the internal topics
+        seen = self._internal_batches()
+        report = self._run_available(timeout, progress)
+        # records that a micro-batch wrote to an internal topic are read by the next
+        # ones: run again until a run writes none (docs/design/sub-topologies.md)
+        while self._internal:
+            now = self._internal_batches()
+            if now == seen:
+                break
+            seen = now
+            again = self._run_available(timeout, progress)
+            report = RunReport(
+                batches=report.batches + again.batches,
+                input_records=report.input_records + again.input_records,
+                output_records=report.output_records + again.output_records,
+                seconds=report.seconds + again.seconds,
+            )
+        return report
+
+    def _internal_batches(self) -> set[str]:
+        """The files of the batch folders written to the app's internal topics: a batch
+        run again (after a failure) writes its folder anew, under new file names."""
+        found: set[str] = set()
+        for topic in self._internal:
+            assert topic.path is not None
+            with contextlib.suppress(OSError):
+                for name in os.listdir(topic.path):
+                    if name.startswith(("_", ".")):
+                        continue
+                    folder = os.path.join(topic.path, name)
+                    with contextlib.suppress(OSError):
+                        found |= {
+                            os.path.join(folder, f)
+                            for f in os.listdir(folder)
+                            if not f.startswith(("_", "."))
+                        }
+        return found
+
+    def _run_available(
+        self, timeout: float | None, progress: bool | ProgressMode | ProgressReporter | None
+    ) -> RunReport:
+        """One query with Spark's ``availableNow`` trigger."""
         reporter = resolve_progress(progress, label=self.config.application_id)
         before = set(self._batches.keys())
         t0 = time.perf_counter()
@@ -596,6 +688,7 @@ class StreamsApp:
         """
         from kspark.runtime.stores import open_store
 
+        self._one_grouped_operator(f"store {name!r}", StoreError)
         return open_store(
             self.session,
             self.checkpoint_location,
@@ -620,6 +713,7 @@ class StreamsApp:
         """
         from kspark.runtime.stores import StoreReplica
 
+        self._one_grouped_operator(f"a replica of store {name!r}", StoreError)
         replica = StoreReplica(
             self.session,
             self.checkpoint_location,

@@ -419,7 +419,7 @@ class TopologyTestDriver:
         declared types are known then, as for the Spark query's plan)."""
         if self._local is None:
             self._local = LocalEngine(
-                self.app.compiled(),
+                self.app.uncut(),
                 self.config.application_id,
                 os.path.join(self._workdir, "local-state"),
                 clock=lambda: self._wall_clock_ms,
@@ -521,7 +521,7 @@ class TopologyTestDriver:
         """The topics that micro-batches have written records into, the dead-letter topic
         included (Kafka Streams' ``producedTopicNames``)."""
         self._process_pending()
-        names = {p.topic.name for p in self.app.compiled().sinks}
+        names = {p.topic.name for p in self.app.uncut().sinks}
         dlq = self.config.dead_letter_queue_topic
         if dlq is not None:
             names.add(dlq.name)

@@ -75,6 +75,13 @@ class TopicRef:
         return dict(self.options).get("kspark.ordered") == "true"
 
     @property
+    def internal(self) -> bool:
+        """Whether the topic is an internal topic between sub-topologies, which the app
+        reads again (docs/design/sub-topologies.md): a batch without records for it
+        writes nothing, so that no micro-batch is started for an empty file."""
+        return dict(self.options).get("kspark.internal") == "true"
+
+    @property
     def destination(self) -> tuple[str, ...]:
         """What the sink writes into: records of sinks with one destination are written
         together, once per batch, so that neither replaces the other's ``batch_id=N``."""

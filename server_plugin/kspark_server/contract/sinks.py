@@ -106,3 +106,6 @@ class SinksSpec:
     lease_checkpoint_dir: str | None = None
     lease_token: str = ""
     application_id: str = ""
+    #: a test's fault: at this batch the writer fails once, after writing the batch's
+    #: internal topics and before the batch commits (-1: never)
+    fail_after_internal: int = -1

@@ -277,3 +277,62 @@ class GroupedOperator:
         state.update(files.committed())
         if result is not None:
             yield output_frame(result)
+
+
+class SubtopologyOperators:
+    """The function of ONE ``applyInPandasWithState`` that runs several stateful operators
+    (docs/design/sub-topologies.md): each group is one task of one operator (its task key
+    is that operator's, :func:`kspark_server.placement.task_keys`), and its rows name the
+    operator in ``ks_op``. The group goes to that operator's :class:`GroupedOperator`,
+    with the operator's own column names (``inputs[i]``: the union's name to the
+    operator's), and its output frame leaves in the union's output columns
+    (``outputs[i]``: the operator's name to the union's; the others null).
+    """
+
+    def __init__(
+        self,
+        operators: list[GroupedOperator],
+        inputs: list[dict[str, str]],
+        outputs: list[dict[str, str]],
+        output_schema_json: str,
+    ) -> None:
+        self.operators = operators
+        self.inputs = inputs
+        self.outputs = outputs
+        self.output_schema_json = output_schema_json
+        self._columns: list[str] | None = None
+
+    def columns(self) -> list[str]:
+        """The union's output columns, in the declared order."""
+        if self._columns is None:
+            fields = json.loads(self.output_schema_json)["fields"]
+            self._columns = [f["name"] for f in fields]
+        return self._columns
+
+    def __call__(self, key: Any, rows: Iterator[Any], state: Any) -> Iterator[Any]:
+        frames = [f for f in rows if len(f)]
+        if not frames:
+            return
+        op = int(frames[0]["ks_op"].iloc[0])
+        names = self.inputs[op]
+        mine = [f[list(names)].rename(columns=names) for f in frames]
+        outputs = self.outputs[op]
+        for frame in self.operators[op](key, iter(mine), state):
+            yield self.widened(frame, outputs, op)
+
+    def widened(self, frame: pd.DataFrame, names: dict[str, str], op: int) -> pd.DataFrame:
+        """An operator's output frame in the union's columns: its own renamed, the other
+        operators' null (typed by pyspark's conversion), ``ks_op`` its number."""
+        n = len(frame)
+        renamed = frame.rename(columns=names)
+        columns: dict[str, pd.Series] = {}
+        for name in self.columns():
+            if name == "ks_op":
+                columns[name] = pd.Series(
+                    _Column(pa.chunked_array([pa.array([op] * n, pa.int32())]))
+                )
+            elif name in renamed.columns:
+                columns[name] = renamed[name]
+            else:
+                columns[name] = pd.Series([None] * n, dtype=object)
+        return pd.DataFrame(columns)

@@ -17,10 +17,10 @@ from pyspark.sql.types import StructType
 from kspark.compiler.lowering.columns import dtype, no_headers
 from kspark_server import envelope as env
 
-__all__ = ["add_constants", "describe_constants"]
+__all__ = ["add_constants", "constant_column", "describe_constants"]
 
 
-def _constant_column(name: str, value: Any) -> Column:
+def constant_column(name: str, value: Any) -> Column:
     """Envelope column ``name`` as the literal ``value``, typed as the sources type it."""
     if name == "headers":
         assert value == []
@@ -37,7 +37,7 @@ def add_constants(df: DataFrame, schema: StructType, constants: dict[str, Any]) 
         return df
     return df.select(
         *[
-            _constant_column(f.name, constants[f.name]).alias(f.name)
+            constant_column(f.name, constants[f.name]).alias(f.name)
             if f.name in constants
             else F.col(f.name)
             for f in schema.fields

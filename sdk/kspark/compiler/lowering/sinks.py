@@ -22,13 +22,22 @@ __all__ = ["SIDE_METRICS", "observe_sides", "union_sinks", "writer_function"]
 SIDE_METRICS = "kspark"
 
 
-def union_sinks(output: st.Output, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:
+def union_sinks(
+    output: st.Output,
+    df_of: Callable[[st.Stage], DataFrame],
+    rows: DataFrame | None = None,
+    made: set[int] | None = None,
+) -> DataFrame:
     """One DataFrame of every sink's records, tagged by ``ks_sink``, with each sink's key
     and value in columns of its own (``k<i>``, ``v<i>``; a sink whose records name their
-    topics too), and the side rows of the topology's ends (``ks_sink`` -1)."""
-    final: DataFrame | None = None
+    topics too), and the side rows of the topology's ends (``ks_sink`` -1). ``rows`` are
+    the rows of the sinks numbered in ``made``, already in these columns (several
+    stateful operators' output, :func:`.stateful.grouped_sinks`)."""
+    final: DataFrame | None = rows
     parts: tuple[st.SinkPart | st.DynamicSinkPart, ...] = (*output.sinks, *output.dynamic)
     for part in parts:
+        if made and part.index in made:
+            continue
         i = part.index
         d = df_of(part.stage).select(
             F.lit(i).alias("ks_sink"),

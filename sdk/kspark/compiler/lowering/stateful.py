@@ -7,13 +7,12 @@ into the operator packed, one row per task and Arrow batch, and leave it packed 
 ``apply_in_pandas``: ``applyInPandasWithState``; records reach the operator straight from
 the shuffle, as Arrow-backed frames, and leave it as rows of the envelope's schema (no
 unpacking pass); the state lives in kspark's own files in the checkpoint
-(``kspark_server.taskfiles``, docs/design/grouped-runner.md).
+(``kspark_server.taskfiles``, docs/design/grouped-runner.md). Its operators are lowered
+together, by :mod:`.grouped`, on the inputs this module prepares.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -27,19 +26,19 @@ from kspark.compiler.lowering.columns import dtype, flat_schema, schema
 from kspark.compiler.lowering.constants import add_constants, describe_constants
 from kspark.compiler.lowering.sources import read_constants
 from kspark.compiler.resume import Resume
-from kspark.errors import CompilationError
 from kspark_server import envelope as env
 from kspark_server.spec import Packed
 
-__all__ = ["cogroup", "stateful", "task_column"]
+__all__ = ["cogroup", "restored", "stateful", "stateful_constants", "task_column", "tasked_input"]
 
 
-def task_column(column: str, n: int) -> Column:
+def task_column(column: str, n: int, operator: int = 0) -> Column:
     """The task key of a record: task ``pmod(hash, n)``'s group key, which Spark places in
-    shuffle partition ``t``, one task per partition (:mod:`kspark_server.placement`)."""
+    shuffle partition ``t``, one task per partition (:mod:`kspark_server.placement`); the
+    ``operator``-th stateful operator of a query has keys of its own."""
     from kspark_server.placement import task_keys
 
-    keys = ",".join(str(k) for k in task_keys(int(n)))
+    keys = ",".join(str(k) for k in task_keys(int(n), int(operator)))
     return F.expr(f"element_at(array({keys}), pmod(hash(`{column}`), {int(n)}) + 1)").cast("int")
 
 
@@ -57,27 +56,14 @@ def stateful(
     checkpoint: str | None = None,
 ) -> DataFrame:
     """The operator of ``stage`` over its input (for a join, the stream and the table in
-    one union), its output records in the envelope's columns; run by the runner the spec
-    names (``StreamsConfig.stateful_runner``)."""
+    one union), its output records in the envelope's columns, under the
+    ``transform_with_state`` runner (the ``apply_in_pandas`` runner's operators are
+    lowered together: :func:`grouped_part`, :func:`grouped_operators`)."""
     from kspark_server.operators.shipped import ShippedOperator
     from kspark_server.transport import OUTPUT_SCHEMA_DDL, PACKED_SCHEMA_DDL, pack_by_task
 
     spec = stage.spec
-    stream = _json_values(_joined_input(stage, df_of), spec.packed)
-    tasked = stream.withColumn("ks_hash", _hash(stage.task_column)).withColumn(
-        "ks_task", task_column(stage.task_column, stage.num_partitions)
-    )
-    if stage.broadcast_table:
-        tasked = _broadcast_table(tasked, stage.num_partitions)
-    # columns that are the same for every record stay out of both Python passes
-    # (docs/design/stateful-runner.md); the operator puts them back while it works
-    constants = stateful_constants(stage)
-    constants_json = ""
-    if constants:
-        constants_json = describe_constants(constants, _packed_columns(stage))
-        tasked = tasked.drop(*constants)
-    if spec.state.runner == "apply_in_pandas":
-        return _grouped_operator(stage, tasked, constants, constants_json, resume, checkpoint)
+    tasked, constants, constants_json = tasked_input(stage, df_of, 0)
     grouped = tasked.mapInArrow(pack_by_task, flat_schema(PACKED_SCHEMA_DDL)).groupBy("ks_task")
     result: DataFrame = grouped.transformWithStateInPandas(
         # the operator is built on the workers, from its spec
@@ -90,66 +76,26 @@ def stateful(
     return _unpacked(result, stage, constants)
 
 
-def _grouped_operator(
-    stage: st.Stateful,
-    tasked: DataFrame,
-    constants: dict[str, Any],
-    constants_json: str,
-    resume: Resume | None,
-    checkpoint: str | None,
-) -> DataFrame:
-    """The ``apply_in_pandas`` runner: ``applyInPandasWithState`` grouped by task, the
-    records straight from the shuffle, the state in kspark's files under the checkpoint
-    (docs/design/grouped-runner.md); the output records leave the operator in the
-    envelope's columns but the constants (``headers`` as JSON text, read back here)."""
-    from pyspark.sql.streaming.state import GroupStateTimeout
-
-    from kspark_server.operators.grouped import JSON_COLUMNS, GroupedOperator, output_struct
-    from kspark_server.taskfiles import GROUP_STATE_DDL, state_root
-    from kspark_server.transport import operator_schema
-
-    spec = stage.spec
-    if checkpoint is None:
-        raise CompilationError(
-            f"{spec.processor}: stateful_runner='apply_in_pandas' keeps state in the "
-            "query's checkpoint, and this DataFrame was built without one: build it "
-            "through StreamsApp",
-            processor=spec.processor,
-        )
-    root = state_root(checkpoint)
-    if "://" in root:
-        raise CompilationError(
-            f"{spec.processor}: stateful_runner='apply_in_pandas' writes its state files "
-            f"with the executors' file system, and checkpoint {checkpoint} is not a local "
-            "or shared path: use a path (or a file: URI) that every executor sees",
-            processor=spec.processor,
-        )
-    with contextlib.suppress(OSError):
-        # marks the checkpoint as this runner's (StreamsApp checks it at a restart)
-        os.makedirs(root, exist_ok=True)
-    if resume is not None and spec.store in resume.initial_state:
-        raise CompilationError(
-            f"{spec.processor}: a rescaled checkpoint cannot start under "
-            "stateful_runner='apply_in_pandas' yet; run it with the default runner "
-            "('transform_with_state')",
-            processor=spec.processor,
-        )
-    seeds = resume.task_seeds.get(spec.store) if resume is not None else None
-    fn = GroupedOperator(spec, constants_json, tasked.schema.json(), root, seeds)
-    out = operator_schema(spec.output_schema, spec.packed.out)
-    result: DataFrame = tasked.groupBy("ks_task").applyInPandasWithState(
-        fn,
-        outputStructType=output_struct(
-            StructType([f for f in out.fields if f.name not in constants])
-        ),
-        stateStructType=GROUP_STATE_DDL,
-        outputMode="Append",
-        timeoutConf=GroupStateTimeout.NoTimeout,
+def tasked_input(
+    stage: st.Stateful, df_of: Callable[[st.Stage], DataFrame], operator: int
+) -> tuple[DataFrame, dict[str, Any], str]:
+    """The operator's input records with their hash and task key (``operator``'s keys,
+    :func:`kspark_server.placement.task_keys`), without the constant columns; the
+    constants and their description for the operator."""
+    stream = _json_values(_joined_input(stage, df_of), stage.spec.packed)
+    tasked = stream.withColumn("ks_hash", _hash(stage.task_column)).withColumn(
+        "ks_task", task_column(stage.task_column, stage.num_partitions, operator)
     )
-    for name in JSON_COLUMNS:
-        if name in out.names and name not in constants:
-            result = result.withColumn(name, F.from_json(name, out[name].dataType))
-    return _restored(result, stage, constants)
+    if stage.broadcast_table:
+        tasked = _broadcast_table(tasked, stage.num_partitions, operator)
+    # columns that are the same for every record stay out of both Python passes
+    # (docs/design/stateful-runner.md); the operator puts them back while it works
+    constants = stateful_constants(stage)
+    constants_json = ""
+    if constants:
+        constants_json = describe_constants(constants, _packed_columns(stage))
+        tasked = tasked.drop(*constants)
+    return tasked, constants, constants_json
 
 
 def _joined_input(stage: st.Stateful, df_of: Callable[[st.Stage], DataFrame]) -> DataFrame:
@@ -190,13 +136,13 @@ def _joined_input(stage: st.Stateful, df_of: Callable[[st.Stage], DataFrame]) ->
     return left.unionByName(right)
 
 
-def _broadcast_table(tasked: DataFrame, n: int) -> DataFrame:
+def _broadcast_table(tasked: DataFrame, n: int, operator: int) -> DataFrame:
     """``tasked`` with each table record (``ks_jside`` 1) once for every task: a
     processor's global store is whole in each task. A side row of the table's read (a
     dead letter, a count) stays one row, so it is reported once."""
     from kspark_server.placement import task_keys
 
-    every = F.array(*[F.lit(k) for k in task_keys(int(n))])
+    every = F.array(*[F.lit(k) for k in task_keys(int(n), operator)])
     update = (F.col("ks_jside") == 1) & F.col("ks_side").isNull()
     return tasked.withColumn(
         "ks_task", F.explode(F.when(update, every).otherwise(F.array(F.col("ks_task"))))
@@ -273,10 +219,10 @@ def _unpacked(result: DataFrame, stage: st.Stateful, constants: dict[str, Any]) 
     result = result.mapInArrow(
         unpack_rows, StructType([f for f in unpacked.fields if f.name not in constants])
     )
-    return _restored(result, stage, constants)
+    return restored(result, stage, constants)
 
 
-def _restored(result: DataFrame, stage: st.Stateful, constants: dict[str, Any]) -> DataFrame:
+def restored(result: DataFrame, stage: st.Stateful, constants: dict[str, Any]) -> DataFrame:
     """The operator's output records with the constant columns back and a JSON-packed
     value parsed."""
     from kspark_server.transport import operator_schema

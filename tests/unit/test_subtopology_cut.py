@@ -1,0 +1,132 @@
+"""The cut of a topology into sub-topologies under ``stateful_runner="apply_in_pandas"``
+(kspark.compiler.subtopologies): plan only, no Spark."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kspark import Materialized, StreamsBuilder, StreamsConfig
+from kspark.bindings import bind_topology
+from kspark.compiler import compile_topology, subtopologies
+from kspark.compiler import stages as st
+from kspark.compiler.lowering.build import grouped_stages
+from kspark.errors import CompilationError
+from kspark.plan import nodes as n
+
+RUNNER: Any = "apply_in_pandas"
+
+
+def _add(a: int, b: int) -> int:
+    return a + b
+
+
+def _cut(build: Any, tmp_path: Path) -> tuple[Any, Any, Any]:
+    config = StreamsConfig(application_id="app", stateful_runner=RUNNER, data_dir=str(tmp_path))
+    b = StreamsBuilder()
+    build(b)
+    topology = bind_topology(b.build(), config)
+    plain = compile_topology(topology, config)
+    names = {s.spec.processor for s in plain.stages() if isinstance(s, st.Stateful)}
+    cut = subtopologies.cut(topology, names, str(tmp_path / "cp"), "app")
+    return topology, cut, compile_topology(cut, config)
+
+
+def _chain(b: StreamsBuilder) -> None:
+    counts = (
+        b.stream("in", key_type=str, value_type=int)
+        .group_by_key()
+        .count(Materialized.as_("counts"))
+    )
+    counts.to_stream().map(
+        lambda k, c: (k[:1], c), key_type=str, value_type=int
+    ).group_by_key().reduce(_add, materialized=Materialized.as_("sums")).to_stream().to("sums")
+
+
+def test_one_stateful_operator_is_not_cut(tmp_path: Path) -> None:
+    def build(b: StreamsBuilder) -> None:
+        b.stream("in", key_type=str, value_type=int).group_by_key().count().to_stream().to("o")
+
+    topology, cut, _ = _cut(build, tmp_path)
+    assert cut is topology
+    assert subtopologies.internal_topics(cut) == ()
+
+
+def test_a_chain_reads_the_first_operators_output_from_its_internal_topic(
+    tmp_path: Path,
+) -> None:
+    _, cut, output = _cut(_chain, tmp_path)
+    topics = subtopologies.internal_topics(cut)
+    assert len(topics) == 2  # each operator's output crosses its topic
+    for t in topics:
+        assert t.format == "parquet"
+        assert t.path is not None
+        assert t.path.startswith(os.path.join(str(tmp_path / "cp"), subtopologies.INTERNAL_DIR))
+    grouped = grouped_stages(output)  # none reads another in the same pass
+    assert len(grouped) == 2
+    for g in grouped:
+        # each operator's one reader is its internal topic's sink
+        sinks = [p for p in output.sinks if p.stage is g]
+        assert len(sinks) == 1
+        assert sinks[0].topic.name in {t.name for t in topics}
+    # the sum's input starts at a source of the count's topic
+    reads = [s for s in output.stages() if isinstance(s, st.Read)]
+    assert sorted(r.topic.name for r in reads) == sorted(["in", *[t.name for t in topics]])
+
+
+def test_a_join_reads_a_counted_table_as_a_table_source(tmp_path: Path) -> None:
+    def build(b: StreamsBuilder) -> None:
+        counts = b.stream("in", key_type=str, value_type=int).group_by_key().count()
+        clicks = b.stream("clicks", key_type=str, value_type=str)
+        clicks.join(counts, lambda v, c: f"{v}:{c}", value_type=str).to("joined")
+
+    _, cut, _ = _cut(build, tmp_path)
+    join = next(x for x in cut.nodes() if isinstance(x, n.StreamTableJoin))
+    assert isinstance(join.table, n.TableSource)
+    assert join.table.topic is not None
+    assert join.table.topic in subtopologies.internal_topics(cut)
+
+
+def test_an_output_of_unknown_type_is_refused_by_name(tmp_path: Path) -> None:
+    def build(b: StreamsBuilder) -> None:
+        s = b.stream("in", key_type=str, value_type=int)
+        s.group_by_key().count().to_stream().to("counts")
+        clicks = b.stream("clicks", key_type=str, value_type=str)
+        clicks.join(s.group_by_key().reduce(_add), lambda v, c: (v, c)).to("joined")
+
+    with pytest.raises(CompilationError, match="type of its records is not known"):
+        _cut(build, tmp_path)
+
+
+def test_each_group_goes_to_its_operator_in_its_own_columns() -> None:
+    """The shared function hands a group to the operator ``ks_op`` names, with the
+    operator's own column names, and widens its output to the union's columns."""
+    import pandas as pd
+
+    from kspark_server.operators.grouped import SubtopologyOperators
+
+    seen: list[tuple[int, list[str]]] = []
+
+    def operator(i: int) -> Any:
+        def run(key: Any, rows: Any, state: Any) -> Any:
+            frames = list(rows)
+            seen.append((i, list(frames[0].columns)))
+            yield pd.DataFrame({"key": frames[0]["key"], "n": [i] * len(frames[0])})
+
+        return run
+
+    fn = SubtopologyOperators(
+        [operator(0), operator(1)],
+        [{"ks_o0_key": "key"}, {"ks_o1_key": "key"}],
+        [{"key": "ks_o0_key", "n": "n"}, {"key": "ks_o1_key", "n": "n"}],
+        '{"fields": [{"name": "ks_o0_key"}, {"name": "n"}, {"name": "ks_o1_key"}, '
+        '{"name": "ks_op"}]}',
+    )
+    rows = pd.DataFrame({"ks_o0_key": [None], "ks_o1_key": [7], "ks_op": [1]})
+    (out,) = list(fn((4096,), iter([rows]), None))
+    assert seen == [(1, ["key"])]
+    assert list(out.columns) == ["ks_o0_key", "n", "ks_o1_key", "ks_op"]
+    assert out.iloc[0].to_dict() == {"ks_o0_key": None, "n": 1, "ks_o1_key": 7, "ks_op": 1}
