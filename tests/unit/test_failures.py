@@ -15,7 +15,7 @@ from kspark.errors import (
     ProcessingError,
     StreamsAppError,
 )
-from kspark.runtime.app import translate_failure
+from kspark.runtime.failures import translate_failure
 
 HEAD = (
     "[STREAM_FAILED] Query [id = 550dea5a-b3dd-4911-9cca-4faf6c03b21d, runId = "

@@ -9,7 +9,7 @@ import pytest
 
 from kspark.errors import StreamsAppError
 from kspark.runtime import failures
-from kspark.runtime.app import translate_failure
+from kspark.runtime.failures import translate_failure
 
 # the message the CLI cut off in issue 21: kspark's Kafka source on a worker without
 # confluent-kafka

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import logging
 import os
-import re
 import time
 import uuid
 from collections.abc import Callable
@@ -15,8 +13,6 @@ from typing import Any
 import attrs
 
 from kspark.bindings import bind_topology
-from kspark.compiler import stages as st
-from kspark.compiler import subtopologies
 from kspark.compiler.compiler import compile_topology
 from kspark.compiler.lowering import build_dataframe, writer_function
 from kspark.compiler.resume import Resume
@@ -25,19 +21,15 @@ from kspark.config import StreamsConfig, state_store_conf
 from kspark.errors import (
     AppAlreadyRunningError,
     ConfigError,
-    DeserializationError,
-    HandlerError,
     InvalidArgumentError,
-    ProcessingError,
     RescaleError,
     StoreError,
     StreamsAppError,
-    SuppressionBufferFullError,
 )
 from kspark.plan.topics import TopicSpec
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc
-from kspark.runtime import failures, filesink, lease, localstate, restore, shipping, workers
+from kspark.runtime import filesink, internal, lease, localstate, restore, shipping, workers
 from kspark.runtime import regroup as rescaler
 from kspark.runtime import rescale as rescaling
 from kspark.runtime import standbys as standby_copies
@@ -48,6 +40,7 @@ from kspark.runtime.checkpoints import (
     write_generation,
 )
 from kspark.runtime.display import NullProgress
+from kspark.runtime.failures import translate_failure
 from kspark.runtime.handles import OutputInfo
 from kspark.runtime.metrics import Batches, Metrics, Totals, progress_as_dict
 from kspark.runtime.progress import ProgressMode, ProgressReporter, resolve_progress, watch
@@ -105,65 +98,6 @@ class StartPlan:
 
 
 _log = logging.getLogger("kspark.app")
-
-# kspark's failures, as they reach the client, and only where they were raised: a worker's
-# Python traceback ends with the exception's line, "kspark_server.handling.ProcessingFailed:
-# <message>", at the start of a line; a record that does not deserialize fails through SQL
-# raise_error("[KSPARK_...] <message>"), which Spark reports as "[USER_RAISED_EXCEPTION]
-# [KSPARK_...] <message> SQLSTATE: P0001". Spark's message often includes the query's
-# logical plan too, and the plan holds that raise_error's literal ("raise_error(
-# USER_RAISED_EXCEPTION, map(errorMessage, concat([KSPARK_DESERIALIZATION_FAILED] ...");
-# a code that only appears there is not what failed.
-_RAISED_IN_WORKER = re.compile(
-    r"^\s*(?:[A-Za-z_][\w.]*\.)?"
-    r"(ProcessingFailed|HandlerFailed|DeserializationFailed|SuppressionBufferFull): (.*)$"
-)
-_RAISED_BY_SQL = re.compile(r"(?:^\s*|\[USER_RAISED_EXCEPTION\]\s*)\[(KSPARK_[A-Z_]+)\]\s*(.*)$")
-_SQLSTATE = re.compile(r"(?:\s*SQLSTATE: \w+)+\s*$")
-
-
-def translate_failure(exc: BaseException, app_id: str, *, log: bool = False) -> StreamsAppError:
-    """A kspark error for a failed streaming query, with the worker's message.
-
-    Only failures kspark raised are translated to their own error types:
-    ``ProcessingFailed`` and ``HandlerFailed`` from the Python workers, and the
-    ``[KSPARK_...]`` codes of SQL ``raise_error``. Any other failure (and a kspark code that
-    only appears in the query plan Spark prints with its message) becomes a
-    :class:`~kspark.errors.StreamsAppError` with the first line of Spark's message and,
-    on the next line, its root cause (:func:`kspark.runtime.failures.root_cause`). With
-    ``log``, the full text goes to a file under ``$KSPARK_HOME/logs`` that the message names.
-
-    Examples
-    --------
-    >>> raised = "kspark_server.handling.ProcessingFailed: processor P failed on record (...)"
-    >>> translate_failure(RuntimeError(raised), "app")
-    ProcessingError('[KSPARK_PROCESSING_FAILED] processor P failed on record (...)')
-    >>> plan_only = "+- Project [raise_error(USER_RAISED_EXCEPTION, map(errorMessage, concat("
-    >>> plan_only += "[KSPARK_DESERIALIZATION_FAILED] S: a record ...)))]"
-    >>> type(translate_failure(RuntimeError(plan_only), "app")).__name__
-    'StreamsAppError'
-    """
-    text = str(exc)
-    trace = f"\nfull trace: {path}" if log and (path := failures.write_log(exc, app_id)) else ""
-    for line in text.splitlines():
-        m = _RAISED_IN_WORKER.search(line)
-        if m is not None:
-            kind, message = m.group(1), _SQLSTATE.sub("", m.group(2)).strip()
-            if kind == "ProcessingFailed":
-                return ProcessingError(message + trace, application_id=app_id)
-            if kind == "DeserializationFailed":
-                return DeserializationError(message + trace, application_id=app_id)
-            if kind == "SuppressionBufferFull":
-                return SuppressionBufferFullError(message + trace, application_id=app_id)
-            return HandlerError(message + trace, application_id=app_id)
-        m = _RAISED_BY_SQL.search(line)
-        if m is not None:
-            code, message = m.group(1), _SQLSTATE.sub("", m.group(2)).strip()
-            if code == DeserializationError.code:
-                return DeserializationError(message + trace, application_id=app_id)
-            return StreamsAppError(f"{code} {message}{trace}", application_id=app_id)
-    summary = failures.summarize(exc, app_id, log=False)
-    return StreamsAppError(f"app {app_id} failed: {summary}{trace}", application_id=app_id)
 
 
 class StreamsApp:
@@ -376,38 +310,16 @@ class StreamsApp:
 
     def compiled(self) -> Output:
         """The app's stages; under ``stateful_runner="apply_in_pandas"``, of its topology
-        cut into sub-topologies at internal topics (:mod:`kspark.compiler.subtopologies`)."""
+        cut into sub-topologies at internal topics (:mod:`kspark.runtime.internal`)."""
         if self._output is None:
-            output = compile_topology(self.topology, self.config, sink_types=self.sink_types)
-            if self.config.stateful_runner == "apply_in_pandas":
-                stateful = {
-                    s.spec.processor
-                    for s in output.stages()
-                    if isinstance(s, st.Stateful) and s.spec.state.runner == "apply_in_pandas"
-                }
-                cut = subtopologies.cut(
-                    self.topology, stateful, self.config.checkpoint_dir, self.config.application_id
-                )
-                if cut is not self.topology:
-                    output = compile_topology(cut, self.config, sink_types=self.sink_types)
-                    self._internal = subtopologies.internal_topics(cut)
-            self._output = output
+            self._output, self._internal = internal.compile_app(
+                self.topology, self.config, self.sink_types
+            )
         return self._output
 
     def _one_grouped_operator(self, what: str, error: type[Exception]) -> None:
-        """Refuse ``what`` for an app whose stateful operators share one
-        ``applyInPandasWithState`` (docs/design/sub-topologies.md): the readers of the
-        runner's files find one operator's tasks in Spark's state, and there several
-        operators' tasks share it."""
         self.compiled()  # finds the internal topics
-        if not self._internal:
-            return
-        raise error(
-            f"app {self.config.application_id}: {what} is not available yet for an app "
-            "whose stateful operators run together under stateful_runner='apply_in_pandas' "
-            "(an app with more than one); run it with the default "
-            "StreamsConfig(stateful_runner='transform_with_state')"
-        )
+        internal.refuse_if_cut(self._internal, self.config.application_id, what, error)
 
     def uncut(self) -> Output:
         """The app's stages without internal topics: the in-process engine's, which runs
@@ -535,12 +447,12 @@ class StreamsApp:
             If the app failed; the message names the processor and the record.
         """
         self.compiled()  # finds the internal topics
-        seen = self._internal_batches()
+        seen = internal.batch_files(self._internal)
         report = self._run_available(timeout, progress)
         # records that a micro-batch wrote to an internal topic are read by the next
         # ones: run again until a run writes none (docs/design/sub-topologies.md)
         while self._internal:
-            now = self._internal_batches()
+            now = internal.batch_files(self._internal)
             if now == seen:
                 break
             seen = now
@@ -552,25 +464,6 @@ class StreamsApp:
                 seconds=report.seconds + again.seconds,
             )
         return report
-
-    def _internal_batches(self) -> set[str]:
-        """The files of the batch folders written to the app's internal topics: a batch
-        run again (after a failure) writes its folder anew, under new file names."""
-        found: set[str] = set()
-        for topic in self._internal:
-            assert topic.path is not None
-            with contextlib.suppress(OSError):
-                for name in os.listdir(topic.path):
-                    if name.startswith(("_", ".")):
-                        continue
-                    folder = os.path.join(topic.path, name)
-                    with contextlib.suppress(OSError):
-                        found |= {
-                            os.path.join(folder, f)
-                            for f in os.listdir(folder)
-                            if not f.startswith(("_", "."))
-                        }
-        return found
 
     def _run_available(
         self, timeout: float | None, progress: bool | ProgressMode | ProgressReporter | None

@@ -8,7 +8,8 @@ from typing import Any
 import attrs
 
 from kspark.errors import CodeShippingError
-from kspark.runtime.app import State, translate_failure
+from kspark.runtime.app import State
+from kspark.runtime.failures import translate_failure
 from kspark.runtime.handles import OutputInfo, SubmittedApp
 from kspark.runtime.metrics import Batches, input_rows, progress_as_dict, rows_per_second
 

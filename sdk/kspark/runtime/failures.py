@@ -19,8 +19,15 @@ import traceback
 
 from kspark._conditions import condition as spark_condition
 from kspark._paths import kspark_home
+from kspark.errors import (
+    DeserializationError,
+    HandlerError,
+    ProcessingError,
+    StreamsAppError,
+    SuppressionBufferFullError,
+)
 
-__all__ = ["first_line", "root_cause", "summarize", "write_log"]
+__all__ = ["first_line", "root_cause", "summarize", "translate_failure", "write_log"]
 
 _TRACEBACK = "Traceback (most recent call last):"
 # the end of what a worker's traceback says: the query's plan, the JVM's stack trace
@@ -143,3 +150,62 @@ def summarize(exc: BaseException, what: str, *, log: bool = True) -> str:
     text = first + (f"\ncause: {cause}" if cause != first else "")
     path = write_log(exc, what) if log else None
     return text + (f"\nfull trace: {path}" if path else "")
+
+
+# kspark's failures, as they reach the client, and only where they were raised: a worker's
+# Python traceback ends with the exception's line, "kspark_server.handling.ProcessingFailed:
+# <message>", at the start of a line; a record that does not deserialize fails through SQL
+# raise_error("[KSPARK_...] <message>"), which Spark reports as "[USER_RAISED_EXCEPTION]
+# [KSPARK_...] <message> SQLSTATE: P0001". Spark's message often includes the query's
+# logical plan too, and the plan holds that raise_error's literal ("raise_error(
+# USER_RAISED_EXCEPTION, map(errorMessage, concat([KSPARK_DESERIALIZATION_FAILED] ...");
+# a code that only appears there is not what failed.
+_RAISED_IN_WORKER = re.compile(
+    r"^\s*(?:[A-Za-z_][\w.]*\.)?"
+    r"(ProcessingFailed|HandlerFailed|DeserializationFailed|SuppressionBufferFull): (.*)$"
+)
+_RAISED_BY_SQL = re.compile(r"(?:^\s*|\[USER_RAISED_EXCEPTION\]\s*)\[(KSPARK_[A-Z_]+)\]\s*(.*)$")
+
+
+def translate_failure(exc: BaseException, app_id: str, *, log: bool = False) -> StreamsAppError:
+    """A kspark error for a failed streaming query, with the worker's message.
+
+    Only failures kspark raised are translated to their own error types:
+    ``ProcessingFailed`` and ``HandlerFailed`` from the Python workers, and the
+    ``[KSPARK_...]`` codes of SQL ``raise_error``. Any other failure (and a kspark code that
+    only appears in the query plan Spark prints with its message) becomes a
+    :class:`~kspark.errors.StreamsAppError` with the first line of Spark's message and,
+    on the next line, its root cause (:func:`root_cause`). With
+    ``log``, the full text goes to a file under ``$KSPARK_HOME/logs`` that the message names.
+
+    Examples
+    --------
+    >>> raised = "kspark_server.handling.ProcessingFailed: processor P failed on record (...)"
+    >>> translate_failure(RuntimeError(raised), "app")
+    ProcessingError('[KSPARK_PROCESSING_FAILED] processor P failed on record (...)')
+    >>> plan_only = "+- Project [raise_error(USER_RAISED_EXCEPTION, map(errorMessage, concat("
+    >>> plan_only += "[KSPARK_DESERIALIZATION_FAILED] S: a record ...)))]"
+    >>> type(translate_failure(RuntimeError(plan_only), "app")).__name__
+    'StreamsAppError'
+    """
+    text = str(exc)
+    trace = f"\nfull trace: {path}" if log and (path := write_log(exc, app_id)) else ""
+    for line in text.splitlines():
+        m = _RAISED_IN_WORKER.search(line)
+        if m is not None:
+            kind, message = m.group(1), _SQLSTATE.sub("", m.group(2)).strip()
+            if kind == "ProcessingFailed":
+                return ProcessingError(message + trace, application_id=app_id)
+            if kind == "DeserializationFailed":
+                return DeserializationError(message + trace, application_id=app_id)
+            if kind == "SuppressionBufferFull":
+                return SuppressionBufferFullError(message + trace, application_id=app_id)
+            return HandlerError(message + trace, application_id=app_id)
+        m = _RAISED_BY_SQL.search(line)
+        if m is not None:
+            code, message = m.group(1), _SQLSTATE.sub("", m.group(2)).strip()
+            if code == DeserializationError.code:
+                return DeserializationError(message + trace, application_id=app_id)
+            return StreamsAppError(f"{code} {message}{trace}", application_id=app_id)
+    summary = summarize(exc, app_id, log=False)
+    return StreamsAppError(f"app {app_id} failed: {summary}{trace}", application_id=app_id)

@@ -370,7 +370,7 @@ class LocalEngine:
             return
         ts, p, offset = record["timestamp"], record["partition"], record["offset"]
         if policy == "fail":
-            from kspark.runtime.app import translate_failure
+            from kspark.runtime.failures import translate_failure
 
             raise translate_failure(
                 RuntimeError(
@@ -695,7 +695,7 @@ class LocalEngine:
 @contextmanager
 def _translated(application_id: str) -> Iterator[None]:
     """A failure that kspark raised in an operator, as the error the Spark path raises
-    for it (:func:`kspark.runtime.app.translate_failure`)."""
+    for it (:func:`kspark.runtime.failures.translate_failure`)."""
     from kspark_server import handling
     from kspark_server.operators.suppress import SuppressionBufferFull
 

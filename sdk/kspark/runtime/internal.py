@@ -1,0 +1,76 @@
+"""An app's internal topics: under ``stateful_runner="apply_in_pandas"`` a topology with
+several stateful operators is cut into sub-topologies, whose records cross internal topics
+in the checkpoint (:mod:`kspark.compiler.subtopologies`, docs/design/sub-topologies.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from kspark.compiler import stages as st
+from kspark.compiler import subtopologies
+from kspark.compiler.compiler import compile_topology
+from kspark.config import StreamsConfig
+from kspark.plan.topics import TopicSpec
+from kspark.plan.topology import Topology
+from kspark.plan.types import TypeDesc
+
+__all__ = ["batch_files", "compile_app", "refuse_if_cut"]
+
+
+def compile_app(
+    topology: Topology,
+    config: StreamsConfig,
+    sink_types: dict[str, tuple[TypeDesc | None, TypeDesc | None]],
+) -> tuple[st.Output, tuple[TopicSpec, ...]]:
+    """The app's stages and its internal topics (none unless the topology is cut)."""
+    output = compile_topology(topology, config, sink_types=sink_types)
+    if config.stateful_runner != "apply_in_pandas":
+        return output, ()
+    stateful = {
+        s.spec.processor
+        for s in output.stages()
+        if isinstance(s, st.Stateful) and s.spec.state.runner == "apply_in_pandas"
+    }
+    cut = subtopologies.cut(topology, stateful, config.checkpoint_dir, config.application_id)
+    if cut is topology:
+        return output, ()
+    return (
+        compile_topology(cut, config, sink_types=sink_types),
+        subtopologies.internal_topics(cut),
+    )
+
+
+def refuse_if_cut(
+    internal: tuple[TopicSpec, ...], app_id: str, what: str, error: type[Exception]
+) -> None:
+    """Refuse ``what`` for an app whose stateful operators share one
+    ``applyInPandasWithState``: the readers of the runner's files find one operator's
+    tasks in Spark's state, and there several operators' tasks share it."""
+    if internal:
+        raise error(
+            f"app {app_id}: {what} is not available yet for an app whose stateful "
+            "operators run together under stateful_runner='apply_in_pandas' (an app with "
+            "more than one); run it with the default "
+            "StreamsConfig(stateful_runner='transform_with_state')"
+        )
+
+
+def batch_files(internal: tuple[TopicSpec, ...]) -> set[str]:
+    """The files of the batch folders written to the internal topics: a batch run again
+    (after a failure) writes its folder anew, under new file names."""
+    found: set[str] = set()
+    for topic in internal:
+        assert topic.path is not None
+        with contextlib.suppress(OSError):
+            for name in os.listdir(topic.path):
+                if name.startswith(("_", ".")):
+                    continue
+                folder = os.path.join(topic.path, name)
+                with contextlib.suppress(OSError):
+                    found |= {
+                        os.path.join(folder, f)
+                        for f in os.listdir(folder)
+                        if not f.startswith(("_", "."))
+                    }
+    return found
