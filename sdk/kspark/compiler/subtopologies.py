@@ -7,8 +7,9 @@ may read another's output in the same micro-batch: as Kafka Streams cuts a topol
 sub-topologies at its repartition topics, :func:`cut` puts an *internal topic* after
 the operators whose output the query cannot read in the same pass. Their records are
 written to the topic by the query's own sink, in its batch folder, when the micro-batch
-commits; what read them reads the topic as one more source, in a later micro-batch. The topics are Parquet folders under the app's checkpoint
-(:data:`INTERNAL_DIR`), on a path every executor sees.
+commits; what read them reads the topic as one more source, in a later micro-batch. The
+topics are Parquet folders under the app's checkpoint (:data:`INTERNAL_DIR`), on a path
+every executor sees.
 """
 
 from __future__ import annotations

@@ -214,11 +214,14 @@ def changes(
     op = operator_of(spark, checkpoint, output, store)
     if op is None:
         return batch, []
-    first = [True]
+    # the first read is at ``batch``; a read again (the app collected its files) at the
+    # newest committed batch
+    pinned = iter([batch])
 
     def read() -> tuple[int, list[Any]]:
-        at = batch if first[0] else last_committed(spark, checkpoint)
-        first[0] = False
+        at = next(pinned, None)
+        if at is None:
+            at = last_committed(spark, checkpoint)
         assert at is not None
         frame = group_states(spark, checkpoint, op, at).mapInPandas(
             taskreads.changes_since(state_root(checkpoint), store, held),
