@@ -211,8 +211,8 @@ def write_fault_inputs(data: str) -> None:
 
 
 def fault_topology(data: str, crash_dir: str, runner: StatefulRunner) -> Any:
-    """Deduplication, then the versioned join; under ``apply_in_pandas``, which runs one
-    stateful operator per app, the join alone (duplicates then join twice)."""
+    """Deduplication, then the versioned join; under ``apply_in_pandas``, the join alone
+    (duplicates then join twice)."""
 
     def mark(value: str) -> str:
         hold_if_armed(crash_dir, "chain", value)
