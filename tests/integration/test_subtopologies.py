@@ -59,6 +59,24 @@ def table_join() -> Any:
     return b.build()
 
 
+def regrouped_table() -> Any:
+    """A table of names re-grouped by first letter, counted and summed by length: the
+    grouping's changes (a row leaving one group and joining another) reach both
+    aggregations through its internal topic."""
+    b = StreamsBuilder()
+    names = b.table("names", key_type=str, value_type=str)
+    by_letter = names.group_by(lambda k, v: (v[:1], v), key_type=str, value_type=str)
+    by_letter.count(Materialized.as_("letters")).to_stream().to("counts")
+    by_letter.aggregate(
+        lambda: 0,
+        lambda k, v, total: total + len(v),
+        lambda k, v, total: total - len(v),
+        materialized=Materialized.as_("lengths"),
+        value_type=int,
+    ).to_stream().to("lengths")
+    return b.build()
+
+
 IN = [(f"k{(i * 7) % 5}{i % 2}", i, 1000 * i) for i in range(24)]
 
 
@@ -72,7 +90,7 @@ def run(
     cfg = StreamsConfig(application_id=app_id, num_partitions=2, stateful_runner="apply_in_pandas")
     engine = "spark" if spark is not None else "local"
     with TopologyTestDriver(topology(), cfg, session=spark, engine=engine) as d:
-        types = {"in": int, "clicks": str}
+        types = {"in": int, "clicks": str, "names": str}
         ins = {
             name: d.create_input_topic(name, key_type=str, value_type=types[name])
             for name in {t for batch in batches for t in batch}
@@ -123,6 +141,24 @@ def test_join_with_a_counted_table(spark: Any, app_id: str) -> None:
     split = [{"in": IN[:12]}, {"clicks": clicks[:6]}, {"in": IN[12:]}, {"clicks": clicks[6:]}]
     got = _same(spark, app_id, table_join, split, {"joined": str})
     assert got["joined"]
+
+
+def test_a_regrouped_table_counts_and_aggregates_its_changes(spark: Any, app_id: str) -> None:
+    """The count and the aggregate of a re-grouped table subtract a row from the group it
+    leaves and add it to the one it joins, from the changes the grouping wrote to its
+    internal topic (as Kafka Streams' repartition topic after KTable#groupBy carries them),
+    across restarts of the query."""
+    split = [
+        {"names": [("1", "ann", 1), ("2", "al", 2), ("3", "bo", 3)]},
+        {"names": [("2", "bea", 4), ("1", None, 5)]},  # al moves to b; ann is deleted
+        {"names": [("3", "ben", 6), ("4", "cy", 7)]},  # bo changes within b
+    ]
+    got = _same(spark, app_id, regrouped_table, split, {"counts": int, "lengths": int})
+    # the grouping's topic, read by both aggregations, and each aggregation's own
+    assert len(got["internal"]) == 3
+    # each group's last update: a emptied, b with bea and ben, c with cy
+    assert dict(got["counts"]) == {"a": 0, "b": 2, "c": 1}
+    assert dict(got["lengths"]) == {"a": 0, "b": 6, "c": 2}
 
 
 def test_a_batch_failing_after_its_internal_topics_are_written_doubles_nothing(

@@ -115,6 +115,30 @@ def test_window_store_and_late_records() -> None:
         assert d.metrics().by_name()["dropped-records-total"] == 1
 
 
+@pytest.mark.parametrize("runner", ["transform_with_state", "apply_in_pandas"])
+def test_a_joined_table_s_store_answers_on_either_runner(runner: Any) -> None:
+    """The store of an outer table-table join answers each key's joined row on both
+    runners: under stateful_runner="apply_in_pandas" the state is in the runner's task
+    files, which the group state names."""
+    b = StreamsBuilder()
+    left = b.table("L", key_type=str, value_type=str)
+    right = b.table("R", key_type=str, value_type=str)
+    left.outer_join(
+        right, lambda a, c: f"{a}+{c}", materialized=Materialized.as_("joined"), value_type=str
+    ).to_stream().to("out")
+    cfg = StreamsConfig(application_id="joined-store", stateful_runner=runner)
+    with TopologyTestDriver(b.build(), cfg) as d:
+        ins = [d.create_input_topic(t, key_type=str, value_type=str) for t in "LR"]
+        ins[0].pipe_input("a", "x", timestamp=1)
+        ins[0].pipe_input("b", "x", timestamp=1)
+        d.process()
+        ins[0].pipe_input("a", None, timestamp=2)
+        ins[1].pipe_input("a", "y", timestamp=3)
+        d.process()
+        store = d.store("joined")
+        assert (store.get("a"), store.get("b"), store.get("c")) == ("None+y", "x+None", None)
+
+
 def test_a_chain_passes_a_batch_of_side_rows_only_when_the_key_type_changes() -> None:
     """A windowed key (a struct) mapped to text: a batch with no record, only the side
     rows of the operator before, gives the side rows and takes no key column to cast."""

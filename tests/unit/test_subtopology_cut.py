@@ -16,6 +16,8 @@ from kspark.compiler import stages as st
 from kspark.compiler.lowering.build import grouped_stages
 from kspark.errors import CompilationError
 from kspark.plan import nodes as n
+from kspark.plan.grouped import Aggregate, RegroupedSource, change_type
+from kspark.plan.types import describe_type
 
 RUNNER: Any = "apply_in_pandas"
 
@@ -88,6 +90,39 @@ def test_a_join_reads_a_counted_table_as_a_table_source(tmp_path: Path) -> None:
     assert isinstance(join.table, n.TableSource)
     assert join.table.topic is not None
     assert join.table.topic in subtopologies.internal_topics(cut)
+
+
+def test_a_regrouped_table_crosses_its_topic_as_changes(tmp_path: Path) -> None:
+    """A re-grouped table's count and aggregate read the subtract/add pairs of the
+    grouping from its internal topic, as Kafka's repartition topic after KTable#groupBy
+    carries them: the aggregation still reads a grouped table (its subtractor's input)."""
+
+    def build(b: StreamsBuilder) -> None:
+        table = b.table("names", key_type=str, value_type=str)
+        regrouped = table.group_by(lambda k, v: (v[:1], v), key_type=str, value_type=str)
+        regrouped.count().to_stream().to("counts")
+        regrouped.aggregate(
+            lambda: 0,
+            lambda k, v, total: total + len(v),
+            lambda k, v, total: total - len(v),
+            value_type=int,
+        ).to_stream().to("lengths")
+
+    _, cut, output = _cut(build, tmp_path)
+    aggregates = [x for x in cut.nodes() if isinstance(x, Aggregate)]
+    assert len(aggregates) == 2
+    for agg in aggregates:
+        assert agg.grouped_table
+        assert isinstance(agg.parent, RegroupedSource)
+        assert agg.parent.value_type == describe_type(str)  # the selected value's
+    # both read one topic, of the grouping's changes
+    (grouping,) = {id(agg.parent): agg.parent for agg in aggregates}.values()
+    (sink,) = [s for s in cut.sinks if s.topic == grouping.topic]
+    assert sink.value_type == change_type(describe_type(str))
+    specs = [s.spec for s in output.stages() if isinstance(s, st.Stateful)]
+    assert sorted(s.processor for s in specs if getattr(s, "table", False)) == sorted(
+        agg.name for agg in aggregates
+    )
 
 
 def test_an_output_of_unknown_type_is_refused_by_name(tmp_path: Path) -> None:

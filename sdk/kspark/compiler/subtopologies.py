@@ -22,6 +22,7 @@ import attrs
 from kspark.errors import CompilationError
 from kspark.plan import graph
 from kspark.plan import nodes as n
+from kspark.plan.grouped import RegroupedSource, TableGroupBy, change_type
 from kspark.plan.topics import TopicSpec
 from kspark.plan.topology import Topology
 from kspark.plan.types import Dynamic
@@ -104,11 +105,15 @@ def cut(
                         f"internal topic: declare it ({what}_type=...)",
                     )
             counter[0] += 1
+            value_type = made.value_type
+            if isinstance(op, TableGroupBy) and value_type is not None:
+                # a re-grouped table's records are the changes of its groups
+                value_type = change_type(value_type)
             sinks.append(
                 n.Sink(
                     name=f"{op.name}-INTERNAL-SINK",
                     key_type=made.key_type,
-                    value_type=made.value_type,
+                    value_type=value_type,
                     topic_name=name,
                     topic=topic,
                     parent=made,
@@ -137,6 +142,10 @@ def cut(
         if table:
             assert isinstance(reader, n.StreamTableJoin)
             src: n.Node = n.TableSource(store_name=reader.store_name, **common)  # type: ignore[arg-type]
+        elif isinstance(op, TableGroupBy):
+            # the aggregation reads the subtract/add pairs of the groups a row leaves and
+            # joins, as from Kafka Streams' repartition topic after KTable#groupBy
+            src = RegroupedSource(**common)  # type: ignore[arg-type]
         else:
             src = n.Source(**common)  # type: ignore[arg-type]
         sources[(op.name, table)] = src

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import attrs
 
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
-from kspark.plan.nodes import Node, _Unary
+from kspark.plan.nodes import Node, Source, _Unary
 from kspark.plan.types import Field, Primitive, Record, TypeDesc
 from kspark_server.spec import Change
 from kspark_server.windows import Window, Windowed
@@ -33,6 +33,7 @@ __all__ = [
     "Aggregate",
     "CogroupAggregate",
     "CogroupInput",
+    "RegroupedSource",
     "SessionWindowsDef",
     "SlidingWindowsDef",
     "Suppress",
@@ -152,6 +153,15 @@ class TableGroupBy(_Unary):
 
 
 @attrs.frozen(kw_only=True)
+class RegroupedSource(Source):
+    """The changes of a :class:`TableGroupBy` read back from the internal topic it writes
+    to when the topology is cut into sub-topologies (:mod:`kspark.compiler.subtopologies`),
+    as Kafka Streams' aggregation reads the subtract/add pairs of a re-grouped table from
+    its repartition topic. ``key_type`` and ``value_type`` are the selected pair's, as the
+    grouping's; each record is a :func:`change_type` of the value."""
+
+
+@attrs.frozen(kw_only=True)
 class Aggregate(_Unary):
     """``count``, ``reduce(reducer)`` or ``aggregate(initializer, aggregator)`` of the
     records grouped by key, into a table; per time window when ``windows`` is set (the
@@ -187,7 +197,7 @@ class Aggregate(_Unary):
     history_retention_ms: ClassVar[int] = 0
 
     def __attrs_post_init__(self) -> None:
-        grouped_table = isinstance(self.parent, TableGroupBy)
+        grouped_table = isinstance(self.parent, TableGroupBy | RegroupedSource)
         if grouped_table and self.windows is not None:
             raise InvalidTopologyError(
                 f"{self.name}: a grouped table aggregates without windows",
@@ -235,7 +245,7 @@ class Aggregate(_Unary):
     @property
     def grouped_table(self) -> bool:
         """Whether the records are a grouped table's changes (``KTable.group_by``)."""
-        return isinstance(self.parent, TableGroupBy)
+        return isinstance(self.parent, TableGroupBy | RegroupedSource)
 
     def stores(self) -> tuple[str, ...]:
         return (self.store_name,)

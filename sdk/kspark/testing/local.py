@@ -66,6 +66,7 @@ from kspark.testing.localstate import GroupState, StateHandle
 from kspark_server import envelope as env
 from kspark_server import placement, statevars, taskstate, transport
 from kspark_server.envelope import SIDE_IDENTITY, SideKind
+from kspark_server.taskfiles import TaskFiles
 
 __all__ = ["LocalEngine", "Rows", "StateHandle", "unsupported"]
 
@@ -149,6 +150,9 @@ class LocalEngine:
         self.clock = clock
         self.application_id = application_id
         self.state_dir = self._state_root = state_dir
+        # the apply_in_pandas runner's task files (kspark_server.taskfiles), kept across
+        # restarts as under a query's checkpoint
+        self._grouped_root = state_dir + "-checkpoint"
         self._restarts = 0
         #: topic name -> its records, one list per micro-batch that wrote to it
         self.topics: dict[str, list[Rows]] = {}
@@ -494,7 +498,7 @@ class LocalEngine:
         from kspark_server.operators.grouped import GroupedOperator, frame_table, output_struct
 
         spec = stage.spec
-        fn = GroupedOperator(spec, "", "", os.path.join(self._state_root + "-checkpoint"))
+        fn = GroupedOperator(spec, "", "", self._grouped_root)
         # the rows as Spark reads the operator's frames
         declared = output_struct(transport.operator_schema(spec.output_schema, spec.packed.out))
         tasks = table.column("ks_task").to_pylist()
@@ -660,6 +664,20 @@ class LocalEngine:
         out: dict[int, Any] = {}
         for (sid, task_key), store in self.durable.items():
             if sid != id(stage):
+                continue
+            if spec.state.runner == "apply_in_pandas":
+                # the group state names the committed version of the task's files
+                committed = store.get("group")
+                if committed is None:
+                    continue
+                task = placement.task_of(task_key)
+                files = TaskFiles(self._grouped_root, spec.store, task, committed, create=False)
+                out[task] = taskstate.materialize(
+                    spec.kind,
+                    spec.versioned,
+                    list(files.chunks()),
+                    [blob for (blob,) in files.log.get()],
+                )
                 continue
             version = store.get(statevars.version_name(spec.store))
             if version is None:

@@ -5,6 +5,8 @@ suppression (:mod:`kspark.plan.grouped`).
 
 from __future__ import annotations
 
+import attrs
+
 from kspark.compiler import stages as st
 from kspark.compiler.rules.base import CompilerBase, Pending
 from kspark.compiler.specs import (
@@ -19,6 +21,7 @@ from kspark.plan.grouped import (
     Aggregate,
     CogroupAggregate,
     CogroupInput,
+    RegroupedSource,
     SessionWindowsDef,
     SlidingWindowsDef,
     Suppress,
@@ -174,6 +177,12 @@ class StatefulRules(CompilerBase):
         return self._stateful(
             node, spec, table, key_type=table.key_type, value_type=table.value_type
         )
+
+    def visit_RegroupedSource(self, node: RegroupedSource) -> Pending:
+        # the grouping's records as it wrote them to its internal topic: the changes
+        # of the selected values, which the aggregation subtracts and adds
+        changes = change_type(known_type(node.value_type))
+        return self.visit_Source(attrs.evolve(node, value_type=changes))
 
     def visit_TableGroupBy(self, node: TableGroupBy) -> Pending:
         # per task of the source key: each update becomes the changes of the groups its
