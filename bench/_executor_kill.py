@@ -35,24 +35,6 @@ def write_file(path: str, name: str, keys: np.ndarray, ts: int) -> None:
     os.replace(os.path.join(path, f".{name}"), os.path.join(path, name))
 
 
-def executor_pids(server_pid: int) -> dict[str, int]:
-    """executor id -> pid of the server's executor JVMs."""
-    found: dict[str, int] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                argv = f.read().decode(errors="replace").split("\0")
-            if os.getpgid(int(name)) != server_pid:
-                continue
-        except OSError:
-            continue
-        if any(x.endswith("CoarseGrainedExecutorBackend") for x in argv):
-            found[argv[argv.index("--executor-id") + 1]] = int(name)
-    return found
-
-
 def wait(what: str, check: Any, query: Any, timeout: float = 600) -> None:
     end = time.monotonic() + timeout
     while not check():
@@ -79,7 +61,7 @@ def kill_and_time(server: EmbeddedServer, query: Any, victim: str, src: str, row
     them."""
     last = max(int(p["batchId"]) for p in query.recentProgress)
     rng = np.random.default_rng(7)
-    pid = executor_pids(server.pid or 0)[victim]
+    pid = server.executor_pids()[victim]
     t0 = time.perf_counter()
     os.kill(pid, signal.SIGKILL)
     write_file(src, "1.parquet", rng.integers(0, 10**7, rows), 10**9)
@@ -114,7 +96,7 @@ def executor_kill(a: Any) -> None:
             .start()
         )
         wait("Spark's first batch", lambda: batch_after(q, -1) is not None, q)
-        victim = min(executor_pids(server.pid or 0), key=int)
+        victim = min(server.executor_pids(), key=int)
         native = kill_and_time(server, q, victim, n_src, a.rows)
         q.stop()
 

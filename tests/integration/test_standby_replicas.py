@@ -61,24 +61,6 @@ def rows_read(query: Any) -> int:
     return sum(input_rows(progress_as_dict(p)) for p in query.recentProgress)
 
 
-def executor_pids(server_pid: int) -> dict[str, int]:
-    """executor id -> pid of the server's executor JVMs (``local-cluster``)."""
-    found: dict[str, int] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                args = f.read().decode(errors="replace").split("\0")
-            if os.getpgid(int(name)) != server_pid:
-                continue
-        except OSError:
-            continue
-        if any(a.endswith("CoarseGrainedExecutorBackend") for a in args):
-            found[args[args.index("--executor-id") + 1]] = int(name)
-    return found
-
-
 def test_a_killed_executors_tasks_promote_their_standby_copies(
     spark: Any, spark_server: Any, app_id: str, tmp_path: Any
 ) -> None:
@@ -112,7 +94,7 @@ def test_a_killed_executors_tasks_promote_their_standby_copies(
         assert len(keeper.active) == 4 and len(set(keeper.active.values())) == 2
         # the executor that runs task 0 (its disk is <state_dir>/executor-<id>)
         victim = keeper.active[0].rsplit("executor-", 1)[1]
-        pids = executor_pids(spark_server.pid)
+        pids = spark_server.executor_pids()
         os.kill(pids[victim], signal.SIGKILL)
         write_jsonl(src, "1.jsonl", SPLIT[1])
         wait_for("the batch after the kill", lambda: rows_read(query) >= 80, query)

@@ -492,6 +492,33 @@ class EmbeddedServer:
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
+    def executor_pids(self) -> dict[str, int]:
+        """The pids of this server's executor JVMs by executor id: a ``local-cluster``
+        master starts them in the server's process group (a fault drill kills one). Empty
+        in local mode, where the driver runs the tasks, and for a stopped server.
+
+        Examples
+        --------
+        >>> EmbeddedServer().executor_pids()
+        {}
+        """
+        if self.pid is None:
+            return {}
+        found: dict[str, int] = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                if os.getpgid(int(name)) != self.pid:
+                    continue
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    args = f.read().decode(errors="replace").split("\0")
+            except OSError:
+                continue  # gone meanwhile, or not ours to read
+            if any(a.endswith("CoarseGrainedExecutorBackend") for a in args):
+                found[args[args.index("--executor-id") + 1]] = int(name)
+        return found
+
     def start(self, timeout: float = 120.0, *, same_port: bool = False) -> EmbeddedServer:
         """Start the server process; wait until it listens.
 
