@@ -147,6 +147,6 @@ def test_restart_reports_restoring_then_running_and_the_restored_entries(
         assert listener.calls == [
             call
             for r in app.restores()
-            for call in (("start", r.store, 1), ("end", r.store, r.rows))
+            for call in (("start", r.store, first.batches), ("end", r.store, r.rows))
         ]
         assert listener.reports == app.restores()
