@@ -420,7 +420,14 @@ def fixed_example(case: str, topics: int) -> list[list[Rec]]:
 EXTRA_EXAMPLES = int(os.environ.get("KSPARK_ENGINE_EXAMPLES", "0"))
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+#: the cases CI runs; the others run in the extended run (each is an app on Spark)
+IN_CI = {"stateless", "joins", "table_join_aggregate", "processors_and_regrouping"}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c if c in IN_CI else pytest.param(c, marks=pytest.mark.extended) for c in sorted(CASES)],
+)
 def test_engines_agree(spark: Any, case: str) -> None:
     inputs = len(CASES[case][1])
 

@@ -168,7 +168,13 @@ def test_a_checkpoint_of_an_older_state_format_is_refused_then_migrated(
         b.stream(Topic.jsonl("in", str(data)), key_type=str, value_type=str).deduplicate_by_key(
             timedelta(seconds=10)
         ).to(Topic.jsonl("out", str(tmp_path / "out")))
-        cfg = StreamsConfig(application_id=app_id, checkpoint_dir=ckpt, num_partitions=2)
+        # the state format of Spark's state store, the transform_with_state runner's
+        cfg = StreamsConfig(
+            application_id=app_id,
+            checkpoint_dir=ckpt,
+            num_partitions=2,
+            stateful_runner="transform_with_state",
+        )
         return StreamsApp(b.build(), cfg, session=spark)
 
     write("1.jsonl", BATCHES[0])
@@ -211,6 +217,7 @@ def _rate(n: int, k: int) -> str:
 
 
 @pytest.mark.cluster
+@pytest.mark.extended  # about a minute; tests/unit/test_base_chunks.py covers the chunks
 def test_a_base_of_several_chunks_restarts_reads_and_rescales_alike(
     spark: Any, spark_server: Any, app_id: str
 ) -> None:
@@ -221,7 +228,9 @@ def test_a_base_of_several_chunks_restarts_reads_and_rescales_alike(
     from kspark.runtime.stores.statestore import _base_rows, _operator_id
 
     n_keys = 300
-    cfg = StreamsConfig(application_id=app_id, num_partitions=2)
+    cfg = StreamsConfig(
+        application_id=app_id, num_partitions=2, stateful_runner="transform_with_state"
+    )
     with TopologyTestDriver(rates_topology(), cfg, session=spark) as d:
         rates = d.create_input_topic("rates", key_type=str, value_type=str)
         pay = d.create_input_topic("payments", key_type=str, value_type=str)

@@ -74,6 +74,8 @@ def _config(base: str, app_id: str) -> StreamsConfig:
         application_id=app_id,
         checkpoint_dir=os.path.join(base, "chk"),
         num_partitions=2,
+        # the packing passes are the transform_with_state runner's
+        stateful_runner="transform_with_state",
         processing_exception_handler=Context,
         dead_letter_queue_topic=Topic.jsonl("dlq", os.path.join(base, "dlq")),
     )

@@ -146,3 +146,17 @@ def test_a_rescaled_generation_reports_the_first_batch_whose_tasks_loaded_state(
     later = progress(2, 0, [side("0_1", 3)])
     t.observe({("run-1", 0): empty, ("run-1", 1): loaded, ("run-1", 2): later}, rec)
     assert len(rec.calls) == 2 and t.reports() == [r]  # the run's restore, once
+
+
+def test_one_grouped_operator_reports_each_of_its_stores() -> None:
+    """Under ``stateful_runner="apply_in_pandas"`` every store of an app runs in one Spark
+    operator: each store gets its own report, from its own tasks' figures."""
+    from kspark.runtime.restore import _reports
+
+    counts = [dict(side(t, n), processor="counts") for t, n in (("1_0", 3), ("1_1", 4))]
+    p = progress(7, 2, [side("0_0", 10), *counts])
+    reports = {r.store: r for r in _reports(p, ["seen", "counts"])}
+    assert sorted(reports) == ["counts", "seen"]
+    assert (reports["seen"].rows, reports["seen"].tasks) == (10, 1)
+    assert (reports["counts"].rows, reports["counts"].tasks) == (7, 2)
+    assert reports["seen"].partitions == reports["counts"].partitions == 2

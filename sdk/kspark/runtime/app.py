@@ -325,8 +325,9 @@ class StreamsApp:
         every operator in one pass."""
         return compile_topology(self.topology, self.config, sink_types=self.sink_types)
 
-    def _start_query(self, available_now: bool) -> Any:
-        """Start the app's streaming query: the start-up sequence, step by step."""
+    def _start_query(self, available_now: bool, again: bool = False) -> Any:
+        """Start the app's streaming query: the start-up sequence, step by step. ``again``:
+        a further round of a run, which keeps the run's state and restore report."""
         if self._query is not None and self._query.isActive:
             raise StreamsAppError(f"app {self.config.application_id} is already running")
         gen = self.generation  # first: checks the config against a rescaled checkpoint
@@ -342,9 +343,10 @@ class StreamsApp:
         writer = self._trigger(self._sink(output, plan), available_now)
         self._query = writer.start()
         checkpoint = plan.generation.checkpoint
-        self._restore.begin(self._query, output, checkpoint, restoring=plan.restoring)
+        if not again:
+            self._restore.begin(self._query, output, checkpoint, restoring=plan.restoring)
         standby_copies.start(self, output, checkpoint)  # num_standby_replicas: the copies' thread
-        self._set_state(State.RESTORING if plan.restoring else State.RUNNING)
+        self._set_state(State.RESTORING if plan.restoring and not again else State.RUNNING)
         return self._query
 
     def _prepare_session(self, output: Output) -> None:
@@ -447,42 +449,47 @@ class StreamsApp:
         """
         self.compiled()  # finds the internal topics
         seen = internal.batch_files(self._internal)
-        report = self._run_available(timeout, progress)
+        report, done = self._run_available(timeout, progress)
         # records that a micro-batch wrote to an internal topic are read by the next
-        # ones: run again until a run writes none (docs/design/sub-topologies.md)
-        while self._internal:
+        # ones: run again until a run writes none (docs/design/sub-topologies.md). The
+        # rounds are one run to the app's listeners: one RUNNING, one restore report.
+        while self._internal and done:
             now = internal.batch_files(self._internal)
             if now == seen:
                 break
             seen = now
-            again = self._run_available(timeout, progress)
+            again, done = self._run_available(timeout, progress, again=True)
             report = RunReport(
                 batches=report.batches + again.batches,
                 input_records=report.input_records + again.input_records,
                 output_records=report.output_records + again.output_records,
                 seconds=report.seconds + again.seconds,
             )
+        if done:
+            self._set_state(State.NOT_RUNNING)
         return report
 
     def _run_available(
-        self, timeout: float | None, progress: bool | ProgressMode | ProgressReporter | None
-    ) -> RunReport:
-        """One query with Spark's ``availableNow`` trigger."""
+        self,
+        timeout: float | None,
+        progress: bool | ProgressMode | ProgressReporter | None,
+        again: bool = False,
+    ) -> tuple[RunReport, bool]:
+        """One query with Spark's ``availableNow`` trigger, and whether it finished;
+        ``again``: a further round of the same run (:meth:`run_until_caught_up`)."""
         reporter = resolve_progress(progress, label=self.config.application_id)
         before = set(self._batches.keys())
         t0 = time.perf_counter()
         try:
-            query = self._start_query(available_now=True)
+            query = self._start_query(available_now=True, again=again)
             done = self._await(query, timeout, reporter)
         except BaseException:
             reporter.close()  # keep the last figures: the error explains the rest
             raise
         seconds = time.perf_counter() - t0
         new = Totals.of(self._batches.figures(k for k in self._batches.keys() if k not in before))
-        if done:
-            if new.batches:  # a run without batches never wrote its lease
-                self._release()
-            self._set_state(State.NOT_RUNNING)
+        if done and new.batches:  # a run without batches never wrote its lease
+            self._release()
         report = RunReport(
             batches=new.batches,
             input_records=new.records_in,
@@ -490,7 +497,7 @@ class StreamsApp:
             seconds=seconds,
         )
         reporter.close(report.summary())
-        return report
+        return report, done
 
     def _await(
         self, query: Any, timeout: float | None, reporter: ProgressReporter | None = None

@@ -313,7 +313,15 @@ def _promotions(p: Mapping[str, Any]) -> list[StandbyPromotion]:
 
 def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
     ops = list(p.get("stateOperators") or [])
-    names = stores if len(stores) == len(ops) else [f"operator-{i}" for i in range(len(ops))]
+    if len(stores) == len(ops):
+        pairs = list(zip(stores, ops, strict=True))
+    elif len(ops) == 1 and len(set(stores)) > 1:
+        # one applyInPandasWithState runs every operator (stateful_runner=
+        # "apply_in_pandas"): each store reports its own tasks from kspark's figures,
+        # and the Spark operator's figures, which all of them share
+        pairs = [(store, ops[0]) for store in dict.fromkeys(stores)]
+    else:
+        pairs = [(f"operator-{i}", op) for i, op in enumerate(ops)]
     # counted as the store-entries metric is: once per (store, task)
     loaded: dict[str, int] = defaultdict(int)
     tasks: dict[str, int] = defaultdict(int)
@@ -335,7 +343,7 @@ def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
     batch_id = int(p.get("batchId", -1))
     batch_s = _num(p.get("durationMs") or {}, "triggerExecution") / 1000
     merged: dict[str, RestoreReport] = {}
-    for name, op in zip(names, ops, strict=True):
+    for name, op in pairs:
         m = op.get("customMetrics") or {}
         partitions = _num(m, "rocksdbNumLoadedFromDfs")
         if partitions == 0 and name not in tasks:
