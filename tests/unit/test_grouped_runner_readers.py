@@ -2,8 +2,9 @@
 they open only the files a committed version names, find which store an operator's
 versions name, give a replica the changes since the version it holds, and say so when a
 named file is gone; a reader that lags behind the app reads again at the newer committed
-version; and what does not read the runner's state yet (rescale) refuses such an app with
-an error naming the setting."""
+version; with several operators in one ``applyInPandasWithState`` a store is read from
+its own operator's tasks; and what does not read the runner's state yet (rescale) refuses
+such an app with an error naming the setting."""
 
 from __future__ import annotations
 
@@ -300,28 +301,49 @@ def test_two_stateful_operators_share_one_grouped_operator(tmp_path: Path) -> No
         build_dataframe(cut, None, checkpoint=str(tmp_path))  # type: ignore[arg-type]
 
 
-def test_an_app_of_several_grouped_operators_refuses_its_store_readers(tmp_path: Path) -> None:
-    """The readers of the runner's files find one operator's tasks in Spark's state; with
-    several operators in one, a read is refused by name rather than answered wrongly."""
-    from kspark.errors import StoreError
+def test_each_store_of_several_grouped_operators_is_read_from_its_operators_tasks(
+    tmp_path: Path,
+) -> None:
+    """Several operators share one applyInPandasWithState, each under its own task keys
+    (its place among the grouped stages): a store's readers read the group states of its
+    operator's keys alone, and a store no grouped operator keeps is refused by name. A
+    rescale, which moves one operator's tasks, is still refused."""
+    from kspark.compiler.lowering.build import grouped_stages
+    from kspark.runtime.stores.files import store_keys
 
     runner: Any = "apply_in_pandas"
     b = StreamsBuilder()
     s = b.stream("in", key_type=str, value_type=int)
-    s.group_by_key().count(Materialized.as_("counts")).to_stream().to("counts")
+    s.group_by_key().count(materialized=Materialized.as_("counts")).to_stream().to("counts")
     s.group_by_key().reduce(
         lambda a, c: a + c, materialized=Materialized.as_("sums")
     ).to_stream().to("sums")
     config = StreamsConfig(
         application_id="two",
         stateful_runner=runner,
+        num_partitions=3,
         checkpoint_dir=str(tmp_path / "cp"),
         data_dir=str(tmp_path),
     )
     app = StreamsApp(b.build(), config, session=object())
-    with pytest.raises(StoreError, match="more than one"):
-        app.store("counts")
-    with pytest.raises(StoreError, match="more than one"):
-        app.replica("sums")
+    output = app.compiled()
+    order = [g.spec.store for g in grouped_stages(output)]
+    assert sorted(order) == ["counts", "sums"]
+    keys = {name: store_keys(output, name) for name in order}
+    assert keys == {name: placement.task_keys(3, i) for i, name in enumerate(order)}
+    assert not set(keys["counts"] or ()) & set(keys["sums"] or ())
+    for found in keys.values():
+        assert [placement.task_of(k) for k in found or ()] == [0, 1, 2]
+    with pytest.raises(StoreError, match=r"no stateful operator .* keeps it"):
+        store_keys(output, "nothing")
     with pytest.raises(RescaleError, match="more than one"):
         app.rescale(4, progress=False)
+
+
+def test_a_store_of_the_one_grouped_operator_is_read_from_every_task(tmp_path: Path) -> None:
+    """With one grouped operator every group state of the query is its store's."""
+    from kspark.runtime.stores.files import store_keys
+
+    app = _app("apply_in_pandas", tmp_path)
+    stores = [s.spec.store for s in app.compiled().stages() if hasattr(s, "spec")]
+    assert stores and all(store_keys(app.compiled(), name) is None for name in stores)

@@ -23,7 +23,6 @@ from kspark.errors import (
     ConfigError,
     InvalidArgumentError,
     RescaleError,
-    StoreError,
     StreamsAppError,
 )
 from kspark.plan.topics import TopicSpec
@@ -588,7 +587,6 @@ class StreamsApp:
         """
         from kspark.runtime.stores import open_store
 
-        self._one_grouped_operator(f"store {name!r}", StoreError)
         return open_store(
             self.session,
             self.checkpoint_location,
@@ -613,7 +611,6 @@ class StreamsApp:
         """
         from kspark.runtime.stores import StoreReplica
 
-        self._one_grouped_operator(f"a replica of store {name!r}", StoreError)
         replica = StoreReplica(
             self.session,
             self.checkpoint_location,

@@ -108,16 +108,67 @@ def retried(spark: Any, checkpoint: str, store: str) -> Callable[[Callable[[], T
     return run
 
 
-def group_states(spark: Any, checkpoint: str, op: int, batch: int | None = None) -> Any:
+def group_states(
+    spark: Any,
+    checkpoint: str,
+    op: int,
+    batch: int | None = None,
+    keys: tuple[int, ...] | None = None,
+) -> Any:
     """Operator ``op``'s group states as committed by micro-batch ``batch`` (None: the
-    last): ``ks_task`` and the version's fields."""
+    last): ``ks_task`` and the version's fields; only the tasks of ``keys`` when given
+    (:func:`store_keys`)."""
     from pyspark.sql import functions as F
 
     reader = spark.read.format("statestore").option("operatorId", op)
     if batch is not None:
         reader = reader.option("batchId", batch)
     raw = reader.load(checkpoint)
+    if keys is not None:
+        raw = raw.where(F.col("key.ks_task").isin(list(keys)))
     return raw.select(F.col("key.ks_task").alias("ks_task"), "value.groupState.*")
+
+
+def store_keys(output: st.Output, store: str) -> tuple[int, ...] | None:
+    """The task keys whose group states name store ``store``'s files, when several
+    operators share the query's one ``applyInPandasWithState``
+    (docs/design/sub-topologies.md); None when the app has at most one such operator,
+    whose group states are all the store's.
+
+    The operators take their task keys by their place in
+    :func:`kspark.compiler.lowering.build.grouped_stages`
+    (:func:`kspark_server.placement.task_keys`), and each writes its files in its own
+    store's folder, so a store is read from its operator's tasks alone.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from kspark import Materialized, StreamsApp, StreamsBuilder, StreamsConfig
+    >>> from kspark_server.placement import task_keys
+    >>> b = StreamsBuilder()
+    >>> s = b.stream("in", key_type=str, value_type=int)
+    >>> s.group_by_key().count(materialized=Materialized.as_("a")).to_stream().to("a")
+    >>> s.group_by_key().count(materialized=Materialized.as_("b")).to_stream().to("b")
+    >>> config = StreamsConfig(application_id="two", data_dir=tempfile.mkdtemp(),
+    ...     num_partitions=2, stateful_runner="apply_in_pandas")
+    >>> output = StreamsApp(b.build(), config, session=object()).compiled()
+    >>> {store_keys(output, "a"), store_keys(output, "b")} == {task_keys(2), task_keys(2, 1)}
+    True
+    """
+    from kspark.compiler.lowering.build import grouped_stages
+    from kspark_server.placement import task_keys
+
+    grouped = grouped_stages(output)
+    if len(grouped) < 2:
+        return None
+    for i, stage in enumerate(grouped):
+        if stage.spec.store == store:
+            return task_keys(stage.num_partitions, i)
+    raise StoreError(
+        f"store {store}: no stateful operator of the app under "
+        "stateful_runner='apply_in_pandas' keeps it; its operators keep "
+        f"{sorted(s.spec.store for s in grouped)}"
+    )
 
 
 def _operators(spark: Any, checkpoint: str) -> list[int]:
@@ -150,7 +201,9 @@ def operator_of(spark: Any, checkpoint: str, output: st.Output, store: str) -> i
             f"checkpoint {checkpoint} holds no state of stateful_runner='apply_in_pandas'. "
             "Has the app completed a micro-batch?"
         )
-    if len(ops) == 1 and len(names) == 1:
+    if len(ops) == 1 and (len(names) == 1 or store_keys(output, store) is not None):
+        # several operators in one applyInPandasWithState: the store's are its tasks'
+        # keys (store_keys)
         return ops[0]
     frames = [group_states(spark, checkpoint, op).withColumn("op", F.lit(op)) for op in ops]
     owners = (
@@ -193,7 +246,8 @@ def task_frame(spark: Any, checkpoint: str, output: st.Output, store: str) -> An
     )
     if op is None:
         return spark.createDataFrame([], schema)
-    return group_states(spark, checkpoint, op).mapInPandas(
+    keys = store_keys(output, store)
+    return group_states(spark, checkpoint, op, keys=keys).mapInPandas(
         taskreads.committed_chunks(state_root(checkpoint), store), schema
     )
 
@@ -214,6 +268,7 @@ def changes(
     op = operator_of(spark, checkpoint, output, store)
     if op is None:
         return batch, []
+    keys = store_keys(output, store)
     # the first read is at ``batch``; a read again (the app collected its files) at the
     # newest committed batch
     pinned = iter([batch])
@@ -223,7 +278,7 @@ def changes(
         if at is None:
             at = last_committed(spark, checkpoint)
         assert at is not None
-        frame = group_states(spark, checkpoint, op, at).mapInPandas(
+        frame = group_states(spark, checkpoint, op, at, keys).mapInPandas(
             taskreads.changes_since(state_root(checkpoint), store, held),
             flat_schema(taskreads.CHANGES_SCHEMA),
         )
