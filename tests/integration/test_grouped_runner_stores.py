@@ -12,12 +12,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from support.topologies import as_of_join
+from support.topologies import Summing, as_of_join
 
 from kspark import Materialized, StreamsBuilder, StreamsConfig, TimeWindows
 from kspark._typing import StatefulRunner
-from kspark.processor import Processor, ProcessorContext, Record
-from kspark.state import KeyValueStore, Stores
+from kspark.state import Stores
 from kspark.testing import TopologyTestDriver
 
 pytestmark = pytest.mark.spark
@@ -33,17 +32,6 @@ def windows() -> Any:
         lambda w, n: (f"{w.key}@{w.window.start}", n), key_type=str, value_type=int
     ).to("out")
     return b.build()
-
-
-class Summing(Processor[str, int, str, int]):
-    def init(self, context: ProcessorContext[str, int]) -> None:
-        self.context = context
-        self.sums: KeyValueStore[str, int] = context.get_state_store("psums")
-
-    def process(self, record: Record[str, int]) -> None:
-        total = (self.sums.get(record.key) or 0) + record.value
-        self.sums.put(record.key, total)
-        self.context.forward(record.with_value(total))
 
 
 def processor() -> Any:

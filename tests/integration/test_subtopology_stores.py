@@ -13,27 +13,16 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from support.topologies import Summing
 
 from kspark import Materialized, StreamsBuilder, StreamsConfig
 from kspark._typing import StatefulRunner
-from kspark.processor import Processor, ProcessorContext, Record
-from kspark.state import KeyValueStore, Stores
+from kspark.state import Stores
 from kspark.testing import TopologyTestDriver
 
 pytestmark = pytest.mark.spark
 
 KEYS = ["a", "b", "c", "d"]
-
-
-class Summing(Processor[str, int, str, int]):
-    def init(self, context: ProcessorContext[str, int]) -> None:
-        self.context = context
-        self.sums: KeyValueStore[str, int] = context.get_state_store("psums")
-
-    def process(self, record: Record[str, int]) -> None:
-        total = (self.sums.get(record.key) or 0) + record.value
-        self.sums.put(record.key, total)
-        self.context.forward(record.with_value(total))
 
 
 def three_operators() -> Any:

@@ -6,6 +6,8 @@ from datetime import timedelta
 from typing import Any
 
 from kspark import Materialized, StreamsBuilder
+from kspark.processor import Processor, ProcessorContext, Record
+from kspark.state import KeyValueStore
 
 
 def as_of_join() -> Any:
@@ -23,3 +25,16 @@ def as_of_join() -> Any:
         rates, lambda v, r: v * 100 + (r if r is not None else -1), value_type=int
     ).to("out")
     return b.build()
+
+
+class Summing(Processor[str, int, str, int]):
+    """Sums each key's values in the store ``psums`` and forwards the running sum."""
+
+    def init(self, context: ProcessorContext[str, int]) -> None:
+        self.context = context
+        self.sums: KeyValueStore[str, int] = context.get_state_store("psums")
+
+    def process(self, record: Record[str, int]) -> None:
+        total = (self.sums.get(record.key) or 0) + record.value
+        self.sums.put(record.key, total)
+        self.context.forward(record.with_value(total))
