@@ -11,34 +11,7 @@ Examples
 
 from __future__ import annotations
 
-from kspark.dsl.stores import (
-    KeyValueBytesStoreSupplier,
-    StoreBuilder,
-    Stores,
-    VersionedBytesStoreSupplier,
-    WindowBytesStoreSupplier,
-)
-from kspark_server.papi import (
-    KeyValueIterator,
-    KeyValueStore,
-    StateStoreError,
-    VersionedKeyValueStore,
-    VersionedRecord,
-    WindowStore,
-    WindowStoreIterator,
-)
+from kspark.dsl import stores as _stores
+from kspark.dsl.stores import *  # noqa: F403  (the public face of kspark.dsl.stores)
 
-__all__ = [
-    "KeyValueBytesStoreSupplier",
-    "KeyValueIterator",
-    "KeyValueStore",
-    "StateStoreError",
-    "StoreBuilder",
-    "Stores",
-    "VersionedBytesStoreSupplier",
-    "VersionedKeyValueStore",
-    "VersionedRecord",
-    "WindowBytesStoreSupplier",
-    "WindowStore",
-    "WindowStoreIterator",
-]
+__all__ = list(_stores.__all__)
