@@ -157,3 +157,18 @@ def test_paced_runs_are_refused_by_name(tmp_path: Path) -> None:
     _lone(b)
     with pytest.raises(CompilationError, match=r"SUBSCRIPTION: .*max_files_per_trigger"):
         _cut(b, _config(tmp_path, max_files_per_trigger=1))
+
+
+def test_a_paced_topic_is_refused_by_name(tmp_path: Path) -> None:
+    from kspark import Topic
+
+    b = StreamsBuilder()
+    orders = b.table(
+        Topic.kafka("orders", "localhost:9092", maxOffsetsPerTrigger="100"),
+        key_type=str,
+        value_type=str,
+    )
+    customers = b.table("customers", key_type=str, value_type=str)
+    orders.join(customers, _fk, _joiner, value_type=str).to_stream().to("out")
+    with pytest.raises(CompilationError, match="option maxOffsetsPerTrigger of topic orders"):
+        _cut(b, _config(tmp_path))

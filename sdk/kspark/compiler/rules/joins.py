@@ -207,13 +207,14 @@ class JoinRules(CompilerBase):
         # stage must take all of a micro-batch's messages in the next one: a key's
         # versions start again after a delete, and messages of two of its batches read
         # together could be taken out of order (kspark_server.operators.fk_messages)
-        if self.config.max_files_per_trigger is not None:
+        paced = self._paced()
+        if paced is not None:
             raise CompilationError(
                 f"{node.name}: a foreign-key join's stages under stateful_runner="
                 "'apply_in_pandas' take each micro-batch's messages whole in the next one, "
-                "and max_files_per_trigger splits a run into micro-batches whose messages "
-                "would be read together; unset max_files_per_trigger, or run it with the "
-                "default StreamsConfig(stateful_runner='transform_with_state')",
+                f"and {paced} splits a run into micro-batches whose messages would be read "
+                f"together; unset {paced}, or run it with the default "
+                "StreamsConfig(stateful_runner='transform_with_state')",
                 processor=node.name,
             )
         left = self.stage_of(node.parent, node)
@@ -236,6 +237,24 @@ class JoinRules(CompilerBase):
             self.handling_at(node),
         )
         return self._start(stage, node)
+
+    def _paced(self) -> str | None:
+        """The option that limits what a micro-batch reads, if any: then one run of
+        ``run_until_caught_up`` may take several micro-batches, and a stage the messages
+        of several together (Spark's ``availableNow`` reads what was there as it started)."""
+        if self.config.max_files_per_trigger is not None:
+            return "max_files_per_trigger"
+        for source in self.topology.sources():
+            parts = (
+                source.topic_parts()
+                if isinstance(source, n.Source)
+                else ((source.topic_name, source.topic),)
+            )
+            for name, topic in parts:
+                for key, _ in () if topic is None else topic.options:
+                    if key.lower() in ("maxoffsetspertrigger", "maxfilespertrigger"):
+                        return f"option {key} of topic {name}"
+        return None
 
     def _fk_subscribe(
         self, node: fkjoin.FkSubscribe, left: st.Stage, fk: TypeDesc, handling: sp.Handling
