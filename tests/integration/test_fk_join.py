@@ -34,7 +34,7 @@ class Enriched:
     "runner",
     [
         pytest.param(None, id="default-runner"),
-        # the stages a micro-batch apart, through internal topics
+        # the stages a micro-batch apart, through internal topics: about 60 s
         pytest.param("apply_in_pandas", id="apply_in_pandas", marks=pytest.mark.extended),
     ],
 )
@@ -103,6 +103,7 @@ class Placed:
     region: str | None
 
 
+@pytest.mark.extended  # seven operators a micro-batch apart: about 90 s
 def test_joins_on_foreign_keys_with_other_stateful_operators(spark: Any) -> None:
     """Under stateful_runner="apply_in_pandas", a foreign-key join of a count whose result
     joins again on a foreign key (as Kafka's multi-join test chains two): seven operators
