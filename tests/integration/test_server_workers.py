@@ -6,6 +6,7 @@ JVM."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -42,3 +43,48 @@ def test_checkpoint_files_are_renamed_without_a_child_process(
     # child process of the server's JVM (no native Hadoop library in pip's pyspark)
     manager = spark.conf.get("spark.sql.streaming.checkpointFileManagerClass")
     assert manager.endswith(".FileSystemBasedCheckpointFileManager"), manager
+
+
+@pytest.mark.parametrize("runner", ["transform_with_state", "apply_in_pandas"])
+def test_workers_without_kspark_get_it_by_value_and_by_reference_the_plan_is_small(
+    spark: Any, spark_server: Any, tmp_path: Any, runner: str
+) -> None:
+    """The test server's workers cannot import kspark (tests/conftest.py), so the worker
+    check finds no ``kspark_server`` there and the operators travel by value. Where the
+    workers have the client's very sources (the embedded server outside the tests, which
+    ``./run demo`` runs on), they travel by reference, and a query's plan is a twentieth
+    of the size (Spark Connect's plan cache keeps every plan a session sends)."""
+    if spark_server is None:
+        pytest.skip("a remote server's workers are its own")
+    from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
+    from kspark.compiler.lowering.build import build_dataframe
+    from kspark.runtime import shipping, workers
+
+    (tmp_path / "events").mkdir()
+    b = StreamsBuilder()
+    events = b.stream(Topic.jsonl("events", str(tmp_path / "events")), key_type=str, value_type=int)
+    events.deduplicate_by_key(timedelta(minutes=1)).map_values(lambda v: v + 1, value_type=int).to(
+        Topic.parquet("out", str(tmp_path / "out"))
+    )
+    config = StreamsConfig(
+        application_id="plan-size",
+        checkpoint_dir=str(tmp_path / "chk"),
+        stateful_runner=runner,  # type: ignore[arg-type]
+    )
+    app = StreamsApp(b.build(), config, session=spark)
+    output = app.compiled()
+    app._prepare_session(output)
+    assert workers.run_probe(spark, []).kspark_server is None
+    assert not workers.same_server_code(spark)
+
+    def plan_size() -> int:
+        df = build_dataframe(output, spark, checkpoint=str(tmp_path / "chk" / "query"))
+        return len(df._plan.to_proto(spark.client).SerializeToString())  # type: ignore[operator]
+
+    by_value = plan_size()
+    try:
+        shipping.server_code(by_reference=True)
+        by_reference = plan_size()
+    finally:
+        shipping.server_code(by_reference=False)
+    assert by_reference < 200_000 < by_value, (by_reference, by_value)

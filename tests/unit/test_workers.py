@@ -166,3 +166,36 @@ def test_a_probe_that_cannot_run_is_a_server_error_with_its_cause(
     monkeypatch.setattr(workers, "run_probe", broken)
     with pytest.raises(ServerError, match=r"different version \(3, 10\)"):
         workers.check(_Session(), _output(), StreamsConfig(application_id="a"))  # type: ignore[arg-type]
+
+
+def test_the_probe_names_this_clients_kspark_server_by_its_sources() -> None:
+    found = json.loads(probe("[]"))
+    assert found["kspark_server"] == workers.client_fingerprint()
+
+
+@pytest.mark.parametrize("theirs", [None, "0" * 64, "same"])
+def test_server_code_travels_by_reference_only_to_workers_with_the_same_sources(
+    monkeypatch: pytest.MonkeyPatch, theirs: str | None
+) -> None:
+    from pyspark import cloudpickle
+
+    from kspark.runtime import shipping
+
+    digest = workers.client_fingerprint() if theirs == "same" else theirs
+
+    def fake_probe(_spark: Any, wanted: Any) -> WorkerReport:
+        return WorkerReport("3.11.9", "/w/python", {n.module: ("9", None) for n in wanted}, digest)
+
+    monkeypatch.setattr(workers, "run_probe", fake_probe)
+    monkeypatch.setattr(workers, "requirements", dict)
+    session = _Session()
+    workers.check(session, _output(stateful=True), StreamsConfig(application_id="a"))  # type: ignore[arg-type]
+    same = workers.same_server_code(session)  # type: ignore[arg-type]
+    assert same == (theirs == "same")
+    try:
+        shipping.server_code(by_reference=False)
+        shipping.server_code(by_reference=same)
+        registered = "kspark_server" in cloudpickle.list_registry_pickle_by_value()  # type: ignore[no-untyped-call]
+        assert registered != same
+    finally:
+        shipping.server_code(by_reference=False)  # as StreamsApp starts: by value

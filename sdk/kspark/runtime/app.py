@@ -360,6 +360,7 @@ class StreamsApp:
             ],
         )
         workers.check(self.session, output, self.config)
+        shipping.server_code(by_reference=workers.same_server_code(self.session))
         spark = self.session
         spark.conf.set(
             "spark.sql.shuffle.partitions", str(self.config.effective_shuffle_partitions)

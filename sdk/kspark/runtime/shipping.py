@@ -5,7 +5,10 @@ queries (spark-notes, verified on Spark 4.3), so kspark pickles by value: ``kspa
 the handler module ``kspark.errors``, and every module that defines a function or a type
 the topology uses and that is not part of an installed distribution (the demo app,
 ``kspark_demo``, is such user code). A server that cannot import any of these still runs
-the app.
+the app. Where the workers import the very ``kspark_server`` the client has (the same
+sources: :func:`kspark.runtime.workers.same_server_code`), :func:`server_code` sends it by
+reference instead: each query's plan then carries a few bytes per operator instead of a
+copy of the operators' code for each Python function in it.
 
 A local module is shipped with its whole top-level package (``mypkg`` for ``mypkg.topo``):
 cloudpickle pickles by value every module under a registered package, so helpers that the
@@ -29,7 +32,7 @@ from kspark.plan import nodes as n
 from kspark.plan.topology import Topology
 from kspark.plan.types import ListType, MapType, Record, TypeDesc
 
-__all__ = ["modules_to_ship", "ship"]
+__all__ = ["modules_to_ship", "server_code", "ship"]
 
 _ALWAYS = ("kspark_server", "kspark.errors")
 
@@ -140,3 +143,17 @@ def ship(topology: Topology, extra: Iterable[Any] = (), names: Iterable[str] = (
             ) from exc
         cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
     return shipped
+
+
+def server_code(by_reference: bool) -> None:
+    """Pickle ``kspark_server`` by reference (the workers have these very sources) or by
+    value (they have none, or other ones)."""
+    from pyspark import cloudpickle
+
+    import kspark_server
+
+    registered = "kspark_server" in cloudpickle.list_registry_pickle_by_value()  # type: ignore[no-untyped-call]
+    if by_reference and registered:
+        cloudpickle.unregister_pickle_by_value(kspark_server)  # type: ignore[no-untyped-call]
+    elif not by_reference and not registered:
+        cloudpickle.register_pickle_by_value(kspark_server)  # type: ignore[no-untyped-call]

@@ -23,8 +23,10 @@ the installed pyspark's ``connect`` extra.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
+import os
 import re
 import weakref
 from collections.abc import Iterable, Mapping
@@ -208,6 +210,9 @@ class WorkerReport:
     executable: str
     #: module -> (version or None, import error or None)
     modules: Mapping[str, tuple[str | None, str | None]]
+    #: the digest of the worker's own ``kspark_server``
+    #: (:func:`kspark_server.probe.code_fingerprint`); None: it has none
+    kspark_server: str | None = None
 
     @classmethod
     def from_json(cls, text: str) -> WorkerReport:
@@ -216,6 +221,7 @@ class WorkerReport:
             python=data["python"],
             executable=data["executable"],
             modules={m: (v["version"], v["error"]) for m, v in data["modules"].items()},
+            kspark_server=data.get("kspark_server"),
         )
 
 
@@ -273,6 +279,23 @@ def failure_message(
 #: Per session: the modules its workers are known to import (weak keys, as in
 #: ``kspark.compiler.lowering.kafka``: an entry goes with its session).
 _CHECKED: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
+#: Per session: whether its workers have this client's very ``kspark_server``
+_SAME_CODE: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+@functools.cache  # the client's sources do not change while it runs
+def client_fingerprint() -> str:
+    """The digest of this client's ``kspark_server`` (:func:`kspark_server.probe.code_fingerprint`)."""
+    import kspark_server
+    from kspark_server.probe import code_fingerprint
+
+    return code_fingerprint(os.path.dirname(kspark_server.__file__))
+
+
+def same_server_code(spark: SparkSession) -> bool:
+    """Whether the workers of ``spark`` import the very ``kspark_server`` this client has
+    (known after :func:`check`): then the operators can travel by reference."""
+    return _SAME_CODE.get(spark, False)
 
 
 def run_probe(spark: SparkSession, wanted: Iterable[Need]) -> WorkerReport:
@@ -333,3 +356,5 @@ def check(spark: SparkSession, output: st.Output, config: StreamsConfig) -> None
             python_version=report.python,
         )
     _CHECKED[spark] = known | {n.module for n in todo}
+    if spark not in _SAME_CODE:
+        _SAME_CODE[spark] = report.kspark_server == client_fingerprint()
