@@ -6,11 +6,13 @@ task's own store would have on that executor's disk, marked as a standby in its 
 database (key :data:`STANDBY_KEY`). It is built and caught up from the committed durable
 files (:mod:`kspark_server.taskfiles`) by a small job the client runs after committed
 batches (:mod:`kspark.runtime.standbys`), off the batches' path: each of that job's tasks
-keeps the copies its executor's disk is given (:func:`place`). When Spark runs the task
-on that executor (after another executor is lost: docs/design/task-placement.md), the
-task opens the copy as its local store, version-checked like any other (at the committed
-version: used; behind: caught up; anything else: rebuilt), and :func:`promote` clears the
-mark: from then on the copy is the task's own, and no standby job touches it again.
+keeps the copies its executor's disk is given (:func:`place`; for an app of several
+operators in one ``applyInPandasWithState``, every operator's stores:
+:func:`place_stores`). When Spark runs the task on that executor (after another executor
+is lost: docs/design/task-placement.md), the task opens the copy as its local store,
+version-checked like any other (at the committed version: used; behind: caught up;
+anything else: rebuilt), and :func:`promote` clears the mark: from then on the copy is
+the task's own, and no standby job touches it again.
 
 A standby job writes only to stores that are marked standby, and only committed
 versions: a new copy is built in a folder of its own and moved into place only if the
