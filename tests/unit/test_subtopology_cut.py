@@ -79,6 +79,19 @@ def test_a_chain_reads_the_first_operators_output_from_its_internal_topic(
     assert sorted(r.topic.name for r in reads) == sorted(["in", *[t.name for t in topics]])
 
 
+def test_an_internal_topic_is_read_without_partition_discovery(tmp_path: Path) -> None:
+    """A running query lists an internal topic's folder empty at its start, then finds
+    ``batch_id=N`` folders: partition discovery would add a column its plan lacks."""
+    from kspark.compiler.lowering.files import _reader_options
+
+    _, cut, output = _cut(_chain, tmp_path)
+    internal = {t.name for t in subtopologies.internal_topics(cut)}
+    reads = [s for s in output.stages() if isinstance(s, st.Read)]
+    for r in reads:
+        options = dict(_reader_options(r.topic))
+        assert (options.get("recursiveFileLookup") == "true") == (r.topic.name in internal)
+
+
 def test_a_join_reads_a_counted_table_as_a_table_source(tmp_path: Path) -> None:
     def build(b: StreamsBuilder) -> None:
         counts = b.stream("in", key_type=str, value_type=int).group_by_key().count()
