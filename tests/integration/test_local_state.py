@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from support.jsonlfiles import jsonl_values, write_jsonl
+from test_standby_replicas import final_counts
 
 from kspark import Materialized, StreamsApp, StreamsBuilder, StreamsConfig, Topic
 from kspark.errors import AppAlreadyRunningError
@@ -165,5 +166,9 @@ def test_a_restarted_app_of_two_grouped_operators_reuses_each_operators_stores(
         for k, v, ts in SPLIT[0] + SPLIT[1]:
             pipe.pipe_input(k, v, timestamp=ts)
         d.process()
-        want = sorted(sink.read_values())
-    assert jsonl_values(out) == want
+        want = sink.read_values()
+    # each count once, and each key's last count a clean run's (which of a key's counts a
+    # micro-batch emits depends on the batches)
+    values = jsonl_values(out)
+    assert len(values) == len(set(values))
+    assert final_counts(values) == final_counts(want)
