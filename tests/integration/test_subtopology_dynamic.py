@@ -58,13 +58,21 @@ def test_dynamic_records_of_every_shape_cross_internal_topics(spark: Any, app_id
         # duplicates of records before the restart: of a key at the first operator, and
         # at the second of a value (now its key) whose dict has another order
         events.pipe_input(0, "a duplicate of key 0", timestamp=100)
-        events.pipe_input(100, {"é": {"": False}, "a": [1, {"c": [2.5, "d"], "b": None}]})
+        events.pipe_input(
+            100, {"é": {"": False}, "a": [1, {"c": [2.5, "d"], "b": None}]}, timestamp=101
+        )
         for key, blob in BLOBS[2:]:
             blobs.pipe_input(key, blob, timestamp=0)
         blobs.pipe_input({"id": 1}, b"a duplicate", timestamp=1)
         d.process()
         out = sorted(d.create_output_topic("out").read_key_values(), key=lambda kv: kv[1][0])
         got_blobs = d.create_output_topic("blobs-out", value_type=bytes).read_key_values()
+        metrics = d.metrics().by_name()
+    # the records of the app's own topics, as on the default runner: not those that
+    # crossed its internal topics too
+    assert metrics["records-consumed-total"] == len(SHAPES) + 2 + len(BLOBS) + 1
+    assert metrics["records-produced-total"] == len(SHAPES) + len(BLOBS)
+    assert metrics["duplicates-dropped-total"] == 3
 
     want = [(v, [n, v]) for n, v in enumerate(SHAPES)]
     assert len(out) == len(want)
