@@ -30,7 +30,15 @@ class Enriched:
     customer: str | None
 
 
-def test_a_left_join_on_a_foreign_key_across_a_restart(spark: Any) -> None:
+@pytest.mark.parametrize(
+    "runner",
+    [
+        pytest.param(None, id="default-runner"),
+        # the stages a micro-batch apart, through internal topics: about 60 s
+        pytest.param("apply_in_pandas", id="apply_in_pandas", marks=pytest.mark.extended),
+    ],
+)
+def test_a_left_join_on_a_foreign_key_across_a_restart(spark: Any, runner: Any) -> None:
     b = StreamsBuilder()
     orders = b.table(Topic.jsonl("orders", "/unused"), key_type=str, value_type=Order)
     customers = b.table(Topic.jsonl("customers", "/unused"), key_type=str, value_type=str)
@@ -42,7 +50,8 @@ def test_a_left_join_on_a_foreign_key_across_a_restart(spark: Any) -> None:
         value_type=Enriched,
     )
     enriched.to_stream().to(Topic.jsonl("out", "/unused"))
-    cfg = StreamsConfig(application_id="fk-join", num_partitions=2)
+    more: dict[str, Any] = {} if runner is None else {"stateful_runner": runner}
+    cfg = StreamsConfig(application_id="fk-join", num_partitions=2, **more)
     with TopologyTestDriver(b.build(), cfg, session=spark) as d:
         o = d.create_input_topic("orders", key_type=str, value_type=Order)
         c = d.create_input_topic("customers", key_type=str, value_type=str)
@@ -85,4 +94,75 @@ def test_a_left_join_on_a_foreign_key_across_a_restart(spark: Any) -> None:
         "": Enriched("empty key", "Zoë2"),
         "o3": None,
         "o4": Enriched("no customer", None),
+    }
+
+
+@dataclasses.dataclass
+class Placed:
+    tier: str
+    region: str | None
+
+
+@pytest.mark.extended  # seven operators a micro-batch apart: about 90 s
+def test_joins_on_foreign_keys_with_other_stateful_operators(spark: Any) -> None:
+    """Under stateful_runner="apply_in_pandas", a foreign-key join of a count whose result
+    joins again on a foreign key (as Kafka's multi-join test chains two): seven operators
+    in one applyInPandasWithState, each stage's messages through an internal topic. A
+    count that moves to another tier retracts its old result; a deleted region leaves the
+    left join's row without one; the stores answer as on the default runner."""
+    b = StreamsBuilder()
+    counts = (
+        b.stream(Topic.jsonl("clicks", "/unused"), key_type=str, value_type=str)
+        .group_by_key()
+        .count(materialized=Materialized.as_("counts"))
+    )
+    tiers = b.table(Topic.jsonl("tiers", "/unused"), key_type=str, value_type=str)
+    regions = b.table(Topic.jsonl("regions", "/unused"), key_type=str, value_type=str)
+    tiered = counts.join(
+        tiers,
+        foreign_key_extractor=lambda n: "big" if n > 1 else "small",
+        joiner=lambda n, t: t,
+        materialized=Materialized.as_("tiered"),
+        value_type=str,
+    )
+    placed = tiered.left_join(
+        regions,
+        foreign_key_extractor=lambda t: t,
+        joiner=lambda t, r: Placed(t, r),
+        materialized=Materialized.as_("placed"),
+        value_type=Placed,
+    )
+    placed.to_stream().to(Topic.jsonl("out", "/unused"))
+    cfg = StreamsConfig(
+        application_id="fk-multi", num_partitions=2, stateful_runner="apply_in_pandas"
+    )
+    with TopologyTestDriver(b.build(), cfg, session=spark) as d:
+        clicks = d.create_input_topic("clicks", key_type=str, value_type=str)
+        t = d.create_input_topic("tiers", key_type=str, value_type=str)
+        r = d.create_input_topic("regions", key_type=str, value_type=str)
+        out = d.create_output_topic("out", key_type=str, value_type=Placed)
+        t.pipe_input("small", "small", timestamp=1)
+        t.pipe_input("big", "big", timestamp=1)
+        r.pipe_input("small", "eu", timestamp=1)
+        r.pipe_input("big", "us", timestamp=1)
+        clicks.pipe_input("u1", "a", timestamp=2)
+        clicks.pipe_input("u2", "a", timestamp=2)
+        d.process()
+        first = {rec.key: rec.value for rec in out.read_records()}
+        # u1's count moves it to the big tier; the big region goes
+        clicks.pipe_input("u1", "b", timestamp=3)
+        r.pipe_input("big", None, timestamp=4)
+        d.process()
+        records = [(rec.key, rec.value) for rec in out.read_records()]
+        stores = {name: d.store(name) for name in ("counts", "tiered", "placed")}
+        final = {name: {k: s.get(k) for k in ("u1", "u2")} for name, s in stores.items()}
+
+    assert first == {"u1": Placed("small", "eu"), "u2": Placed("small", "eu")}
+    # the changes end in each key's row of the tables as they end
+    assert records[-1] == ("u1", Placed("big", None))
+    assert [k for k, _ in records] == ["u1"] * len(records)
+    assert final == {
+        "counts": {"u1": 2, "u2": 1},
+        "tiered": {"u1": "big", "u2": "small"},
+        "placed": {"u1": Placed("big", None), "u2": Placed("small", "eu")},
     }

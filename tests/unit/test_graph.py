@@ -11,6 +11,7 @@ from kspark import Joined, Materialized, StreamsBuilder, StreamsConfig, Topic
 from kspark.compiler import compile_topology
 from kspark.compiler import compiler as compiler_module
 from kspark.errors import InvalidTopologyError
+from kspark.plan import fkjoin as fkjoin_nodes
 from kspark.plan import graph
 from kspark.plan import grouped as grouped_nodes
 from kspark.plan import nodes as n
@@ -100,8 +101,9 @@ def test_every_plan_node_class_has_a_compiler_rule(cls: type[n.Node]) -> None:
 
 def test_the_node_class_list_covers_the_plan_module() -> None:
     # nodes of aggregations live in kspark.plan.grouped, the Processor API's in
-    # kspark.plan.processing, the time-limited suppression's in kspark.plan.suppression
-    modules = (n, grouped_nodes, processing_nodes, suppression_nodes)
+    # kspark.plan.processing, the time-limited suppression's in kspark.plan.suppression,
+    # a foreign-key join's stages in kspark.plan.fkjoin
+    modules = (n, grouped_nodes, processing_nodes, suppression_nodes, fkjoin_nodes)
     public = {
         getattr(m, name)
         for m in modules

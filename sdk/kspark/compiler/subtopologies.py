@@ -21,7 +21,7 @@ from collections.abc import Callable
 import attrs
 
 from kspark.errors import CompilationError
-from kspark.plan import graph
+from kspark.plan import fkjoin, graph
 from kspark.plan import nodes as n
 from kspark.plan.grouped import RegroupedSource, TableGroupBy, change_type
 from kspark.plan.topics import TopicSpec
@@ -56,7 +56,8 @@ def cut(
     more operators, every operator's output leaves the query through an internal topic
     (the query reads the operator's output once, as the rows of those topics' sinks), and
     whatever read that output (a sink, stateless steps, another operator) reads the
-    topic, in a later micro-batch. Unchanged with fewer than two operators.
+    topic, in a later micro-batch. A foreign-key join's stages are operators of their
+    own (:func:`kspark.plan.fkjoin.expand`). Unchanged with fewer than two operators.
 
     Raises
     ------
@@ -65,9 +66,12 @@ def cut(
         description at all (a dynamic one goes as its JSON text), or one read as a
         global table.
     """
+    whole = topology
+    # a foreign-key join is three operators: its stages, as plan nodes, cross topics too
+    topology = fkjoin.expand(topology)
     ops = [node for node in topology.nodes() if node.name in stateful]
     if len(ops) < 2:
-        return topology
+        return whole
     nodes = topology.nodes()
     crossing = {op.name for op in ops}
     sinks: list[n.Sink] = []

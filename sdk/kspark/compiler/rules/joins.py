@@ -12,9 +12,10 @@ from kspark.compiler.specs import (
     key_value,
     known_type,
 )
-from kspark.errors import InvalidTopologyError
+from kspark.errors import CompilationError, InvalidTopologyError
+from kspark.plan import fkjoin
 from kspark.plan import nodes as n
-from kspark.plan.types import Dynamic, TypeDesc, describe_type, json_packable
+from kspark.plan.types import Dynamic, TypeDesc, json_packable
 from kspark_server import envelope as env
 from kspark_server import spec as sp
 
@@ -189,78 +190,172 @@ class JoinRules(CompilerBase):
 
     def visit_ForeignKeyJoin(self, node: n.ForeignKeyJoin) -> Pending:
         # three operators, one shuffle each (kspark_server.operators.fk_messages): by the
-        # left key, by the foreign key (with the right table's updates), by the left key
+        # left key, by the foreign key (with the right table's updates), by the left key;
+        # the sub-topology cut runs them as the plan nodes of kspark.plan.fkjoin
+        subscribe, match, resolve = fkjoin.stages(node)
         left = self.stage_of(node.left, node)
         right = self.stage_of(node.right, node)
-        if isinstance(right.key_type, Dynamic):
-            raise InvalidTopologyError(
-                f"{node.name}: the other table's key type is not declared; a foreign-key "
-                "join needs it (the foreign keys take it): give the table key_type=...",
+        handling = self.handling_at(node)
+        fk = _foreign_key(node, right.key_type)
+        subscriptions = self._fk_subscribe(subscribe, left, fk, handling)
+        responses = self._fk_match(match, subscriptions, right, left.key_type, handling)
+        resolved = self._fk_resolve(resolve, responses, left.value_type, right.value_type, handling)
+        return self._start(resolved, node)
+
+    def visit_FkSubscribe(self, node: fkjoin.FkSubscribe) -> Pending:
+        # the stages' messages cross internal topics (the sub-topology cut), and each
+        # stage must take all of a micro-batch's messages in the next one: a key's
+        # versions start again after a delete, and messages of two of its batches read
+        # together could be taken out of order (kspark_server.operators.fk_messages)
+        paced = self._paced()
+        if paced is not None:
+            raise CompilationError(
+                f"{node.name}: a foreign-key join's stages under stateful_runner="
+                "'apply_in_pandas' take each micro-batch's messages whole in the next one, "
+                f"and {paced} splits a run into micro-batches whose messages would be read "
+                f"together; unset {paced}, or run it with the default "
+                "StreamsConfig(stateful_runner='transform_with_state')",
                 processor=node.name,
             )
-        out_value = known_type(node.value_type)
-        message = describe_type(bytes)
-        left_packed = json_packable(left.value_type)
-        right_packed = json_packable(right.value_type)
-        handling = self.handling_at(node)
-        subscribe = sp.FkSubscribeSpec(
-            processor=f"{node.name}-SUBSCRIPTION",
-            store=node.subscription_store,
+        left = self.stage_of(node.parent, node)
+        fk = _foreign_key(node, known_type(node.key_type))
+        return self._start(self._fk_subscribe(node, left, fk, self.handling_at(node)), node)
+
+    def visit_FkMatch(self, node: fkjoin.FkMatch) -> Pending:
+        subscriptions = self.stage_of(node.subscriptions, node)
+        right = self.stage_of(node.right, node)
+        left_key = known_type(node.key_type)
+        stage = self._fk_match(node, subscriptions, right, left_key, self.handling_at(node))
+        return self._start(stage, node)
+
+    def visit_FkResolve(self, node: fkjoin.FkResolve) -> Pending:
+        stage = self._fk_resolve(
+            node,
+            self.stage_of(node.parent, node),
+            known_type(node.left_value_type),
+            known_type(node.right_value_type),
+            self.handling_at(node),
+        )
+        return self._start(stage, node)
+
+    def _paced(self) -> str | None:
+        """The option that limits what a micro-batch reads, if any: then one run of
+        ``run_until_caught_up`` may take several micro-batches, and a stage the messages
+        of several together (Spark's ``availableNow`` reads what was there as it started)."""
+        if self.config.max_files_per_trigger is not None:
+            return "max_files_per_trigger"
+        for source in self.topology.sources():
+            parts = (
+                source.topic_parts()
+                if isinstance(source, n.Source)
+                else ((source.topic_name, source.topic),)
+            )
+            for name, topic in parts:
+                for key, _ in () if topic is None else topic.options:
+                    if key.lower() in ("maxoffsetspertrigger", "maxfilespertrigger"):
+                        return f"option {key} of topic {name}"
+        return None
+
+    def _fk_subscribe(
+        self, node: fkjoin.FkSubscribe, left: st.Stage, fk: TypeDesc, handling: sp.Handling
+    ) -> st.Stateful:
+        """The first stage: ``left``'s updates, their subscriptions keyed by the foreign
+        key ``fk`` (the right table's key type)."""
+        spec = sp.FkSubscribeSpec(
+            processor=node.name,
+            store=node.store_name,
             extractor=node.extractor,
             extractor_with_key=node.extractor_with_key,
             left=key_value(left.key_type, left.value_type),
-            fk=right.key_type.spec(),
-            output=key_value(right.key_type, message),
-            output_schema=envelope_json(right.key_type, message),
-            packed=sp.Packed(value=left_packed),
+            fk=fk.spec(),
+            output=key_value(fk, fkjoin.MESSAGE),
+            output_schema=envelope_json(fk, fkjoin.MESSAGE),
+            packed=sp.Packed(value=json_packable(left.value_type)),
             handling=handling,
             state=self.state_options,
         )
-        subscriptions = st.Stateful(
-            stream=left,
-            table=None,
-            spec=subscribe,
-            num_partitions=self.config.num_partitions,
-            key_type=right.key_type,
-            value_type=message,
-        )
-        match = sp.FkMatchSpec(
-            processor=f"{node.name}-REGISTRATION",
-            store=node.registration_store,
-            stream=key_value(right.key_type, message),
+        return self._fk_stage(spec, left, None, fk)
+
+    def _fk_match(
+        self,
+        node: fkjoin.FkMatch,
+        subscriptions: st.Stage,
+        right: st.Stage,
+        left_key: TypeDesc,
+        handling: sp.Handling,
+    ) -> st.Stateful:
+        """The second stage: the subscriptions and ``right``'s updates, keyed by the
+        foreign key; the responses keyed by the left key (``left_key``)."""
+        spec = sp.FkMatchSpec(
+            processor=node.name,
+            store=node.store_name,
+            stream=key_value(subscriptions.key_type, fkjoin.MESSAGE),
             right=key_value(right.key_type, right.value_type),
-            output=key_value(left.key_type, message),
-            output_schema=envelope_json(left.key_type, message),
-            packed=sp.Packed(tvalue=right_packed),
+            output=key_value(left_key, fkjoin.MESSAGE),
+            output_schema=envelope_json(left_key, fkjoin.MESSAGE),
+            packed=sp.Packed(tvalue=json_packable(right.value_type)),
             handling=handling,
             state=self.state_options,
         )
-        responses = st.Stateful(
-            stream=subscriptions,
-            table=right,
-            spec=match,
-            num_partitions=self.config.num_partitions,
-            key_type=left.key_type,
-            value_type=message,
-        )
-        resolve = sp.FkResolveSpec(
+        return self._fk_stage(spec, subscriptions, right, left_key)
+
+    def _fk_resolve(
+        self,
+        node: fkjoin.FkResolve,
+        responses: st.Stage,
+        left_value: TypeDesc,
+        right_value: TypeDesc,
+        handling: sp.Handling,
+    ) -> st.Stateful:
+        """The last stage: the responses, keyed by the left key, joined into the result."""
+        key = responses.key_type
+        out_value = known_type(node.value_type)
+        spec = sp.FkResolveSpec(
             processor=node.name,
             store=node.store_name,
             mode=node.mode,
             joiner=node.joiner,
             joiner_with_key=node.joiner_with_key,
-            key=left.key_type.spec(),
-            left_value=left.value_type.spec(),
-            right_value=right.value_type.spec(),
-            left_packed=left_packed,
-            right_packed=right_packed,
-            input=key_value(left.key_type, message),
-            output=key_value(left.key_type, out_value),
-            output_schema=envelope_json(left.key_type, out_value),
+            key=key.spec(),
+            left_value=left_value.spec(),
+            right_value=right_value.spec(),
+            left_packed=json_packable(left_value),
+            right_packed=json_packable(right_value),
+            input=key_value(key, fkjoin.MESSAGE),
+            output=key_value(key, out_value),
+            output_schema=envelope_json(key, out_value),
             packed=sp.Packed(out=json_packable(out_value)),
             handling=handling,
             state=self.state_options,
         )
-        return self._stateful(
-            node, resolve, responses, key_type=left.key_type, value_type=out_value
+        return st.Stateful(
+            stream=responses,
+            table=None,
+            spec=spec,
+            num_partitions=self.config.num_partitions,
+            key_type=key,
+            value_type=out_value,
         )
+
+    def _fk_stage(
+        self, spec: sp.StatefulSpec, stream: st.Stage, table: st.Stage | None, key: TypeDesc
+    ) -> st.Stateful:
+        return st.Stateful(
+            stream=stream,
+            table=table,
+            spec=spec,
+            num_partitions=self.config.num_partitions,
+            key_type=key,
+            value_type=fkjoin.MESSAGE,
+        )
+
+
+def _foreign_key(node: n.Node, key_type: TypeDesc) -> TypeDesc:
+    """The foreign keys' type, the other table's key type, which must be declared."""
+    if isinstance(key_type, Dynamic):
+        raise InvalidTopologyError(
+            f"{node.name}: the other table's key type is not declared; a foreign-key "
+            "join needs it (the foreign keys take it): give the table key_type=...",
+            processor=node.name,
+        )
+    return key_type
