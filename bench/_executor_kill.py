@@ -128,7 +128,7 @@ def executor_kill(a: Any) -> None:
         t_warm = time.perf_counter()
         if keeper is not None:
             wait("warm copies", keeper.covered, query)
-            victim = keeper.active[0].rsplit("executor-", 1)[1]
+            victim = keeper.disk_of_task(0).rsplit("executor-", 1)[1]
         else:
             [task0] = glob.glob(f"{base}/local/executor-*/executor-failover/*/*/task-0")
             victim = task0.split("/local/executor-", 1)[1].split("/", 1)[0]

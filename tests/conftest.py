@@ -123,6 +123,7 @@ EXTENDED_FILES = (
     "test_submit.py",
     "test_suppress.py",
     "test_subtopologies.py",  # several operators in one grouped runner: about 4 minutes
+    "test_subtopology_dynamic.py",  # dynamic records of every shape through internal topics
     "test_subtopology_stores.py",  # three operators in one grouped runner, read each batch
     "test_warm_rescale.py",  # apps rescaled while they run
 )

@@ -6,11 +6,13 @@ task's own store would have on that executor's disk, marked as a standby in its 
 database (key :data:`STANDBY_KEY`). It is built and caught up from the committed durable
 files (:mod:`kspark_server.taskfiles`) by a small job the client runs after committed
 batches (:mod:`kspark.runtime.standbys`), off the batches' path: each of that job's tasks
-keeps the copies its executor's disk is given (:func:`place`). When Spark runs the task
-on that executor (after another executor is lost: docs/design/task-placement.md), the
-task opens the copy as its local store, version-checked like any other (at the committed
-version: used; behind: caught up; anything else: rebuilt), and :func:`promote` clears the
-mark: from then on the copy is the task's own, and no standby job touches it again.
+keeps the copies its executor's disk is given (:func:`place`; for an app of several
+operators in one ``applyInPandasWithState``, every operator's stores:
+:func:`place_stores`). When Spark runs the task on that executor (after another executor
+is lost: docs/design/task-placement.md), the task opens the copy as its local store,
+version-checked like any other (at the committed version: used; behind: caught up;
+anything else: rebuilt), and :func:`promote` clears the mark: from then on the copy is
+the task's own, and no standby job touches it again.
 
 A standby job writes only to stores that are marked standby, and only committed
 versions: a new copy is built in a folder of its own and moved into place only if the
@@ -32,7 +34,7 @@ import hashlib
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import lmdb
@@ -48,17 +50,23 @@ from kspark_server.taskfiles import GROUP_STATE_DDL, TaskFiles
 __all__ = [
     "REPORT_SCHEMA",
     "STANDBY_KEY",
+    "committed_by_store",
+    "committed_by_task",
     "is_standby",
     "keep",
     "place",
+    "place_stores",
     "promote",
     "update_copy",
 ]
 
-#: One row per store a standby job's task found or kept on its disk: ``kind`` is
+#: One row per task's store a standby job's task found or kept on its disk: ``kind`` is
 #: ``active`` (the task's own store), ``standby`` (a copy, ``entries`` written to it this
 #: round) or ``dropped`` (a copy no longer placed here, deleted).
-REPORT_SCHEMA = "disk string, executor string, task int, kind string, batches long, entries long"
+REPORT_SCHEMA = (
+    "disk string, executor string, store string, task int, kind string, batches long, entries long"
+)
+_REPORT_FIELDS = tuple(part.split()[0] for part in REPORT_SCHEMA.split(","))
 
 _FIELDS = tuple(part.split()[0] for part in GROUP_STATE_DDL.split(","))
 
@@ -190,35 +198,83 @@ def update_copy(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def place_stores(
+    disks: Iterable[str],
+    active: Mapping[tuple[str, int], str],
+    committed: Mapping[str, Iterable[int]],
+    replicas: int,
+) -> dict[str, set[tuple[str, int]]]:
+    """:func:`place` for the stores of an app whose stateful operators run together in one
+    ``applyInPandasWithState`` (docs/design/sub-topologies.md): which ``(store, task)``
+    copies each disk keeps, given each store's tasks with state (``committed``) and the
+    disk each ``(store, task)``'s own store was found on (``active``).
+
+    Task ``t`` of every operator runs in the same Spark task (its task keys share a
+    partition, :func:`kspark_server.placement.task_keys`), so an executor that Spark gives
+    task ``t`` opens every operator's store of task ``t``: the copies of all of them go
+    to the same disks. A store whose own disk for ``t`` is not known (it was on a lost
+    executor's) keeps, besides those, its copy on the disk another store of task ``t``
+    is on now: the executor there promotes it when its task next has records for it.
+
+    Examples
+    --------
+    >>> out = place_stores(["a", "b"], {("seen", 0): "a"}, {"seen": [0], "counts": [0]}, 1)
+    >>> out == {"a": {("counts", 0)}, "b": {("seen", 0), ("counts", 0)}}
+    True
+    """
+    known = sorted(set(disks))
+    by_task: dict[int, str] = {}
+    for (_, t), d in sorted(active.items()):
+        by_task.setdefault(t, d)
+    out: dict[str, set[tuple[str, int]]] = {}
+    for store, tasks in sorted(committed.items()):
+        tasks = list(tasks)
+        runs = {t: by_task[t] for t in tasks if t in by_task}
+        for disk, ts in place(known, runs, tasks, replicas).items():
+            out.setdefault(disk, set()).update((store, t) for t in ts)
+        for t, disk in runs.items():
+            if (store, t) not in active and disk in known:
+                out.setdefault(disk, set()).add((store, t))
+    return out
+
+
 def keep(
-    spec: Any,
+    stores: Sequence[tuple[Any, Mapping[int, tuple[Any, ...]]]],
     state_root: str,
-    committed: Mapping[int, tuple[Any, ...]],
-    placed: Mapping[str, set[int]] | None,
+    placed: Mapping[str, set[tuple[str, int]]] | None,
 ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The function a standby job's tasks run (``mapInPandas`` over any rows): keep the
-    standby copies of ``spec``'s store that this task's disk is given in ``placed`` (None,
-    or a disk it does not name: a disk the client has not seen yet, which keeps a copy of
-    every task whose own store is not here), drop the copies it is no longer given, and
-    report each store it found (:data:`REPORT_SCHEMA`)."""
+    """The function a standby job's tasks run (``mapInPandas`` over any rows): for each
+    stateful operator's spec and its tasks' committed versions (``stores``: every operator
+    of the app, each with its own tasks), keep the standby copies that this task's disk
+    is given in ``placed`` (``(store, task)`` per disk; None, or a disk it does not name:
+    a disk the client has not seen yet, which keeps a copy of every task whose own store
+    is not here), drop the copies it is no longer given, and report each store it found
+    (:data:`REPORT_SCHEMA`)."""
     from kspark_server.operators.registry import make_operator
 
-    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for _ in frames:
-            pass
+    def index_for(spec: Any) -> Callable[[bytes, bytes], bytes] | None:
+        op = make_operator(spec)
+        if not op.time_indexed:
+            return None
+        unpack, time_of = stateenc.unpack, op.time_of
+
+        def index_of(k: bytes, e: bytes) -> bytes:
+            return localstore.time_key(time_of(unpack(e)), k)
+
+        return index_of
+
+    def one(
+        spec: Any, committed: Mapping[int, tuple[Any, ...]]
+    ) -> list[tuple[str, str, str, int, str, int, int]]:
         root = spec.state.local_dir or localstore.root_dir()
         disk, me = disk_of(root), executor_id()
-        op = make_operator(spec)
-        index_of = None
-        if op.time_indexed:
-            unpack, time_of = stateenc.unpack, op.time_of
-
-            def index_of(k: bytes, e: bytes) -> bytes:
-                return localstore.time_key(time_of(unpack(e)), k)
-
         app, store = spec.state.application_id, spec.store
-        mine = set(committed) if placed is None or disk not in placed else placed[disk]
-        rows: list[tuple[str, str, int, str, int, int]] = []
+        if placed is None or disk not in placed:
+            mine = set(committed)
+        else:
+            mine = {t for s, t in placed[disk] if s == store}
+        index_of = index_for(spec) if mine else None
+        rows: list[tuple[str, str, str, int, str, int, int]] = []
         for task in sorted(committed):
             c = committed[task]
             path = localstore.task_path(root, store, str(c[0]), task, application_id=app)
@@ -229,9 +285,9 @@ def keep(
                 s = localstore.TaskStore.open(root, store, str(c[0]), task, application_id=app)
                 if is_standby(s):
                     s.destroy()
-                    rows.append((disk, me, task, "dropped", 0, 0))
+                    rows.append((disk, me, store, task, "dropped", 0, 0))
                 else:
-                    rows.append((disk, me, task, "active", int(c[1]), 0))
+                    rows.append((disk, me, store, task, "active", int(c[1]), 0))
                 continue
             kind, written = update_copy(
                 root,
@@ -242,8 +298,14 @@ def keep(
                 application_id=app,
                 index_of=index_of,
             )
-            rows.append((disk, me, task, kind, int(c[1]), written))
-        yield pd.DataFrame(rows, columns=["disk", "executor", "task", "kind", "batches", "entries"])
+            rows.append((disk, me, store, task, kind, int(c[1]), written))
+        return rows
+
+    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for _ in frames:
+            pass
+        rows = [row for spec, committed in stores for row in one(spec, committed)]
+        yield pd.DataFrame(rows, columns=list(_REPORT_FIELDS))
 
     return run
 
@@ -255,4 +317,31 @@ def committed_by_task(rows: Iterable[Mapping[str, Any]]) -> dict[int, tuple[Any,
         if r.get("incarnation") is None:
             continue
         out[placement.task_of(int(r["ks_task"]))] = tuple(r[f] for f in _FIELDS)
+    return out
+
+
+def committed_by_store(
+    rows: Iterable[Mapping[str, Any]], keys: Mapping[str, Iterable[int] | None]
+) -> dict[str, dict[int, tuple[Any, ...]]]:
+    """Group-state rows of the app's ``applyInPandasWithState`` by store and task number:
+    store ``s``'s are the rows of its operator's task keys (``keys[s]``,
+    :func:`kspark_server.placement.task_keys`; None: every row, the one operator of an
+    app with one). Stores with no committed task are left out.
+
+    Examples
+    --------
+    >>> a, b = placement.task_keys(2), placement.task_keys(2, 1)
+    >>> row = dict.fromkeys(_FIELDS, 0)
+    >>> rows = [row | {"ks_task": k, "incarnation": f"i{k}"} for k in (*a, b[1])]
+    >>> got = committed_by_store(rows, {"seen": a, "counts": b})
+    >>> sorted(got["seen"]), sorted(got["counts"]), got["counts"][1][0] == f"i{b[1]}"
+    ([0, 1], [1], True)
+    """
+    listed = list(rows)
+    out: dict[str, dict[int, tuple[Any, ...]]] = {}
+    for store, ks in keys.items():
+        wanted = None if ks is None else {int(k) for k in ks}
+        mine = committed_by_task(r for r in listed if wanted is None or int(r["ks_task"]) in wanted)
+        if mine:
+            out[store] = mine
     return out

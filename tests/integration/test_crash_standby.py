@@ -60,7 +60,7 @@ def test_server_killed_between_batches_with_standbys_each_result_once(
     keeper = standbys.keeper(app)
     assert keeper is not None
     wait_for("a warm copy of every task", keeper.covered, query)
-    active = dict(keeper.active)
+    active = {t: d for (_, t), d in keeper.active.items()}
     assert len(active) == 4 and len(set(active.values())) == 2
     standbys.stop(app)  # no round after the next batch: the copies stay one behind
     write_jsonl(src, "1.jsonl", SPLIT[1])

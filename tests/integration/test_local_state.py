@@ -11,12 +11,15 @@ from typing import Any
 
 import pytest
 from support.jsonlfiles import jsonl_values, write_jsonl
+from test_standby_replicas import final_counts
 
-from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
+from kspark import Materialized, StreamsApp, StreamsBuilder, StreamsConfig, Topic
 from kspark.errors import AppAlreadyRunningError
 from kspark.runtime.app import State
+from kspark.runtime.metrics import BatchFigures
 from kspark.testing import TopologyTestDriver
 from kspark_server import localstore
+from kspark_server.envelope import SideKind
 
 pytestmark = pytest.mark.spark
 
@@ -100,3 +103,72 @@ def test_a_restarted_app_reuses_its_stores_and_rebuilds_a_truncated_one(
     assert jsonl_values(out) == want
     assert app.clean_up().removed == (os.path.join(local, app_id),)
     assert not os.path.exists(os.path.join(local, app_id))
+
+
+def dedup_then_count(src: Any, out: Any) -> Any:
+    """A dedup whose records a count counts (``key=count``): two stateful operators,
+    which the grouped runner runs in one ``applyInPandasWithState``."""
+    b = StreamsBuilder()
+    deduped = b.stream(src, key_type=str, value_type=str).deduplicate_by_key(timedelta(seconds=5))
+    deduped.group_by_key().count(materialized=Materialized.as_("counts")).to_stream().map(
+        lambda k, c: (k, f"{k}={c}"), key_type=str, value_type=str
+    ).to(out)
+    return b.build()
+
+
+def opened(progress: list[dict[str, Any]], kind: str) -> set[tuple[str, int]]:
+    """The (store, task) whose local store the batches opened as ``kind``."""
+    return {
+        (store, int(task.rsplit("_", 1)[1]))
+        for p in progress
+        for store, task in BatchFigures.of(p).by_key(kind)
+    }
+
+
+@pytest.mark.extended  # two runs of two rounds each
+def test_a_restarted_app_of_two_grouped_operators_reuses_each_operators_stores(
+    spark: Any, app_id: str, tmp_path: Any
+) -> None:
+    """Each operator of an app under the grouped runner keeps its local stores in its own
+    store's folder of ``state_dir`` under its own tasks: after a restart every task of
+    both operators finds its store at the committed version and uses it as it is."""
+    src, out, local = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "local")
+    topo = dedup_then_count(Topic.jsonl("in", src), Topic.jsonl("out", out))
+    cfg = StreamsConfig(
+        application_id=app_id,
+        checkpoint_dir=str(tmp_path / "chk"),
+        num_partitions=2,
+        state_dir=local,
+        stateful_runner="apply_in_pandas",
+    )
+    write_jsonl(src, "0.jsonl", SPLIT[0])
+    StreamsApp(topo, cfg, session=spark).run_until_caught_up(progress=False)
+    # each store's folder: its name, then a digest of it
+    folders = {
+        os.path.relpath(d, os.path.join(local, app_id)).split(os.sep)[0].rsplit("-", 1)[0]
+        for d, _, files in os.walk(os.path.join(local, app_id))
+        if "data.mdb" in files
+    }
+    assert len(folders) == 2 and "counts" in folders, folders
+    write_jsonl(src, "1.jsonl", SPLIT[1])
+    app = StreamsApp(topo, cfg, session=spark)
+    app.run_until_caught_up(progress=False)
+    progress = app.progress()
+    reused = opened(progress, SideKind.LOCAL_REUSED)
+    assert {s for s, _ in reused} == folders and {t for _, t in reused} == {0, 1}
+    assert not opened(progress, SideKind.LOCAL_REBUILT)
+    assert not opened(progress, SideKind.LOCAL_CAUGHT_UP)
+    ref = dedup_then_count(Topic.jsonl("in", "/unused"), Topic.jsonl("out", "/unused"))
+    ref_cfg = StreamsConfig(application_id="ref", num_partitions=2)
+    with TopologyTestDriver(ref, ref_cfg, engine="local") as d:
+        pipe = d.create_input_topic("in", key_type=str, value_type=str)
+        sink = d.create_output_topic("out", key_type=str, value_type=str)
+        for k, v, ts in SPLIT[0] + SPLIT[1]:
+            pipe.pipe_input(k, v, timestamp=ts)
+        d.process()
+        want = sink.read_values()
+    # each count once, and each key's last count a clean run's (which of a key's counts a
+    # micro-batch emits depends on the batches)
+    values = jsonl_values(out)
+    assert len(values) == len(set(values))
+    assert final_counts(values) == final_counts(want)

@@ -55,12 +55,12 @@ def test_a_new_disk_moves_only_the_copies_it_takes(disks: set[str], new: str) ->
 def test_a_lost_disk_is_forgotten_after_some_rounds() -> None:
     k = standbys.StandbyKeeper.__new__(standbys.StandbyKeeper)
     k.disks, k.active, k.copies = {}, {}, set()
-    k.learn([{"disk": "a", "task": 0, "kind": "active", "batches": 1}])
-    k.learn([{"disk": "b", "task": 0, "kind": "standby", "batches": 1}])
-    assert k.active == {0: "a"} and k.covered()
+    k.learn([{"disk": "a", "store": "s", "task": 0, "kind": "active", "batches": 1}])
+    k.learn([{"disk": "b", "store": "s", "task": 0, "kind": "standby", "batches": 1}])
+    assert k.active == {("s", 0): "a"} and k.covered()
     for _ in range(standbys.FORGET_AFTER):
-        k.learn([{"disk": "b", "task": 0, "kind": "active", "batches": 2}])
-    assert set(k.disks) == {"b"} and k.active == {0: "b"} and not k.covered()
+        k.learn([{"disk": "b", "store": "s", "task": 0, "kind": "active", "batches": 2}])
+    assert set(k.disks) == {"b"} and k.active == {("s", 0): "b"} and not k.covered()
 
 
 # -- executors and their roots -----------------------------------------------------------
@@ -138,7 +138,7 @@ class Task:
         """A standby job's task on executor ``name``, at the committed version."""
         self.on(name)
         committed = {0: tuple(self.state.value)}
-        fn = standby.keep(self.spec, self.chk, committed, None)
+        fn = standby.keep([(self.spec, committed)], self.chk, None)
         [report] = list(fn(iter([pd.DataFrame({"id": [0]})])))
         return list(report.to_dict("records"))
 
@@ -257,7 +257,7 @@ def test_a_copy_no_longer_placed_on_a_disk_is_dropped(
         t.keep_copy("b")
         t.on("b")
         disk = executor.disk_of(str(tmp_path / "b"))
-        fn = standby.keep(t.spec, t.chk, {0: tuple(t.state.value)}, {disk: set()})
+        fn = standby.keep([(t.spec, {0: tuple(t.state.value)})], t.chk, {disk: set()})
         [report] = list(fn(iter([pd.DataFrame({"id": [0]})])))
         assert report["kind"].tolist() == ["dropped"]
         assert not list((tmp_path / "b").rglob("data.mdb"))

@@ -9,7 +9,8 @@ the operators whose output the query cannot read in the same pass. Their records
 written to the topic by the query's own sink, in its batch folder, when the micro-batch
 commits; what read them reads the topic as one more source, in a later micro-batch. The
 topics are Parquet folders under the app's checkpoint (:data:`INTERNAL_DIR`), on a path
-every executor sees.
+every executor sees. Keys and values keep their Spark columns there; a dynamic one (no
+declared type) is the JSON text it travels as between stages, in a ``string`` column.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from kspark.plan import nodes as n
 from kspark.plan.grouped import RegroupedSource, TableGroupBy, change_type
 from kspark.plan.topics import TopicSpec
 from kspark.plan.topology import Topology
-from kspark.plan.types import Dynamic
 
 __all__ = ["INTERNAL_DIR", "cut", "internal_topics"]
 
@@ -62,9 +62,9 @@ def cut(
     Raises
     ------
     CompilationError
-        For an output kspark cannot put in a topic: one whose key or value type is not
-        known (no Parquet column for it), or one read as a table by a processor other
-        than a stream-table join.
+        For an output kspark cannot put in a topic: one whose key or value has no type
+        description at all (a dynamic one goes as its JSON text), or one read as a
+        global table.
     """
     whole = topology
     # a foreign-key join is three operators: its stages, as plan nodes, cross topics too
@@ -101,8 +101,10 @@ def cut(
             options=(("kspark.ordered", "true"), (INTERNAL_OPTION, "true")),
         )
         if not any(s.topic_name == name for s in sinks):
+            # a dynamic key or value (Dynamic) crosses as the JSON text it travels as
+            # between stages: the topic's column is a string, as in the query
             for what, t in (("key", made.key_type), ("value", made.value_type)):
-                if t is None or isinstance(t, Dynamic):
+                if t is None:
                     _refuse(
                         op,
                         f"the {what} type of its records is not known, and they cross an "

@@ -332,8 +332,6 @@ class StreamsApp:
             raise StreamsAppError(f"app {self.config.application_id} is already running")
         gen = self.generation  # first: checks the config against a rescaled checkpoint
         output = self.compiled()
-        if self.config.num_standby_replicas:
-            self._one_grouped_operator("num_standby_replicas", StreamsAppError)
         for topic in self._internal:
             # the file source of an internal topic lists its folder from the first batch
             assert topic.path is not None

@@ -45,9 +45,9 @@ def refuse_if_cut(
     internal: tuple[TopicSpec, ...], app_id: str, what: str, error: type[Exception]
 ) -> None:
     """Refuse ``what`` for an app whose stateful operators share one
-    ``applyInPandasWithState``: a rescale and the standby copies move one operator's
-    tasks, and there several operators' tasks share Spark's state. (The stores' readers
-    pick their operator's tasks: :func:`kspark.runtime.stores.files.store_keys`.)"""
+    ``applyInPandasWithState``: a rescale moves one operator's tasks, and there several
+    operators' tasks share Spark's state. (The stores' readers and the standby copies
+    pick each operator's tasks: :func:`kspark.runtime.stores.files.store_keys`.)"""
     if internal:
         raise error(
             f"app {app_id}: {what} is not available yet for an app whose stateful "

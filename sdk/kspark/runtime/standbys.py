@@ -44,29 +44,52 @@ class StandbyKeeper:
     def __init__(
         self, session: Any, query: Any, output: st.Output, replicas: int, checkpoint: str
     ) -> None:
-        specs = [s.spec for s in output.stages() if isinstance(s, st.Stateful)]
+        from kspark.compiler.lowering.build import grouped_stages
+        from kspark.runtime.stores import files
+
+        specs = {s.spec.store: s.spec for s in grouped_stages(output)}
         self.session, self.query, self.replicas = session, query, replicas
         self.checkpoint = checkpoint
+        #: store -> its operator's spec, and its operator's task keys (None: the app's
+        #: one operator, every task key)
         self.specs = specs
+        self.keys = {store: files.store_keys(output, store) for store in specs}
         #: rounds run, and the last round's error ("" if it succeeded)
         self.rounds = 0
         self.error = ""
         #: disk -> rounds since a task of the job last reported it
         self.disks: dict[str, int] = {}
-        #: task -> the disk its own store is on
-        self.active: dict[int, str] = {}
-        #: (disk, task) of the copies the last round kept
-        self.copies: set[tuple[str, int]] = set()
+        #: (store, task) -> the disk the task's own store is on
+        self.active: dict[tuple[str, int], str] = {}
+        #: (disk, store, task) of the copies the last round kept
+        self.copies: set[tuple[str, str, int]] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kspark-standby", daemon=True)
 
     def covered(self) -> bool:
-        """Whether, as of the last round, every task with state has a copy on a disk
-        other than its own store's."""
-        tasks = set(self.active)
-        return bool(tasks) and all(
-            any(t == task and d != self.active[task] for d, t in self.copies) for task in tasks
+        """Whether, as of the last round, every task's store with state has a copy on a
+        disk other than that store's own.
+
+        Examples
+        --------
+        >>> k = StandbyKeeper.__new__(StandbyKeeper)
+        >>> k.active = {("seen", 0): "a", ("counts", 0): "a"}
+        >>> k.copies = {("b", "seen", 0)}
+        >>> k.covered()
+        False
+        >>> k.copies.add(("b", "counts", 0))
+        >>> k.covered()
+        True
+        """
+        return bool(self.active) and all(
+            any((s, t) == unit and d != disk for d, s, t in self.copies)
+            for unit, disk in self.active.items()
         )
+
+    def disk_of_task(self, task: int) -> str:
+        """The disk task ``task``'s own stores were found on (every operator's task
+        ``task`` runs in one Spark task)."""
+        return next(d for (_, t), d in sorted(self.active.items()) if t == task)
 
     def _committed_batch(self) -> int:
         p = self.query.lastProgress
@@ -95,7 +118,7 @@ class StandbyKeeper:
             done = batch
 
     def round(self) -> None:
-        """One round: keep the copies at the committed versions."""
+        """One round: keep every operator's copies at the committed versions."""
         from kspark.runtime.stores import files
         from kspark_server import standby
         from kspark_server.taskfiles import state_root
@@ -104,15 +127,20 @@ class StandbyKeeper:
         ops = files._operators(spark, self.checkpoint)
         if not ops or not self.specs:
             return
+        # the app's operators run in one applyInPandasWithState (several: one per
+        # sub-topology, each with its own task keys)
         rows = files.group_states(spark, self.checkpoint, ops[0]).collect()
-        committed = standby.committed_by_task(r.asDict() for r in rows)
+        committed = standby.committed_by_store((r.asDict() for r in rows), self.keys)
         if not committed:
             return
         placed = (
-            standby.place(self.disks, self.active, committed, self.replicas) if self.disks else None
+            standby.place_stores(self.disks, self.active, committed, self.replicas)
+            if self.disks
+            else None
         )
         n = max(2, 2 * len(self.disks))
-        fn = standby.keep(self.specs[0], state_root(self.checkpoint), committed, placed)
+        stores = [(self.specs[s], c) for s, c in sorted(committed.items())]
+        fn = standby.keep(stores, state_root(self.checkpoint), placed)
         found = (
             spark.range(0, n, 1, n).mapInPandas(fn, flat_schema(standby.REPORT_SCHEMA)).collect()
         )
@@ -128,29 +156,29 @@ class StandbyKeeper:
         >>> k = StandbyKeeper.__new__(StandbyKeeper)
         >>> k.disks, k.active, k.copies = {"gone": 3}, {}, set()
         >>> k.learn([
-        ...     {"disk": "a", "task": 0, "kind": "active", "batches": 5},
-        ...     {"disk": "b", "task": 0, "kind": "standby", "batches": 5},
+        ...     {"disk": "a", "store": "s", "task": 0, "kind": "active", "batches": 5},
+        ...     {"disk": "b", "store": "s", "task": 0, "kind": "standby", "batches": 5},
         ... ])
         >>> sorted(k.disks), k.active, sorted(k.copies)
-        (['a', 'b'], {0: 'a'}, [('b', 0)])
+        (['a', 'b'], {('s', 0): 'a'}, [('b', 's', 0)])
         """
         seen = {str(r["disk"]) for r in reports}
         self.disks = {d: 0 for d in seen} | {
             d: n + 1 for d, n in self.disks.items() if d not in seen and n + 1 < FORGET_AFTER
         }
-        best: dict[int, tuple[int, str]] = {}
-        copies: set[tuple[str, int]] = set()
+        best: dict[tuple[str, int], tuple[int, str]] = {}
+        copies: set[tuple[str, str, int]] = set()
         for r in reports:
-            task, disk = int(r["task"]), str(r["disk"])
+            store, task, disk = str(r["store"]), int(r["task"]), str(r["disk"])
             if r["kind"] == "active":
                 mark = (int(r["batches"]), disk)
-                if task not in best or mark > best[task]:
-                    best[task] = mark
+                if (store, task) not in best or mark > best[(store, task)]:
+                    best[(store, task)] = mark
             elif r["kind"] == "standby":
-                copies.add((disk, task))
-        # a task whose own store was on a disk that no longer answers: not known now
-        self.active = {t: d for t, (_, d) in best.items()} | {
-            t: d for t, d in self.active.items() if t not in best and d in self.disks
+                copies.add((disk, store, task))
+        # a task's store that was on a disk that no longer answers: not known now
+        self.active = {u: d for u, (_, d) in best.items()} | {
+            u: d for u, d in self.active.items() if u not in best and d in self.disks
         }
         self.copies = copies
 

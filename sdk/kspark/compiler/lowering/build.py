@@ -49,7 +49,7 @@ def build_dataframe(
     if len(grouped) < 2:
         for stage in graph.toposort(output.roots(), lambda s: s.inputs):
             df_of(stage)
-        return observe_sides(union_sinks(output, df_of))
+        return observe_sides(union_sinks(output, df_of), output)
     sinks = _internal_sinks(output, grouped)
     skip = {id(s) for s in grouped}
     for stage in graph.toposort(output.roots(), lambda s: s.inputs):
@@ -57,7 +57,7 @@ def build_dataframe(
             df_of(stage)
     parts = [grouped_part(s, df_of, resume, checkpoint, operator=i) for i, s in enumerate(grouped)]
     rows = grouped_sinks(parts, [p.index for p in sinks])
-    return observe_sides(union_sinks(output, df_of, rows, {p.index for p in sinks}))
+    return observe_sides(union_sinks(output, df_of, rows, {p.index for p in sinks}), output)
 
 
 def _internal_sinks(output: st.Output, grouped: list[st.Stateful]) -> list[st.SinkPart]:

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from kspark.compiler import stages as st
 from kspark.compiler.lowering.columns import schema
 from kspark.compiler.resume import Resume
+from kspark.compiler.subtopologies import INTERNAL_OPTION
 from kspark.errors import CompilationError
 from kspark.plan.nodes import PATTERN_OPTION, TopicSpec
 from kspark_server.paths import normalize_path, normalized_path_column
@@ -86,10 +87,13 @@ def _load_path(topic: TopicSpec) -> str:
 
 
 def _reader_options(topic: TopicSpec) -> list[tuple[str, str]]:
-    """The file source's options: the topic's own, without kspark's, and for a pattern no
-    partition discovery (folders of other layouts may sit side by side)."""
+    """The file source's options: the topic's own, without kspark's, and no partition
+    discovery for a pattern (folders of other layouts may sit side by side) and for an
+    internal topic: its folder is empty when a running query starts, and the
+    ``batch_id=N`` folders its batches add would give the source a column its plan does
+    not have (Spark stops the query: ``Invalid batch``)."""
     options = [(k, v) for k, v in topic.options if not k.startswith("kspark.")]
-    if is_pattern(topic):
+    if is_pattern(topic) or topic.option_dict().get(INTERNAL_OPTION) == "true":
         options.append(("recursiveFileLookup", "true"))
     return options
 

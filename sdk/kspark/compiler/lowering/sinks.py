@@ -13,6 +13,7 @@ from pyspark.sql.types import StructType
 from kspark.compiler import stages as st
 from kspark.compiler.lowering.columns import dtype, side_type
 from kspark.compiler.lowering.kafka import kafka_format
+from kspark.compiler.subtopologies import INTERNAL_OPTION
 from kspark.errors import InvalidTopologyError
 from kspark_server import envelope as env
 
@@ -58,10 +59,15 @@ def union_sinks(
     return final
 
 
-def observe_sides(df: DataFrame) -> DataFrame:
+def observe_sides(df: DataFrame, output: st.Output) -> DataFrame:
     """``df`` with its side rows and its records counted in the :data:`SIDE_METRICS`
-    observation."""
+    observation: the records of ``output``'s sinks, but those of its internal topics
+    (records that another operator of the app reads, counted once, at the app's sink)."""
     side = F.from_json(F.col("ks_side"), side_type())  # type: ignore[arg-type]
+    internal = [p.index for p in output.sinks if (INTERNAL_OPTION, "true") in p.topic.options]
+    record = F.col("ks_side").isNull()
+    if internal:
+        record = record & ~F.col("ks_sink").isin(internal)
     return df.observe(
         SIDE_METRICS,
         F.collect_set(
@@ -77,7 +83,7 @@ def observe_sides(df: DataFrame) -> DataFrame:
                 ),
             )
         ).alias("side"),
-        F.count(F.when(F.col("ks_side").isNull(), 1)).alias("records"),
+        F.count(F.when(record, 1)).alias("records"),
     )
 
 

@@ -21,6 +21,7 @@ from kspark.compiler.lowering.files import LINE_WHERE, is_pattern, position, rea
 from kspark.compiler.lowering.kafka import read_kafka
 from kspark.compiler.lowering.timestamps import invalid_timestamps
 from kspark.compiler.resume import Resume
+from kspark.compiler.subtopologies import INTERNAL_OPTION
 from kspark.plan.nodes import TopicSpec
 
 __all__ = ["INPUT_METRICS_PREFIX", "read", "read_constants"]
@@ -139,8 +140,13 @@ def _count_input(df: DataFrame, stage: st.Read) -> DataFrame:
     stream that feeds two sinks (or branches that are merged) is scanned once per path to
     the final union, so it would count such records twice or more. An observation on the
     source's DataFrame counts each record once: every scan of the shared subtree counts
-    the same records, and Spark reports one value per observation name.
+    the same records, and Spark reports one value per observation name. An internal
+    topic's records are not counted (docs/design/sub-topologies.md).
     """
+    if (INTERNAL_OPTION, "true") in stage.topic.options:
+        # an internal topic's records were the app's records already (its sources'); the
+        # default runner, which has no such topic, reports the same figures
+        return df
     # a source of several topics reads each on its own: one observation each
     name = INPUT_METRICS_PREFIX + stage.processor + (f"#{stage.part}" if stage.part else "")
     return df.observe(name, F.count(F.lit(1)).alias("records"))
