@@ -328,25 +328,25 @@ class JoinRules(CompilerBase):
             handling=handling,
             state=self.state_options,
         )
-        return st.Stateful(
-            stream=responses,
-            table=None,
-            spec=spec,
-            num_partitions=self.config.num_partitions,
-            key_type=key,
-            value_type=out_value,
-        )
+        return self._fk_stage(spec, responses, None, key, out_value)
 
     def _fk_stage(
-        self, spec: sp.StatefulSpec, stream: st.Stage, table: st.Stage | None, key: TypeDesc
+        self,
+        spec: sp.StatefulSpec,
+        stream: st.Stage,
+        table: st.Stage | None,
+        key: TypeDesc,
+        value: TypeDesc = fkjoin.MESSAGE,
     ) -> st.Stateful:
+        """One stage of a foreign-key join; its records are the join's messages, but for
+        the last stage's (the join's results, ``value``)."""
         return st.Stateful(
             stream=stream,
             table=table,
             spec=spec,
             num_partitions=self.config.num_partitions,
             key_type=key,
-            value_type=fkjoin.MESSAGE,
+            value_type=value,
         )
 
 
