@@ -30,6 +30,7 @@ from kspark_server.spec import (
     Packed,
     PrimSpec,
     SpecError,
+    StateOptions,
 )
 
 STR = PrimSpec(spark="string")
@@ -47,7 +48,10 @@ def joiner(left: str, right: str | None) -> str:
     return f"{left}+{right}"
 
 
-def specs(mode: str) -> tuple[FkSubscribeSpec, FkMatchSpec, FkResolveSpec]:
+def specs(
+    mode: str, state: StateOptions | None = None
+) -> tuple[FkSubscribeSpec, FkMatchSpec, FkResolveSpec]:
+    state = state or StateOptions()
     sub = FkSubscribeSpec(
         processor="FK-SUB",
         store="fk-left",
@@ -58,6 +62,7 @@ def specs(mode: str) -> tuple[FkSubscribeSpec, FkMatchSpec, FkResolveSpec]:
         output=KeyValue(key=STR, value=BIN),
         output_schema=env.envelope_json("string", "binary"),
         packed=Packed(),
+        state=state,
     )
     match = FkMatchSpec(
         processor="FK-MATCH",
@@ -67,6 +72,7 @@ def specs(mode: str) -> tuple[FkSubscribeSpec, FkMatchSpec, FkResolveSpec]:
         output=KeyValue(key=STR, value=BIN),
         output_schema=env.envelope_json("string", "binary"),
         packed=Packed(),
+        state=state,
     )
     resolve = FkResolveSpec(
         processor="FK-JOIN",
@@ -83,6 +89,7 @@ def specs(mode: str) -> tuple[FkSubscribeSpec, FkMatchSpec, FkResolveSpec]:
         output=KeyValue(key=STR, value=STR),
         output_schema=env.envelope_json("string", "string"),
         packed=Packed(),
+        state=state,
     )
     return sub, match, resolve
 
@@ -127,11 +134,18 @@ class _Task:
 class Pipeline:
     """The three stages, ``tasks`` tasks each, records routed by their key's hash."""
 
-    def __init__(self, mode: str, tasks: int, tmp: Any, mp: pytest.MonkeyPatch) -> None:
+    def __init__(
+        self,
+        mode: str,
+        tasks: int,
+        tmp: Any,
+        mp: pytest.MonkeyPatch,
+        state: StateOptions | None = None,
+    ) -> None:
         self.tmp, self.mp, self.n = tmp, mp, tasks
         self.executors = itertools.count()
         self.mp.setenv("KSPARK_LOCAL_STATE_DIR", str(tmp / f"exec-{next(self.executors)}"))
-        sub, match, resolve = specs(mode)
+        sub, match, resolve = specs(mode, state)
         keys = placement.task_keys(tasks)
         self.stages = [
             [_Task(lambda: FkSubscribeProcessor(sub), k) for k in keys],
@@ -158,24 +172,9 @@ class Pipeline:
         """A micro-batch of (position, update): the join's output records, per key in
         emission order."""
 
-        def row(seq: int, u: Upd, **more: Any) -> dict[str, Any]:
-            side, key, value, ts = u
-            return {
-                "key": key,
-                "value": value,
-                "timestamp": ts,
-                "headers": None,
-                "topic": "right" if side else "left",
-                "partition": 0,
-                "offset": seq,
-                "ks_seq": seq,
-                "ks_sub": 0,
-                **more,
-            }
-
-        lefts = [row(s, u) for s, u in batch if u[0] == 0]
+        lefts = [_row(s, u) for s, u in batch if u[0] == 0]
         subs = self._stage(0, lefts)
-        rights = [row(s, u, value=None, ks_tvalue=u[2], ks_jside=1) for s, u in batch if u[0] == 1]
+        rights = [_row(s, u, value=None, ks_tvalue=u[2], ks_jside=1) for s, u in batch if u[0] == 1]
         responses = self._stage(1, [{**r, "ks_tvalue": None, "ks_jside": 0} for r in subs] + rights)
         return [(r["key"], r["value"], int(r["timestamp"])) for r in self._stage(2, responses)]
 
@@ -190,8 +189,15 @@ class Pipelined(Pipeline):
     position, the sub-position lost), while the right table's updates reach the second
     stage at once."""
 
-    def __init__(self, mode: str, tasks: int, tmp: Any, mp: pytest.MonkeyPatch) -> None:
-        super().__init__(mode, tasks, tmp, mp)
+    def __init__(
+        self,
+        mode: str,
+        tasks: int,
+        tmp: Any,
+        mp: pytest.MonkeyPatch,
+        state: StateOptions | None = None,
+    ) -> None:
+        super().__init__(mode, tasks, tmp, mp, state)
         self.subscriptions: list[dict[str, Any]] = []
         self.responses: list[dict[str, Any]] = []
 
@@ -379,6 +385,46 @@ updates = st.lists(
 )
 
 
+#: the durable base (in small chunks) and log read back and compared with the local store
+#: after every batch
+CHECKED = StateOptions(base_chunk_bytes=64, check_log=True)
+
+
+def _numbered_values(data: list[tuple[int, str, str | None, int]]) -> list[Upd]:
+    """Left values made unique (``"<fk>/<position>"``), so that a result names the left
+    update it answers; right values ``"<value><position>"``."""
+    ups: list[Upd] = []
+    for i, (side, key, v, ts) in enumerate(data):
+        value = None if v is None else (f"{v}/{i}" if side == 0 else f"{v}{i}")
+        ups.append((side, key, value, ts))
+    return ups
+
+
+def _split(ups: list[Upd], cuts: list[int]) -> list[list[tuple[int, Upd]]]:
+    """``ups`` with their positions, in micro-batches cut before each of ``cuts``."""
+    numbered = list(enumerate(ups))
+    bounds = [0, *sorted(c for c in cuts if c < len(ups)), len(ups)]
+    return [numbered[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def _agrees_with_the_model(got: list[tuple[Any, Any, int]], ups: list[Upd], mode: str) -> None:
+    """The reference model's final table whatever the split, and no key's changelog
+    stepping back to an older left value."""
+    table: dict[str, str] = {}
+    for k, v, _ in got:
+        if v is None:
+            table.pop(k, None)
+        else:
+            table[k] = v
+    assert table == fk_join_reference(ups, mode, foreign_key, joiner)
+    newest: dict[str, int] = {}
+    for k, v, _ in got:
+        if v is not None:
+            at = int(v.split("+")[0].split("/")[1])
+            assert at >= newest.get(k, -1), (k, v, got)
+            newest[k] = at
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     data=updates,
@@ -395,39 +441,16 @@ def test_property_against_the_reference_model(
     cuts: list[int],
     restarts: set[int],
 ) -> None:
-    # left values are unique ("<fk>/<position>"), so a result names the left update it
-    # answers; right values "<value><position>"
-    ups: list[Upd] = []
-    for i, (side, key, v, ts) in enumerate(data):
-        value = None if v is None else (f"{v}/{i}" if side == 0 else f"{v}{i}")
-        ups.append((side, key, value, ts))
+    ups = _numbered_values(data)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KSPARK_CHECK_STATE_LOG", "1")
-        p = Pipeline(mode, tasks, tmp_path_factory.mktemp("fk"), mp)
-        numbered = list(enumerate(ups))
-        bounds = [0, *sorted(c for c in cuts if c < len(ups)), len(ups)]
-        split = [numbered[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+        p = Pipeline(mode, tasks, tmp_path_factory.mktemp("fk"), mp, CHECKED)
         got = []
-        for i, batch in enumerate(split):
+        for i, batch in enumerate(_split(ups, cuts)):
             if i in restarts:
                 p.restart()
             got += p.run(batch)
         close_local_stores()
-    # the same final table whatever the split ...
-    table: dict[str, str] = {}
-    for k, v, _ in got:
-        if v is None:
-            table.pop(k, None)
-        else:
-            table[k] = v
-    assert table == fk_join_reference(ups, mode, foreign_key, joiner)
-    # ... and no key's changelog steps back to an older left value
-    newest: dict[str, int] = {}
-    for k, v, _ in got:
-        if v is not None:
-            at = int(v.split("+")[0].split("/")[1])
-            assert at >= newest.get(k, -1), (k, v, got)
-            newest[k] = at
+    _agrees_with_the_model(got, ups, mode)
 
 
 @settings(max_examples=100, deadline=None)
@@ -453,18 +476,11 @@ def test_property_with_the_stages_a_micro_batch_apart(
     delete on either side (and a key deleted and back before its messages arrive) and a
     null foreign key end in the reference model's table for any split, with the
     internal topics drained between some micro-batches and not others."""
-    ups: list[Upd] = []
-    for i, (side, key, v, ts) in enumerate(data):
-        value = None if v is None else (f"{v}/{i}" if side == 0 else f"{v}{i}")
-        ups.append((side, key, value, ts))
+    ups = _numbered_values(data)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KSPARK_CHECK_STATE_LOG", "1")
-        p = Pipelined(mode, tasks, tmp_path_factory.mktemp("fkp"), mp)
-        numbered = list(enumerate(ups))
-        bounds = [0, *sorted(c for c in cuts if c < len(ups)), len(ups)]
-        split = [numbered[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+        p = Pipelined(mode, tasks, tmp_path_factory.mktemp("fkp"), mp, CHECKED)
         got = []
-        for i, batch in enumerate(split):
+        for i, batch in enumerate(_split(ups, cuts)):
             if i in restarts:
                 p.restart()
             got += p.run(batch)
@@ -472,19 +488,7 @@ def test_property_with_the_stages_a_micro_batch_apart(
                 got += p.drain()
         got += p.drain()
         close_local_stores()
-    table: dict[str, str] = {}
-    for k, v, _ in got:
-        if v is None:
-            table.pop(k, None)
-        else:
-            table[k] = v
-    assert table == fk_join_reference(ups, mode, foreign_key, joiner)
-    newest: dict[str, int] = {}
-    for k, v, _ in got:
-        if v is not None:
-            at = int(v.split("+")[0].split("/")[1])
-            assert at >= newest.get(k, -1), (k, v, got)
-            newest[k] = at
+    _agrees_with_the_model(got, ups, mode)
 
 
 def test_a_key_deleted_and_back_while_its_messages_travel(

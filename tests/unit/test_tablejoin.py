@@ -17,7 +17,7 @@ from support.taskharness import Rec, Runner, close_local_stores
 
 from kspark_server import envelope as env
 from kspark_server.operators.table_join import TableJoinProcessor
-from kspark_server.spec import KeyValue, Packed, PrimSpec, SpecError, TableJoinSpec
+from kspark_server.spec import KeyValue, Packed, PrimSpec, SpecError, StateOptions, TableJoinSpec
 
 STR = PrimSpec(spark="string")
 KV = KeyValue(key=STR, value=STR)
@@ -27,7 +27,7 @@ def joiner(left: str | None, right: str | None) -> str:
     return f"{left}+{right}"
 
 
-def make_spec(mode: str) -> TableJoinSpec:
+def make_spec(mode: str, state: StateOptions | None = None) -> TableJoinSpec:
     return TableJoinSpec(
         processor="JOIN",
         store="joined",
@@ -39,11 +39,14 @@ def make_spec(mode: str) -> TableJoinSpec:
         output=KV,
         output_schema=env.envelope_json("string", "string"),
         packed=Packed(),
+        state=state or StateOptions(),
     )
 
 
-def runner(mode: str, tmp: Any, mp: pytest.MonkeyPatch) -> Runner:
-    return Runner(lambda: TableJoinProcessor(make_spec(mode)), tmp, mp)
+def runner(
+    mode: str, tmp: Any, mp: pytest.MonkeyPatch, state: StateOptions | None = None
+) -> Runner:
+    return Runner(lambda: TableJoinProcessor(make_spec(mode, state)), tmp, mp)
 
 
 def test_a_spec_refuses_an_unknown_mode() -> None:
@@ -121,8 +124,9 @@ def test_property_against_the_reference_model(
     restarts: set[int],
 ) -> None:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KSPARK_CHECK_STATE_LOG", "1")
-        r = runner(mode, tmp_path_factory.mktemp("tj"), mp)
+        # the durable base (in small chunks) and log read back after every batch
+        checked = StateOptions(base_chunk_bytes=64, check_log=True)
+        r = runner(mode, tmp_path_factory.mktemp("tj"), mp, checked)
         numbered = list(enumerate(data))
         bounds = [0, *sorted(c for c in cuts if c < len(data)), len(data)]
         split = [numbered[a:b] for a, b in itertools.pairwise(bounds) if b > a]

@@ -5,19 +5,17 @@ durable base and log checked against the local store after every batch."""
 from __future__ import annotations
 
 import itertools
-import json
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import taskharness
 from support.joinmodel import Rec, processing_order, stream_join_reference
-from support.taskharness import Handle
 
 from kspark_server import envelope as env
-from kspark_server import localstore, placement, transport
+from kspark_server import placement
 from kspark_server.operators.window_join import WindowJoinProcessor
 from kspark_server.spec import KeyValue, Packed, PrimSpec, StateOptions, WindowJoinSpec
 
@@ -52,76 +50,25 @@ def make_spec(
     )
 
 
-def frame(batch: list[tuple[int, Rec]]) -> pd.DataFrame:
-    """A task's input rows: the right stream's values in ``ks_tvalue``."""
-    rows = []
-    for seq, (side, key, value, ts) in batch:
-        rows.append(
-            {
-                "key": key,
-                "value": None if side else value,
-                "timestamp": ts,
-                "headers": "[]",
-                "topic": "right" if side else "left",
-                "partition": 0,
-                "offset": seq,
-                "ks_seq": seq,
-                "ks_sub": 0,
-                "ks_side": None,
-                "ks_tvalue": value if side else None,
-                "ks_jside": side,
-                "ks_hash": hash(key) % 1000 if key is not None else 42,
-                "ks_task": 0,
-            }
-        )
-    return pd.DataFrame(rows)
+class Runner(taskharness.Runner):
+    """One task of the operator across batches, with its late and dropped counts; the
+    outputs in the order the operator emits them (the reference model's order)."""
 
-
-def packed(f: pd.DataFrame) -> pd.DataFrame:
-    """``f`` as the operator receives it: packed by task (kspark_server.transport)."""
-    rb = pa.RecordBatch.from_pandas(f, preserve_index=False)
-    return pa.Table.from_batches(list(transport.pack_by_task([rb]))).to_pandas()
-
-
-class Runner:
-    """One task of the operator across batches; ``restart()`` starts a new processor on a
-    new executor (an empty local store), which rebuilds from the durable state."""
+    by_input_position = False
 
     def __init__(self, spec: WindowJoinSpec, tmp: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.spec, self.tmp, self.mp = spec, tmp, monkeypatch
-        self.durable: dict[str, Any] = {}
-        self.executors = itertools.count()
-        self.late = 0
-        self.dropped = 0
-        self.restart()
+        super().__init__(lambda: WindowJoinProcessor(spec), tmp, monkeypatch)
 
-    def restart(self) -> None:
-        close_local_stores()
-        self.mp.setenv("KSPARK_LOCAL_STATE_DIR", str(self.tmp / f"exec-{next(self.executors)}"))
-        self.proc = WindowJoinProcessor(self.spec)
-        self.proc.init(Handle(self.durable))  # type: ignore[arg-type]
+    @property
+    def late(self) -> int:
+        return self.sides.get("late_records", 0)
 
-    def run(self, batch: list[tuple[int, Rec]]) -> list[tuple[str | None, str, int]]:
-        key = (placement.task_keys(1)[0],)
-        out: list[tuple[str | None, str, int]] = []
-        for f in self.proc.handleInputRows(key, iter([packed(frame(batch))]), None):
-            table = transport.unpack_table(f["ks_rows"].tolist())  # leaves packed too
-            for r in [] if table is None else table.to_pylist():
-                if r["ks_side"] is None:
-                    out.append((r["key"], r["value"], int(r["timestamp"])))
-                    continue
-                side = json.loads(r["ks_side"])
-                if side["kind"] == "late_records":
-                    self.late += side["count"]
-                elif side["kind"] == "dropped":
-                    self.dropped += side["count"]
-        return out
+    @property
+    def dropped(self) -> int:
+        return self.sides.get("dropped", 0)
 
 
-def close_local_stores() -> None:
-    """Close every LMDB environment this process opened (each reserves address space)."""
-    for store in list(localstore._registry().values()):
-        store.close()
+close_local_stores = taskharness.close_local_stores
 
 
 # -- the reference model ------------------------------------------------------------------
