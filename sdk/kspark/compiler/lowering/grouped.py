@@ -18,6 +18,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType
 
+from kspark._bundle import shipped
 from kspark.compiler import stages as st
 from kspark.compiler.lowering.columns import schema
 from kspark.compiler.lowering.constants import constant_column
@@ -197,7 +198,7 @@ def _apply(tasked: DataFrame, fn: Any, out: StructType) -> DataFrame:
     from kspark_server.taskfiles import GROUP_STATE_DDL
 
     result: DataFrame = tasked.groupBy("ks_task").applyInPandasWithState(
-        fn,
+        shipped(fn),
         outputStructType=out,
         stateStructType=GROUP_STATE_DDL,
         outputMode="Append",
