@@ -5,6 +5,7 @@ JVM."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -62,7 +63,7 @@ def test_workers_without_kspark_get_it_in_bundles_and_the_plan_stays_small(
 ) -> None:
     """The test server's workers cannot import kspark (tests/conftest.py), so the worker
     check finds no ``kspark_server`` there and each Python function of a plan carries the
-    bundle of the modules it needs (kspark._bundle), never a by-value copy of the
+    bundle of the modules it needs (kspark.compiler.bundle), never a by-value copy of the
     operators' code: a two-operator app's plan stays under 400 kB (by value, every
     function carried its own copy: 3.1 MB). Where the workers have the client's very
     sources (the embedded server outside the tests, which ``./run demo`` runs on), the
@@ -85,6 +86,9 @@ def test_workers_without_kspark_get_it_in_bundles_and_the_plan_stays_small(
     )
     app = StreamsApp(b.build(), config, session=spark)
     output = app.compiled()
+    for topic in app._internal:  # the runner's internal topics, read as the app starts
+        assert topic.path is not None
+        os.makedirs(topic.path, exist_ok=True)
     app._prepare_session(output)
     assert workers.run_probe(spark, []).kspark_server is None
     assert not workers.same_server_code(spark)
@@ -110,7 +114,8 @@ def test_an_app_runs_on_workers_that_get_kspark_server_in_bundles(
     own kspark_server out of reach, tests/support/blocker) and run both operators."""
     if spark_server is None:
         pytest.skip("a remote server's workers are its own")
-    from kspark import StreamsBuilder, StreamsConfig, _bundle
+    from kspark import StreamsBuilder, StreamsConfig
+    from kspark.compiler import bundle as _bundle
     from kspark.testing import TopologyTestDriver
 
     b = StreamsBuilder()

@@ -1,4 +1,4 @@
-"""kspark_server in bundles (kspark._bundle, kspark._bootstrap): what a function carries to
+"""kspark_server in bundles (kspark.compiler.bundle, kspark.compiler.bootstrap): what a function carries to
 workers that lack the client's kspark_server, and how a worker installs it."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from pyspark import cloudpickle
 
 import kspark
 import kspark_server
-from kspark import _bootstrap, _bundle
+from kspark.compiler import bootstrap as _bootstrap
+from kspark.compiler import bundle as _bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCKER = ROOT / "tests" / "support" / "blocker"

@@ -179,7 +179,7 @@ def test_server_code_travels_by_reference_only_to_workers_with_the_same_sources(
 ) -> None:
     from pyspark import cloudpickle
 
-    from kspark import _bundle
+    from kspark.compiler import bundle as _bundle
     from kspark.runtime import shipping
 
     digest = workers.client_fingerprint() if theirs == "same" else theirs

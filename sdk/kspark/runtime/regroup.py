@@ -33,8 +33,8 @@ from typing import Any, Protocol
 
 import attrs
 
-from kspark._bundle import shipped
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering import flat_schema
 from kspark.config import MAX_PARTITIONS, StreamsConfig
 from kspark.errors import RescaleError

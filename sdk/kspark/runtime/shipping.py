@@ -3,7 +3,7 @@
 ``SparkSession.addArtifacts(pyfile=True)`` does not reach the Python workers of streaming
 queries (spark-notes, verified on Spark 4.3), so kspark's code travels in the pickled
 functions of each query's plan. ``kspark_server`` travels as a bundle
-(:mod:`kspark._bundle`): every object kspark hands to pyspark names the operators' code
+(:mod:`kspark.compiler.bundle`): every object kspark hands to pyspark names the operators' code
 by reference and, where the workers lack the client's very ``kspark_server`` (the same
 sources: :func:`kspark.runtime.workers.same_server_code`; :func:`server_code`), carries
 the compressed sources of the modules it needs, which a small bootstrap installs in the
@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from types import ModuleType
 from typing import Any
 
-from kspark import _bundle
+from kspark.compiler import bundle as _bundle
 from kspark.errors import CodeShippingError
 from kspark.plan import nodes as n
 from kspark.plan.topology import Topology
@@ -153,7 +153,7 @@ def ship(topology: Topology, extra: Iterable[Any] = (), names: Iterable[str] = (
 
 def server_code(by_reference: bool) -> None:
     """Ship ``kspark_server`` by reference (the workers have these very sources) or in
-    bundles (they have none, or other ones): :func:`kspark._bundle.shipped`."""
+    bundles (they have none, or other ones): :func:`kspark.compiler.bundle.shipped`."""
     from pyspark import cloudpickle
 
     import kspark_server

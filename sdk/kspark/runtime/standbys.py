@@ -25,8 +25,8 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kspark._bundle import shipped
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering import flat_schema
 
 __all__ = ["FORGET_AFTER", "StandbyKeeper", "keeper", "start", "stop"]

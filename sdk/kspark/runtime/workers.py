@@ -308,7 +308,7 @@ def run_probe(spark: SparkSession, wanted: Iterable[Need]) -> WorkerReport:
     from kspark_server.probe import probe
 
     # by value, the probe's module alone (standard library only): the workers need not
-    # have kspark, and the check runs before any bundle (kspark._bundle)
+    # have kspark, and the check runs before any bundle (kspark.compiler.bundle)
     cloudpickle.register_pickle_by_value(probe_module)  # type: ignore[no-untyped-call]
     payload = json.dumps([[n.module, n.distribution] for n in wanted])
     # a plain pickled UDF: it runs on a worker that lacks pyarrow or pandas too. Its type

@@ -18,8 +18,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType
 
-from kspark._bundle import shipped
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering.columns import schema
 from kspark.compiler.lowering.constants import constant_column
 from kspark.compiler.lowering.stateful import restored, tasked_input

@@ -10,8 +10,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from kspark._bundle import shipped
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering.columns import dtype, side_type
 from kspark.compiler.lowering.kafka import kafka_format
 from kspark.compiler.subtopologies import INTERNAL_OPTION

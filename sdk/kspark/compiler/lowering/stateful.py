@@ -21,8 +21,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.group import GroupedData
 from pyspark.sql.types import StructType
 
-from kspark._bundle import shipped
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering.columns import dtype, flat_schema, schema
 from kspark.compiler.lowering.constants import add_constants, describe_constants
 from kspark.compiler.lowering.sources import read_constants

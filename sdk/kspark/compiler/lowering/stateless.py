@@ -7,8 +7,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from kspark._bundle import shipped
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering.columns import schema
 from kspark.compiler.lowering.constants import add_constants, describe_constants
 from kspark_server import envelope as env

@@ -21,8 +21,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kspark._bundle import shipped
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering import flat_schema
 from kspark.errors import StoreError
 from kspark.runtime.stores.statestore import state_metadata

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-from kspark._bundle import shipped
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering import flat_schema
 from kspark_server.spec import TypeSpec
 

@@ -1,7 +1,7 @@
 """The worker side of a code bundle: install ``kspark_server`` from the bundle a Python
 function carries, then load the function.
 
-This module travels by value in each bundled function (:mod:`kspark._bundle`), to
+This module travels by value in each bundled function (:mod:`kspark.compiler.bundle`), to
 workers that cannot import ``kspark``: it uses the standard library only, and keeps its
 state in ``sys.meta_path`` (its finder), never in its own globals, which are a fresh copy
 in every function unpickled.
@@ -46,7 +46,7 @@ class BundleFinder:
             # not in the bundle: not found, and never the worker's own copy either (the
             # bundle's packages have no path to search)
             return None
-        return importlib.util.spec_from_loader(fullname, self, is_package=entry[0])
+        return importlib.util.spec_from_loader(fullname, self, is_package=entry[0])  # type: ignore[arg-type]
 
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return None  # the default module

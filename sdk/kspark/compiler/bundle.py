@@ -5,7 +5,7 @@ a stateful processor, an ``applyInPandasWithState`` function, the ``foreachBatch
 writer) goes through :func:`shipped`. Where the workers import this client's very
 ``kspark_server`` (:func:`set_by_value` ``False``), the object is pickled as it is, its
 ``kspark_server`` code by reference. Where they do not, the object is pickled by
-reference too, inside a small bootstrap (:mod:`kspark._bootstrap`, by value) that
+reference too, inside a small bootstrap (:mod:`kspark.compiler.bootstrap`, by value) that
 carries the sources of the ``kspark_server`` modules the object needs (their import
 closure, docstrings and comments removed, lzma-compressed) and installs them in the
 worker through an in-memory importer before it loads the object. A worker installs a
@@ -27,7 +27,7 @@ import lzma
 import operator
 import os
 import tokenize
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 __all__ = ["bundle_for", "by_value", "set_by_value", "shipped", "sources"]
 
@@ -191,7 +191,7 @@ class Shipped:
             # the workers import kspark_server: the object itself, nothing around it
             return operator.itemgetter(0), ((self.obj,),)
         import kspark_server
-        from kspark import _bootstrap
+        from kspark.compiler import bootstrap as _bootstrap
 
         if ROOT in cloudpickle.list_registry_pickle_by_value():  # type: ignore[no-untyped-call]
             cloudpickle.unregister_pickle_by_value(kspark_server)  # type: ignore[no-untyped-call]
@@ -204,5 +204,5 @@ class Shipped:
 def shipped(obj: T) -> T:
     """``obj`` (a function or a processor) as kspark hands it to pyspark: pickled with the
     ``kspark_server`` bundle its code needs where the workers lack the client's."""
-    result: Any = Shipped(obj)
-    return result  # typed as the object: pyspark's signatures want functions, processors
+    # typed as the object: pyspark's signatures want functions and processors
+    return cast(T, Shipped(obj))
