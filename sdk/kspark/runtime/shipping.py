@@ -135,7 +135,7 @@ def modules_to_ship(
 def ship(topology: Topology, extra: Iterable[Any] = (), names: Iterable[str] = ()) -> list[str]:
     """Register the topology's code to be pickled by value, and ``kspark_server`` to
     travel in bundles (until :func:`server_code` finds the workers have it); returns the
-    names of the modules pickled by value."""
+    names of the modules shipped: ``kspark_server`` and those pickled by value."""
     from pyspark import cloudpickle
 
     server_code(by_reference=False)
@@ -148,7 +148,7 @@ def ship(topology: Topology, extra: Iterable[Any] = (), names: Iterable[str] = (
                 f"cannot import module {name!r} to ship it: {exc}", module=name
             ) from exc
         cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
-    return shipped
+    return sorted({*shipped, "kspark_server"})
 
 
 def server_code(by_reference: bool) -> None:
