@@ -42,8 +42,11 @@ def commands(msg: Any, out: list[int]) -> list[int]:
         if fd.name == "command" and isinstance(val, bytes):
             out.append(len(val))
         elif fd.type == fd.TYPE_MESSAGE:
-            for v in [val] if hasattr(val, "ListFields") else val:  # one, or repeated
-                commands(v, out)
+            # one message, a repeated field, or a map
+            items = [val] if hasattr(val, "ListFields") else getattr(val, "values", lambda: val)()
+            for v in items:
+                if hasattr(v, "ListFields"):
+                    commands(v, out)
     return out
 
 
