@@ -43,7 +43,10 @@ def commands(msg: Any, out: list[int]) -> list[int]:
             out.append(len(val))
         elif fd.type == fd.TYPE_MESSAGE:
             # one message, a repeated field, or a map
-            items = [val] if hasattr(val, "ListFields") else getattr(val, "values", lambda: val)()
+            if hasattr(val, "ListFields"):
+                items = [val]
+            else:
+                items = list(val.values()) if hasattr(val, "values") else list(val)
             for v in items:
                 if hasattr(v, "ListFields"):
                     commands(v, out)
