@@ -5,6 +5,7 @@ JVM."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -45,15 +46,29 @@ def test_checkpoint_files_are_renamed_without_a_child_process(
     assert manager.endswith(".FileSystemBasedCheckpointFileManager"), manager
 
 
+def _dedup_count(events: Any) -> Any:
+    """Two stateful operators: deduplication, then a count per key."""
+    return (
+        events.deduplicate_by_key(timedelta(minutes=1))
+        .map_values(lambda v: v + 1, value_type=int)
+        .group_by_key()
+        .count()
+        .to_stream()
+    )
+
+
 @pytest.mark.parametrize("runner", ["transform_with_state", "apply_in_pandas"])
-def test_workers_without_kspark_get_it_by_value_and_by_reference_the_plan_is_small(
+def test_workers_without_kspark_get_it_in_bundles_and_the_plan_stays_small(
     spark: Any, spark_server: Any, tmp_path: Any, runner: str
 ) -> None:
     """The test server's workers cannot import kspark (tests/conftest.py), so the worker
-    check finds no ``kspark_server`` there and the operators travel by value. Where the
-    workers have the client's very sources (the embedded server outside the tests, which
-    ``./run demo`` runs on), they travel by reference, and a query's plan is a twentieth
-    of the size (Spark Connect's plan cache keeps every plan a session sends)."""
+    check finds no ``kspark_server`` there and each Python function of a plan carries the
+    bundle of the modules it needs (kspark.compiler.bundle), never a by-value copy of the
+    operators' code: a two-operator app's plan stays under 400 kB (by value, every
+    function carried its own copy: 3.1 MB). Where the workers have the client's very
+    sources (the embedded server outside the tests, which ``./run demo`` runs on), the
+    functions name the code by reference. Spark Connect's plan cache keeps every plan a
+    session sends."""
     if spark_server is None:
         pytest.skip("a remote server's workers are its own")
     from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
@@ -63,9 +78,7 @@ def test_workers_without_kspark_get_it_by_value_and_by_reference_the_plan_is_sma
     (tmp_path / "events").mkdir()
     b = StreamsBuilder()
     events = b.stream(Topic.jsonl("events", str(tmp_path / "events")), key_type=str, value_type=int)
-    events.deduplicate_by_key(timedelta(minutes=1)).map_values(lambda v: v + 1, value_type=int).to(
-        Topic.parquet("out", str(tmp_path / "out"))
-    )
+    _dedup_count(events).to(Topic.parquet("out", str(tmp_path / "out")))
     config = StreamsConfig(
         application_id="plan-size",
         checkpoint_dir=str(tmp_path / "chk"),
@@ -73,6 +86,9 @@ def test_workers_without_kspark_get_it_by_value_and_by_reference_the_plan_is_sma
     )
     app = StreamsApp(b.build(), config, session=spark)
     output = app.compiled()
+    for topic in app._internal:  # the runner's internal topics, read as the app starts
+        assert topic.path is not None
+        os.makedirs(topic.path, exist_ok=True)
     app._prepare_session(output)
     assert workers.run_probe(spark, []).kspark_server is None
     assert not workers.same_server_code(spark)
@@ -81,10 +97,35 @@ def test_workers_without_kspark_get_it_by_value_and_by_reference_the_plan_is_sma
         df = build_dataframe(output, spark, checkpoint=str(tmp_path / "chk" / "query"))
         return len(df._plan.to_proto(spark.client).SerializeToString())  # type: ignore[operator]
 
-    by_value = plan_size()
+    in_bundles = plan_size()
     try:
         shipping.server_code(by_reference=True)
         by_reference = plan_size()
     finally:
         shipping.server_code(by_reference=False)
-    assert by_reference < 200_000 < by_value, (by_reference, by_value)
+    assert by_reference < 100_000 < in_bundles < 400_000, (by_reference, in_bundles)
+
+
+@pytest.mark.parametrize("runner", ["transform_with_state", "apply_in_pandas"])
+def test_an_app_runs_on_workers_that_get_kspark_server_in_bundles(
+    spark: Any, spark_server: Any, app_id: str, runner: str
+) -> None:
+    """The workers install the bundles each function carries (the blocker keeps their
+    own kspark_server out of reach, tests/support/blocker) and run both operators."""
+    if spark_server is None:
+        pytest.skip("a remote server's workers are its own")
+    from kspark import StreamsBuilder, StreamsConfig
+    from kspark.compiler import bundle as _bundle
+    from kspark.testing import TopologyTestDriver
+
+    b = StreamsBuilder()
+    _dedup_count(b.stream("in", key_type=str, value_type=int)).to("out")
+    config = StreamsConfig(application_id=app_id, stateful_runner=runner)  # type: ignore[arg-type]
+    with TopologyTestDriver(b.build(), config, session=spark, engine="spark") as d:
+        src = d.create_input_topic("in", key_type=str, value_type=int)
+        sink = d.create_output_topic("out", key_type=str, value_type=int)
+        for k, v in [("a", 1), ("b", 2), ("a", 3)]:
+            src.pipe_input(k, v)
+        d.process()
+        assert _bundle.by_value()
+        assert sorted(sink.read_key_values()) == [("a", 1), ("b", 1)]

@@ -14,16 +14,27 @@ pytestmark = pytest.mark.spark
 
 
 def _probe(batches: Any) -> Any:
+    """What the worker's own installation can import: a reused worker may hold an earlier
+    function's kspark_server bundle (kspark.compiler.bundle), which is set aside here."""
     import pyarrow as pa
 
     for _ in batches:
+        bundles = [f for f in sys.meta_path if hasattr(f, "kspark_bundle_digest")]
+        ours = [m for m in sys.modules if m.split(".")[0] in ("kspark_server", "kspark")]
+        saved = {m: sys.modules.pop(m) for m in ours}
+        for f in bundles:
+            sys.meta_path.remove(f)
         results = []
-        for name in ("kspark_server", "kspark"):
-            try:
-                __import__(name)
-                results.append(f"{name}:importable")
-            except ImportError:
-                results.append(f"{name}:missing")
+        try:
+            for name in ("kspark_server", "kspark"):
+                try:
+                    __import__(name)
+                    results.append(f"{name}:importable")
+                except ImportError:
+                    results.append(f"{name}:missing")
+        finally:
+            sys.meta_path[0:0] = bundles
+            sys.modules.update(saved)
         yield pa.RecordBatch.from_pylist([{"r": ",".join(results)}])
 
 

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import attrs
 
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering import flat_schema
 from kspark.config import MAX_PARTITIONS, StreamsConfig
 from kspark.errors import RescaleError
@@ -196,7 +197,9 @@ def _build(
     if not olds:
         return layout
     parts = _olds_frame(spark, olds, n_old).mapInPandas(
-        regroup.split_files(state_root(old_ckpt), spec.store, spec.kind, spec.versioned, m),
+        shipped(
+            regroup.split_files(state_root(old_ckpt), spec.store, spec.kind, spec.versioned, m)
+        ),
         flat_schema(regroup.PARTS_SCHEMA),
     )
     positions = {t: int(v[1]) for t, v in olds.items()}
@@ -208,7 +211,7 @@ def _build(
         parts.unionByName(markers)
         .repartition(m, F.col("ks_task"))
         .mapInPandas(
-            regroup.build_tasks(spec, state_root(new_ckpt), m, positions),
+            shipped(regroup.build_tasks(spec, state_root(new_ckpt), m, positions)),
             flat_schema(regroup.BUILT_SCHEMA),
         )
         .collect()
@@ -258,8 +261,10 @@ def _catch_up(
         spark.createDataFrame(rows, "ks_task int, meta binary")
         .repartition(m, F.col("ks_task"))
         .mapInPandas(
-            regroup.catch_up_tasks(
-                stage.spec, state_root(old_ckpt), state_root(layout.checkpoint), m, n_old, olds
+            shipped(
+                regroup.catch_up_tasks(
+                    stage.spec, state_root(old_ckpt), state_root(layout.checkpoint), m, n_old, olds
+                )
             ),
             flat_schema(regroup.BUILT_SCHEMA),
         )
@@ -279,7 +284,7 @@ def _hold(spark: Any, checkpoint: str, stage: st.Stateful | None, on: bool) -> N
     if stage is None:
         return
     fn = regroup.hold_files(state_root(checkpoint), stage.spec.store, on)
-    spark.range(1).mapInPandas(fn, "id long").collect()
+    spark.range(1).mapInPandas(shipped(fn), "id long").collect()
 
 
 def _seeds(layout: Layout) -> dict[str, list[Any]]:

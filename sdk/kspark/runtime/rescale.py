@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.compiler import compile_topology
 from kspark.compiler.lowering import flat_schema
 from kspark.config import MAX_PARTITIONS, StreamsConfig
@@ -289,7 +290,9 @@ def _rescale(
         op = _operator_id(spark, gen.checkpoint, name)
         old = task_frame(spark, gen.checkpoint, op, name)
         parts = old.mapInPandas(
-            server_rescale.split_states(kind, versioned, partitions, cfg.state_base_chunk_bytes),
+            shipped(
+                server_rescale.split_states(kind, versioned, partitions, cfg.state_base_chunk_bytes)
+            ),
             flat_schema(server_rescale.PARTS_SCHEMA),
         ).persist()
         try:
@@ -314,8 +317,10 @@ def _rescale(
                 .select("ks_task", "part")
                 .groupBy("ks_task")
                 .applyInPandas(
-                    server_rescale.merge_states(
-                        kind, versioned, partitions, cfg.state_base_chunk_bytes
+                    shipped(
+                        server_rescale.merge_states(
+                            kind, versioned, partitions, cfg.state_base_chunk_bytes
+                        )
                     ),
                     flat_schema(server_rescale.STATES_SCHEMA),
                 )
@@ -355,7 +360,7 @@ def _rescale(
             int(r["ks_task"]): (int(r["entries"]), int(r["checksum"]))
             for r in written.select("ks_task", "blob")
             .mapInPandas(
-                server_rescale.check_states(kind, versioned),
+                shipped(server_rescale.check_states(kind, versioned)),
                 flat_schema(server_rescale.CHECK_SCHEMA),
             )
             .groupBy("ks_task")

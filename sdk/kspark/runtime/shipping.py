@@ -1,14 +1,16 @@
 """Shipping code to the server's Python workers.
 
 ``SparkSession.addArtifacts(pyfile=True)`` does not reach the Python workers of streaming
-queries (spark-notes, verified on Spark 4.3), so kspark pickles by value: ``kspark_server``,
-the handler module ``kspark.errors``, and every module that defines a function or a type
-the topology uses and that is not part of an installed distribution (the demo app,
-``kspark_demo``, is such user code). A server that cannot import any of these still runs
-the app. Where the workers import the very ``kspark_server`` the client has (the same
-sources: :func:`kspark.runtime.workers.same_server_code`), :func:`server_code` sends it by
-reference instead: each query's plan then carries a few bytes per operator instead of a
-copy of the operators' code for each Python function in it.
+queries (spark-notes, verified on Spark 4.3), so kspark's code travels in the pickled
+functions of each query's plan. ``kspark_server`` travels as a bundle
+(:mod:`kspark.compiler.bundle`): every object kspark hands to pyspark names the operators' code
+by reference and, where the workers lack the client's very ``kspark_server`` (the same
+sources: :func:`kspark.runtime.workers.same_server_code`; :func:`server_code`), carries
+the compressed sources of the modules it needs, which a small bootstrap installs in the
+worker before the object loads. The handler module ``kspark.errors`` and every module
+that defines a function or a type the topology uses and that is not part of an installed
+distribution (the demo app, ``kspark_demo``, is such user code) are pickled by value. A
+server that cannot import any of these still runs the app.
 
 A local module is shipped with its whole top-level package (``mypkg`` for ``mypkg.topo``):
 cloudpickle pickles by value every module under a registered package, so helpers that the
@@ -27,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from types import ModuleType
 from typing import Any
 
+from kspark.compiler import bundle as _bundle
 from kspark.errors import CodeShippingError
 from kspark.plan import nodes as n
 from kspark.plan.topology import Topology
@@ -34,7 +37,7 @@ from kspark.plan.types import ListType, MapType, Record, TypeDesc
 
 __all__ = ["modules_to_ship", "server_code", "ship"]
 
-_ALWAYS = ("kspark_server", "kspark.errors")
+_ALWAYS = ("kspark.errors",)
 
 
 @functools.cache  # the interpreter's install locations do not change while it runs
@@ -130,9 +133,12 @@ def modules_to_ship(
 
 
 def ship(topology: Topology, extra: Iterable[Any] = (), names: Iterable[str] = ()) -> list[str]:
-    """Register the topology's code to be pickled by value; returns the module names."""
+    """Register the topology's code to be pickled by value, and ``kspark_server`` to
+    travel in bundles (until :func:`server_code` finds the workers have it); returns the
+    names of the modules shipped: ``kspark_server`` and those pickled by value."""
     from pyspark import cloudpickle
 
+    server_code(by_reference=False)
     shipped = modules_to_ship(topology, extra, names)
     for name in shipped:
         try:
@@ -142,18 +148,17 @@ def ship(topology: Topology, extra: Iterable[Any] = (), names: Iterable[str] = (
                 f"cannot import module {name!r} to ship it: {exc}", module=name
             ) from exc
         cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
-    return shipped
+    return sorted({*shipped, "kspark_server"})
 
 
 def server_code(by_reference: bool) -> None:
-    """Pickle ``kspark_server`` by reference (the workers have these very sources) or by
-    value (they have none, or other ones)."""
+    """Ship ``kspark_server`` by reference (the workers have these very sources) or in
+    bundles (they have none, or other ones): :func:`kspark.compiler.bundle.shipped`."""
     from pyspark import cloudpickle
 
     import kspark_server
 
-    registered = "kspark_server" in cloudpickle.list_registry_pickle_by_value()  # type: ignore[no-untyped-call]
-    if by_reference and registered:
+    # never by value in every function: a bundle carries it where it is needed
+    if "kspark_server" in cloudpickle.list_registry_pickle_by_value():  # type: ignore[no-untyped-call]
         cloudpickle.unregister_pickle_by_value(kspark_server)  # type: ignore[no-untyped-call]
-    elif not by_reference and not registered:
-        cloudpickle.register_pickle_by_value(kspark_server)  # type: ignore[no-untyped-call]
+    _bundle.set_by_value(not by_reference)

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering import flat_schema
 
 __all__ = ["FORGET_AFTER", "StandbyKeeper", "keeper", "start", "stop"]
@@ -142,7 +143,9 @@ class StandbyKeeper:
         stores = [(self.specs[s], c) for s, c in sorted(committed.items())]
         fn = standby.keep(stores, state_root(self.checkpoint), placed)
         found = (
-            spark.range(0, n, 1, n).mapInPandas(fn, flat_schema(standby.REPORT_SCHEMA)).collect()
+            spark.range(0, n, 1, n)
+            .mapInPandas(shipped(fn), flat_schema(standby.REPORT_SCHEMA))
+            .collect()
         )
         self.learn([r.asDict() for r in found])
         self.rounds += 1

@@ -304,11 +304,12 @@ def run_probe(spark: SparkSession, wanted: Iterable[Need]) -> WorkerReport:
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
-    import kspark_server
+    from kspark_server import probe as probe_module
     from kspark_server.probe import probe
 
-    # by value, as StreamsApp ships all of kspark_server: the workers need not have kspark
-    cloudpickle.register_pickle_by_value(kspark_server)  # type: ignore[no-untyped-call]
+    # by value, the probe's module alone (standard library only): the workers need not
+    # have kspark, and the check runs before any bundle (kspark.compiler.bundle)
+    cloudpickle.register_pickle_by_value(probe_module)  # type: ignore[no-untyped-call]
     payload = json.dumps([[n.module, n.distribution] for n in wanted])
     # a plain pickled UDF: it runs on a worker that lacks pyarrow or pandas too. Its type
     # as an object: a DDL string would be parsed through the active session, which a

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering.columns import schema
 from kspark.compiler.lowering.constants import constant_column
 from kspark.compiler.lowering.stateful import restored, tasked_input
@@ -197,7 +198,7 @@ def _apply(tasked: DataFrame, fn: Any, out: StructType) -> DataFrame:
     from kspark_server.taskfiles import GROUP_STATE_DDL
 
     result: DataFrame = tasked.groupBy("ks_task").applyInPandasWithState(
-        fn,
+        shipped(fn),
         outputStructType=out,
         stateStructType=GROUP_STATE_DDL,
         outputMode="Append",

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering.columns import dtype, side_type
 from kspark.compiler.lowering.kafka import kafka_format
 from kspark.compiler.subtopologies import INTERNAL_OPTION
@@ -114,7 +115,7 @@ def writer_function(
         topics += [*d.rule.explicit, *([d.rule.default] if d.rule.default is not None else [])]
     if spark is not None and any(t.format == "kafka" for t in topics):
         spec = dataclasses.replace(spec, kafka_format=kafka_format(spark, spec.kafka_client))
-    return make_batch_writer(spec)
+    return shipped(make_batch_writer(spec))
 
 
 def _check_tables(output: st.Output, spark: SparkSession) -> None:

@@ -22,6 +22,7 @@ from pyspark.sql.group import GroupedData
 from pyspark.sql.types import StructType
 
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering.columns import dtype, flat_schema, schema
 from kspark.compiler.lowering.constants import add_constants, describe_constants
 from kspark.compiler.lowering.sources import read_constants
@@ -64,10 +65,12 @@ def stateful(
 
     spec = stage.spec
     tasked, constants, constants_json = tasked_input(stage, df_of, 0)
-    grouped = tasked.mapInArrow(pack_by_task, flat_schema(PACKED_SCHEMA_DDL)).groupBy("ks_task")
+    grouped = tasked.mapInArrow(shipped(pack_by_task), flat_schema(PACKED_SCHEMA_DDL)).groupBy(
+        "ks_task"
+    )
     result: DataFrame = grouped.transformWithStateInPandas(
         # the operator is built on the workers, from its spec
-        statefulProcessor=ShippedOperator(spec, constants_json),
+        statefulProcessor=shipped(ShippedOperator(spec, constants_json)),
         outputStructType=flat_schema(OUTPUT_SCHEMA_DDL),
         outputMode="Append",
         timeMode="None",
@@ -217,7 +220,7 @@ def _unpacked(result: DataFrame, stage: st.Stateful, constants: dict[str, Any]) 
     spec = stage.spec
     unpacked = operator_schema(spec.output_schema, spec.packed.out)
     result = result.mapInArrow(
-        unpack_rows, StructType([f for f in unpacked.fields if f.name not in constants])
+        shipped(unpack_rows), StructType([f for f in unpacked.fields if f.name not in constants])
     )
     return restored(result, stage, constants)
 

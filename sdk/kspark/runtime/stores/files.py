@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering import flat_schema
 from kspark.errors import StoreError
 from kspark.runtime.stores.statestore import state_metadata
@@ -94,7 +95,7 @@ def holder(spark: Any, checkpoint: str, store: str) -> Callable[[bool], None]:
 
     def hold(on: bool) -> None:
         fn = taskreads.hold_files(state_root(checkpoint), store, on, name)
-        spark.range(1).mapInPandas(fn, "id long").collect()
+        spark.range(1).mapInPandas(shipped(fn), "id long").collect()
 
     return hold
 
@@ -209,7 +210,8 @@ def operator_of(spark: Any, checkpoint: str, output: st.Output, store: str) -> i
     owners = (
         reduce(lambda a, b: a.unionByName(b), frames)
         .mapInPandas(
-            taskreads.owners(state_root(checkpoint), names), flat_schema(taskreads.OWNERS_SCHEMA)
+            shipped(taskreads.owners(state_root(checkpoint), names)),
+            flat_schema(taskreads.OWNERS_SCHEMA),
         )
         .distinct()
     )
@@ -248,7 +250,7 @@ def task_frame(spark: Any, checkpoint: str, output: st.Output, store: str) -> An
         return spark.createDataFrame([], schema)
     keys = store_keys(output, store)
     return group_states(spark, checkpoint, op, keys=keys).mapInPandas(
-        taskreads.committed_chunks(state_root(checkpoint), store), schema
+        shipped(taskreads.committed_chunks(state_root(checkpoint), store)), schema
     )
 
 
@@ -279,7 +281,7 @@ def changes(
             at = last_committed(spark, checkpoint)
         assert at is not None
         frame = group_states(spark, checkpoint, op, at, keys).mapInPandas(
-            taskreads.changes_since(state_root(checkpoint), store, held),
+            shipped(taskreads.changes_since(state_root(checkpoint), store, held)),
             flat_schema(taskreads.CHANGES_SCHEMA),
         )
         return at, list(frame.collect())

@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
+from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering import flat_schema
 from kspark_server.spec import TypeSpec
 
@@ -59,7 +60,9 @@ class _CheckpointSource(_Source):
         from kspark_server import queries, stateenc
 
         wanted = [stateenc.pack(k) for k in keys]
-        frame = self._frame.mapInPandas(queries.lookup(wanted), flat_schema(queries.ENTRY_SCHEMA))
+        frame = self._frame.mapInPandas(
+            shipped(queries.lookup(wanted)), flat_schema(queries.ENTRY_SCHEMA)
+        )
         return dict(self._decode(self._run(frame.collect)))
 
     def count(self) -> int:
@@ -67,16 +70,16 @@ class _CheckpointSource(_Source):
 
         from kspark_server import queries
 
-        frame = self._frame.mapInPandas(queries.count(), flat_schema(queries.COUNT_SCHEMA)).agg(
-            F.sum("entries").alias("n")
-        )
+        frame = self._frame.mapInPandas(
+            shipped(queries.count()), flat_schema(queries.COUNT_SCHEMA)
+        ).agg(F.sum("entries").alias("n"))
         row = self._run(frame.collect)[0]
         return int(row["n"] or 0)
 
     def items(self) -> Iterator[tuple[Hashable, tuple[Any, Any]]]:
         from kspark_server import queries
 
-        frame = self._frame.mapInPandas(queries.scan(), flat_schema(queries.ENTRY_SCHEMA))
+        frame = self._frame.mapInPandas(shipped(queries.scan()), flat_schema(queries.ENTRY_SCHEMA))
         if self._retry is None:
             yield from self._decode(frame.toLocalIterator())
         else:
