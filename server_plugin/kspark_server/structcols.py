@@ -74,7 +74,7 @@ def _fields(t: Any) -> list[tuple[str, Any]] | None:
 
 def _is_number(t: Any) -> bool:
     if isinstance(t, pa.DataType):
-        return pa.types.is_integer(t) or pa.types.is_floating(t)
+        return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
     return t in NUMBERS
 
 

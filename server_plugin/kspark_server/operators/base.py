@@ -113,7 +113,8 @@ class Batch:
     @property
     def hash_array(self) -> np.ndarray[Any, Any]:
         """The records' ``ks_hash`` in processing order, as numpy."""
-        return ints(self.table, "ks_hash", 0)[self.pos]
+        hashes: np.ndarray[Any, Any] = ints(self.table, "ks_hash", 0)[self.pos]
+        return hashes
 
     @property
     def hashes(self) -> list[int]:

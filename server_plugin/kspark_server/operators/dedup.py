@@ -48,7 +48,8 @@ class DedupProcessor(TaskProcessor):
             # a text key is its own state key: the batch's keys as they are, no flags
             self._batch_ok = None
             self._batch_ids = batch.keys
-            return pc.unique(batch.table.column("key")).drop_null().to_pylist()
+            distinct: list[Any] = pc.unique(batch.table.column("key")).drop_null().to_pylist()
+            return distinct
         idents = self._idents(batch)
         self._batch_ok = [ok for ok, _ in idents]
         self._batch_ids = [ident for _, ident in idents]
