@@ -142,6 +142,10 @@ def nest(table: pa.Table, columns: dict[str, pa.DataType]) -> pa.Table:
                 arr = by[(path, "value")]
                 arr = arr if arr.type == tt else arr.cast(tt)
                 if (path, "null") in by:
+                    if pa.types.is_floating(tt):
+                        # the value is never null: a null here was NaN, which pandas'
+                        # conversion to Arrow reads as null
+                        arr = pc.fill_null(arr, pa.scalar(float("nan"), tt))
                     null = pc.fill_null(by[(path, "null")], True)
                     arr = pc.if_else(null, pa.scalar(None, tt), arr)
                 return arr
