@@ -181,12 +181,13 @@ class Payload:
 
 
 #: struct values whose fields are at the edges of what crosses the apply_in_pandas runner
-#: as flat columns: integers past 2**53 next to nulls, NaN next to a null double, null
-#: nested structs and null fields in them, empty and non-UTF-8 bytes
+#: as flat columns: integers past 2**53 next to nulls, null doubles, null nested structs
+#: and null fields in them, empty and non-UTF-8 bytes (NaN: tests/unit/test_structcols.py;
+#: the JSON topics here do not carry it)
 PAYLOADS = [
-    Payload(2**62 + 1, float("nan"), -(2**31), b"", Inner("a", True)),
+    Payload(2**62 + 1, -0.5, -(2**31), b"", Inner("a", True)),
     Payload(None, None, None, None, None),
-    Payload(-(2**63), float("-inf"), 0, b"\xff\x00", Inner(None, None)),
+    Payload(-(2**63), 1e300, 0, b"\xff\x00", Inner(None, None)),
     Payload(2**53 + 1, 0.1, 7, b"x", Inner("", False)),
 ]
 
@@ -210,7 +211,7 @@ def test_struct_values_leave_the_grouped_runner_exactly(spark: Any, app_id: str)
                 src.pipe_input(f"k{i}", p, timestamp=i)
                 src.pipe_input(f"k{i}", p, timestamp=i + 1)  # a duplicate
             d.process()
-            src.pipe_input("k0", PAYLOADS[1], timestamp=100)
+            src.pipe_input("k0", PAYLOADS[1], timestamp=60_000)  # past the interval
             d.process()
             return sorted(repr(r) for r in sink.read_records())
 
