@@ -3,6 +3,7 @@ micro-batch splits and the self-purging store."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from datetime import timedelta
 from typing import Any
@@ -162,3 +163,58 @@ def test_store_purges_itself_and_counts_duplicates(spark: Any, app_id: str) -> N
         d.process()
         # keys that never appear again are purged as stream time moves on
         assert sum(d.metrics().store_entries.values()) == 1
+
+
+@dataclasses.dataclass
+class Inner:
+    name: str | None
+    flag: bool | None
+
+
+@dataclasses.dataclass
+class Payload:
+    big: int | None
+    ratio: float | None
+    count: int | None
+    raw: bytes | None
+    inner: Inner | None
+
+
+#: struct values whose fields are at the edges of what crosses the apply_in_pandas runner
+#: as flat columns: integers past 2**53 next to nulls, null doubles, null nested structs
+#: and null fields in them, empty and non-UTF-8 bytes (NaN: tests/unit/test_structcols.py;
+#: the JSON topics here do not carry it)
+PAYLOADS = [
+    Payload(2**62 + 1, -0.5, -(2**31), b"", Inner("a", True)),
+    Payload(None, None, None, None, None),
+    Payload(-(2**63), 1e300, 0, b"\xff\x00", Inner(None, None)),
+    Payload(2**53 + 1, 0.1, 7, b"x", Inner("", False)),
+]
+
+
+def test_struct_values_leave_the_grouped_runner_exactly(spark: Any, app_id: str) -> None:
+    """Deduplicated records with struct values reach the sink under
+    ``stateful_runner="apply_in_pandas"`` as the in-process engine gives them."""
+
+    def go(session: Any) -> list[str]:
+        b = StreamsBuilder()
+        s = b.stream(Topic.jsonl("in", "/unused"), key_type=str, value_type=Payload)
+        s.deduplicate_by_key(timedelta(seconds=5)).to(Topic.jsonl("out", "/unused"))
+        cfg = StreamsConfig(
+            application_id=app_id, num_partitions=2, stateful_runner="apply_in_pandas"
+        )
+        engine = "spark" if session else "local"
+        with TopologyTestDriver(b.build(), cfg, session=session, engine=engine) as d:
+            src = d.create_input_topic("in", key_type=str, value_type=Payload)
+            sink = d.create_output_topic("out", key_type=str, value_type=Payload)
+            for i, p in enumerate(PAYLOADS):
+                src.pipe_input(f"k{i}", p, timestamp=i)
+                src.pipe_input(f"k{i}", p, timestamp=i + 1)  # a duplicate
+            d.process()
+            src.pipe_input("k0", PAYLOADS[1], timestamp=60_000)  # past the interval
+            d.process()
+            return sorted(repr(r) for r in sink.read_records())
+
+    want = go(None)
+    assert len(want) == len(PAYLOADS) + 1
+    assert go(spark) == want

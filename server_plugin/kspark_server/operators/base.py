@@ -111,9 +111,15 @@ class Batch:
         return self._lists["key"]
 
     @property
+    def hash_array(self) -> np.ndarray[Any, Any]:
+        """The records' ``ks_hash`` in processing order, as numpy."""
+        hashes: np.ndarray[Any, Any] = ints(self.table, "ks_hash", 0)[self.pos]
+        return hashes
+
+    @property
     def hashes(self) -> list[int]:
         if "ks_hash" not in self._lists:
-            self._lists["ks_hash"] = ints(self.table, "ks_hash", 0)[self.pos].tolist()
+            self._lists["ks_hash"] = self.hash_array.tolist()
         return self._lists["ks_hash"]
 
     def distinct_keys(self) -> set[Any]:
@@ -151,6 +157,11 @@ class Emitter:
     def take(self, i: int, value: Any = None) -> None:
         self.idx.append(i)
         self.values.append(value)
+
+    def take_all(self, idx: list[int]) -> None:
+        """Rows ``idx`` of the batch, in order, as they are."""
+        self.idx.extend(idx)
+        self.values.extend([None] * len(idx))
 
     def carry(self, record: dict[str, Any], value: Any) -> None:
         record = dict(record)

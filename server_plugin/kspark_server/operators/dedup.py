@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from kspark_server import codec
 from kspark_server.envelope import SideKind
 from kspark_server.operators.base import Batch, Emitter, TaskProcessor
@@ -37,8 +41,19 @@ class DedupProcessor(TaskProcessor):
     time_indexed = True
 
     def keys(self, st: Any, batch: Batch) -> list[Any]:
-        self._batch_idents = self._idents(batch)
-        return list({ident for ok, ident in self._batch_idents if ok and ident is not None})
+        key_type = batch.table.column("key").type
+        if self.mode == "by_key" and (
+            pa.types.is_string(key_type) or pa.types.is_large_string(key_type)
+        ):
+            # a text key is its own state key: the batch's keys as they are, no flags
+            self._batch_ok = None
+            self._batch_ids = batch.keys
+            distinct: list[Any] = pc.unique(batch.table.column("key")).drop_null().to_pylist()
+            return distinct
+        idents = self._idents(batch)
+        self._batch_ok = [ok for ok, _ in idents]
+        self._batch_ids = [ident for _, ident in idents]
+        return list({ident for ok, ident in idents if ok and ident is not None})
 
     def time_of(self, entry: Any) -> int:
         return int(entry[0])
@@ -77,36 +92,45 @@ class DedupProcessor(TaskProcessor):
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         seen: dict[Any, int] = st["seen"]
-        hashes: dict[Any, int] = st["hash"]
         stream_time = st["stream_time"]
         interval = self.interval
-        duplicates = 0
-        touched = self.touched
-        for i, ((ok, ident), ts, h) in enumerate(
-            zip(self._batch_idents, batch.ts, batch.hashes, strict=True)
-        ):
-            stream_time = ts if stream_time is None or ts > stream_time else stream_time
-            if not ok:
+        oks = self._batch_ok
+        # positions in processing order: the batch's records that are forwarded, and
+        # those whose entry they leave in the state (the last one per id is the entry)
+        taken: list[int] = []
+        stored: dict[Any, int] = {}
+        take, get = taken.append, seen.get
+        for i, (ident, ts) in enumerate(zip(self._batch_ids, batch.ts, strict=True)):
+            if stream_time is None or ts > stream_time:
+                stream_time = ts
+            if oks is not None and not oks[i]:
                 continue
             if ident is None:
-                out.take(i)
+                take(i)
                 continue
             low = stream_time - interval
-            prev = seen.get(ident)
-            if prev is not None and prev >= low and abs(prev - ts) <= interval:
-                duplicates += 1
+            prev = get(ident)
+            if prev is not None and prev >= low and -interval <= prev - ts <= interval:
                 continue
-            out.take(i)
+            take(i)
             if ts >= low:
                 seen[ident] = ts
-                hashes[ident] = h
-                touched.add(ident)
+                stored[ident] = i
+        out.take_all(taken)
+        duplicates = len(batch.ts) - len(taken)
+        if oks is not None:
+            duplicates -= oks.count(False)
+        hashes: dict[Any, int] = st["hash"]
+        if stored:
+            at = np.fromiter(stored.values(), dtype="int64", count=len(stored))
+            hashes.update(zip(stored, batch.hash_array[at].tolist(), strict=True))
+            self.touched.update(stored)
         if stream_time is not None:
             low = stream_time - interval
             for k in [k for k, t in seen.items() if t < low]:
                 del seen[k]
                 hashes.pop(k, None)
-                touched.add(k)
+                self.touched.add(k)
         st["stream_time"] = stream_time
         self.duplicates += duplicates
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pandas.arrays import ArrowExtensionArray
 
-from kspark_server import placement, statevars, taskfiles, transport
+from kspark_server import placement, statevars, structcols, taskfiles, transport
 from kspark_server.operators.base import TaskProcessor
 from kspark_server.operators.registry import make_operator
 from kspark_server.spec import StatefulSpec, check_spec
@@ -218,6 +218,11 @@ class GroupedOperator:
     is the folder of the operators' files (:func:`kspark_server.taskfiles.state_root`);
     ``seeds`` (task -> group state) name the files a task of a rescaled checkpoint starts
     from until it commits a group state of its own (:mod:`kspark_server.regroup`).
+
+    Struct columns cross the Python worker as flat columns (:mod:`kspark_server.structcols`):
+    ``nested`` (name -> Spark type as JSON) the records' columns that arrive so, put back
+    together before the operator; ``flat_out`` the output's columns that leave so
+    (:meth:`with_flat_output`).
     """
 
     def __init__(
@@ -227,18 +232,36 @@ class GroupedOperator:
         input_schema_json: str,
         state_root: str,
         seeds: dict[int, tuple[Any, ...]] | None = None,
+        nested: dict[str, Any] | None = None,
     ) -> None:
         self.spec = check_spec(spec)
         self.constants_json = constants_json
         self.input_schema_json = input_schema_json
         self.state_root = state_root
         self.seeds = dict(seeds or {})
+        self.nested = dict(nested or {})
+        self.flat_out: list[str] = []
         self._operator: TaskProcessor | None = None
         self._schema: pa.Schema | None = None
+        self._nested_types: dict[str, pa.DataType] = {}
+
+    def with_flat_output(self, columns: list[str]) -> GroupedOperator:
+        """This function, its output's struct columns ``columns`` leaving as flat columns
+        (:func:`kspark_server.structcols.unnest`)."""
+        other = GroupedOperator(
+            self.spec,
+            self.constants_json,
+            self.input_schema_json,
+            self.state_root,
+            self.seeds,
+            self.nested,
+        )
+        other.flat_out = list(columns)
+        return other
 
     def __getstate__(self) -> dict[str, Any]:
         # built on the worker
-        return {**self.__dict__, "_operator": None, "_schema": None}
+        return {**self.__dict__, "_operator": None, "_schema": None, "_nested_types": {}}
 
     def operator(self) -> TaskProcessor:
         """The operator, built on first use (on the worker)."""
@@ -253,8 +276,21 @@ class GroupedOperator:
             return frames[0] if len(frames) == 1 else pa.concat_tables(frames)
         if self._schema is None:
             self._schema = transport.arrow_schema(self.input_schema_json)
-        frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        return pa.Table.from_pandas(frame, schema=self._schema, preserve_index=False)
+            if self.nested:
+                fields = [
+                    {"name": n, "type": t, "nullable": True, "metadata": {}}
+                    for n, t in self.nested.items()
+                ]
+                nested = transport.arrow_schema(json.dumps({"type": "struct", "fields": fields}))
+                self._nested_types = {f.name: f.type for f in nested}
+        # frame by frame: pandas' concat of object columns checks every cell
+        table = pa.concat_tables(
+            [
+                pa.Table.from_pandas(f, schema=self._schema, preserve_index=False, nthreads=1)
+                for f in frames
+            ]
+        )
+        return structcols.nest(table, self._nested_types) if self._nested_types else table
 
     def __call__(self, key: Any, rows: Iterator[Any], state: Any) -> Iterator[Any]:
         frames = [f for f in rows if len(f)]
@@ -276,7 +312,9 @@ class GroupedOperator:
         # with the micro-batch
         state.update(files.committed())
         if result is not None:
-            yield output_frame(result)
+            yield output_frame(
+                structcols.unnest(result, self.flat_out) if self.flat_out else result
+            )
 
 
 class SubtopologyOperators:

@@ -22,6 +22,7 @@ from kspark.compiler import stages as st
 from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering.columns import schema
 from kspark.compiler.lowering.constants import constant_column
+from kspark.compiler.lowering.flat import flat_columns, flat_struct, flattened, nested
 from kspark.compiler.lowering.stateful import restored, tasked_input
 from kspark.compiler.resume import Resume
 from kspark.errors import CompilationError
@@ -49,6 +50,9 @@ class GroupedPart:
     fn: Any
     out: StructType
     constants: dict[str, Any]
+    #: the struct columns of ``out`` that may leave the operator as flat columns
+    #: (:mod:`kspark.compiler.lowering.flat`)
+    flat_out: tuple[str, ...] = ()
 
 
 def grouped_part(
@@ -93,16 +97,30 @@ def grouped_part(
         )
     tasked, constants, constants_json = tasked_input(stage, df_of, operator)
     seeds = resume.task_seeds.get(spec.store) if resume is not None else None
-    fn = GroupedOperator(spec, constants_json, tasked.schema.json(), root, seeds)
+    # struct columns cross the Python worker flat: pyspark converts a struct row by row
+    flat_in = flat_columns(tasked.schema)
+    nested_in = {f.name: f.dataType.jsonValue() for f in tasked.schema.fields if f.name in flat_in}
+    tasked = flattened(tasked, flat_in)
+    fn = GroupedOperator(spec, constants_json, tasked.schema.json(), root, seeds, nested_in)
     out = operator_schema(spec.output_schema, spec.packed.out)
     declared = output_struct(StructType([f for f in out.fields if f.name not in constants]))
-    return GroupedPart(stage=stage, tasked=tasked, fn=fn, out=declared, constants=constants)
+    return GroupedPart(
+        stage=stage,
+        tasked=tasked,
+        fn=fn,
+        out=declared,
+        constants=constants,
+        flat_out=tuple(flat_columns(declared)),
+    )
 
 
 def grouped_operator(part: GroupedPart) -> DataFrame:
     """The output records of an app's one ``apply_in_pandas`` operator, as the envelope's
     rows."""
-    return _grouped_output(_apply(part.tasked, part.fn, part.out), part)
+    flat = list(part.flat_out)
+    fn = part.fn.with_flat_output(flat)
+    result = _apply(part.tasked, fn, flat_struct(part.out, flat))
+    return _grouped_output(nested(result, part.out, flat), part)
 
 
 def grouped_sinks(parts: list[GroupedPart], sinks: list[int]) -> DataFrame:
