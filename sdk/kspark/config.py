@@ -548,7 +548,7 @@ class StreamsConfig:
     state_check_log: bool = attrs.field(default=False, validator=_bool("state_check_log"))
     state_dir: str | None = attrs.field(default=None, validator=_optional_str("state_dir"))
     stateful_runner: StatefulRunner = attrs.field(
-        default="transform_with_state", validator=_one_of("stateful_runner", StatefulRunner)
+        default="apply_in_pandas", validator=_one_of("stateful_runner", StatefulRunner)
     )
     num_standby_replicas: int = attrs.field(default=0, validator=_non_negative_int)
     topics: tuple[tuple[str, TopicSpec], ...] = attrs.field(default=None, converter=_topics_tuple)
@@ -592,8 +592,8 @@ class StreamsConfig:
             raise ConfigError(
                 f"num_standby_replicas={self.num_standby_replicas} needs "
                 'stateful_runner="apply_in_pandas": standby copies are built from that '
-                "runner's state files; the default runner keeps its state in Spark's state "
-                "store, which has no standby replicas",
+                "runner's state files; the transform_with_state runner keeps its state in "
+                "Spark's state store, which has no standby replicas",
                 options=["num_standby_replicas", "stateful_runner"],
             )
         if self.dead_letter_queue_topic is not None and not isinstance(
