@@ -61,8 +61,8 @@ BATCHES: list[list[Rec]] = [
 
 def test_a_stream_joins_an_aggregated_table_as_of_each_micro_batch(spark: Any) -> None:
     # o:a@15 comes in the micro-batch of the first counts of a: no match (before the
-    # update on the default runner, whose timestamp is 20; a micro-batch before it under
-    # the grouped runner); o:a@30 sees batch 1's count; o:a@50 sees batch 2's update;
+    # update on the transform_with_state runner, whose timestamp is 20; a micro-batch
+    # before it under the grouped runner); o:a@30 sees batch 1's count; o:a@50 sees batch 2's update;
     # o:a@35 in batch 3 is out of order and sees the latest count
     got = drive(spark, join_topology(left=False, materialized=True), BATCHES)
     assert got == [("a", "102:2"), ("a", "103:3"), ("b", "104:1"), ("a", "105:3")]

@@ -109,7 +109,8 @@ def test_joins_on_foreign_keys_with_other_stateful_operators(spark: Any) -> None
     joins again on a foreign key (as Kafka's multi-join test chains two): seven operators
     in one applyInPandasWithState, each stage's messages through an internal topic. A
     count that moves to another tier retracts its old result; a deleted region leaves the
-    left join's row without one; the stores answer as on the default runner."""
+    left join's row without one; the stores answer as on the transform_with_state
+    runner."""
     b = StreamsBuilder()
     counts = (
         b.stream(Topic.jsonl("clicks", "/unused"), key_type=str, value_type=str)

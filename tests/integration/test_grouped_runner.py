@@ -1,5 +1,5 @@
-"""``stateful_runner="apply_in_pandas"`` on Spark: deduplication gives the default runner's
-output over micro-batch splits, and restarts whose executors' local stores are new (a
+"""``stateful_runner="apply_in_pandas"`` on Spark: deduplication gives the
+``transform_with_state`` runner's output over micro-batch splits, and restarts whose executors' local stores are new (a
 fresh ``state_dir``) or behind rebuild them from the checkpoint's files."""
 
 from __future__ import annotations
@@ -58,11 +58,13 @@ def run(spark: Any, app_id: str, mode: str, batches: list[Any], runner: str) -> 
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_split_gives_the_default_runners_output(spark: Any, app_id: str, mode: str) -> None:
+def test_split_gives_the_transform_with_state_runners_output(
+    spark: Any, app_id: str, mode: str
+) -> None:
     """Every deduplication flavour, split in four micro-batches (each a restart of the
-    query), against the default runner's output (the in-process engine's, which the
-    Spark path agrees with: tests/integration/test_driver_engines.py) and, for
-    ``by_key``, the default runner on Spark."""
+    query), against the ``transform_with_state`` runner's output (the in-process
+    engine's, which the Spark path agrees with: tests/integration/test_driver_engines.py)
+    and, for ``by_key``, that runner on Spark."""
     want = run(None, app_id + "-ref", mode, SPLIT, "transform_with_state")
     assert want == run(None, app_id + "-one", mode, [RECORDS], "transform_with_state")
     assert run(spark, app_id, mode, SPLIT, "apply_in_pandas") == want
@@ -124,7 +126,7 @@ EDGES: list[tuple[bytes, bytes | None, int, tuple[tuple[str, bytes | None], ...]
 
 def test_edge_values_leave_the_operator_exactly(spark: Any, app_id: str) -> None:
     """Deduplicated records whose keys, values and headers are edge cases reach the sink
-    as the default runner gives them, in two micro-batches."""
+    as the ``transform_with_state`` runner gives them, in two micro-batches."""
 
     def run_edges(session: Any, runner: str, suffix: str) -> list[Any]:
         b = StreamsBuilder()

@@ -1,6 +1,6 @@
 """Interactive queries on ``stateful_runner="apply_in_pandas"``: ``app.store`` reads
 kspark's files at the version the committed group states name, and answers as the
-default runner does (its answers are the in-process engine's:
+``transform_with_state`` runner does (its answers are the in-process engine's:
 tests/integration/test_driver_engines.py), over micro-batches that are each a restart."""
 
 from __future__ import annotations

@@ -68,8 +68,8 @@ def test_dynamic_records_of_every_shape_cross_internal_topics(spark: Any, app_id
         out = sorted(d.create_output_topic("out").read_key_values(), key=lambda kv: kv[1][0])
         got_blobs = d.create_output_topic("blobs-out", value_type=bytes).read_key_values()
         metrics = d.metrics().by_name()
-    # the records of the app's own topics, as on the default runner: not those that
-    # crossed its internal topics too
+    # the records of the app's own topics, as on the transform_with_state runner: not
+    # those that crossed its internal topics too
     assert metrics["records-consumed-total"] == len(SHAPES) + 2 + len(BLOBS) + 1
     assert metrics["records-produced-total"] == len(SHAPES) + len(BLOBS)
     assert metrics["duplicates-dropped-total"] == 3

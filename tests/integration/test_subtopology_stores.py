@@ -2,8 +2,8 @@
 ``stateful_runner="apply_in_pandas"``: the operators share one
 ``applyInPandasWithState``, each under its own task keys, and each store is read from
 its own operator's tasks (docs/design/sub-topologies.md). Its answers are the
-in-process engine's on the default runner, after micro-batches that are each a restart
-of the query."""
+in-process engine's on the transform_with_state runner, after micro-batches that are
+each a restart of the query."""
 
 from __future__ import annotations
 

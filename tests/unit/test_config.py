@@ -240,5 +240,6 @@ def test_a_rescale_beyond_the_key_hash_slots_is_refused_before_it_reads_anything
     from kspark.errors import RescaleError
     from kspark.runtime.rescale import rescale
 
+    config = StreamsConfig(application_id="a", stateful_runner="transform_with_state")
     with pytest.raises(RescaleError, match="at most 4096"):
-        rescale(None, None, StreamsConfig(application_id="a"), 5000)  # type: ignore[arg-type]
+        rescale(None, None, config, 5000)  # type: ignore[arg-type]

@@ -153,7 +153,10 @@ def test_an_app_with_a_global_store_is_not_rescaled() -> None:
     from kspark.runtime import rescale
 
     b = priced(StreamsBuilder().add_global_store(rates_builder(), "rates"))
-    config = StreamsConfig(application_id="shop", data_dir="/data")
+    # the offline rescale of the transform_with_state runner's state
+    config = StreamsConfig(
+        application_id="shop", data_dir="/data", stateful_runner="transform_with_state"
+    )
     with pytest.raises(RescaleError, match="cannot be rescaled"):
         rescale.rescale(None, bind_topology(b.build(), config), config, 4)
 

@@ -97,7 +97,7 @@ def test_describe_splits_sub_topologies_and_names_the_operator() -> None:
     assert "Sub-topology: 1" in text
     assert (
         "Processor: KSTREAM-AGGREGATE-0000000003 (stores: [KSTREAM-AGGREGATE-STATE-STORE-0000000002])"
-        " [operator: kspark task operator (transformWithStateInPandas, per-task state)]"
+        " [operator: kspark task operator (per-task state)]"
     ) in text
     assert "Processor: KTABLE-SUPPRESS-0000000004 (stores: []) [operator: fused into" in text
 

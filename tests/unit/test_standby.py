@@ -95,8 +95,12 @@ def test_num_standby_replicas_is_checked() -> None:
             StreamsConfig(
                 application_id="a", num_standby_replicas=bad, stateful_runner="apply_in_pandas"
             )
+    # the default runner keeps copies; the transform_with_state runner has none
+    assert StreamsConfig(application_id="a", num_standby_replicas=1).num_standby_replicas == 1
     with pytest.raises(ConfigError, match='stateful_runner="apply_in_pandas"'):
-        StreamsConfig(application_id="a", num_standby_replicas=1)
+        StreamsConfig(
+            application_id="a", num_standby_replicas=1, stateful_runner="transform_with_state"
+        )
 
 
 # -- copies and their promotion ----------------------------------------------------------

@@ -225,3 +225,48 @@ def test_each_group_goes_to_its_operator_in_its_own_columns() -> None:
     assert seen == [(1, ["key"])]
     assert list(out.columns) == ["ks_o0_key", "n", "ks_o1_key", "ks_op"]
     assert out.iloc[0].to_dict() == {"ks_o0_key": None, "n": 1, "ks_o1_key": 7, "ks_op": 1}
+
+
+def _numbers(output: Any) -> dict[str, int]:
+    """Each processor's sub-topology as its stages carry it (a source's read, an
+    operator's handling): the first part of its dead letters' task ids."""
+    found: dict[str, int] = {}
+    for stage in output.stages():
+        if isinstance(stage, st.Read):
+            found[stage.processor] = stage.subtopology
+        spec = getattr(stage, "spec", None)
+        handling = getattr(spec, "handling", None)
+        if handling is not None:
+            found[spec.processor] = handling.subtopology  # type: ignore[union-attr]
+    return found
+
+
+def test_a_cut_app_numbers_its_processors_sub_topologies_as_the_user_s_topology(
+    tmp_path: Path,
+) -> None:
+    """A dead letter's task id names its processor's sub-topology in the user's topology
+    (``describe()``), on either runner: the internal topics of the cut do not renumber
+    them."""
+    from kspark.runtime.internal import compile_app
+
+    config = StreamsConfig(
+        application_id="app",
+        stateful_runner=RUNNER,
+        data_dir=str(tmp_path),
+        checkpoint_dir=str(tmp_path / "cp"),
+    )
+    b = StreamsBuilder()
+    limits = b.table("table", key_type=str, value_type=int, materialized=Materialized.as_("lim"))
+    joined = b.stream("in", key_type=str, value_type=int).join(
+        limits, lambda v, lim: v - lim, value_type=int
+    )
+    joined.group_by_key().aggregate(
+        lambda: 0, lambda k, v, a: a + v, materialized=Materialized.as_("totals"), value_type=int
+    ).to_stream().to("out")
+    topology = bind_topology(b.build(), config)
+    output, internal = compile_app(topology, config, {})
+    assert internal  # the join and the aggregation are cut apart
+    plain = _numbers(compile_topology(topology, config))
+    cut = _numbers(output)
+    assert plain and {name: cut[name] for name in plain if name in cut} == plain
+    assert set(plain) <= set(cut)

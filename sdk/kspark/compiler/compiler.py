@@ -43,13 +43,17 @@ def compile_topology(
     config: StreamsConfig,
     *,
     sink_types: Mapping[str, tuple[TypeDesc | None, TypeDesc | None]] | None = None,
+    subtopology_of: Mapping[str, int] | None = None,
 ) -> st.Output:
     """Lower ``topology`` to stages for the app configured by ``config``. ``sink_types``
     gives sink topics declared key and value types (the test driver's typed output
     topics): a dynamic key or value is converted to them at the sink, and one that does
-    not convert goes to the production handler under the sink's name."""
+    not convert goes to the production handler under the sink's name.
+    ``subtopology_of`` numbers the sub-topologies of the named processors (the task ids
+    of their dead letters) as another topology does: the uncut topology of a cut one."""
     compiler = _Compiler(topology, config)
     compiler.sink_types = dict(sink_types or {})
+    compiler.subtopology_of.update(subtopology_of or {})
     return compiler.compile()
 
 

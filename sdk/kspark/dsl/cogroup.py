@@ -34,7 +34,7 @@ Topologies:
     Processor: COGROUPKSTREAM-AGGREGATE-0000000004 (stores: [COGROUPKSTREAM-AGGREGATE-STATE-STORE-0000000002]) [operator: fused into the cogrouped aggregation]
       --> COGROUPKSTREAM-MERGE-0000000005
       <-- KSTREAM-SOURCE-0000000001
-    Processor: COGROUPKSTREAM-MERGE-0000000005 (stores: []) [operator: kspark task operator (transformWithStateInPandas, per-task state)]
+    Processor: COGROUPKSTREAM-MERGE-0000000005 (stores: []) [operator: kspark task operator (per-task state)]
       --> KTABLE-TOSTREAM-0000000006
       <-- COGROUPKSTREAM-AGGREGATE-0000000003, COGROUPKSTREAM-AGGREGATE-0000000004
     Processor: KTABLE-TOSTREAM-0000000006 (stores: [])

@@ -224,7 +224,7 @@ class _Aggregating(Generic[K, V, KT]):
            Sub-topology: 0
             Source: KSTREAM-SOURCE-0000000000 (topics: [clicks])
               --> KSTREAM-AGGREGATE-0000000001
-            Processor: KSTREAM-AGGREGATE-0000000001 (stores: [clicks-per-user]) [operator: kspark task operator (transformWithStateInPandas, per-task state)]
+            Processor: KSTREAM-AGGREGATE-0000000001 (stores: [clicks-per-user]) [operator: kspark task operator (per-task state)]
               --> KTABLE-TOSTREAM-0000000002
               <-- KSTREAM-SOURCE-0000000000
             Processor: KTABLE-TOSTREAM-0000000002 (stores: [])
@@ -633,11 +633,11 @@ class KGroupedTable(Generic[K, V]):
            Sub-topology: 0
             Source: KTABLE-SOURCE-0000000000 (topics: [customers])
               --> KTABLE-SELECT-0000000002
-            Processor: KTABLE-SELECT-0000000002 (stores: [KTABLE-SELECT-0000000002-STATE-STORE]) [operator: kspark task operator (transformWithStateInPandas, per-task state)]
+            Processor: KTABLE-SELECT-0000000002 (stores: [KTABLE-SELECT-0000000002-STATE-STORE]) [operator: kspark task operator (per-task state)]
               --> KTABLE-AGGREGATE-0000000003
               <-- KTABLE-SOURCE-0000000000
            Sub-topology: 1
-            Processor: KTABLE-AGGREGATE-0000000003 (stores: [customers-per-region]) [operator: kspark task operator (transformWithStateInPandas, per-task state)]
+            Processor: KTABLE-AGGREGATE-0000000003 (stores: [customers-per-region]) [operator: kspark task operator (per-task state)]
               --> KTABLE-TOSTREAM-0000000004
               <-- KTABLE-SELECT-0000000002
             Processor: KTABLE-TOSTREAM-0000000004 (stores: [])

@@ -46,7 +46,7 @@ __all__ = [
 Fn = Callable[..., Any]
 
 #: What each aggregation compiles to (``describe()`` shows it).
-OPERATOR = "kspark task operator (transformWithStateInPandas, per-task state)"
+OPERATOR = "kspark task operator (per-task state)"
 
 
 @attrs.frozen(kw_only=True)

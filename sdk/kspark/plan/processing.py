@@ -38,7 +38,7 @@ __all__ = [
 StoreKind = Literal["key_value", "versioned", "window"]
 
 #: What a processor compiles to (``describe()`` shows it).
-OPERATOR = "kspark task operator (transformWithStateInPandas, per-task state)"
+OPERATOR = "kspark task operator (per-task state)"
 
 
 @attrs.frozen(kw_only=True)

@@ -26,7 +26,7 @@ from kspark.plan.nodes import _Unary
 __all__ = ["SuppressTimeLimit"]
 
 #: What a time-limited suppression compiles to (``describe()`` shows it).
-OPERATOR = "kspark task operator (transformWithStateInPandas, per-task buffer)"
+OPERATOR = "kspark task operator (per-task buffer)"
 
 
 def _non_negative(_inst: object, attr: attrs.Attribute[int | None], value: int | None) -> None:

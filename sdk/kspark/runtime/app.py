@@ -17,6 +17,7 @@ from kspark.compiler.compiler import compile_topology
 from kspark.compiler.lowering import build_dataframe, writer_function
 from kspark.compiler.resume import Resume
 from kspark.compiler.stages import Output
+from kspark.compiler.subtopologies import INTERNAL_OPTION
 from kspark.config import StreamsConfig, state_store_conf
 from kspark.errors import (
     AppAlreadyRunningError,
@@ -621,7 +622,8 @@ class StreamsApp:
         return replica
 
     def outputs(self) -> tuple[OutputInfo, ...]:
-        """Where the app writes: each sink topic, then the dead-letter queue, once each.
+        """Where the app writes: each sink topic, then the dead-letter queue, once each
+        (not the internal topics between sub-topologies, which are kept in the checkpoint).
 
         The locations are the bound topics' own, made absolute on the client when their
         ``Topic`` or ``StreamsConfig`` was made (docs/deployment.md, "Paths"), so they name
@@ -638,7 +640,10 @@ class StreamsApp:
         """
         seen: dict[str, OutputInfo] = {}
         for part in self.compiled().sinks:
-            seen.setdefault(part.topic.name, OutputInfo.of(part.topic))
+            # the internal topics between sub-topologies are the app's own, in its
+            # checkpoint, as Kafka Streams' repartition topics are not the user's output
+            if (INTERNAL_OPTION, "true") not in part.topic.options:
+                seen.setdefault(part.topic.name, OutputInfo.of(part.topic))
         dlq = self.config.dead_letter_queue_topic
         if dlq is not None:
             seen.setdefault(dlq.name, OutputInfo.of(dlq, dead_letter_queue=True))

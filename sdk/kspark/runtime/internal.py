@@ -35,8 +35,11 @@ def compile_app(
     cut = subtopologies.cut(topology, stateful, config.checkpoint_dir, config.application_id)
     if cut is topology:
         return output, ()
+    # a processor's task ids (its dead letters' task_id) name its sub-topology in the
+    # user's topology, as they do under the other runner and in the in-process engine
+    numbers = {node.name: i for i, group in enumerate(topology.subtopologies()) for node in group}
     return (
-        compile_topology(cut, config, sink_types=sink_types),
+        compile_topology(cut, config, sink_types=sink_types, subtopology_of=numbers),
         subtopologies.internal_topics(cut),
     )
 
@@ -52,7 +55,7 @@ def refuse_if_cut(
         raise error(
             f"app {app_id}: {what} is not available yet for an app whose stateful "
             "operators run together under stateful_runner='apply_in_pandas' (an app with "
-            "more than one); run it with the default "
+            "more than one); run it with "
             "StreamsConfig(stateful_runner='transform_with_state')"
         )
 

@@ -1,10 +1,10 @@
 """Interactive queries: read an app's state stores from its checkpoint, from the client.
 
 The stores are read as of the last committed micro-batch, with no running query needed:
-under the default runner with Spark's state data source (``format("statestore")``,
-:mod:`~kspark.runtime.stores.statestore`), under ``stateful_runner="apply_in_pandas"``
-from kspark's files that the committed group states name
-(:mod:`~kspark.runtime.stores.files`). Either way a job on the server answers, and the
+under the default ``stateful_runner="apply_in_pandas"`` from kspark's files that the
+committed group states name (:mod:`~kspark.runtime.stores.files`), under
+``"transform_with_state"`` with Spark's state data source (``format("statestore")``,
+:mod:`~kspark.runtime.stores.statestore`). Either way a job on the server answers, and the
 client gets only the entries asked for. A versioned store answers ``get(key)``,
 ``get(key, as_of)`` (KIP-960) and ``versions(key, from_ts, to_ts)`` (KIP-968) with
 exactly the rules the join uses: the same :class:`kspark_server.versioned.VersionedStore`
