@@ -120,9 +120,11 @@ def _texts(spark: Any, path: str) -> list[Any]:
     ``name`` its file name; ``path`` may be a glob); none if nothing is there. One call."""
     from pyspark.sql import functions as F
 
+    # DataFrameReader.text() would set wholetext back to false: a row per line
     df = (
-        spark.read.option("wholetext", "true")
-        .text(path)
+        spark.read.format("text")
+        .option("wholetext", "true")
+        .load(path)
         .select("value", F.col("_metadata.file_name").alias("name"))
     )
     return _collect(df) or []
@@ -214,8 +216,9 @@ def _source_logs(spark: Any, checkpoint: str) -> dict[int, dict[int, list[str]]]
     from pyspark.sql import functions as F
 
     df = (
-        spark.read.option("wholetext", "true")
-        .text(f"{checkpoint}/sources/*/*")
+        spark.read.format("text")
+        .option("wholetext", "true")
+        .load(f"{checkpoint}/sources/*/*")
         .select("value", F.col("_metadata.file_path").alias("path"))
     )
     out: dict[int, dict[int, list[str]]] = {}

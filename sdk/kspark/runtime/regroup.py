@@ -2,7 +2,9 @@
 on its own files, stopped or running (:meth:`kspark.StreamsApp.rescale`).
 
 The runner's state is in kspark's files under the query checkpoint, named by each task's
-committed version (:mod:`kspark_server.taskfiles`). A rescale to ``M`` tasks:
+committed version (:mod:`kspark_server.taskfiles`). Every stateful operator's store goes
+through the steps below together (several operators share the query's one
+``applyInPandasWithState``, each under task keys of its own). A rescale to ``M`` tasks:
 
 1. **build**: reads the old layout's committed files as of the last committed batch,
    re-splits every entry by ``pmod(hash, M)`` and writes each new task's base files into
@@ -15,7 +17,9 @@ committed version (:mod:`kspark_server.taskfiles`). A rescale to ``M`` tasks:
 3. **switch**: the app stops (a running one at a batch boundary, after its in-flight batch
    is committed or abandoned), the last batches are caught up, a new checkpoint generation
    is recorded whose tasks start from the new layout's files (each task's *seed*, no
-   ``initialState``), and a running app starts again on it.
+   ``initialState``), and a running app starts again on it. Records waiting in internal
+   topics stay there for the new layout; a batch folder of a micro-batch that did not
+   commit is removed, since the new layout runs that micro-batch again.
 
 So the output of a running app pauses for about one restart plus one catch-up round,
 whatever the state's size (docs/performance.md). Nothing is recorded before the switch:
