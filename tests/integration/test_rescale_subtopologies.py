@@ -29,14 +29,6 @@ pytestmark = pytest.mark.spark
 LETTERS = "abcde"
 
 
-def _add(a: int, b: int) -> int:
-    return a + b
-
-
-def _sub(a: int, b: int) -> int:
-    return a - b
-
-
 def topology(src: str, out: str) -> Any:
     """Records per key, then those counts summed per first letter (a re-grouped table,
     whose changes subtract a key's old count and add its new one): the second aggregation
@@ -48,7 +40,7 @@ def topology(src: str, out: str) -> Any:
         .group_by_key()
         .count(Materialized.as_("per-key"))
         .group_by(lambda k, c: (k[:1], c), key_type=str, value_type=int)
-        .reduce(_add, _sub, materialized=Materialized.as_("per-letter"))
+        .reduce(lambda a, b: a + b, lambda a, b: a - b, materialized=Materialized.as_("per-letter"))
         .to_stream()
         .to(Topic.jsonl("out", out))
     )

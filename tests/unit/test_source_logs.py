@@ -75,6 +75,13 @@ def test_numberings_that_disagree_are_refused() -> None:
     history = [_lines(offsets(lo(0), lo(0), lo(0))), _lines(offsets(lo(1), lo(1), lo(0)))]
     with pytest.raises(RescaleError, match="cannot tell which source"):
         line_folders(history, {0: 1, 1: 1})
+    # with no batch in flight, every logged file was consumed by a committed batch
+    assert consumed_files(history, {0: {0: ["p"], 1: ["q"]}, 1: {0: ["r"], 1: ["s"]}}, True) == {
+        "p",
+        "q",
+        "r",
+        "s",
+    }
     # the folder's log rules one out: a log that ends at 2 was not at 0 when batch 1 ran
     assert line_folders(history, {0: 1, 1: 2}) == (lo(1), lo(1))
 

@@ -193,7 +193,9 @@ def query_progress(spark: Any, checkpoint: str, committed: int | None = None) ->
         per_source = history[-1]
         files = {
             normalize_path(f)
-            for f in sourcelogs.consumed_files(history, _source_logs(spark, checkpoint))
+            for f in sourcelogs.consumed_files(
+                history, _source_logs(spark, checkpoint), settled=max(offsets) == committed
+            )
         }
     return Progress(
         last_planned=max(offsets) if offsets else None,

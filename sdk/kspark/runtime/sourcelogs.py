@@ -126,16 +126,26 @@ def line_folders(
 def consumed_files(
     history: Sequence[Sequence[Line]],
     logs: Mapping[int, Mapping[int, Sequence[str]]],
+    settled: bool = False,
 ) -> set[str]:
     """The files the file sources consumed up to the last batch of ``history`` (the
     offsets files' lines, the last committed batch last). ``logs``: folder -> log batch
-    -> the files that log batch lists.
+    -> the files that log batch lists. ``settled``: no batch was planned after the last
+    committed one, so every log batch but one written as the query stopped (between a
+    source's listing and the offsets file) belongs to a committed batch; when the lines
+    cannot be told apart (:func:`line_folders`), every logged file counts as consumed
+    then, and the rescale stops otherwise.
 
     >>> consumed_files([['{"logOffset":0}']], {0: {0: ["a"], 1: ["b"]}})
     {'a'}
     """
     ends = {f: max(batches) for f, batches in logs.items() if batches}
-    lines = line_folders(history, ends)
+    try:
+        lines = line_folders(history, ends)
+    except RescaleError:
+        if not settled:
+            raise
+        return {f for batches in logs.values() for files in batches.values() for f in files}
     out: set[str] = set()
     for folder, batches in logs.items():
         line = lines[folder] if folder < len(lines) else None
