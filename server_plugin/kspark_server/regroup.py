@@ -34,6 +34,8 @@ put finds its new task; a removal (no entry) goes to the new task that holds the
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -52,6 +54,7 @@ __all__ = [
     "PARTS_SCHEMA",
     "build_tasks",
     "catch_up_tasks",
+    "drop_batches",
     "hold_files",
     "pack_meta",
     "split_files",
@@ -390,5 +393,32 @@ def catch_up_tasks(
                 meta = one(task, unpack_meta(blob), index_of or None)
                 out.append(_result(task, meta, 0, 0))
         yield pd.DataFrame(out, columns=["ks_task", "meta", "entries", "checksum"])
+
+    return run
+
+
+def drop_batches(paths: list[str], first: int) -> Fn:
+    """The ``mapInPandas`` function (over one row) that removes the ``batch_id=N`` folders
+    with ``N >= first`` from the internal topics' folders ``paths``, on an executor, which
+    sees the checkpoint as the runner's tasks do: the output of old-layout batches that
+    did not commit, which the new layout's first batch would list before writing those
+    batches again (docs/design/sub-topologies.md)."""
+
+    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        dropped: list[str] = []
+        for frame in frames:
+            if not len(frame):
+                continue
+            for path in paths:
+                try:
+                    names = os.listdir(path)
+                except FileNotFoundError:
+                    continue
+                for name in names:
+                    n = name.removeprefix("batch_id=")
+                    if n != name and n.isdigit() and int(n) >= first:
+                        shutil.rmtree(os.path.join(path, name))
+                        dropped.append(os.path.join(path, name))
+        yield pd.DataFrame({"dropped": dropped}, dtype=object)
 
     return run

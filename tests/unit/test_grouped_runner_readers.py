@@ -336,8 +336,6 @@ def test_each_store_of_several_grouped_operators_is_read_from_its_operators_task
         assert [placement.task_of(k) for k in found or ()] == [0, 1, 2]
     with pytest.raises(StoreError, match=r"no stateful operator .* keeps it"):
         store_keys(output, "nothing")
-    with pytest.raises(RescaleError, match="more than one"):
-        app.rescale(4, progress=False)
 
 
 def test_a_store_of_the_one_grouped_operator_is_read_from_every_task(tmp_path: Path) -> None:

@@ -173,7 +173,7 @@ def _refuse(node: n.Node, why: str) -> None:
     raise CompilationError(
         f"{node.name}: stateful_runner='apply_in_pandas' sends the output of each stateful "
         "operator of an app with several through an internal topic, and this one's cannot "
-        f"go: {why}. Run it with the default StreamsConfig(stateful_runner="
-        "'transform_with_state')",
+        f"go: {why}. Run it with StreamsConfig(stateful_runner="
+        "'transform_with_state'), which runs every operator in the same micro-batch",
         processor=node.name,
     )

@@ -23,7 +23,6 @@ from kspark.errors import (
     AppAlreadyRunningError,
     ConfigError,
     InvalidArgumentError,
-    RescaleError,
     StreamsAppError,
 )
 from kspark.plan.topics import TopicSpec
@@ -247,7 +246,6 @@ class StreamsApp:
         >>> print(app.rescale(8).summary())  # doctest: +SKIP
         rescaled payments from 4 to 8 partitions in 6.2s: generation 1 ...
         """
-        self._one_grouped_operator("rescale", RescaleError)
         reporter = resolve_progress(progress, label=f"{self.config.application_id} rescale")
         try:
             report = rescaler.rescale(self, partitions, reporter.phase)
@@ -316,10 +314,6 @@ class StreamsApp:
                 self.topology, self.config, self.sink_types
             )
         return self._output
-
-    def _one_grouped_operator(self, what: str, error: type[Exception]) -> None:
-        self.compiled()  # finds the internal topics
-        internal.refuse_if_cut(self._internal, self.config.application_id, what, error)
 
     def uncut(self) -> Output:
         """The app's stages without internal topics: the in-process engine's, which runs

@@ -120,9 +120,11 @@ def _texts(spark: Any, path: str) -> list[Any]:
     ``name`` its file name; ``path`` may be a glob); none if nothing is there. One call."""
     from pyspark.sql import functions as F
 
+    # DataFrameReader.text() would set wholetext back to false: a row per line
     df = (
-        spark.read.option("wholetext", "true")
-        .text(path)
+        spark.read.format("text")
+        .option("wholetext", "true")
+        .load(path)
         .select("value", F.col("_metadata.file_name").alias("name"))
     )
     return _collect(df) or []
@@ -177,27 +179,61 @@ def last_committed(spark: Any, checkpoint: str) -> int | None:
 def query_progress(spark: Any, checkpoint: str, committed: int | None = None) -> Progress:
     """Read ``checkpoint``'s offsets, commits and file-source logs; with ``committed``
     (the last committed batch, read before by the caller, the query stopped), not the
-    commits again."""
+    commits again. A file counts as consumed when its source's log lists it at or before
+    that source's offset in the last committed batch (:mod:`kspark.runtime.sourcelogs`)."""
+    from kspark.runtime import sourcelogs
+
     offsets = _batch_files(spark, f"{checkpoint}/offsets")
     if committed is None:
         committed = last_committed(spark, checkpoint)
     per_source: tuple[str | None, ...] = ()
-    if committed is not None and committed in offsets:
-        # v1, then the batch's metadata, then one line per source ("-" when it has none)
-        lines = offsets[committed].splitlines()[2:]
-        per_source = tuple(None if ln.strip() in ("", "-") else ln for ln in lines)
     files: set[str] = set()
-    if committed is not None:
-        for r in _texts(spark, f"{checkpoint}/sources/*/*"):
-            for line in str(r["value"]).splitlines():
-                if not line.startswith("{"):
-                    continue
-                entry = json.loads(line)
-                if "path" in entry and int(entry.get("batchId", 0)) <= committed:
-                    files.add(normalize_path(entry["path"]))
+    if committed is not None and committed in offsets:
+        history = [_lines(offsets[b]) for b in sorted(offsets) if b <= committed]
+        per_source = history[-1]
+        files = {
+            normalize_path(f)
+            for f in sourcelogs.consumed_files(
+                history, _source_logs(spark, checkpoint), settled=max(offsets) == committed
+            )
+        }
     return Progress(
         last_planned=max(offsets) if offsets else None,
         last_committed=committed,
         offsets=per_source,
         files=tuple(sorted(files)),
     )
+
+
+def _lines(text: str) -> tuple[str | None, ...]:
+    """An offsets file's lines of its sources: ``v1``, then the batch's metadata, then one
+    line per source occurrence (``-`` when it has no offset yet: None)."""
+    lines = text.splitlines()[2:]
+    return tuple(None if ln.strip() in ("", "-") else ln for ln in lines)
+
+
+def _source_logs(spark: Any, checkpoint: str) -> dict[int, dict[int, list[str]]]:
+    """Folder ``sources/<i>`` -> file-source log batch -> the files it lists (a compacted
+    log batch lists the earlier batches' files, each entry with its own batch)."""
+    from pyspark.sql import functions as F
+
+    df = (
+        spark.read.format("text")
+        .option("wholetext", "true")
+        .load(f"{checkpoint}/sources/*/*")
+        .select("value", F.col("_metadata.file_path").alias("path"))
+    )
+    out: dict[int, dict[int, list[str]]] = {}
+    for r in _collect(df) or []:
+        parts = str(r["path"]).rstrip("/").split("/")
+        folder, name = parts[-2], parts[-1]
+        if not folder.isdigit() or not name.removesuffix(".compact").isdigit():
+            continue
+        log = out.setdefault(int(folder), {})
+        for line in str(r["value"]).splitlines():
+            if not line.startswith("{"):
+                continue
+            entry = json.loads(line)
+            if isinstance(entry, dict) and "path" in entry and "batchId" in entry:
+                log.setdefault(int(entry["batchId"]), []).append(str(entry["path"]))
+    return {f: log for f, log in out.items() if log}

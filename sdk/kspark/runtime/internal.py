@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Any
 
 from kspark.compiler import stages as st
+from kspark.compiler.bundle import shipped
 from kspark.compiler import subtopologies
 from kspark.compiler.compiler import compile_topology
 from kspark.config import StreamsConfig
@@ -15,7 +17,7 @@ from kspark.plan.topics import TopicSpec
 from kspark.plan.topology import Topology
 from kspark.plan.types import TypeDesc
 
-__all__ = ["batch_files", "compile_app", "refuse_if_cut"]
+__all__ = ["batch_files", "compile_app", "drop_batches_from"]
 
 
 def compile_app(
@@ -44,20 +46,18 @@ def compile_app(
     )
 
 
-def refuse_if_cut(
-    internal: tuple[TopicSpec, ...], app_id: str, what: str, error: type[Exception]
-) -> None:
-    """Refuse ``what`` for an app whose stateful operators share one
-    ``applyInPandasWithState``: a rescale moves one operator's tasks, and there several
-    operators' tasks share Spark's state. (The stores' readers and the standby copies
-    pick each operator's tasks: :func:`kspark.runtime.stores.files.store_keys`.)"""
-    if internal:
-        raise error(
-            f"app {app_id}: {what} is not available yet for an app whose stateful "
-            "operators run together under stateful_runner='apply_in_pandas' (an app with "
-            "more than one); run it with "
-            "StreamsConfig(stateful_runner='transform_with_state')"
-        )
+def drop_batches_from(spark: Any, internal: tuple[TopicSpec, ...], first: int) -> list[str]:
+    """Remove the internal topics' batch folders of batches ``first`` and later (one Spark
+    job, on an executor, which sees the checkpoint as the query's tasks do); the folders
+    removed. A rescale's switch calls it with the new generation's first batch: a folder
+    of a later batch holds the output of an old-layout batch that did not commit."""
+    from kspark_server import regroup
+
+    paths = [t.path for t in internal if t.path is not None]
+    if not paths:
+        return []
+    rows = spark.range(1).mapInPandas(shipped(regroup.drop_batches(paths, first)), "dropped string")
+    return [str(r["dropped"]) for r in rows.collect()]
 
 
 def batch_files(internal: tuple[TopicSpec, ...]) -> set[str]:

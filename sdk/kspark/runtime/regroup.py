@@ -2,7 +2,9 @@
 on its own files, stopped or running (:meth:`kspark.StreamsApp.rescale`).
 
 The runner's state is in kspark's files under the query checkpoint, named by each task's
-committed version (:mod:`kspark_server.taskfiles`). A rescale to ``M`` tasks:
+committed version (:mod:`kspark_server.taskfiles`). Every stateful operator's store goes
+through the steps below together (several operators share the query's one
+``applyInPandasWithState``, each under task keys of its own). A rescale to ``M`` tasks:
 
 1. **build**: reads the old layout's committed files as of the last committed batch,
    re-splits every entry by ``pmod(hash, M)`` and writes each new task's base files into
@@ -15,7 +17,9 @@ committed version (:mod:`kspark_server.taskfiles`). A rescale to ``M`` tasks:
 3. **switch**: the app stops (a running one at a batch boundary, after its in-flight batch
    is committed or abandoned), the last batches are caught up, a new checkpoint generation
    is recorded whose tasks start from the new layout's files (each task's *seed*, no
-   ``initialState``), and a running app starts again on it.
+   ``initialState``), and a running app starts again on it. Records waiting in internal
+   topics stay there for the new layout; a batch folder of a micro-batch that did not
+   commit is removed, since the new layout runs that micro-batch again.
 
 So the output of a running app pauses for about one restart plus one catch-up round,
 whatever the state's size (docs/performance.md). Nothing is recorded before the switch:
@@ -38,8 +42,10 @@ from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering import flat_schema
 from kspark.config import MAX_PARTITIONS, StreamsConfig
 from kspark.errors import RescaleError
+from kspark.plan.nodes import ForeignKeyJoin
+from kspark.plan.topics import TopicSpec
 from kspark.plan.topology import Topology
-from kspark.runtime import lease, shipping
+from kspark.runtime import internal, lease, shipping
 from kspark.runtime import rescale as rescaling
 from kspark.runtime.checkpoints import (
     Generation,
@@ -58,6 +64,7 @@ class StreamsApp(Protocol):
     topology: Topology
     _runs: list[str]
     _generation: Generation | None
+    _internal: tuple[TopicSpec, ...]
 
     @property
     def session(self) -> Any: ...
@@ -86,9 +93,9 @@ Phase = Callable[[str], None]
 
 
 def rescale(app: StreamsApp, partitions: int, phase: Phase) -> rescaling.RescaleReport:
-    """:meth:`kspark.StreamsApp.rescale`: the default runner's offline rescale (a running
-    app is stopped, rescaled and started again), or this module's for the
-    ``apply_in_pandas`` runner (a running app warm, see the module doc)."""
+    """:meth:`kspark.StreamsApp.rescale`: the ``transform_with_state`` runner's offline
+    rescale (a running app is stopped, rescaled and started again), or this module's for
+    the ``apply_in_pandas`` runner (a running app warm, see the module doc)."""
     running = app.query is not None and app.query.isActive
     if app.config.stateful_runner != "apply_in_pandas":
         app.stop()
@@ -105,12 +112,28 @@ def rescale(app: StreamsApp, partitions: int, phase: Phase) -> rescaling.Rescale
             app.start()
         return report
     _check_partitions(partitions)
+    _refuse_foreign_key_joins(app)
     if not running:
         lease.check_not_running(
             app.session, app.config.checkpoint_dir, app.config.application_id, frozenset(app._runs)
         )
     with lease.RescaleLock(app.session, app.config.checkpoint_dir, app.config.application_id):
         return _rescale(app, partitions, phase, running)
+
+
+def _refuse_foreign_key_joins(app: StreamsApp) -> None:
+    """A foreign-key join's three stages, rescaled, give other join results than a run
+    that never rescaled: refused rather than wrong."""
+    joins = sorted(
+        node.name for node in app.topology.nodes() if isinstance(node, ForeignKeyJoin)
+    )
+    if joins:
+        raise RescaleError(
+            f"app {app.config.application_id}: rescale of an app with a foreign-key join "
+            f"({', '.join(joins)}) is not supported on stateful_runner='apply_in_pandas' "
+            "yet; start the app with a new application_id and checkpoint_dir at the new "
+            "num_partitions instead"
+        )
 
 
 def _check_partitions(partitions: int) -> None:
@@ -127,40 +150,63 @@ def _adopt(app: StreamsApp, partitions: int) -> None:
 
 @attrs.define
 class Layout:
-    """A new layout being built: its checkpoint, and per new task its meta
+    """A new layout being built: its checkpoint, and per store per new task its meta
     (:func:`kspark_server.regroup.pack_meta`), as of the old layout's committed ``batch``."""
 
     checkpoint: str
     partitions: int
     batch: int
-    metas: dict[int, bytes]
-    entries: int = 0
+    metas: dict[str, dict[int, bytes]] = attrs.field(factory=dict)
+    entries: dict[str, int] = attrs.field(factory=dict)
     rounds: int = 0
 
 
-def _stage(app: StreamsApp) -> st.Stateful | None:
-    stages = [s for s in app.compiled().stages() if isinstance(s, st.Stateful)]
-    return stages[0] if stages else None
+@attrs.frozen
+class Store:
+    """One stateful operator of the app, as a rescale moves it: its stage and the task
+    keys its group states have in the old layout (None: every group state is its own)."""
+
+    stage: st.Stateful
+    keys: tuple[int, ...] | None
+
+    @property
+    def name(self) -> str:
+        return self.stage.spec.store
 
 
-def _olds(spark: Any, checkpoint: str, op: int | None, batch: int) -> dict[int, tuple[Any, ...]]:
-    """Each old task's committed group state as of ``batch``."""
+def _stores(app: StreamsApp) -> list[Store]:
+    """Every stateful operator of the app: several share the query's one
+    ``applyInPandasWithState``, each under task keys of its own
+    (:func:`kspark.runtime.stores.files.store_keys`)."""
+    from kspark.runtime.stores.files import store_keys
+
+    output = app.compiled()
+    stages = [s for s in output.stages() if isinstance(s, st.Stateful)]
+    return [Store(s, store_keys(output, s.spec.store)) for s in stages]
+
+
+def _olds(
+    spark: Any, checkpoint: str, op: int | None, batch: int, keys: tuple[int, ...] | None
+) -> dict[int, tuple[Any, ...]]:
+    """Each old task's committed group state as of ``batch``, of the operator whose task
+    keys are ``keys`` (None: all)."""
     from kspark_server import placement
     from kspark_server.taskreads import FIELDS
 
     if op is None:
         return {}
-    rows = (
+    df = (
         spark.read.format("statestore")
         .option("operatorId", op)
         .option("batchId", batch)
         .load(checkpoint)
         .select("key.ks_task", "value.groupState.*")
-        .collect()
     )
+    if keys is not None:
+        df = df.filter(df["ks_task"].isin(list(keys)))
     return {
         placement.task_of(int(r["ks_task"])): tuple(r[f] for f in FIELDS)
-        for r in rows
+        for r in df.collect()
         if r["batches"] is not None
     }
 
@@ -177,25 +223,26 @@ def _olds_frame(spark: Any, olds: dict[int, tuple[Any, ...]], n_old: int) -> Any
 
 def _build(
     spark: Any,
-    stage: st.Stateful,
+    store: Store,
     old_ckpt: str,
-    new_ckpt: str,
+    layout: Layout,
     op: int | None,
     batch: int,
     n_old: int,
-    m: int,
-) -> Layout:
-    """Step 1 (see the module doc): the new layout as of the old one's ``batch``."""
+) -> None:
+    """Step 1 (see the module doc): ``store``'s part of ``layout`` as of the old one's
+    ``batch``."""
     from pyspark.sql import functions as F
 
     from kspark_server import placement, regroup
     from kspark_server.taskfiles import state_root
 
-    spec = stage.spec
-    olds = _olds(spark, old_ckpt, op, batch)
-    layout = Layout(checkpoint=new_ckpt, partitions=m, batch=batch, metas={})
+    spec = store.stage.spec
+    m = layout.partitions
+    olds = _olds(spark, old_ckpt, op, batch, store.keys)
+    layout.metas[store.name], layout.entries[store.name] = {}, 0
     if not olds:
-        return layout
+        return
     parts = _olds_frame(spark, olds, n_old).mapInPandas(
         shipped(
             regroup.split_files(state_root(old_ckpt), spec.store, spec.kind, spec.versioned, m)
@@ -211,7 +258,7 @@ def _build(
         parts.unionByName(markers)
         .repartition(m, F.col("ks_task"))
         .mapInPandas(
-            shipped(regroup.build_tasks(spec, state_root(new_ckpt), m, positions)),
+            shipped(regroup.build_tasks(spec, state_root(layout.checkpoint), m, positions)),
             flat_schema(regroup.BUILT_SCHEMA),
         )
         .collect()
@@ -226,21 +273,21 @@ def _build(
             f"store {spec.store} ({spec.processor}): the re-split state has {after:,} entries "
             f"(checksum {new_sum}), the old one {before:,} ({old_sum}); nothing was switched"
         )
-    layout.metas = {int(r["ks_task"]): bytes(r["meta"]) for r in news}
-    layout.entries = after
-    return layout
+    layout.metas[store.name] = {int(r["ks_task"]): bytes(r["meta"]) for r in news}
+    layout.entries[store.name] = after
 
 
 def _catch_up(
     spark: Any,
-    stage: st.Stateful,
+    store: Store,
     old_ckpt: str,
     op: int | None,
     layout: Layout,
     batch: int,
     n_old: int,
 ) -> None:
-    """Step 2: ``layout`` brought to the old layout's committed ``batch``."""
+    """Step 2: ``store``'s part of ``layout`` brought to the old layout's committed
+    ``batch`` (``layout.batch`` is where it is)."""
     from pyspark.sql import functions as F
 
     from kspark_server import placement, regroup
@@ -249,51 +296,53 @@ def _catch_up(
     if batch == layout.batch:
         return
     m = layout.partitions
-    if not layout.metas:
-        # the old layout had no state when the layout was built: build it now
-        new = _build(spark, stage, old_ckpt, layout.checkpoint, op, batch, n_old, m)
-        layout.metas, layout.batch, layout.entries = new.metas, batch, new.entries
+    metas = layout.metas.get(store.name)
+    if not metas:
+        # the old layout had no state of it when the layout was built: build it now
+        _build(spark, store, old_ckpt, layout, op, batch, n_old)
         return
-    olds = _olds(spark, old_ckpt, op, batch)
+    olds = _olds(spark, old_ckpt, op, batch, store.keys)
     keys = placement.task_keys(m)
-    rows = [(keys[t], meta) for t, meta in sorted(layout.metas.items())]
+    rows = [(keys[t], meta) for t, meta in sorted(metas.items())]
     got = (
         spark.createDataFrame(rows, "ks_task int, meta binary")
         .repartition(m, F.col("ks_task"))
         .mapInPandas(
             shipped(
                 regroup.catch_up_tasks(
-                    stage.spec, state_root(old_ckpt), state_root(layout.checkpoint), m, n_old, olds
+                    store.stage.spec,
+                    state_root(old_ckpt),
+                    state_root(layout.checkpoint),
+                    m,
+                    n_old,
+                    olds,
                 )
             ),
             flat_schema(regroup.BUILT_SCHEMA),
         )
         .collect()
     )
-    layout.metas = {int(r["ks_task"]): bytes(r["meta"]) for r in got}
-    layout.batch = batch
-    layout.rounds += 1
+    layout.metas[store.name] = {int(r["ks_task"]): bytes(r["meta"]) for r in got}
 
 
-def _hold(spark: Any, checkpoint: str, stage: st.Stateful | None, on: bool) -> None:
+def _hold(spark: Any, checkpoint: str, stores: list[Store], on: bool) -> None:
     """Renew (or end) the hold on collecting the old layout's files while it runs, so that
     none a committed version named since the last round goes before a round reads it."""
     from kspark_server import regroup
     from kspark_server.taskfiles import state_root
 
-    if stage is None:
-        return
-    fn = regroup.hold_files(state_root(checkpoint), stage.spec.store, on)
-    spark.range(1).mapInPandas(shipped(fn), "id long").collect()
+    for store in stores:
+        fn = regroup.hold_files(state_root(checkpoint), store.name, on)
+        spark.range(1).mapInPandas(shipped(fn), "id long").collect()
 
 
-def _seeds(layout: Layout) -> dict[str, list[Any]]:
+def _seeds(metas: dict[int, bytes]) -> dict[str, list[Any]]:
     """The seeds of the new tasks that hold state (one that holds none starts afresh, as
     after an offline rescale)."""
     from kspark_server import regroup
 
     out: dict[str, list[Any]] = {}
-    for t, blob in sorted(layout.metas.items()):
+    for t, blob in sorted(metas.items()):
         meta = regroup.unpack_meta(blob)
         if any(meta["cnt"].values()) or any(s.get("buffer") for s in meta["sc"].values()):
             out[str(t)] = meta["seed"]
@@ -313,7 +362,7 @@ def _reads(app: StreamsApp, gen: Generation, final: int) -> tuple[Progress, Gene
 def _switch(
     app: StreamsApp,
     gen: Generation,
-    stage: st.Stateful | None,
+    stores: list[Store],
     layout: Layout,
     progress: Progress,
     current: Generation,
@@ -329,16 +378,20 @@ def _switch(
             f"the checkpoint at {progress.last_committed}; nothing was switched"
         )
     output = app.compiled()
+    first = gen.batch_offset + layout.batch + 1
+    # an internal topic's batch folder from the old layout's batch that did not commit:
+    # the new layout's first batch would list it before running that batch again
+    internal.drop_batches_from(spark, app._internal, first)
     new = Generation(
         number=gen.number + 1,
         checkpoint=layout.checkpoint,
         num_partitions=layout.partitions,
-        batch_offset=gen.batch_offset + layout.batch + 1,
+        batch_offset=first,
         skip_files=tuple(sorted(set(gen.skip_files) | set(progress.files))),
         kafka_offsets=rescaling._kafka_offsets(output, progress.offsets),
         previous=gen.number,
         state_format=STATE_FORMAT,
-        seeds={} if stage is None else {stage.spec.store: _seeds(layout)},
+        seeds={s.name: _seeds(layout.metas.get(s.name, {})) for s in stores},
     )
     rescaling.switch_generation(
         spark, app.config.checkpoint_dir, app.config.application_id, gen, new, current
@@ -366,24 +419,42 @@ def _rescale(
             f"app {app_id} has no committed micro-batch in {gen.checkpoint}; there is no "
             "state to rescale: change num_partitions directly"
         )
-    stage = _stage(app)
+    stores = _stores(app)
+    for s in stores:  # every name checked before anything is written
+        rescaling.check_store_name(s.name, s.stage.spec.processor)
     shipping.ship(app.topology)
     new_ckpt = f"{cfg.checkpoint_dir.rstrip('/')}/query-g{gen.number + 1}-{uuid.uuid4().hex[:6]}"
-    op = None if stage is None else _operator(spark, gen.checkpoint, output, stage)
+    ops = _Operators(spark, gen.checkpoint, output)
     if running:
-        _hold(spark, gen.checkpoint, stage, True)
+        _hold(spark, gen.checkpoint, stores, True)
     try:
-        return _run(app, gen, stage, op, new_ckpt, batch, n_old, partitions, phase, running, t0)
+        return _run(app, gen, stores, ops, new_ckpt, batch, n_old, partitions, phase, running, t0)
     finally:
         if running:
-            _hold(spark, gen.checkpoint, stage, False)
+            _hold(spark, gen.checkpoint, stores, False)
+
+
+class _Operators:
+    """Spark's number of the operator that keeps each store (found once it holds state)."""
+
+    def __init__(self, spark: Any, checkpoint: str, output: st.Output) -> None:
+        self.spark, self.checkpoint, self.output = spark, checkpoint, output
+        self.found: dict[str, int] = {}
+
+    def of(self, store: Store) -> int | None:
+        if store.name not in self.found:
+            op = _operator(self.spark, self.checkpoint, self.output, store.stage)
+            if op is None:
+                return None
+            self.found[store.name] = op
+        return self.found[store.name]
 
 
 def _run(
     app: StreamsApp,
     gen: Generation,
-    stage: st.Stateful | None,
-    op: int | None,
+    stores: list[Store],
+    ops: _Operators,
     new_ckpt: str,
     batch: int,
     n_old: int,
@@ -392,28 +463,32 @@ def _run(
     running: bool,
     t0: float,
 ) -> rescaling.RescaleReport:
-    spark, app_id, output = app.session, app.config.application_id, app.compiled()
+    spark, app_id = app.session, app.config.application_id
     if running:  # held from now on: what the versions of this batch name stays
         batch = last_committed(spark, gen.checkpoint) or batch
     phase("building the new layout")
-    if stage is None:
-        layout = Layout(checkpoint=new_ckpt, partitions=partitions, batch=batch, metas={})
-    else:
-        layout = _build(spark, stage, gen.checkpoint, new_ckpt, op, batch, n_old, partitions)
+    layout = Layout(checkpoint=new_ckpt, partitions=partitions, batch=batch)
+    for s in stores:
+        _build(spark, s, gen.checkpoint, layout, ops.of(s), batch, n_old)
+
+    def catch_up(newest: int) -> None:
+        for s in stores:
+            _catch_up(spark, s, gen.checkpoint, ops.of(s), layout, newest, n_old)
+        if stores and newest != layout.batch:
+            layout.rounds += 1
+        layout.batch = newest
+
     paused_at: float | None = None
     if running:
         for _ in range(MAX_ROUNDS):
-            _hold(spark, gen.checkpoint, stage, True)
+            _hold(spark, gen.checkpoint, stores, True)
             newest = last_committed(spark, gen.checkpoint)
             assert newest is not None
             if newest == layout.batch:
                 break
             phase(f"catching up to batch {newest}")
             r0 = time.perf_counter()
-            if stage is not None:
-                op = op if op is not None else _operator(spark, gen.checkpoint, output, stage)
-                _catch_up(spark, stage, gen.checkpoint, op, layout, newest, n_old)
-            layout.batch = newest
+            catch_up(newest)
             if time.perf_counter() - r0 < CLOSE_ENOUGH:
                 break
         phase("switching")
@@ -426,12 +501,9 @@ def _run(
         # waits for the longer of the two, not for both
         with ThreadPoolExecutor(1, thread_name_prefix="kspark-rescale") as pool:
             reads = pool.submit(_reads, app, gen, final)
-            if stage is not None and final != layout.batch:
-                op = op if op is not None else _operator(spark, gen.checkpoint, output, stage)
-                _catch_up(spark, stage, gen.checkpoint, op, layout, final, n_old)
-            layout.batch = final
+            catch_up(final)
             progress, current = reads.result()
-        new = _switch(app, gen, stage, layout, progress, current)
+        new = _switch(app, gen, stores, layout, progress, current)
     except BaseException:
         if running:
             app.start()  # the old layout, as it was
@@ -441,23 +513,22 @@ def _run(
     if running:
         app.start()
     seconds = time.perf_counter() - t0
-    stores: tuple[rescaling.StoreRescale, ...] = ()
-    if stage is not None:
-        stores = (
-            rescaling.StoreRescale(
-                store=stage.spec.store,
-                processor=stage.spec.processor,
-                entries_before=layout.entries,
-                entries_after=layout.entries,
-                tasks_before=n_old,
-                tasks_after=len(new.seeds.get(stage.spec.store, {})),
-            ),
+    report_stores = tuple(
+        rescaling.StoreRescale(
+            store=s.name,
+            processor=s.stage.spec.processor,
+            entries_before=layout.entries.get(s.name, 0),
+            entries_after=layout.entries.get(s.name, 0),
+            tasks_before=n_old,
+            tasks_after=len(new.seeds.get(s.name, {})),
         )
+        for s in stores
+    )
     return rescaling.RescaleReport.of(
         new,
         application_id=app_id,
         from_partitions=n_old,
-        stores=stores,
+        stores=report_stores,
         seconds=seconds,
         warm=running,
         rounds=layout.rounds,

@@ -191,9 +191,9 @@ def rescale(
     if config.stateful_runner == "apply_in_pandas":
         # its state is in kspark's own files, which the rescale does not re-split yet
         raise RescaleError(
-            "rescale: the app runs with stateful_runner='apply_in_pandas', whose state "
-            "a rescale does not move yet; rescale an app run with the default "
-            "stateful_runner='transform_with_state'"
+            "rescale: this function moves the state of stateful_runner="
+            "'transform_with_state' apps; an app on stateful_runner='apply_in_pandas' is "
+            "rescaled with app.rescale(N)"
         )
     if type(partitions) is not int or partitions < 1:
         raise RescaleError(f"partitions must be a positive integer, got {partitions!r}")
