@@ -9,8 +9,8 @@ import os
 from typing import Any
 
 from kspark.compiler import stages as st
-from kspark.compiler.bundle import shipped
 from kspark.compiler import subtopologies
+from kspark.compiler.bundle import shipped
 from kspark.compiler.compiler import compile_topology
 from kspark.config import StreamsConfig
 from kspark.plan.topics import TopicSpec

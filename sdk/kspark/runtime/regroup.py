@@ -124,9 +124,7 @@ def rescale(app: StreamsApp, partitions: int, phase: Phase) -> rescaling.Rescale
 def _refuse_foreign_key_joins(app: StreamsApp) -> None:
     """A foreign-key join's three stages, rescaled, give other join results than a run
     that never rescaled: refused rather than wrong."""
-    joins = sorted(
-        node.name for node in app.topology.nodes() if isinstance(node, ForeignKeyJoin)
-    )
+    joins = sorted(node.name for node in app.topology.nodes() if isinstance(node, ForeignKeyJoin))
     if joins:
         raise RescaleError(
             f"app {app.config.application_id}: rescale of an app with a foreign-key join "
