@@ -37,10 +37,11 @@ Examples
 
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple
+import sys
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-import pyarrow as pa
-import pyarrow.compute as pc
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["NUMBERS", "Leaf", "flattenable", "leaves", "nest", "unnest"]
 
@@ -60,10 +61,17 @@ class Leaf(NamedTuple):
     kind: Literal["value", "null", "struct_null"]
 
 
+def _arrow(t: Any) -> Any:
+    """pyarrow if ``t`` is an Arrow type, else None. The client reads Spark's JSON types
+    only, and builds no Arrow: it need not import pyarrow (and numpy) for that."""
+    pa = sys.modules.get("pyarrow")
+    return pa if pa is not None and isinstance(t, pa.DataType) else None
+
+
 def _fields(t: Any) -> list[tuple[str, Any]] | None:
     """A type's fields (name, type), as Spark's JSON or Arrow has them; None if not a
     struct."""
-    if isinstance(t, pa.DataType):
+    if pa := _arrow(t):
         if not pa.types.is_struct(t):
             return None
         return [(t.field(i).name, t.field(i).type) for i in range(t.num_fields)]
@@ -73,13 +81,13 @@ def _fields(t: Any) -> list[tuple[str, Any]] | None:
 
 
 def _is_number(t: Any) -> bool:
-    if isinstance(t, pa.DataType):
+    if pa := _arrow(t):
         return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
     return t in NUMBERS
 
 
 def _simple(t: Any) -> bool:
-    if isinstance(t, pa.DataType):
+    if pa := _arrow(t):
         return bool(
             pa.types.is_string(t)
             or pa.types.is_binary(t)
@@ -125,12 +133,17 @@ def leaves(name: str, t: Any) -> list[Leaf]:
 
 
 def _combined(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    import pyarrow as pa
+
     return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 
 def nest(table: pa.Table, columns: dict[str, pa.DataType]) -> pa.Table:
     """``table`` with each of ``columns`` (name -> its struct type) put back from its flat
     columns (:func:`leaves`), in the place of its first flat column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     for name, t in columns.items():
         flat = leaves(name, t)
         at = table.column_names.index(flat[0].name)
@@ -164,6 +177,9 @@ def nest(table: pa.Table, columns: dict[str, pa.DataType]) -> pa.Table:
 def unnest(table: pa.Table, columns: list[str]) -> pa.Table:
     """``table`` with each :func:`flattenable` column of ``columns`` as its flat columns
     (:func:`leaves`), in its place."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     for name in columns:
         if name not in table.column_names:
             continue
