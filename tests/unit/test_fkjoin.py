@@ -189,15 +189,8 @@ class Pipelined(Pipeline):
     position, the sub-position lost), while the right table's updates reach the second
     stage at once."""
 
-    def __init__(
-        self,
-        mode: str,
-        tasks: int,
-        tmp: Any,
-        mp: pytest.MonkeyPatch,
-        state: StateOptions | None = None,
-    ) -> None:
-        super().__init__(mode, tasks, tmp, mp, state)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.subscriptions: list[dict[str, Any]] = []
         self.responses: list[dict[str, Any]] = []
 
