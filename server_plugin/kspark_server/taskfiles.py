@@ -25,7 +25,10 @@ to Spark, which commits it with the micro-batch. So
 - once a batch runs on version ``v`` (Spark runs a micro-batch only after the last one
   committed), the files of batches up to ``v`` that ``v`` does not name can go: they
   belong to older versions or to failed attempts. :meth:`TaskFiles.collect` deletes
-  them after a new base is committed and when a local store is rebuilt.
+  them after a new base is committed;
+- except when batch ``v`` itself ran twice: Spark's state store keeps the first commit of
+  a version, so a restart may load the other attempt's version ``v``, and collection
+  waits for a later version.
 
 A reader (an interactive query, a replica, a standby) reads a committed version and then
 opens the files it names, while the app goes on: once the task has written a new base and
@@ -368,7 +371,16 @@ class TaskFiles:
         gone = 0
         if _held(os.path.dirname(self.folder)):
             return gone
-        for name in os.listdir(self.folder):
+        names = os.listdir(self.folder)
+        last = self._committed_batches
+        if any(_batch_of(n) == last and n not in self._named for n in names):
+            # The committed batch ran more than once. Spark's state store keeps the FIRST
+            # commit of a version and drops a repeat's, while the run that repeated it goes
+            # on with its own: a restart before the next micro-batch commits loads the other
+            # attempt's version, which names files this one does not. Keep everything;
+            # a later collection, past that batch, deletes them.
+            return gone
+        for name in names:
             n = _batch_of(name)
             if n is None or name in self._named:
                 continue

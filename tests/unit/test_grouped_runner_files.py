@@ -221,6 +221,39 @@ def test_files_no_committed_version_names_are_collected(
     close_local_stores()
 
 
+def test_a_batch_committed_twice_keeps_the_files_of_both_versions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark's state store keeps the first commit of a batch it ran twice (a server killed
+    after a task committed but before the micro-batch did): the run that repeated the
+    batch goes on with its own version, and a restart loads the first one. So the next
+    batch of the repeating run collects neither version's files, and the first version
+    still reads as a clean run's state after it."""
+    b1 = [(0, (0, "a", "x", 1)), (1, (0, "b", "y", 2))]
+    b2 = [(2, (0, "c", "z", 3)), (3, (0, "d", "w", 4))]
+    b3 = [(4, (0, "e", "v", 20)), (5, (0, "a", "u", 21))]
+    clean = Grouped(100, tmp_path / "clean", monkeypatch)
+    want = [clean.attempt(b) for b in (b1, b2, b3)]
+    clean_state = clean.task_state()
+    close_local_stores()
+
+    g = Grouped(100, tmp_path / "twice", monkeypatch)  # small: a new base every batch
+    g.attempt(b1)
+    before = g.state.value
+    g.attempt(b2)
+    first = g.state.value  # killed after this commit, before the micro-batch's
+    g.state = GroupState(before)
+    g.new_executor()
+    assert g.attempt(b2) == want[1]  # the repeat, in the next run
+    assert g.state.value != first
+    g.attempt(b3)  # the next batch, killed before its micro-batch commits
+    g.state = GroupState(first)  # the restart loads the batch's first commit
+    g.new_executor()
+    assert g.attempt(b3) == want[2]
+    assert g.task_state() == clean_state
+    close_local_stores()
+
+
 def test_a_missing_file_is_named_in_the_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
