@@ -371,16 +371,13 @@ class TaskFiles:
         gone = 0
         if _held(os.path.dirname(self.folder)):
             return gone
-        names = os.listdir(self.folder)
-        last = self._committed_batches
-        if any(_batch_of(n) == last and n not in self._named for n in names):
-            # The committed batch ran more than once. Spark's state store keeps the FIRST
-            # commit of a version and drops a repeat's, while the run that repeated it goes
-            # on with its own: a restart before the next micro-batch commits loads the other
-            # attempt's version, which names files this one does not. Keep everything;
-            # a later collection, past that batch, deletes them.
+        if self.ran_twice(self._committed_batches):
+            # Spark's state store keeps the FIRST commit of a version and drops a repeat's,
+            # while the run that repeated the batch goes on with its own: a restart before
+            # the next micro-batch commits loads the other attempt's version, which names
+            # files this one does not. Keep everything; a later collection deletes them.
             return gone
-        for name in names:
+        for name in os.listdir(self.folder):
             n = _batch_of(name)
             if n is None or name in self._named:
                 continue
@@ -391,6 +388,17 @@ class TaskFiles:
                 except FileNotFoundError:
                     pass
         return gone
+
+    def ran_twice(self, batch: int) -> bool:
+        """Whether the task's ``batch`` (at most the committed one) ran more than once: the
+        folder holds a file of that batch that the committed version does not name, so
+        another attempt's state of that batch may exist (in Spark's state store, in a
+        local store)."""
+        try:
+            names = os.listdir(self.folder)
+        except FileNotFoundError:
+            return False
+        return any(_batch_of(n) == batch and n not in self._named for n in names)
 
     def just_compacted(self) -> bool:
         """Whether the committed version's base was written by its last batch: the time

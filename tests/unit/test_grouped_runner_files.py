@@ -254,6 +254,30 @@ def test_a_batch_committed_twice_keeps_the_files_of_both_versions(
     close_local_stores()
 
 
+def test_a_local_store_of_the_losing_attempt_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two attempts of one batch commit different states (a processor that depends on the
+    wall clock, say) on two executors, and the first commit is the one Spark keeps. The
+    executor that ran the other attempt holds a local store at the same version number:
+    it is rebuilt from the committed files, never used as the committed state."""
+    b1 = [(0, (0, "a", "x", 1))]
+    first_b2 = [(1, (0, "c", "z", 3))]
+    other_b2 = [(1, (0, "d", "z", 3))]
+    b3 = [(2, (0, "c", "v", 20)), (3, (0, "d", "u", 21))]
+    g = Grouped(100, tmp_path, monkeypatch)
+    g.attempt(b1)
+    before = g.state.value
+    g.attempt(first_b2)  # executor 0; the commit Spark keeps
+    first = g.state.value
+    g.state = GroupState(before)
+    g.new_executor()
+    g.attempt(other_b2)  # executor 1, the same version number with another state
+    g.state = GroupState(first)  # the restart loads the first commit, on executor 1
+    assert g.attempt(b3) == [("d", "u", 21)]  # "c" was seen; "d" was not
+    close_local_stores()
+
+
 def test_a_missing_file_is_named_in_the_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

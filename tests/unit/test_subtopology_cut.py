@@ -270,3 +270,30 @@ def test_a_cut_app_numbers_its_processors_sub_topologies_as_the_user_s_topology(
     cut = _numbers(output)
     assert plain and {name: cut[name] for name in plain if name in cut} == plain
     assert set(plain) <= set(cut)
+
+
+def test_a_suppressed_window_crosses_after_its_suppression(tmp_path: Path) -> None:
+    """The suppression runs inside its windowed aggregation's operator, so the operator's
+    output that crosses the internal topic is the suppressed one: the cut keeps the
+    aggregation and its suppression together (Kafka Streams keeps them in one
+    sub-topology)."""
+    from kspark import Suppressed, TimeWindows
+    from kspark.plan.grouped import Suppress
+
+    def build(b: StreamsBuilder) -> None:
+        (
+            b.stream("in", key_type=str, value_type=int)
+            .deduplicate_by_key(timedelta(seconds=5))
+            .group_by_key()
+            .windowed_by(TimeWindows.of_size_with_no_grace(timedelta(seconds=10)))
+            .count()
+            .suppress(Suppressed.until_window_closes().with_name("final"))
+            .to_stream()
+            .to("o")
+        )
+
+    _, cut, output = _cut(build, tmp_path)
+    internal = [s for s in cut.sinks if s.topic_name.endswith("-internal")]
+    assert len(internal) == 2
+    assert any(isinstance(s.parent, Suppress) for s in internal)
+    assert len(grouped_stages(output)) == 2

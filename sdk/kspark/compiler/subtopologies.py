@@ -23,7 +23,7 @@ import attrs
 from kspark.errors import CompilationError
 from kspark.plan import fkjoin, graph
 from kspark.plan import nodes as n
-from kspark.plan.grouped import RegroupedSource, TableGroupBy, change_type
+from kspark.plan.grouped import Aggregate, RegroupedSource, Suppress, TableGroupBy, change_type
 from kspark.plan.topics import TopicSpec
 from kspark.plan.topology import Topology
 
@@ -69,10 +69,10 @@ def cut(
     whole = topology
     # a foreign-key join is three operators: its stages, as plan nodes, cross topics too
     topology = fkjoin.expand(topology)
-    ops = [node for node in topology.nodes() if node.name in stateful]
+    nodes = topology.nodes()
+    ops = [_output_node(topology, node) for node in nodes if node.name in stateful]
     if len(ops) < 2:
         return whole
-    nodes = topology.nodes()
     crossing = {op.name for op in ops}
     sinks: list[n.Sink] = []
     sources: dict[tuple[str, bool], n.Node] = {}
@@ -167,6 +167,19 @@ def cut(
         else:
             out_ends.append(new(e))
     return Topology(sinks=(*out_sinks, *sinks), ends=tuple(out_ends))  # type: ignore[arg-type]
+
+
+def _output_node(topology: Topology, op: n.Node) -> n.Node:
+    """The node whose records are stateful operator ``op``'s output: its suppression, for
+    a windowed aggregation that holds its windows back until they close (the suppression
+    runs inside the aggregation's operator, its only reader); ``op`` itself otherwise."""
+    if isinstance(op, Aggregate):
+        readers = topology.children().get(op.name, [])
+        if len(readers) == 1:
+            found = [x for x in topology.nodes() if x.name == readers[0]]
+            if found and isinstance(found[0], Suppress):
+                return found[0]
+    return op
 
 
 def _refuse(node: n.Node, why: str) -> None:

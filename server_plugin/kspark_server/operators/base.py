@@ -326,6 +326,11 @@ class TaskProcessor:
             return local, inc, sizes, False
         batches, log_len = sizes[0], sizes[3]
         have = local.version
+        files = getattr(self.base, "files", None)
+        if have is not None and files is not None and files.ran_twice(have[1]):
+            # the local store may hold the attempt of its batch that Spark did not keep
+            # (two attempts on two executors, one commit kept): not the committed state
+            have = None
         if have == (inc, batches):
             return local, inc, sizes, True
         index_of = None
