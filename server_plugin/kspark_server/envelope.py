@@ -106,6 +106,15 @@ TAIL: tuple[str, ...] = tuple(name for name, _ in ENVELOPE[2:])
 #: The columns an envelope-layout topic stores (the rest are derived when it is read).
 STORED: tuple[str, ...] = ("key", "value", "timestamp", "headers", "partition", "offset", "ks_seq")
 
+#: An internal topic between sub-topologies also stores each record's context (envelope
+#: column -> its column in the topic, Spark type): a record that crosses it keeps the
+#: topic, partition and offset it was read at, as in Kafka Streams, where the cut is not.
+CONTEXT: dict[str, tuple[str, str]] = {
+    "topic": ("ks_ctx_topic", "string"),
+    "partition": ("ks_ctx_partition", "integer"),
+    "offset": ("ks_ctx_offset", "long"),
+}
+
 
 class SideKind(enum.StrEnum):
     """What a side row (``ks_side``) carries; its JSON holds the value."""
@@ -183,9 +192,13 @@ def envelope_fields(key: Any, value: Any) -> list[dict[str, Any]]:
     return [field(name, types.get(name, t)) for name, t in ENVELOPE]
 
 
-def stored_fields(key: Any, value: Any) -> list[dict[str, Any]]:
-    """The fields of an envelope-layout topic (:data:`STORED`)."""
-    return [f for f in envelope_fields(key, value) if f["name"] in STORED]
+def stored_fields(key: Any, value: Any, internal: bool = False) -> list[dict[str, Any]]:
+    """The fields of an envelope-layout topic (:data:`STORED`); of an ``internal`` topic,
+    with the records' context (:data:`CONTEXT`)."""
+    fields = [f for f in envelope_fields(key, value) if f["name"] in STORED]
+    if internal:
+        fields += [field(name, spark) for name, spark in CONTEXT.values()]
+    return fields
 
 
 def struct_json(fields: Iterable[dict[str, Any]]) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from kspark_server import placement
 from kspark_server.envelope import SideKind, side_row
 from kspark_server.handlers import (
     Action,
@@ -178,9 +179,9 @@ class Guard:
         self._letters: dict[tuple[str, Any, Any], int] = {}
 
     def task_id(self, row: RecordView) -> str:
-        part = row.get("ks_task")
-        if part is None:
-            part = row.get("partition") or 0
+        key = row.get("ks_task")
+        # the row's task key is its operator's: several operators' keys name one task
+        part = row.get("partition") or 0 if key is None else placement.task_of(int(key))
         return f"{self.subtopology}_{part}"
 
     def call(

@@ -18,7 +18,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from kspark_server.envelope import DLQ_HEADERS, HEADERS, SIDE, SIDE_IDENTITY, SideKind, field
+from kspark_server.envelope import (
+    CONTEXT,
+    DLQ_HEADERS,
+    HEADERS,
+    SIDE,
+    SIDE_IDENTITY,
+    SideKind,
+    field,
+)
 from kspark_server.lease import Lease, lease_dir
 from kspark_server.spec import DynamicSinkSpec, SinkSpec, SinksSpec, TopicRef, check_spec
 
@@ -161,6 +169,11 @@ def sink_rows(df: DataFrame, s: SinkSpec) -> DataFrame:
         F.expr(f"pmod(hash(k{i}), {int(s.num_partitions)})").cast("int").alias("partition"),
         "ks_seq",
         "ks_sub",
+        *(
+            [F.col(c).cast(t).alias(name) for c, (name, t) in CONTEXT.items()]
+            if s.topic.internal
+            else []
+        ),
     )
 
 

@@ -421,7 +421,13 @@ EXTRA_EXAMPLES = int(os.environ.get("KSPARK_ENGINE_EXAMPLES", "0"))
 
 
 #: the cases CI runs; the others run in the extended run (each is an app on Spark)
-IN_CI = {"stateless", "joins", "table_join_aggregate", "processors_and_regrouping"}
+IN_CI = {
+    "stateless",
+    "joins",
+    "table_join_aggregate",
+    "processors_and_regrouping",
+    "dedup_join_window",
+}
 
 
 #: the runners each case runs under: the default one for apps with stateful operators

@@ -148,3 +148,15 @@ def test_a_dynamic_string_read_without_its_quotes_is_a_json_string() -> None:
     guard.drop("J", "0_0", "null-key", {**ROW, "key": "k", "value": "abc"})
     (row,) = guard.side_rows("c")
     assert (json.loads(row["dlq_key"]), json.loads(row["dlq_value"])) == ("k", "abc")
+
+
+def test_a_task_id_names_the_task_not_its_task_key() -> None:
+    """A record's ``ks_task`` is its operator's task key (:mod:`kspark_server.placement`),
+    one of several per task when several operators share the grouped runner: the task id
+    a handler sees is ``<sub-topology>_<task>`` whichever the key."""
+    from kspark_server import placement
+
+    guard = Guard(Handling(subtopology=0))
+    for operator in range(3):
+        key = placement.task_keys(4, operator)[2]
+        assert guard.task_id({**ROW, "ks_task": key}) == "0_2"

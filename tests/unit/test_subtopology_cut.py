@@ -297,3 +297,21 @@ def test_a_suppressed_window_crosses_after_its_suppression(tmp_path: Path) -> No
     assert len(internal) == 2
     assert any(isinstance(s.parent, Suppress) for s in internal)
     assert len(grouped_stages(output)) == 2
+
+
+def test_an_internal_topic_keeps_each_records_context(tmp_path: Path) -> None:
+    """A record that crosses an internal topic keeps the topic, partition and offset it
+    was read at (a dead letter downstream names them, as without the cut): the topic
+    stores them, and its reader takes no constant topic name."""
+    from kspark.compiler.lowering.sources import read_constants
+    from kspark_server import envelope as env
+
+    _, cut, output = _cut(_chain, tmp_path)
+    internal = {t.name for t in subtopologies.internal_topics(cut)}
+    reads = [s for s in output.stages() if isinstance(s, st.Read) and s.topic.name in internal]
+    assert reads
+    for r in reads:
+        assert r.read_schema is not None
+        stored = {f["name"] for f in json.loads(r.read_schema)["fields"]}
+        assert {name for name, _ in env.CONTEXT.values()} <= stored
+        assert "topic" not in read_constants(r)

@@ -195,7 +195,8 @@ def read_schema(topic: n.TopicSpec, key: TypeDesc, value: TypeDesc, processor: s
     if topic.format in ("kafka", "table"):
         return None
     if topic.layout == "envelope":
-        fields = env.stored_fields(key.spark_json(), value.spark_json())
+        internal = topic.option_dict().get("kspark.internal") == "true"
+        fields = env.stored_fields(key.spark_json(), value.spark_json(), internal)
     else:
         if not isinstance(value, Record):
             raise InvalidTopologyError(

@@ -23,6 +23,7 @@ from kspark.compiler.lowering.timestamps import invalid_timestamps
 from kspark.compiler.resume import Resume
 from kspark.compiler.subtopologies import INTERNAL_OPTION
 from kspark.plan.nodes import TopicSpec
+from kspark_server import envelope as env
 
 __all__ = ["INPUT_METRICS_PREFIX", "read", "read_constants"]
 
@@ -73,12 +74,20 @@ def _from_envelope(raw: DataFrame, stage: st.Read) -> DataFrame:
     else:
         stamp = F.expr("unix_millis(current_timestamp())")
     partition = F.coalesce(F.col("partition"), F.lit(0)) if "partition" in cols else F.lit(0)
+    topic = _topic_column(raw, t)
+    if env.CONTEXT["topic"][0] in cols:
+        # an internal topic's record keeps the context it was read at: the cut between
+        # sub-topologies is kspark's, not the app's (its order stays the topic's: seq)
+        topic, partition, offset = (
+            F.coalesce(F.col(env.CONTEXT[c][0]), default)
+            for c, default in (("topic", topic), ("partition", partition), ("offset", offset))
+        )
     return raw.select(
         key.alias("key"),
         value.alias("value"),
         stamp.alias("timestamp"),
         headers.alias("headers"),
-        _topic_column(raw, t).alias("topic"),
+        topic.alias("topic"),
         partition.cast("int").alias("partition"),
         offset.cast("long").alias("offset"),
         *tail(offset, seq),
@@ -164,6 +173,8 @@ def read_constants(stage: st.Read) -> dict[str, Any]:
         if stage.read_schema is None:  # a table: its columns are not known here
             return out
         stored = {f["name"] for f in json.loads(stage.read_schema)["fields"]}
+        if env.CONTEXT["topic"][0] in stored:  # each record's own (an internal topic)
+            out.pop("topic", None)
     else:
         stored = set()
     if "ks_seq" not in stored:
