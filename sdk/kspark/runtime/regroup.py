@@ -1,5 +1,5 @@
-"""Rescaling an app whose stateful operator runs under ``stateful_runner="apply_in_pandas"``,
-on its own files, stopped or running (:meth:`kspark.StreamsApp.rescale`).
+"""Rescaling an app's stateful operators on their own files, stopped or running
+(:meth:`kspark.StreamsApp.rescale`).
 
 The runner's state is in kspark's files under the query checkpoint, named by each task's
 committed version (:mod:`kspark_server.taskfiles`). Every stateful operator's store goes
@@ -16,8 +16,7 @@ through the steps below together (several operators share the query's one
    change files: a round costs the batches' changes, not the state;
 3. **switch**: the app stops (a running one at a batch boundary, after its in-flight batch
    is committed or abandoned), the last batches are caught up, a new checkpoint generation
-   is recorded whose tasks start from the new layout's files (each task's *seed*, no
-   ``initialState``), and a running app starts again on it. Records waiting in internal
+   is recorded whose tasks start from the new layout's files (each task's *seed*), and a running app starts again on it. Records waiting in internal
    topics stay there for the new layout; a batch folder of a micro-batch that did not
    commit is removed, since the new layout runs that micro-batch again.
 
@@ -93,25 +92,10 @@ Phase = Callable[[str], None]
 
 
 def rescale(app: StreamsApp, partitions: int, phase: Phase) -> rescaling.RescaleReport:
-    """:meth:`kspark.StreamsApp.rescale`: the ``transform_with_state`` runner's offline
-    rescale (a running app is stopped, rescaled and started again), or this module's for
-    the ``apply_in_pandas`` runner (a running app warm, see the module doc)."""
+    """:meth:`kspark.StreamsApp.rescale` (a running app warm, see the module doc)."""
     running = app.query is not None and app.query.isActive
-    if app.config.stateful_runner != "apply_in_pandas":
-        app.stop()
-        report = rescaling.rescale(
-            app.session,
-            app.topology,
-            app.config,
-            partitions,
-            on_phase=phase,
-            own_runs=frozenset(app._runs),  # stopped above
-        )
-        _adopt(app, partitions)
-        if running:
-            app.start()
-        return report
     _check_partitions(partitions)
+    rescaling.refuse_global_stores(app.topology)
     _refuse_foreign_key_joins(app)
     if not running:
         lease.check_not_running(
@@ -128,8 +112,7 @@ def _refuse_foreign_key_joins(app: StreamsApp) -> None:
     if joins:
         raise RescaleError(
             f"app {app.config.application_id}: rescale of an app with a foreign-key join "
-            f"({', '.join(joins)}) is not supported on stateful_runner='apply_in_pandas' "
-            "yet; start the app with a new application_id and checkpoint_dir at the new "
+            f"({', '.join(joins)}) is not supported yet; start the app with a new application_id and checkpoint_dir at the new "
             "num_partitions instead"
         )
 
