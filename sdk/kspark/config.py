@@ -447,8 +447,8 @@ class StreamsConfig:
         of a JVM fixes the size.
     state_base_chunk_bytes
         Tuning: a stateful task's durable base is written in chunks of about this many
-        bytes (one entry larger than that is a chunk of its own), so that no value in the
-        state store nears Spark's 2 GiB limit.
+        bytes (one entry larger than that is a chunk of its own), so that no reader needs
+        a whole base in one value.
     state_check_log
         Checks, for tests: after every micro-batch, each stateful task reads its durable
         base and log back and compares them with its state, and logs changes against
