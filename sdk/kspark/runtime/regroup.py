@@ -149,13 +149,16 @@ class Store:
 
     stage: st.Stateful
     keys: tuple[int, ...] | None
+    #: task -> the seed a task of the current generation starts from until it commits a
+    #: group state of its own (a task with no record since the last rescale has none)
+    seeds: dict[int, tuple[Any, ...]] = attrs.field(factory=dict, eq=False)
 
     @property
     def name(self) -> str:
         return self.stage.spec.store
 
 
-def _stores(app: StreamsApp) -> list[Store]:
+def _stores(app: StreamsApp, gen: Generation | None = None) -> list[Store]:
     """Every stateful operator of the app: several share the query's one
     ``applyInPandasWithState``, each under task keys of its own
     (:func:`kspark.runtime.stores.files.store_keys`)."""
@@ -163,7 +166,12 @@ def _stores(app: StreamsApp) -> list[Store]:
 
     output = app.compiled()
     stages = [s for s in output.stages() if isinstance(s, st.Stateful)]
-    return [Store(s, store_keys(output, s.spec.store)) for s in stages]
+    seeds = gen.seeds if gen is not None else {}
+
+    def seeds_of(store: str) -> dict[int, tuple[Any, ...]]:
+        return {int(t): tuple(v) for t, v in seeds.get(store, {}).items()}
+
+    return [Store(s, store_keys(output, s.spec.store), seeds_of(s.spec.store)) for s in stages]
 
 
 def _olds(
@@ -220,7 +228,7 @@ def _build(
 
     spec = store.stage.spec
     m = layout.partitions
-    olds = _olds(spark, old_ckpt, op, batch, store.keys)
+    olds = {**store.seeds, **_olds(spark, old_ckpt, op, batch, store.keys)}
     layout.metas[store.name], layout.entries[store.name] = {}, 0
     if not olds:
         return
@@ -282,7 +290,7 @@ def _catch_up(
         # the old layout had no state of it when the layout was built: build it now
         _build(spark, store, old_ckpt, layout, op, batch, n_old)
         return
-    olds = _olds(spark, old_ckpt, op, batch, store.keys)
+    olds = {**store.seeds, **_olds(spark, old_ckpt, op, batch, store.keys)}
     keys = placement.task_keys(m)
     rows = [(keys[t], meta) for t, meta in sorted(metas.items())]
     got = (
@@ -400,7 +408,7 @@ def _rescale(
             f"app {app_id} has no committed micro-batch in {gen.checkpoint}; there is no "
             "state to rescale: change num_partitions directly"
         )
-    stores = _stores(app)
+    stores = _stores(app, gen)
     for s in stores:  # every name checked before anything is written
         rescaling.check_store_name(s.name, s.stage.spec.processor)
     shipping.ship(app.topology)
