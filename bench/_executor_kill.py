@@ -100,7 +100,7 @@ def executor_kill(a: Any) -> None:
         native = kill_and_time(server, q, victim, n_src, a.rows)
         q.stop()
 
-        # kspark: dedup under the apply_in_pandas runner, with standby copies
+        # kspark: dedup, with standby copies
         k_src = f"{base}/k-in"
         write_file(k_src, "0.parquet", keys, 0)
         b = StreamsBuilder()
@@ -112,7 +112,6 @@ def executor_kill(a: Any) -> None:
             checkpoint_dir=f"{base}/k-chk",
             num_partitions=4,
             state_dir=f"{base}/local/{{executor}}",
-            stateful_runner="apply_in_pandas",
             num_standby_replicas=int(a.standbys),
         )
 

@@ -6,9 +6,7 @@ Same Parquet files (about 20% duplicates), same session. Two runs each: one micr
 and 10 micro-batches of a tenth (maxFilesPerTrigger=1 over 10 files). Note the semantics
 differ: Spark's built-in drops late records, kspark forwards them (KIP-655).
 
-kspark runs under each stateful runner (``--runners``, default both:
-``transform_with_state`` and ``apply_in_pandas``), each twice per case: with its default
-writer for an app with state (batch folders through ``foreachBatch``, which a rescale
+kspark runs twice per case: with its default writer for an app with state (batch folders through ``foreachBatch``, which a rescale
 needs), and with ``file_sink="spark"`` (Spark's own file sink, as the native query uses;
 such an app cannot be rescaled).
 """
@@ -27,7 +25,7 @@ from kspark import StreamsBuilder, Topic
 
 
 def main() -> None:
-    a = common.args(__doc__ or "", extra=[("--runners", "transform_with_state,apply_in_pandas")])
+    a = common.args(__doc__ or "")
     spark, base, data = common.setup(a, dup_rate=0.2)
     from pyspark.sql import functions as F
 
@@ -41,7 +39,7 @@ def main() -> None:
             df = df.withWatermark("t", "10 seconds").dropDuplicatesWithinWatermark(["key"])
             common.run_query(df.drop("t"), os.path.join(base, "n-out"), os.path.join(base, "n-chk"))
 
-        def ks(batches: int = batches, file_sink: str = "auto", runner: str = "") -> None:
+        def ks(batches: int = batches, file_sink: str = "auto") -> None:
             b = StreamsBuilder()
             b.stream(
                 common.parquet_topic("events", data), key_type=str, value_type=common.Event
@@ -55,20 +53,16 @@ def main() -> None:
                 base,
                 max_files_per_trigger=1 if batches > 1 else None,
                 file_sink=file_sink,
-                stateful_runner=runner,
             )
 
         n_rate = a.rows / common.timed(native, a.repeat)
         line = f"{batches:>2} batch(es): spark-native {n_rate:>10,.0f} rec/s"
-        for runner in a.runners.split(","):
-            k_rate = a.rows / common.timed(lambda r=runner: ks(runner=r), a.repeat)
-            s_rate = a.rows / common.timed(
-                lambda r=runner: ks(file_sink="spark", runner=r), a.repeat
-            )
-            line += (
-                f"\n   {runner}: kspark {k_rate:>10,.0f} rec/s  ratio {k_rate / n_rate:.3f}   "
-                f"file_sink='spark' {s_rate:>10,.0f} rec/s  ratio {s_rate / n_rate:.3f}"
-            )
+        k_rate = a.rows / common.timed(ks, a.repeat)
+        s_rate = a.rows / common.timed(lambda: ks(file_sink="spark"), a.repeat)
+        line += (
+            f"\n   kspark {k_rate:>10,.0f} rec/s  ratio {k_rate / n_rate:.3f}   "
+            f"file_sink='spark' {s_rate:>10,.0f} rec/s  ratio {s_rate / n_rate:.3f}"
+        )
         print(line, flush=True)
 
 

@@ -14,9 +14,8 @@ during the outage; it prints their latency and the replica's refresh time.
 
 With ``--executor-kill``, it measures an executor's loss instead, on
 ``local-cluster[2,1,1024]`` (two executors in JVMs of their own, each with its own local
-disk, ``{executor}`` in ``state_dir``): a dedup app under
-``stateful_runner="apply_in_pandas"`` with ``num_standby_replicas=1`` and Spark's
-``dropDuplicatesWithinWatermark`` each hold ``--keys`` keys; once the app's standby copies
+disk, ``{executor}`` in ``state_dir``): a dedup app with ``num_standby_replicas=1`` and
+Spark's ``dropDuplicatesWithinWatermark`` each hold ``--keys`` keys; once the app's standby copies
 are warm, the executor that runs its task 0 is killed (SIGKILL) and new records arrive.
 Measured: the time from the kill to the first committed batch that read them, and the
 standby promotions it reported. ``--standbys 0`` measures the app without copies.

@@ -3,12 +3,11 @@
     ./run bench plan_size [--run]
 
 Starts the embedded server with workers that cannot import kspark nor kspark_server (the
-tests' import blocker, tests/support/blocker), then, for each stateful runner, builds the
-plan of a one-deduplication app and of a deduplication followed by a count per key: the
+tests' import blocker, tests/support/blocker), then builds the plan of a one-deduplication app and of a deduplication followed by a count per key: the
 size of the serialized plan, the number of pickled Python functions in it and the largest,
 and the pickled ``foreachBatch`` writer, with ``kspark_server`` in bundles (as these
 workers need) and by reference (as workers that import the client's very sources get).
-With ``--run``, it also runs the two-operator app on each runner (three records) and
+With ``--run``, it also runs the two-operator app (three records) and
 prints the "Broadcasting large task binary" sizes that the server logged (Spark logs a
 task binary over 1 MiB).
 """
@@ -33,7 +32,6 @@ from kspark.runtime import shipping
 from kspark.runtime.server import EmbeddedServer
 
 BLOCKER = str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "support" / "blocker")
-RUNNERS = ("transform_with_state", "apply_in_pandas")
 
 
 def commands(msg: Any, out: list[int]) -> list[int]:
@@ -59,18 +57,14 @@ def dedup(b: StreamsBuilder, src: Any, two: bool) -> Any:
     return d.group_by_key().count().to_stream() if two else d
 
 
-def measure(spark: Any, runner: str, two: bool) -> str:
+def measure(spark: Any, two: bool) -> str:
     tmp = pathlib.Path(tempfile.mkdtemp())
     (tmp / "events").mkdir()
     b = StreamsBuilder()
     dedup(b, Topic.jsonl("events", str(tmp / "events")), two).to(
         Topic.parquet("out", str(tmp / "out"))
     )
-    config = StreamsConfig(
-        application_id="plan-size",
-        checkpoint_dir=str(tmp / "chk"),
-        stateful_runner=runner,  # type: ignore[arg-type]
-    )
+    config = StreamsConfig(application_id="plan-size", checkpoint_dir=str(tmp / "chk"))
     app = StreamsApp(b.build(), config, session=spark)
     output = app.compiled()
     for topic in app._internal:
@@ -94,22 +88,22 @@ def measure(spark: Any, runner: str, two: bool) -> str:
     finally:
         shipping.server_code(by_reference=False)
     what = "dedup->count" if two else "one dedup"
-    return f"{runner:21s} {what:13s} " + "; ".join(parts)
+    return f"{what:13s} " + "; ".join(parts)
 
 
-def run(spark: Any, runner: str) -> str:
+def run(spark: Any) -> str:
     from kspark.testing import TopologyTestDriver
 
     b = StreamsBuilder()
     dedup(b, "in", True).to("out")
-    config = StreamsConfig(application_id=f"plan-size-{runner}", stateful_runner=runner)  # type: ignore[arg-type]
+    config = StreamsConfig(application_id="plan-size-run")
     with TopologyTestDriver(b.build(), config, session=spark, engine="spark") as d:
         src = d.create_input_topic("in", key_type=str, value_type=int)
         sink = d.create_output_topic("out", key_type=str, value_type=int)
         for k, v in [("a", 1), ("b", 2), ("a", 3)]:
             src.pipe_input(k, v)
         d.process()
-        return f"{runner}: ran, output {sorted(sink.read_key_values())}"
+        return f"ran, output {sorted(sink.read_key_values())}"
 
 
 def main() -> None:
@@ -118,12 +112,10 @@ def main() -> None:
     ).start()
     spark = server.session()
     try:
-        for runner in RUNNERS:
-            for two in (False, True):
-                print(measure(spark, runner, two), flush=True)
+        for two in (False, True):
+            print(measure(spark, two), flush=True)
         if "--run" in sys.argv:
-            for runner in RUNNERS:
-                print(run(spark, runner), flush=True)
+            print(run(spark), flush=True)
     finally:
         spark.stop()
         with open(server.log_path, errors="replace") as f:

@@ -4,7 +4,7 @@ start), against a plain restart (stop, start) of the same app.
 
     ./run bench rescale [--keys 1000000] [--small 1000] [--every 0.5]
 
-The app runs ``stateful_runner="apply_in_pandas"`` with a ``state_dir`` of its own. It
+The app runs with a ``state_dir`` of its own. It
 loads ``--keys`` distinct keys in one micro-batch; from then on a feeder writes a file of
 ``--small`` new keys every ``--every`` seconds, the whole time, so records keep arriving
 during every step; each micro-batch takes every file there is (a rescaled checkpoint's
@@ -93,7 +93,6 @@ def main() -> None:
             application_id="rescale",
             checkpoint_dir=f"{base}/chk",
             num_partitions=4,
-            stateful_runner="apply_in_pandas",
             state_dir=f"{base}/local",
         )
         write(inp, "000000-load.parquet", 0, a.keys, T0)

@@ -2,7 +2,6 @@
 of micro-batches since the state's last snapshot.
 
     ./run bench restore [--sizes 10000,100000,1000000] [--small 1000] [--since 1,50]
-                        [--stateful-runner transform_with_state|apply_in_pandas]
 
 For each state size N it loads N distinct keys in one micro-batch, with a snapshot taken
 at that commit, and waits until the state store's maintenance has uploaded the snapshot.
@@ -131,8 +130,8 @@ def as_dicts(progress: list[Any]) -> list[dict[str, Any]]:
 class KsparkCase:
     name = "kspark"
 
-    def __init__(self, spark: Any, base: str, runner: Any) -> None:
-        self.spark, self.inp, self.runner = spark, f"{base}/ks-in", runner
+    def __init__(self, spark: Any, base: str) -> None:
+        self.spark, self.inp = spark, f"{base}/ks-in"
         self.topo = topology(self.inp, f"{base}/ks-out")
         self.chk = f"{base}/ks-chk"
         self.state_dir = f"{self.chk}/query/state"
@@ -147,7 +146,6 @@ class KsparkCase:
             max_files_per_trigger=1,
             spark_conf=state_conf(min_deltas),
             state_dir=self.local_dir,
-            stateful_runner=self.runner,
         )
 
     def load(self) -> None:
@@ -255,12 +253,6 @@ def main() -> None:
     p.add_argument("--small", type=int, default=1000, help="new keys per small micro-batch")
     p.add_argument("--since", default="1,50", help="micro-batches since the snapshot")
     p.add_argument("--cases", default="kspark,spark", help="which of kspark,spark to run")
-    p.add_argument(
-        "--stateful-runner",
-        default="transform_with_state",
-        choices=("transform_with_state", "apply_in_pandas"),
-        help="the kspark app's stateful_runner",
-    )
     a = p.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
     since = sorted(int(s) for s in a.since.split(","))
@@ -274,7 +266,7 @@ def main() -> None:
             base = workdir()
             cases = [
                 c
-                for c in (KsparkCase(spark, base, a.stateful_runner), SparkCase(spark, base))
+                for c in (KsparkCase(spark, base), SparkCase(spark, base))
                 if c.name in a.cases.split(",")
             ]
             for case in cases:

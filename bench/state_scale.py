@@ -1,7 +1,6 @@
 """State scale: the time of a small micro-batch of a deduplication app, by state size.
 
     ./run bench state_scale [--sizes 200000,2000000,8000000] [--small 20000] [--batches 6]
-                            [--runners transform_with_state,apply_in_pandas]
 
 For each state size N, one micro-batch loads N distinct keys; then ``--batches`` small
 micro-batches of ``--small`` records each follow, half of them new keys and half repeats
@@ -100,11 +99,6 @@ def main() -> None:
     p.add_argument("--small", type=int, default=20_000)
     p.add_argument("--batches", type=int, default=6)
     p.add_argument("--remote", default=None)
-    p.add_argument(
-        "--runners",
-        default="transform_with_state,apply_in_pandas",
-        help="stateful runners of the kspark app, comma-separated",
-    )
     a = p.parse_args()
     spark = kspark.connect(a.remote)
     spark.conf.set("spark.sql.shuffle.partitions", str(PARTITIONS))
@@ -142,50 +136,44 @@ def main() -> None:
         native_total = time.perf_counter() - t0
         native = small_batch_ms(q, a.batches)
 
-        for runner in a.runners.split(","):
-            t0 = time.perf_counter()
-            b = StreamsBuilder()
-            b.stream(
-                Topic.parquet(
-                    "events", data, layout="value", key_field="key", timestamp_field="ts"
-                ),
-                key_type=str,
-                value_type=Event,
-            ).deduplicate_by_key(WEEK).to(Topic.parquet("out", fresh(os.path.join(base, "k-out"))))
-            app = StreamsApp(
-                b.build(),
-                StreamsConfig(
-                    application_id=f"bench-scale-{n}",
-                    checkpoint_dir=fresh(os.path.join(base, "k-chk")),
-                    num_partitions=PARTITIONS,
-                    max_files_per_trigger=1,
-                    stateful_runner=runner,
-                ),
-                session=spark,
-            )
-            app.run_until_caught_up(progress=False)
-            ks_total = time.perf_counter() - t0
-            ks = small_batch_ms(app.query, a.batches)
-            rows.append((n, runner, native, ks, native_total, ks_total))
-            print(
-                f"{n:>10,} keys, {runner}: small batch native {native / 1000:.2f}s "
-                f"kspark {ks / 1000:.2f}s (x{ks / native:.2f}); "
-                f"whole run native {native_total:.0f}s kspark {ks_total:.0f}s",
-                flush=True,
-            )
+        t0 = time.perf_counter()
+        b = StreamsBuilder()
+        b.stream(
+            Topic.parquet("events", data, layout="value", key_field="key", timestamp_field="ts"),
+            key_type=str,
+            value_type=Event,
+        ).deduplicate_by_key(WEEK).to(Topic.parquet("out", fresh(os.path.join(base, "k-out"))))
+        app = StreamsApp(
+            b.build(),
+            StreamsConfig(
+                application_id=f"bench-scale-{n}",
+                checkpoint_dir=fresh(os.path.join(base, "k-chk")),
+                num_partitions=PARTITIONS,
+                max_files_per_trigger=1,
+            ),
+            session=spark,
+        )
+        app.run_until_caught_up(progress=False)
+        ks_total = time.perf_counter() - t0
+        ks = small_batch_ms(app.query, a.batches)
+        rows.append((n, native, ks, native_total, ks_total))
+        print(
+            f"{n:>10,} keys: small batch native {native / 1000:.2f}s "
+            f"kspark {ks / 1000:.2f}s (x{ks / native:.2f}); "
+            f"whole run native {native_total:.0f}s kspark {ks_total:.0f}s",
+            flush=True,
+        )
 
     print()
-    print("| keys in state | runner | Spark native | kspark | kspark / native time |")
-    print("| ---: | --- | ---: | ---: | ---: |")
-    for n, runner, nat, ks, _, _ in rows:
-        print(f"| {n:,} | {runner} | {nat / 1000:.2f}s | {ks / 1000:.2f}s | {ks / nat:.2f} |")
-    for runner in a.runners.split(","):
-        mine = [r for r in rows if r[1] == runner]
-        first, last = mine[0], mine[-1]
-        print(
-            f"{runner}: growth from {first[0]:,} to {last[0]:,} keys: "
-            f"native x{last[2] / first[2]:.2f}, kspark x{last[3] / first[3]:.2f}"
-        )
+    print("| keys in state | Spark native | kspark | kspark / native time |")
+    print("| ---: | ---: | ---: | ---: |")
+    for n, nat, ks, _, _ in rows:
+        print(f"| {n:,} | {nat / 1000:.2f}s | {ks / 1000:.2f}s | {ks / nat:.2f} |")
+    first, last = rows[0], rows[-1]
+    print(
+        f"growth from {first[0]:,} to {last[0]:,} keys: "
+        f"native x{last[1] / first[1]:.2f}, kspark x{last[2] / first[2]:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Temporal (as-of) stream-table join: kspark's versioned-table join against Spark.
 
-    ./run bench temporal_join [--rows 1000000 --table-keys 10000,100000] [--runners ...]
+    ./run bench temporal_join [--rows 1000000 --table-keys 10000,100000]
 
 Each table has 50 versions per key. By default it runs the two documented cases, 10,000
 and 100,000 table keys, and prints both.
@@ -13,9 +13,7 @@ pipelines over the same Parquet files, in the same session, best of --repeat war
 - range: a stream-static range join against the whole history, ``valid_to = lead(ts)``,
   which gives as-of answers but only when the history is known before the stream starts.
 
-kspark reads the rates as a stream into a versioned table, as Kafka Streams would, under
-each stateful runner (``--runners``, default both: ``transform_with_state`` and
-``apply_in_pandas``).
+kspark reads the rates as a stream into a versioned table, as Kafka Streams would.
 """
 
 from __future__ import annotations
@@ -67,13 +65,7 @@ def convert(p: common.Event, r: Rate | None) -> float:
 
 
 def main() -> None:
-    a = common.args(
-        __doc__ or "",
-        extra=[
-            ("--table-keys", "10000,100000"),
-            ("--runners", "transform_with_state,apply_in_pandas"),
-        ],
-    )
+    a = common.args(__doc__ or "", extra=[("--table-keys", "10000,100000")])
     spark = common.session(a)
     for keys in [int(k) for k in a.table_keys.split(",")]:
         print(f"-- {keys:,} table keys x 50 versions, {a.rows:,} stream records", flush=True)
@@ -120,7 +112,7 @@ def run(spark: Any, a: Any, keys: int) -> None:
         )
         common.run_query(out, os.path.join(base, "n-out"), os.path.join(base, "n-chk"))
 
-    def ks(runner: str) -> None:
+    def ks() -> None:
         b = StreamsBuilder()
         table = b.table(
             common.parquet_topic("rates", rates),
@@ -133,7 +125,7 @@ def run(spark: Any, a: Any, keys: int) -> None:
         ).left_join(table, convert, value_type=float).to(
             Topic.parquet("out", common.fresh(os.path.join(base, "k-out")))
         )
-        common.run_app(b.build(), spark, "asof", base, stateful_runner=runner)
+        common.run_app(b.build(), spark, "asof", base)
 
     rates_of = {}
     spark_runs = (
@@ -144,11 +136,10 @@ def run(spark: Any, a: Any, keys: int) -> None:
     for name, fn in spark_runs:
         rates_of[name] = a.rows / common.timed(fn, a.repeat)
         print(f"{name:40s} {rates_of[name]:>10,.0f} rec/s", flush=True)
-    for runner in a.runners.split(","):
-        k = a.rows / common.timed(lambda r=runner: ks(r), a.repeat)
-        print(f"kspark left_join, {runner:22s} {k:>10,.0f} rec/s", flush=True)
-        for name, _ in spark_runs:
-            print(f"  ratio kspark / {name:29s} {k / rates_of[name]:.3f}")
+    k = a.rows / common.timed(ks, a.repeat)
+    print(f"{'kspark left_join':40s} {k:>10,.0f} rec/s", flush=True)
+    for name, _ in spark_runs:
+        print(f"  ratio kspark / {name:29s} {k / rates_of[name]:.3f}")
 
 
 if __name__ == "__main__":

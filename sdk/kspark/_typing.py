@@ -47,7 +47,7 @@ KafkaClient: TypeAlias = Literal["auto", "jvm", "python"]
 #: ``"auto"`` (Spark's where the app allows it: docs/configuration.md, ``file_sink``).
 FileSink: TypeAlias = Literal["auto", "batch_folders", "spark"]
 #: Which Spark API runs the stateful operators (``StreamsConfig.stateful_runner``).
-StatefulRunner: TypeAlias = Literal["transform_with_state", "apply_in_pandas"]
+StatefulRunner: TypeAlias = Literal["apply_in_pandas"]
 
 #: The short names of the built-in exception handlers, which ``StreamsConfig``'s
 #: ``*_exception_handler`` options (and config files) take in place of a class.

@@ -79,6 +79,20 @@ def _one_of(name: str, choices: Any) -> Any:
     return check
 
 
+def _stateful_runner(_inst: object, _attr: object, value: object) -> None:
+    """The validator of ``stateful_runner``: ``"apply_in_pandas"``, the one runner left."""
+    if value == "transform_with_state":
+        raise ConfigError(
+            "stateful_runner='transform_with_state' was removed: kspark runs its stateful "
+            "operators under applyInPandasWithState, with their state in its own files in "
+            "the checkpoint. Leave stateful_runner out (or set 'apply_in_pandas'); a "
+            "checkpoint written by that runner cannot be read: run the app from its sources "
+            "with a new checkpoint_dir (or application_id)",
+            option="stateful_runner",
+        )
+    _one_of("stateful_runner", StatefulRunner)(_inst, _attr, value)
+
+
 def _positive_int(name: str, *, optional: bool = False) -> Any:
     def check(_inst: object, _attr: object, value: object) -> None:
         if optional and value is None:
@@ -433,8 +447,8 @@ class StreamsConfig:
         of a JVM fixes the size.
     state_base_chunk_bytes
         Tuning: a stateful task's durable base is written in chunks of about this many
-        bytes (one entry larger than that is a chunk of its own), so that no value in the
-        state store nears Spark's 2 GiB limit.
+        bytes (one entry larger than that is a chunk of its own), so that no reader needs
+        a whole base in one value.
     state_check_log
         Checks, for tests: after every micro-batch, each stateful task reads its durable
         base and log back and compares them with its state, and logs changes against
@@ -449,26 +463,21 @@ class StreamsConfig:
         is used as it is, one behind catches up from the durable log, any other is
         rebuilt. ``app.clean_up()`` deletes them.
     stateful_runner
-        Which Spark API runs the stateful operators: ``"apply_in_pandas"`` (the default:
-        ``applyInPandasWithState``; records reach the operators straight from the
-        shuffle, the state is kept in kspark's own files in the checkpoint, which
-        interactive queries, replicas, rescale (also of a running app) and standby
-        replicas read; an app with several stateful operators is cut into
-        sub-topologies joined by internal topics under ``checkpoint_dir``, each
-        operator's output read a micro-batch later; docs/design/grouped-runner.md) or
-        ``"transform_with_state"`` (``transformWithStateInPandas``, the state in Spark's
-        state store, all operators in the same micro-batch; slower, no standby replicas,
-        a running app is stopped to be rescaled). An app keeps the runner its checkpoint
-        was started with.
+        Which Spark API runs the stateful operators; kept for compatibility, the one
+        value is ``"apply_in_pandas"`` (``applyInPandasWithState``; records reach the
+        operators straight from the shuffle, the state is kept in kspark's own files in
+        the checkpoint, which interactive queries, replicas, rescale and standby replicas
+        read; an app with several stateful operators is cut into sub-topologies joined by
+        internal topics under ``checkpoint_dir``; docs/design/grouped-runner.md).
+        ``"transform_with_state"`` was removed: it raises :class:`~kspark.errors.ConfigError`.
     num_standby_replicas
         Standby replicas (Kafka Streams' ``num.standby.replicas``): keep warm copies of
         each stateful task's local stores on this many other executors' disks, brought up
         to date from the committed state after each micro-batch by a small job of its own,
         off the batches' path. A task that Spark runs where a copy is (after an executor
         is lost) promotes it instead of rebuilding its store (``app.restore_listener``'s
-        ``on_standby_promoted``). 0 (the default): none. Needs the default
-        ``stateful_runner="apply_in_pandas"`` and several executors with their own local
-        disks (docs/deployment.md, "Standby replicas").
+        ``on_standby_promoted``). 0 (the default): none. Needs several
+        executors with their own local disks (docs/deployment.md, "Standby replicas").
     topics
         Bindings of the topology's topic names to where they live: name ->
         ``Topic.jsonl(...)``, ``Topic.parquet(...)``, ``Topic.kafka(...)`` or
@@ -551,7 +560,7 @@ class StreamsConfig:
     state_check_log: bool = attrs.field(default=False, validator=_bool("state_check_log"))
     state_dir: str | None = attrs.field(default=None, validator=_optional_str("state_dir"))
     stateful_runner: StatefulRunner = attrs.field(
-        default="apply_in_pandas", validator=_one_of("stateful_runner", StatefulRunner)
+        default="apply_in_pandas", validator=_stateful_runner
     )
     num_standby_replicas: int = attrs.field(default=0, validator=_non_negative_int)
     topics: tuple[tuple[str, TopicSpec], ...] = attrs.field(default=None, converter=_topics_tuple)
@@ -590,14 +599,6 @@ class StreamsConfig:
                 "state_maintenance_interval must be a timedelta of at least 1 ms, got "
                 f"{maintenance!r}",
                 option="state_maintenance_interval",
-            )
-        if self.num_standby_replicas and self.stateful_runner != "apply_in_pandas":
-            raise ConfigError(
-                f"num_standby_replicas={self.num_standby_replicas} needs "
-                'stateful_runner="apply_in_pandas": standby copies are built from that '
-                "runner's state files; the transform_with_state runner keeps its state in "
-                "Spark's state store, which has no standby replicas",
-                options=["num_standby_replicas", "stateful_runner"],
             )
         if self.dead_letter_queue_topic is not None and not isinstance(
             self.dead_letter_queue_topic, TopicSpec

@@ -40,6 +40,7 @@ __all__ = [
     "InvalidTopologyError",
     "KSparkError",
     "MissingDependencyError",
+    "ObsoleteCheckpointError",
     "ProcessingError",
     "RescaleError",
     "ServerError",
@@ -175,6 +176,14 @@ class AppAlreadyRunningError(StreamsAppError):
     """An app with this ``application_id`` (and checkpoint) is already running."""
 
     code = "KSPARK_APP_ALREADY_RUNNING"
+
+
+class ObsoleteCheckpointError(StreamsAppError):
+    """The app's checkpoint holds state that this kspark cannot read: the state of the
+    removed ``transform_with_state`` runner (in Spark's state store), or state in another
+    state format. Nothing was run."""
+
+    code = "KSPARK_OBSOLETE_CHECKPOINT"
 
 
 class ProcessingError(StreamsAppError):

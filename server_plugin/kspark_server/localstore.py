@@ -1,15 +1,15 @@
 """An executor-local store of one task's state: Kafka Streams' local state store, on LMDB.
 
-Spark's state store holds each task's state durably, as a base and a log of per-batch
-changes (:mod:`kspark_server.taskstate`). Reading all of it every micro-batch made a
+kspark's files in the checkpoint hold each task's state durably, as a base and a log of
+per-batch changes (:mod:`kspark_server.taskfiles`, :mod:`kspark_server.taskstate`). Reading all of it every micro-batch made a
 batch cost the whole state. So, as a Kafka Streams instance keeps each task's state in a
 local RocksDB and treats its changelog topic as the durable copy, a task keeps its state
 in an LMDB environment on the executor's local disk, and a batch reads from it only the
 keys its records touch and writes back only the keys it changed.
 
 The local store is a cache of the durable state and is trusted only when it is at the
-durable state's *version*: a pair (incarnation, number of batches applied) kept in a
-value state next to the base. A store at the committed version is used as it is (a
+durable state's *version*: a pair (incarnation, number of batches applied) kept in the
+task's committed group state, which names the files. A store at the committed version is used as it is (a
 restarted server finds its stores on disk, as a Kafka Streams instance finds its
 ``state.dir``); one behind, whose batches the durable log still holds, applies only the
 log's missing changes (it is *caught up*); any other (ahead by a batch attempt that was
@@ -43,7 +43,7 @@ An environment's databases:
 
 Callers see keys only: :func:`time_key` builds an index key from any key, and every method
 maps keys to slots itself. An entry or the scalars may hold up to 4 GiB (LMDB's limit on a
-value; Spark's state store refuses values past 2 GiB before that).
+value).
 
 Examples
 --------

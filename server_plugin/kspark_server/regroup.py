@@ -1,9 +1,9 @@
-"""Rescaling the ``apply_in_pandas`` runner's state on its files: build a new layout, then
+"""Rescaling the stateful operators' state on its files: build a new layout, then
 keep it current (``StreamsApp.rescale``).
 
 The runner keeps each task's state in kspark's files under the checkpoint
 (:mod:`kspark_server.taskfiles`), named by the task's committed version. A new layout of
-``m`` tasks is built from them without Spark's ``initialState`` and, while the app keeps
+``m`` tasks is built from them and, while the app keeps
 running on the old layout, kept current from the old tasks' change files, as Kafka Streams
 warms a *learner task* on its new instance before the task moves (KIP-441):
 

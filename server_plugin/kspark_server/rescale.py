@@ -1,49 +1,25 @@
-"""Re-splitting stateful operators' task states from N to M tasks (``kspark rescale``).
+"""Re-splitting stateful operators' task states from N to M tasks (``StreamsApp.rescale``).
 
-A task's state (see :mod:`kspark_server.operators`) is stored as a base of chunks and a log of
-changes (:mod:`kspark_server.taskstate`); the split reads both, one chunk's share of a task
-at a time, and writes the current state format: a rescale, even to the same number of
-partitions, is where a checkpoint of another format migrates (a later format's reader of
-this one goes in :func:`split_states`). Every base it writes is in chunks of the app's
-``state_base_chunk_bytes``, so no value it writes passes the chunk size by more than one
-entry. This job runs on the app's own server. Every entry in it
-keeps the Spark hash of its partitioning column, so the entry's task under M tasks is
-``pmod(hash, M)``, the same rule the app's plan applies to new records. Rescaling is
-two pure functions, run as Spark jobs over the state reader's rows:
+A task's state (see :mod:`kspark_server.operators`) is a base of chunks and a log of
+changes (:mod:`kspark_server.taskstate`). Every entry keeps the Spark hash of its
+partitioning column, so the entry's task under M tasks is ``pmod(hash, M)``, the same rule
+the app's plan applies to new records. Rescaling is two pure functions, which
+:mod:`kspark_server.regroup` runs over the old tasks' files:
 
-- :func:`split_states` cuts each old task's state into parts, one per new task;
-- :func:`merge_states` merges the parts of one new task into its state.
+- :func:`split` cuts an old task's state into parts, one per new task;
+- :func:`merge` merges the parts of one new task into its state.
 
 A new task's stream time is the largest stream time of the old tasks it takes entries
-from. The entry counts of both sides are returned, so the caller can check that nothing
-was lost or duplicated before it switches the app over.
+from. :func:`entries` and :func:`checksum` count both sides, so the caller can check that
+nothing was lost or duplicated before it switches the app over.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator
 from typing import Any
 
-import pandas as pd
-
-from kspark_server import placement, queries, stateenc, taskstate
-from kspark_server.spec import BASE_CHUNK_BYTES
-
-#: Column layout of :func:`split_states`' output: per part chunk its new task, the chunk,
-#: its entries and checksum; per share of an old task (``ks_task`` -1 for a task's first
-#: chunk, :data:`OLD_SHARE` for the others) its entries and checksum.
-PARTS_SCHEMA = (
-    "ks_task int, part binary, entries long, old_entries long, checksum long, old_checksum long"
-)
-#: ``ks_task`` of an old task's share after its first (counted in entries, not in tasks).
-OLD_SHARE = -2
-#: Column layout of :func:`merge_states`' output (the new app's initial state): the task
-#: key (:mod:`kspark_server.placement`), one chunk of its base and the chunk's number, and
-#: the chunk's entries and checksum (they add up to the task's).
-STATES_SCHEMA = "ks_task int, chunk int, blob binary, entries long, checksum long"
-#: Column layout of :func:`check_states`' output: a written task state read back.
-CHECK_SCHEMA = "ks_task int, entries long, checksum long"
+from kspark_server import stateenc, taskstate
 
 
 def checksum(kind: str, versioned: bool, st: dict[str, Any]) -> int:
@@ -207,90 +183,3 @@ def merge(kind: str, versioned: bool, parts: list[dict[str, Any]]) -> dict[str, 
     if kind != "dedup":
         out["buffer"].sort(key=lambda r: (int(r["timestamp"]), r["ks_seq"], r["ks_sub"]))
     return out
-
-
-def split_states(
-    kind: str, versioned: bool, m: int, chunk_bytes: int = BASE_CHUNK_BYTES
-) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The ``mapInPandas`` function over the state reader's rows (``blob``, ``first``,
-    ``log``: see :mod:`kspark_server.queries`), one old task's chunk at a time; each part
-    in chunks of about ``chunk_bytes``."""
-
-    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for blob, first, log in queries.chunks(frames):
-            st = taskstate.from_pairs(kind, versioned, *taskstate.share(blob, first, log))
-            rows: list[tuple[int, bytes | None, int, int, int, int]] = [
-                (
-                    -1 if first else OLD_SHARE,
-                    None,
-                    0,
-                    entries(kind, versioned, st),
-                    0,
-                    checksum(kind, versioned, st),
-                )
-            ]
-            for task, p in split(kind, versioned, st, m).items():
-                # a part in chunks (with the task's entries and checksum on its first)
-                for i, chunk in enumerate(taskstate.base_chunks(kind, versioned, p, chunk_bytes)):
-                    rows.append(
-                        (
-                            task,
-                            chunk,
-                            entries(kind, versioned, p) if i == 0 else 0,
-                            0,
-                            checksum(kind, versioned, p) if i == 0 else 0,
-                            0,
-                        )
-                    )
-            # one frame per chunk read: no more than a chunk's share of a task at a time
-            yield pd.DataFrame(
-                rows,
-                columns=["ks_task", "part", "entries", "old_entries", "checksum", "old_checksum"],
-            )
-
-    return run
-
-
-def merge_states(
-    kind: str, versioned: bool, m: int, chunk_bytes: int = BASE_CHUNK_BYTES
-) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """The ``applyInPandas`` function of one new task's parts (of ``m`` new tasks): its
-    base in chunks of about ``chunk_bytes``."""
-
-    def run(frame: pd.DataFrame) -> pd.DataFrame:
-        task = int(frame["ks_task"].iat[0])
-        parts = [taskstate.materialize(kind, versioned, [b], []) for b in frame["part"].tolist()]
-        st = merge(kind, versioned, parts)
-        blobs = taskstate.base_chunks(kind, versioned, st, chunk_bytes)
-        counted = [taskstate.materialize(kind, versioned, [b], []) for b in blobs]
-        return pd.DataFrame(
-            {
-                "ks_task": [placement.task_keys(m)[task]] * len(blobs),
-                "chunk": list(range(len(blobs))),
-                "blob": blobs,
-                "entries": [entries(kind, versioned, c) for c in counted],
-                "checksum": [checksum(kind, versioned, c) for c in counted],
-            }
-        )
-
-    return run
-
-
-def check_states(
-    kind: str, versioned: bool
-) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The ``mapInPandas`` function that reads written task states back (``ks_task``,
-    ``blob``: one row per chunk) and gives each chunk's entries and checksum, to verify the
-    rewrite (a task's are the sums over its chunks)."""
-
-    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for frame in frames:
-            rows = []
-            for task, blob in zip(frame["ks_task"].tolist(), frame["blob"].tolist(), strict=True):
-                st = taskstate.materialize(kind, versioned, [blob], [])
-                rows.append(
-                    (int(task), entries(kind, versioned, st), checksum(kind, versioned, st))
-                )
-            yield pd.DataFrame(rows, columns=["ks_task", "entries", "checksum"])
-
-    return run

@@ -42,7 +42,6 @@ from __future__ import annotations
 from kspark_server.contract.check import OperatorSpec, check_spec
 from kspark_server.contract.parts import (
     BASE_CHUNK_BYTES,
-    STATEFUL_RUNNERS,
     Handling,
     Packed,
     RecordLimit,
@@ -104,7 +103,6 @@ from kspark_server.contract.version import SPEC_VERSION, Fn, SpecError
 __all__ = [
     "BASE_CHUNK_BYTES",
     "SPEC_VERSION",
-    "STATEFUL_RUNNERS",
     "AggregateSpec",
     "ArrowValues",
     "BranchStep",

@@ -1,5 +1,5 @@
 """Standby replicas: warm copies of tasks' local stores on other executors (Kafka
-Streams' standby tasks), for ``stateful_runner="apply_in_pandas"``.
+Streams' standby tasks).
 
 A standby copy is a local store (:mod:`kspark_server.localstore`) at the very path the
 task's own store would have on that executor's disk, marked as a standby in its meta

@@ -1,6 +1,6 @@
 """How state is encoded (state format 6): MessagePack with a few extension types, no pickle.
 
-Every byte string that a stateful operator writes to Spark's state store, and that a
+Every byte string that a stateful operator writes to its state files, and that a
 client, a replica or a rescale reads back, is MessagePack (https://msgpack.org), written
 and read with ``msgspec``. Any language with a MessagePack library can read it; reading it
 runs no code, unlike pickle.

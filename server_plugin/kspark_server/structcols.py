@@ -1,4 +1,4 @@
-"""Struct columns crossing the ``apply_in_pandas`` runner as flat columns.
+"""Struct columns crossing the stateful operators' Python worker as flat columns.
 
 pyspark hands ``applyInPandasWithState`` a struct column as one Python ``dict`` per row,
 and converts the frames it gets back the same way, row by row: for a deduplicated record's

@@ -1,8 +1,7 @@
-"""A task's durable state in kspark's own files, for the ``apply_in_pandas`` runner.
+"""A task's durable state in kspark's own files.
 
-Under ``StreamsConfig(stateful_runner="apply_in_pandas")`` a stateful operator runs with
-``applyInPandasWithState`` (docs/design/grouped-runner.md). Spark's group state then
-holds only the task's committed *version*; the state itself is a base and a log of
+A stateful operator runs with ``applyInPandasWithState`` (docs/design/grouped-runner.md).
+Spark's group state holds only the task's committed *version*; the state itself is a base and a log of
 changes (:mod:`kspark_server.taskstate`), kept in files under the checkpoint::
 
     <checkpoint>/kspark-state/<store>/task-<t>/
@@ -12,7 +11,7 @@ changes (:mod:`kspark_server.taskstate`), kept in files under the checkpoint::
 ``n`` is the task's batch count (zero-padded to 12 digits), ``id`` a random name fresh
 for every attempt, ``c`` the chunk number (5 digits). Each file holds one frame of
 :mod:`kspark_server.stateenc` (MessagePack framed by ``KSSF`` with the state format: no
-pickle), exactly as the ``transform_with_state`` runner keeps it in Spark's state store.
+pickle).
 
 The version (:data:`GROUP_STATE_DDL`) names the files that make up the committed state:
 the base's batch and id and its number of chunks, and the ids of the changes after it.
@@ -84,10 +83,11 @@ __all__ = [
 #: The folder under the query's checkpoint that holds the operators' files.
 DIR_NAME = "kspark-state"
 
-#: Spark's group state of a task under ``applyInPandasWithState``: the version the
-#: ``transform_with_state`` runner keeps (:data:`kspark_server.statevars.VERSION`) and the
-#: names of the files that hold it (``log_ids``: the changes' ids, oldest first, separated
-#: by commas; pyspark cannot read an array in a group state's schema).
+#: Spark's group state of a task under ``applyInPandasWithState``: the version (the
+#: incarnation, the batches since it began, the sizes that decide when a new base is
+#: written, and the number of base chunks) and the names of the files that hold it
+#: (``log_ids``: the changes' ids, oldest first, separated by commas; pyspark cannot read
+#: an array in a group state's schema).
 GROUP_STATE_DDL = (
     "incarnation string, batches long, base_bytes long, log_bytes long, log_len int, "
     "base_chunks int, base_at long, base_id string, log_ids string"
@@ -182,7 +182,7 @@ def _batch_of(name: str) -> int | None:
 
 
 class _Base:
-    """The base's chunks (the map state of the ``transform_with_state`` runner)."""
+    """The base's chunks, by number."""
 
     def __init__(self, files: TaskFiles) -> None:
         self.files = files
@@ -212,8 +212,7 @@ class _Base:
 
 
 class _Log:
-    """The changes since the base (the list state of the ``transform_with_state``
-    runner)."""
+    """The changes since the base, one per batch, oldest first."""
 
     def __init__(self, files: TaskFiles) -> None:
         self.files = files
@@ -238,7 +237,8 @@ class _Log:
 
 
 class _Version:
-    """The version (the value state of the ``transform_with_state`` runner)."""
+    """The version: incarnation, batches, base bytes, log bytes, log length, base
+    chunks."""
 
     def __init__(self, files: TaskFiles) -> None:
         self.files = files
@@ -257,9 +257,9 @@ class TaskFiles:
     """One task's files of one store, seen at a committed version (``committed``: the
     group state's value, None for a new task), and the new version a batch builds.
 
-    :attr:`base`, :attr:`log` and :attr:`version` behave as the state variables of the
-    ``transform_with_state`` runner (:mod:`kspark_server.statevars`), so the operators
-    run on either; :meth:`committed` is the group state to commit. A reader passes
+    :attr:`base`, :attr:`log` and :attr:`version` are what an operator reads and writes
+    (:meth:`kspark_server.operators.base.TaskProcessor.attach`); :meth:`committed` is the
+    group state to commit. A reader passes
     ``create=False``: it makes no folder, and a named file that a later batch collected is
     a :class:`StaleVersion` to it (a batch runs on the last committed version, which no
     collection touches).

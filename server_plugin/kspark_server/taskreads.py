@@ -1,4 +1,4 @@
-"""Reading the ``apply_in_pandas`` runner's committed state from its files, on the server.
+"""Reading the stateful operators' committed state from their files, on the server.
 
 The runner keeps each task's state in kspark's files under the checkpoint
 (:mod:`kspark_server.taskfiles`) and only the committed version, which names them, in

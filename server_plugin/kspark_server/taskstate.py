@@ -1,16 +1,14 @@
 """A task's durable state: a chunked base plus a log of per-batch changes (state format 6).
 
-A stateful operator's task keeps its state in three state variables of Spark's state
-store:
+A stateful operator's task keeps its state in kspark's files
+(:mod:`kspark_server.taskfiles`):
 
-- ``<store>``: a map state, the *base*: the whole state as of some batch, as a sequence of
-  *chunks* keyed by their number (0, 1, ...), each a frame of at most about
-  :data:`BASE_CHUNK_BYTES` (or the spec's ``state.base_chunk_bytes``) holding a subset of
-  the keys (:func:`encode_chunks`);
-- ``<store>__log``: a list state, one *change* per later batch: the batch's scalar fields
-  (stream time, grace buffer) and the new entry of every key the batch changed (nil:
-  the key was removed);
-- ``<store>__version``: a value state, the state's version (see
+- the *base*: the whole state as of some batch, as a sequence of *chunks* numbered 0, 1,
+  ..., each a frame of at most about :data:`BASE_CHUNK_BYTES` (or the spec's
+  ``state.base_chunk_bytes``) holding a subset of the keys (:func:`encode_chunks`);
+- the *log*: one *change* per later batch: the batch's scalar fields (stream time, grace
+  buffer) and the new entry of every key the batch changed (nil: the key was removed);
+- the *version* (in Spark's group state): the incarnation and batches (see
   :mod:`kspark_server.localstore`), the sizes that decide when to write a new base, and
   the number of chunks of the base.
 
@@ -75,16 +73,12 @@ PROCESSOR = "processor"
 #: entry holds one key's buffered update; the scalars hold the stream time and the
 #: buffer's size in bytes (None: to be counted again, after a rescale).
 SUPPRESS = "suppress"
-#: Suffix of the list-state variable that holds a store's log of changes.
-LOG_SUFFIX = "__log"
-#: Suffix of the value-state variable that holds a store's version.
-VERSION_SUFFIX = "__version"
 #: A task writes a new base once its log holds this many changes, however small.
 MAX_LOG = 512
 #: ... or once the log's bytes pass this fraction of the base's.
 LOG_FRACTION = 0.5
-#: ... or once the log's bytes pass this, however large the base: Spark's RocksDB state
-#: store keeps a list state as one value, which must stay well under 2 GiB.
+#: ... or once the log's bytes pass this, however large the base: a reader loads a task's
+#: log whole.
 MAX_LOG_BYTES = 256 << 20
 #: Bases smaller than this are rewritten rather than logged against (cheap either way).
 MIN_BASE_BYTES = 4096

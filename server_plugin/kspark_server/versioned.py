@@ -9,9 +9,8 @@ The store keeps its own *observed stream time*, the largest timestamp put so far
 - :meth:`expire` drops versions that no read within the retention can still see.
 
 The state is a plain dict (``{"time": int | None, "data": {key: ([ts...], [value...])}}``)
-so that the join operator can pickle it into Spark's state store, and a client reading
-the checkpoint with Spark's state reader can wrap the same dict and answer the same
-queries (``app.store(name)``).
+so that the join operator can encode it into its state files, and a client reading the
+checkpoint can wrap the same dict and answer the same queries (``app.store(name)``).
 """
 
 from __future__ import annotations

@@ -324,10 +324,9 @@ def test_store_answers_get_and_fetch_and_the_app_restarts_from_its_checkpoint(
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("runner", ["transform_with_state", "apply_in_pandas"])
-def test_rescale_carries_counts_and_windows_over(spark: Any, app_id: str, runner: Any) -> None:
-    """2 -> 3 partitions between micro-batches: the same output as without a rescale, on
-    either runner (under ``apply_in_pandas`` the two counts are two sub-topologies)."""
+def test_rescale_carries_counts_and_windows_over(spark: Any, app_id: str) -> None:
+    """2 -> 3 partitions between micro-batches: the same output as without a rescale (the
+    two counts are two sub-topologies)."""
     w = TimeWindows.of_size_and_grace(timedelta(milliseconds=10), timedelta(milliseconds=100))
     batches: list[list[Rec]] = [
         [(k, 1, ts) for ts, k in enumerate("abcdefab")],
@@ -339,9 +338,7 @@ def test_rescale_carries_counts_and_windows_over(spark: Any, app_id: str, runner
         s = b.stream("in", key_type=str, value_type=int)
         s.group_by_key().count().to_stream().to("out")
         s.group_by_key().windowed_by(w).count().to_stream().to("wout")
-        cfg = StreamsConfig(
-            application_id=f"{app_id}-{rescale}", num_partitions=2, stateful_runner=runner
-        )
+        cfg = StreamsConfig(application_id=f"{app_id}-{rescale}", num_partitions=2)
         got = []
         with TopologyTestDriver(b.build(), cfg, session=spark) as d:
             src = d.create_input_topic("in", key_type=str, value_type=int)

@@ -16,14 +16,8 @@ pytestmark = pytest.mark.spark
 Rec = tuple[str, str, int, int]  # topic, key, value, timestamp
 
 
-def drive(
-    spark: Any, topo: Any, batches: list[list[Rec]], runner: Any = None
-) -> list[tuple[str, Any]]:
+def drive(spark: Any, topo: Any, batches: list[list[Rec]]) -> list[tuple[str, Any]]:
     cfg = StreamsConfig(application_id=f"aj-{uuid.uuid4().hex[:8]}", num_partitions=2)
-    if runner is not None:
-        cfg = StreamsConfig(
-            application_id=cfg.application_id, num_partitions=2, stateful_runner=runner
-        )
     with TopologyTestDriver(topo, cfg, session=spark) as d:
         topics = {t for batch in batches for t, *_ in batch}
         ins = {t: d.create_input_topic(t, key_type=str, value_type=int) for t in topics}
@@ -49,7 +43,7 @@ def join_topology(left: bool, materialized: bool) -> Any:
 
 #: Two streams over three micro-batches; the table counts ``in`` per key. A stream record
 #: meant to see a count comes in a later micro-batch than the records counted: with
-#: several stateful operators under stateful_runner="apply_in_pandas" the count's updates
+#: several stateful operators the count's updates
 #: reach the join through an internal topic, a micro-batch later
 #: (docs/design/sub-topologies.md; :func:`test_a_micro_batch_s_own_counts`).
 BATCHES: list[list[Rec]] = [
@@ -60,10 +54,9 @@ BATCHES: list[list[Rec]] = [
 
 
 def test_a_stream_joins_an_aggregated_table_as_of_each_micro_batch(spark: Any) -> None:
-    # o:a@15 comes in the micro-batch of the first counts of a: no match (before the
-    # update on the transform_with_state runner, whose timestamp is 20; a micro-batch
-    # before it under the grouped runner); o:a@30 sees batch 1's count; o:a@50 sees batch 2's update;
-    # o:a@35 in batch 3 is out of order and sees the latest count
+    # o:a@15 comes in the micro-batch of the first counts of a: no match (the count's
+    # updates reach the join a micro-batch later); o:a@30 sees batch 1's count; o:a@50
+    # sees batch 2's update; o:a@35 in batch 3 is out of order and sees the latest count
     got = drive(spark, join_topology(left=False, materialized=True), BATCHES)
     assert got == [("a", "102:2"), ("a", "103:3"), ("b", "104:1"), ("a", "105:3")]
 
@@ -90,21 +83,12 @@ SAME_BATCH: list[list[Rec]] = [
 
 
 @pytest.mark.extended
-@pytest.mark.parametrize(
-    ("runner", "want"),
-    [
-        # one pass runs the count and the join in timestamp order: o:a@50 sees the
-        # update at 40, as Kafka Streams does within one sub-topology
-        ("transform_with_state", ["102:2", "103:3", "105:3"]),
-        # with two stateful operators the count's updates cross an internal topic and
-        # reach the join in the next micro-batch, as a table read from a repartition
-        # topic does in Kafka Streams: o:a@50 sees the count of the batch before
-        ("apply_in_pandas", ["102:2", "103:2", "105:3"]),
-    ],
-)
-def test_a_micro_batch_s_own_counts(spark: Any, runner: str, want: list[str]) -> None:
-    got = drive(spark, join_topology(left=False, materialized=True), SAME_BATCH, runner)
-    assert got == [("a", v) for v in want]
+def test_a_micro_batch_s_own_counts(spark: Any) -> None:
+    # with two stateful operators the count's updates cross an internal topic and reach
+    # the join in the next micro-batch, as a table read from a repartition topic does in
+    # Kafka Streams: o:a@50 sees the count of the batch before
+    got = drive(spark, join_topology(left=False, materialized=True), SAME_BATCH)
+    assert got == [("a", v) for v in ["102:2", "103:2", "105:3"]]
 
 
 def test_an_aggregated_table_filters_maps_and_streams_its_updates(spark: Any) -> None:

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from kspark import Deduplicated, Materialized, StreamsApp, StreamsBuilder, StreamsConfig, Topic
-from kspark._typing import StatefulRunner
 from kspark.errors import DeadLetterQueueProcessingExceptionHandler
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -89,9 +88,7 @@ def write_inputs(data: str) -> None:
         os.utime(f"{data}/payments/p{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
 
 
-def config(
-    app_id: str, data: str, runner: StatefulRunner = "transform_with_state"
-) -> StreamsConfig:
+def config(app_id: str, data: str) -> StreamsConfig:
     return StreamsConfig(
         application_id=app_id,
         checkpoint_dir=f"{data}/checkpoint",
@@ -99,7 +96,6 @@ def config(
         max_files_per_trigger=1,
         processing_exception_handler=DeadLetterQueueProcessingExceptionHandler(),
         dead_letter_queue_topic=Topic.jsonl("dlq", f"{data}/dlq"),
-        stateful_runner=runner,
     )
 
 
@@ -210,9 +206,9 @@ def write_fault_inputs(data: str) -> None:
         os.utime(f"{data}/payments/p{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
 
 
-def fault_topology(data: str, crash_dir: str, runner: StatefulRunner) -> Any:
-    """Deduplication, then the versioned join; under ``apply_in_pandas``, the join alone
-    (duplicates then join twice)."""
+def fault_topology(data: str, crash_dir: str) -> Any:
+    """Deduplication, then the versioned join (two sub-topologies: the dedup's output
+    crosses an internal topic)."""
 
     def mark(value: str) -> str:
         hold_if_armed(crash_dir, "chain", value)
@@ -237,8 +233,7 @@ def fault_topology(data: str, crash_dir: str, runner: StatefulRunner) -> Any:
     payments = b.stream(
         Topic.jsonl("payments", f"{data}/payments"), key_type=str, value_type=str
     ).map_values(mark, value_type=str)
-    if runner == "transform_with_state":
-        payments = payments.deduplicate_by_key_value(lambda k, v: v, DAY, Deduplicated.as_("dedup"))
+    payments = payments.deduplicate_by_key_value(lambda k, v: v, DAY, Deduplicated.as_("dedup"))
     (
         payments.select_key(rekey, key_type=str)
         .left_join(rates, convert, value_type=str)
@@ -247,16 +242,15 @@ def fault_topology(data: str, crash_dir: str, runner: StatefulRunner) -> Any:
     return b.build()
 
 
-def fault_expected(dedup: bool) -> tuple[Counter[tuple[Any, ...]], Counter[tuple[Any, ...]]]:
-    """The results by the semantics alone: each distinct payment once (each payment
-    without ``dedup``), joined with its currency's rate as of its time; each poison
+def fault_expected() -> tuple[Counter[tuple[Any, ...]], Counter[tuple[Any, ...]]]:
+    """The results by the semantics alone: each distinct payment once, joined with its currency's rate as of its time; each poison
     payment once in the dead-letter queue."""
     out: Counter[tuple[Any, ...]] = Counter()
     for n in range(FAULT_BATCHES):
         for k in range(4):
             ts = n * 100 + k + 1
             rate = f"r{k}.{min(ts // 300, 2)}"
-            out[(f"c{k}", f"p{n}-{k}@{rate}")] += 1 if dedup else 2
+            out[(f"c{k}", f"p{n}-{k}@{rate}")] += 1
             out[(f"c{k}", f"q{n}-{k}@{rate}")] += 1
     # dead letters hold the record's key and value as JSON text
     dead = Counter({('"x"', f'"poison{n}"'): 1 for n in range(FAULT_BATCHES)})
@@ -264,9 +258,8 @@ def fault_expected(dedup: bool) -> tuple[Counter[tuple[Any, ...]], Counter[tuple
 
 
 @pytest.mark.fault
-@pytest.mark.parametrize("runner", ["transform_with_state", "apply_in_pandas"])
 def test_killed_at_seeded_random_points_each_result_appears_once(
-    spark_server: Any, tmp_path: Any, runner: StatefulRunner
+    spark_server: Any, tmp_path: Any
 ) -> None:
     """Kafka's exactly-once system tests in spirit: an app with deduplication, a versioned
     join, a dead-letter queue and a file sink runs over many small batches while its
@@ -280,16 +273,16 @@ def test_killed_at_seeded_random_points_each_result_appears_once(
     ref = str(tmp_path / "ref")
     write_fault_inputs(ref)
     StreamsApp(
-        fault_topology(ref, f"{ref}/none", runner),
-        config("fault-ref", ref, runner),
+        fault_topology(ref, f"{ref}/none"),
+        config("fault-ref", ref),
         session=spark_server.session(),
     ).run_until_caught_up()
-    want = fault_expected(dedup=runner == "transform_with_state")
+    want = fault_expected()
     assert results(ref) == want
     data, crash_dir = str(tmp_path / "data"), str(tmp_path / "crash")
     os.makedirs(crash_dir)
     write_fault_inputs(data)
-    topo = fault_topology(data, crash_dir, runner)
+    topo = fault_topology(data, crash_dir)
     # points in processing order: a payment's chain step, then its join (poison included)
     points = [
         (point, f"{kind}{n}-{k}")
@@ -300,7 +293,7 @@ def test_killed_at_seeded_random_points_each_result_appears_once(
     ]
     rng = random.Random(20261123)
     kills = sorted(rng.sample(range(len(points)), FAULT_KILLS))
-    cfg = config("fault", data, runner)
+    cfg = config("fault", data)
     done = 0
     for i in kills:
         point, value = points[i]

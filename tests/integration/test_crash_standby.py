@@ -44,7 +44,6 @@ def test_server_killed_between_batches_with_standbys_each_result_once(
         checkpoint_dir=str(tmp_path / "chk"),
         num_partitions=4,
         state_dir=str(tmp_path / "local" / "{executor}"),
-        stateful_runner="apply_in_pandas",
         num_standby_replicas=1,
         state_check_log=True,  # each batch checks its durable files against its store
     )

@@ -180,7 +180,7 @@ class Payload:
     inner: Inner | None
 
 
-#: struct values whose fields are at the edges of what crosses the apply_in_pandas runner
+#: struct values whose fields are at the edges of what crosses the operator's Python worker
 #: as flat columns: integers past 2**53 next to nulls, null doubles, null nested structs
 #: and null fields in them, empty and non-UTF-8 bytes (NaN: tests/unit/test_structcols.py;
 #: the JSON topics here do not carry it)
@@ -193,16 +193,14 @@ PAYLOADS = [
 
 
 def test_struct_values_leave_the_grouped_runner_exactly(spark: Any, app_id: str) -> None:
-    """Deduplicated records with struct values reach the sink under
-    ``stateful_runner="apply_in_pandas"`` as the in-process engine gives them."""
+    """Deduplicated records with struct values reach the sink as the in-process engine
+    gives them."""
 
     def go(session: Any) -> list[str]:
         b = StreamsBuilder()
         s = b.stream(Topic.jsonl("in", "/unused"), key_type=str, value_type=Payload)
         s.deduplicate_by_key(timedelta(seconds=5)).to(Topic.jsonl("out", "/unused"))
-        cfg = StreamsConfig(
-            application_id=app_id, num_partitions=2, stateful_runner="apply_in_pandas"
-        )
+        cfg = StreamsConfig(application_id=app_id, num_partitions=2)
         engine = "spark" if session else "local"
         with TopologyTestDriver(b.build(), cfg, session=session, engine=engine) as d:
             src = d.create_input_topic("in", key_type=str, value_type=Payload)

@@ -280,7 +280,7 @@ def windowed_count() -> Any:
     return b.build()
 
 
-#: topologies of one stateful operator each, which the grouped runner takes too
+#: topologies of one stateful operator each
 ONE_OPERATOR: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[str, ...]]] = {
     "windowed_count": (windowed_count, ("in",), ("windows",)),
     "as_of_join": (as_of_join, ("in", "table"), ("rates",)),
@@ -335,13 +335,10 @@ def run(
     data: list[list[Rec]],
     engine: str,
     session: Any,
-    runner: str = "transform_with_state",
 ) -> dict[str, Any]:
-    """Everything a test sees of ``data`` run through ``case`` on ``engine`` (on Spark,
-    with the stateful operators under ``runner``)."""
+    """Everything a test sees of ``data`` run through ``case`` on ``engine``."""
     make, inputs, stores = {**CASES, **ONE_OPERATOR}[case]
     cfg = StreamsConfig(
-        stateful_runner=runner,  # type: ignore[arg-type]
         application_id=f"eng-{uuid.uuid4().hex[:8]}",
         num_partitions=3,
         processing_exception_handler=DeadLetterQueueProcessingExceptionHandler,
@@ -430,25 +427,18 @@ IN_CI = {
 }
 
 
-#: the runners each case runs under: the default one for apps with stateful operators
-RUNNERS = ("apply_in_pandas", "transform_with_state")
-
-
-@pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize(
     "case",
     [c if c in IN_CI else pytest.param(c, marks=pytest.mark.extended) for c in sorted(CASES)],
 )
-def test_engines_agree(spark: Any, case: str, runner: str) -> None:
+def test_engines_agree(spark: Any, case: str) -> None:
     """The in-process engine runs every operator of an app in one pass, as Kafka Streams'
-    test driver processes internal topics eagerly. ``"transform_with_state"`` does the
-    same on Spark; the default runner cuts an app of several stateful operators at
-    internal topics, whose records a downstream operator reads a micro-batch later, and
-    ``process()`` runs until they are drained (docs/design/sub-topologies.md). Either
-    way each ``process()`` gives the same output records, dead letters, metrics and store
-    contents; only ``commit-total`` counts the cut's extra micro-batches."""
-    if runner == "apply_in_pandas" and not CASES[case][2]:
-        pytest.skip("no stateful operator: the runners do not differ")
+    test driver processes internal topics eagerly. On Spark an app of several stateful
+    operators is cut at internal topics, whose records a downstream operator reads a
+    micro-batch later, and ``process()`` runs until they are drained
+    (docs/design/sub-topologies.md). Either way each ``process()`` gives the same output
+    records, dead letters, metrics and store contents; only ``commit-total`` counts the
+    cut's extra micro-batches."""
     inputs = len(CASES[case][1])
 
     @settings(
@@ -463,26 +453,23 @@ def test_engines_agree(spark: Any, case: str, runner: str) -> None:
     @example(data=fixed_example(case, inputs))
     def check(data: list[list[Rec]]) -> None:
         local = run(case, data, "local", None)
-        remote = run(case, data, "spark", spark, runner=runner)
+        remote = run(case, data, "spark", spark)
         commits = local["metrics"].pop("commit-total"), remote["metrics"].pop("commit-total")
         assert local == remote
-        if runner == "transform_with_state":
-            assert commits[0] == commits[1]
-        else:
-            assert commits[0] <= commits[1]
+        assert commits[0] <= commits[1]
 
     check()
 
 
 @pytest.mark.extended
 @pytest.mark.parametrize("case", sorted(ONE_OPERATOR))
-def test_the_in_process_engine_agrees_with_the_grouped_runner(spark: Any, case: str) -> None:
-    """The in-process engine runs the operators as ``stateful_runner="apply_in_pandas"``
-    runs them on Spark: same records, dead letters, metrics and stores."""
+def test_the_in_process_engine_agrees_on_one_operator(spark: Any, case: str) -> None:
+    """The in-process engine runs one operator as Spark runs it: same records, dead
+    letters, metrics and stores."""
     inputs = len(ONE_OPERATOR[case][1])
     data = fixed_example(case, inputs)
     local = run(case, data, "local", None)
-    remote = run(case, data, "spark", spark, runner="apply_in_pandas")
+    remote = run(case, data, "spark", spark)
     assert local == remote
 
 

@@ -30,15 +30,8 @@ class Enriched:
     customer: str | None
 
 
-@pytest.mark.parametrize(
-    "runner",
-    [
-        pytest.param(None, id="default-runner"),
-        # the stages a micro-batch apart, through internal topics: about 60 s
-        pytest.param("apply_in_pandas", id="apply_in_pandas", marks=pytest.mark.extended),
-    ],
-)
-def test_a_left_join_on_a_foreign_key_across_a_restart(spark: Any, runner: Any) -> None:
+def test_a_left_join_on_a_foreign_key_across_a_restart(spark: Any) -> None:
+    # the stages a micro-batch apart, through internal topics: about 60 s
     b = StreamsBuilder()
     orders = b.table(Topic.jsonl("orders", "/unused"), key_type=str, value_type=Order)
     customers = b.table(Topic.jsonl("customers", "/unused"), key_type=str, value_type=str)
@@ -50,8 +43,7 @@ def test_a_left_join_on_a_foreign_key_across_a_restart(spark: Any, runner: Any) 
         value_type=Enriched,
     )
     enriched.to_stream().to(Topic.jsonl("out", "/unused"))
-    more: dict[str, Any] = {} if runner is None else {"stateful_runner": runner}
-    cfg = StreamsConfig(application_id="fk-join", num_partitions=2, **more)
+    cfg = StreamsConfig(application_id="fk-join", num_partitions=2)
     with TopologyTestDriver(b.build(), cfg, session=spark) as d:
         o = d.create_input_topic("orders", key_type=str, value_type=Order)
         c = d.create_input_topic("customers", key_type=str, value_type=str)
@@ -105,12 +97,11 @@ class Placed:
 
 @pytest.mark.extended  # seven operators a micro-batch apart: about 90 s
 def test_joins_on_foreign_keys_with_other_stateful_operators(spark: Any) -> None:
-    """Under stateful_runner="apply_in_pandas", a foreign-key join of a count whose result
+    """A foreign-key join of a count whose result
     joins again on a foreign key (as Kafka's multi-join test chains two): seven operators
     in one applyInPandasWithState, each stage's messages through an internal topic. A
     count that moves to another tier retracts its old result; a deleted region leaves the
-    left join's row without one; the stores answer as on the transform_with_state
-    runner."""
+    left join's row without one; the stores answer as the semantics say."""
     b = StreamsBuilder()
     counts = (
         b.stream(Topic.jsonl("clicks", "/unused"), key_type=str, value_type=str)
@@ -134,9 +125,7 @@ def test_joins_on_foreign_keys_with_other_stateful_operators(spark: Any) -> None
         value_type=Placed,
     )
     placed.to_stream().to(Topic.jsonl("out", "/unused"))
-    cfg = StreamsConfig(
-        application_id="fk-multi", num_partitions=2, stateful_runner="apply_in_pandas"
-    )
+    cfg = StreamsConfig(application_id="fk-multi", num_partitions=2)
     with TopologyTestDriver(b.build(), cfg, session=spark) as d:
         clicks = d.create_input_topic("clicks", key_type=str, value_type=str)
         t = d.create_input_topic("tiers", key_type=str, value_type=str)

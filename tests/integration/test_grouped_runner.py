@@ -1,6 +1,6 @@
-"""``stateful_runner="apply_in_pandas"`` on Spark: deduplication gives the
-``transform_with_state`` runner's output over micro-batch splits, and restarts whose executors' local stores are new (a
-fresh ``state_dir``) or behind rebuild them from the checkpoint's files."""
+"""The stateful operators on Spark: deduplication gives the in-process engine's output
+over micro-batch splits, and restarts whose executors' local stores are new (a fresh
+``state_dir``) or behind rebuild them from the checkpoint's files."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 from support.jsonlfiles import jsonl_values, write_jsonl
 
 from kspark import StreamsApp, StreamsBuilder, StreamsConfig, Topic
-from kspark.errors import StreamsAppError
 from kspark.testing import TopologyTestDriver
 from kspark_server.taskfiles import DIR_NAME
 
@@ -41,10 +40,8 @@ RECORDS = [(f"k{(i * 7) % 5}", f"{'xyz'[i % 3]}-{i}", 1000 * ((i * 13) % 23)) fo
 SPLIT = [RECORDS[:10], RECORDS[10:11], RECORDS[11:25], RECORDS[25:]]
 
 
-def run(spark: Any, app_id: str, mode: str, batches: list[Any], runner: str) -> list[str]:
-    cfg = StreamsConfig(
-        application_id=app_id, num_partitions=2, stateful_runner=runner, state_check_log=True
-    )
+def run(spark: Any, app_id: str, mode: str, batches: list[Any]) -> list[str]:
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2, state_check_log=True)
     with TopologyTestDriver(
         topology(5000, mode), cfg, session=spark, engine="spark" if spark else "local"
     ) as d:
@@ -58,18 +55,12 @@ def run(spark: Any, app_id: str, mode: str, batches: list[Any], runner: str) -> 
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_split_gives_the_transform_with_state_runners_output(
-    spark: Any, app_id: str, mode: str
-) -> None:
+def test_split_gives_the_in_process_engines_output(spark: Any, app_id: str, mode: str) -> None:
     """Every deduplication flavour, split in four micro-batches (each a restart of the
-    query), against the ``transform_with_state`` runner's output (the in-process
-    engine's, which the Spark path agrees with: tests/integration/test_driver_engines.py)
-    and, for ``by_key``, that runner on Spark."""
-    want = run(None, app_id + "-ref", mode, SPLIT, "transform_with_state")
-    assert want == run(None, app_id + "-one", mode, [RECORDS], "transform_with_state")
-    assert run(spark, app_id, mode, SPLIT, "apply_in_pandas") == want
-    if mode == "by_key":
-        assert run(spark, app_id + "-tws", mode, SPLIT, "transform_with_state") == want
+    query), against the in-process engine's output, split or in one batch."""
+    want = run(None, app_id + "-ref", mode, SPLIT)
+    assert want == run(None, app_id + "-one", mode, [RECORDS])
+    assert run(spark, app_id, mode, SPLIT) == want
 
 
 def test_restarts_on_fresh_and_stale_local_stores_rebuild_from_the_files(
@@ -88,7 +79,6 @@ def test_restarts_on_fresh_and_stale_local_stores_rebuild_from_the_files(
                 application_id=app_id,
                 checkpoint_dir=os.path.join(base, "chk"),
                 num_partitions=2,
-                stateful_runner="apply_in_pandas",
                 state_dir=os.path.join(base, local),
                 state_check_log=True,
             )
@@ -100,15 +90,7 @@ def test_restarts_on_fresh_and_stale_local_stores_rebuild_from_the_files(
         files = os.listdir(os.path.join(base, "chk", "query", DIR_NAME))
         assert files, "the operator keeps its state in the checkpoint's files"
         got = jsonl_values(out)
-        # the checkpoint keeps its runner
-        other = StreamsConfig(
-            application_id=app_id,
-            checkpoint_dir=os.path.join(base, "chk"),
-            num_partitions=2,
-        )
-        with pytest.raises(StreamsAppError, match="stateful_runner='apply_in_pandas'"):
-            StreamsApp(topo, other, session=spark).run_until_caught_up()
-    want = sorted(run(None, app_id + "-ref", "by_key", SPLIT[:3], "transform_with_state"))
+    want = sorted(run(None, app_id + "-ref", "by_key", SPLIT[:3]))
     assert got == want
 
 
@@ -126,16 +108,15 @@ EDGES: list[tuple[bytes, bytes | None, int, tuple[tuple[str, bytes | None], ...]
 
 def test_edge_values_leave_the_operator_exactly(spark: Any, app_id: str) -> None:
     """Deduplicated records whose keys, values and headers are edge cases reach the sink
-    as the ``transform_with_state`` runner gives them, in two micro-batches."""
+    as the in-process engine gives them, in two micro-batches."""
 
-    def run_edges(session: Any, runner: str, suffix: str) -> list[Any]:
+    def run_edges(session: Any, suffix: str) -> list[Any]:
         b = StreamsBuilder()
         s = b.stream(Topic.jsonl("in", "/unused"), key_type=bytes, value_type=bytes)
         s.deduplicate_by_key(timedelta(seconds=5)).to(Topic.jsonl("out", "/unused"))
         cfg = StreamsConfig(
             application_id=app_id + suffix,
             num_partitions=2,
-            stateful_runner=runner,
             state_check_log=True,
         )
         engine = "spark" if session else "local"
@@ -151,6 +132,6 @@ def test_edge_values_leave_the_operator_exactly(spark: Any, app_id: str) -> None
                 key=repr,
             )
 
-    want = run_edges(None, "transform_with_state", "-ref")
+    want = run_edges(None, "-ref")
     assert len(want) == len(EDGES)
-    assert run_edges(spark, "apply_in_pandas", "") == want
+    assert run_edges(spark, "") == want

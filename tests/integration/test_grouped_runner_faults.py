@@ -1,4 +1,4 @@
-"""Faults on ``stateful_runner="apply_in_pandas"``, on Spark: a task killed between writing
+"""Faults of the stateful operators on Spark: a task killed between writing
 its files and the batch's commit, and a micro-batch that Spark runs twice (its state
 committed, its commit log not), each leave the committed state exactly what one clean run
 gives, and the output a clean run's; the files of the attempt that did not count are
@@ -48,7 +48,6 @@ def app(spark: Any, base: str, app_id: str) -> StreamsApp:
         checkpoint_dir=f"{base}/chk",
         num_partitions=2,
         max_files_per_trigger=1,
-        stateful_runner="apply_in_pandas",
         state_dir=f"{base}/local",
     )
     return StreamsApp(topology(base), cfg, session=spark)

@@ -1,7 +1,6 @@
-"""Interactive queries on ``stateful_runner="apply_in_pandas"``: ``app.store`` reads
-kspark's files at the version the committed group states name, and answers as the
-``transform_with_state`` runner does (its answers are the in-process engine's:
-tests/integration/test_driver_engines.py), over micro-batches that are each a restart."""
+"""Interactive queries: ``app.store`` reads kspark's files at the version the committed
+group states name, and answers as the in-process engine does
+(tests/integration/test_driver_engines.py), over micro-batches that are each a restart."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ import pytest
 from support.topologies import Summing, as_of_join
 
 from kspark import Materialized, StreamsBuilder, StreamsConfig, TimeWindows
-from kspark._typing import StatefulRunner
 from kspark.state import Stores
 from kspark.testing import TopologyTestDriver
 
@@ -66,7 +64,7 @@ def contents(store: Any) -> Any:
     return answers, store.approximate_num_entries()
 
 
-def run(case: str, engine: str, session: Any, runner: StatefulRunner) -> list[Any]:
+def run(case: str, engine: str, session: Any) -> list[Any]:
     """The store's contents after each of three micro-batches."""
     make, inputs, name = CASES[case]
     rnd = random.Random(case)
@@ -74,9 +72,7 @@ def run(case: str, engine: str, session: Any, runner: StatefulRunner) -> list[An
         (rnd.randrange(len(inputs)), rnd.choice(KEYS), rnd.randrange(31), rnd.randrange(20_001))
         for _ in range(18)
     ]
-    cfg = StreamsConfig(
-        application_id=f"gs-{uuid.uuid4().hex[:8]}", num_partitions=2, stateful_runner=runner
-    )
+    cfg = StreamsConfig(application_id=f"gs-{uuid.uuid4().hex[:8]}", num_partitions=2)
     seen = []
     with TopologyTestDriver(make(), cfg, session=session, engine=engine) as d:  # type: ignore[arg-type]
         srcs = [d.create_input_topic(t, key_type=str, value_type=int) for t in inputs]
@@ -96,10 +92,10 @@ def run(case: str, engine: str, session: Any, runner: StatefulRunner) -> list[An
         pytest.param("processor", marks=pytest.mark.extended),
     ],
 )
-def test_stores_answer_as_on_the_default_runner(spark: Any, case: str) -> None:
-    want = run(case, "local", None, "transform_with_state")
+def test_stores_answer_as_in_the_in_process_engine(spark: Any, case: str) -> None:
+    want = run(case, "local", None)
     assert want[-1][1] > 0
-    assert run(case, "spark", spark, "apply_in_pandas") == want
+    assert run(case, "spark", spark) == want
 
 
 @pytest.mark.extended  # five restarts and reads: about a minute
@@ -122,7 +118,6 @@ def test_a_replica_answers_as_the_store_after_each_batch(spark: Any) -> None:
     cfg = StreamsConfig(
         application_id=f"gr-{uuid.uuid4().hex[:8]}",
         num_partitions=2,
-        stateful_runner="apply_in_pandas",
     )
     with TopologyTestDriver(make(), cfg, session=spark, engine="spark") as d:
         srcs = [d.create_input_topic(t, key_type=str, value_type=int) for t in inputs]
@@ -160,7 +155,6 @@ def test_a_read_that_the_app_overtook_reads_the_newest_version(spark: Any) -> No
     cfg = StreamsConfig(
         application_id=f"go-{uuid.uuid4().hex[:8]}",
         num_partitions=2,
-        stateful_runner="apply_in_pandas",
     )
     keys = [f"k{i}" for i in range(8)]
     with TopologyTestDriver(b.build(), cfg, session=spark, engine="spark") as d:

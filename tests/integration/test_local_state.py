@@ -139,7 +139,6 @@ def test_a_restarted_app_of_two_grouped_operators_reuses_each_operators_stores(
         checkpoint_dir=str(tmp_path / "chk"),
         num_partitions=2,
         state_dir=local,
-        stateful_runner="apply_in_pandas",
     )
     write_jsonl(src, "0.jsonl", SPLIT[0])
     StreamsApp(topo, cfg, session=spark).run_until_caught_up(progress=False)

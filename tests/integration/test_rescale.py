@@ -70,12 +70,11 @@ def batches() -> list[list[tuple[str, str, str | None, int]]]:
 
 
 def run(
-    spark: Any, app_id: str, rescales: dict[int, int], runner: Any = "transform_with_state"
+    spark: Any, app_id: str, rescales: dict[int, int]
 ) -> tuple[list[Any], list[Any], list[Any]]:
     cfg = StreamsConfig(
         application_id=app_id,
         num_partitions=2,
-        stateful_runner=runner,
         processing_exception_handler=DeadLetterQueueProcessingExceptionHandler(),
         dead_letter_queue_topic=Topic.jsonl("dlq", "/unused"),
     )
@@ -98,10 +97,9 @@ def run(
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("runner", ["transform_with_state", "apply_in_pandas"])
-def test_rescale_round_trip_keeps_the_output(spark: Any, app_id: str, runner: Any) -> None:
-    expected, expected_dead, _ = run(spark, app_id + "-ref", {}, runner)
-    got, dead, reports = run(spark, app_id, {1: 4, 2: 1}, runner)
+def test_rescale_round_trip_keeps_the_output(spark: Any, app_id: str) -> None:
+    expected, expected_dead, _ = run(spark, app_id + "-ref", {})
+    got, dead, reports = run(spark, app_id, {1: 4, 2: 1})
     # the reference is what the semantics say: one output per first-seen key, as of its time
     assert expected == sorted(
         (f"c{k}", f"p{n}-{k}@r{n}-{k}", n * 1000 + k * 10 + 5) for n in range(3) for k in range(12)
@@ -118,9 +116,9 @@ def test_rescale_round_trip_keeps_the_output(spark: Any, app_id: str, runner: An
     assert {s.store: s.entries_after for s in first.stores} == {"seen": 13, "rates": 12}
     assert {s.store: s.entries_after for s in second.stores} == {"seen": 26, "rates": 12}
     assert [s.tasks_after for s in second.stores] == [1, 1]
-    # under the grouped runner each process() runs three micro-batches: the dedup's, the
-    # join's (reading the dedup's internal topic) and the sink's (reading the join's)
-    assert second.resumes_after_batch == (1 if runner == "transform_with_state" else 5)
+    # each process() runs three micro-batches: the dedup's, the join's (reading the
+    # dedup's internal topic) and the sink's (reading the join's)
+    assert second.resumes_after_batch == 5
 
 
 def test_rescale_refuses_what_it_cannot_do(spark: Any, app_id: str) -> None:

@@ -1,5 +1,4 @@
-"""Rescaling an app of several stateful operators under ``stateful_runner="apply_in_pandas"``
-on Spark: two chained counts, rescaled stopped (while the second has records of the first
+"""Rescaling an app of several stateful operators on Spark: two chained counts, rescaled stopped (while the second has records of the first
 in its internal topic that it has not read yet, while input files arrive with the app
 stopped, and after a micro-batch that wrote its internal topic and failed before it
 committed) and running (warm, with files arriving at every step). The second count's
@@ -92,7 +91,6 @@ def config(app_id: str, base: str, partitions: int) -> StreamsConfig:
         application_id=app_id,
         checkpoint_dir=os.path.join(base, "chk"),
         num_partitions=partitions,
-        stateful_runner="apply_in_pandas",
         state_dir=os.path.join(base, "local"),
     )
 

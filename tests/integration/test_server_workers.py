@@ -57,9 +57,8 @@ def _dedup_count(events: Any) -> Any:
     )
 
 
-@pytest.mark.parametrize("runner", ["transform_with_state", "apply_in_pandas"])
 def test_workers_without_kspark_get_it_in_bundles_and_the_plan_stays_small(
-    spark: Any, spark_server: Any, tmp_path: Any, runner: str
+    spark: Any, spark_server: Any, tmp_path: Any
 ) -> None:
     """The test server's workers cannot import kspark (tests/conftest.py), so the worker
     check finds no ``kspark_server`` there and each Python function of a plan carries the
@@ -79,14 +78,10 @@ def test_workers_without_kspark_get_it_in_bundles_and_the_plan_stays_small(
     b = StreamsBuilder()
     events = b.stream(Topic.jsonl("events", str(tmp_path / "events")), key_type=str, value_type=int)
     _dedup_count(events).to(Topic.parquet("out", str(tmp_path / "out")))
-    config = StreamsConfig(
-        application_id="plan-size",
-        checkpoint_dir=str(tmp_path / "chk"),
-        stateful_runner=runner,  # type: ignore[arg-type]
-    )
+    config = StreamsConfig(application_id="plan-size", checkpoint_dir=str(tmp_path / "chk"))
     app = StreamsApp(b.build(), config, session=spark)
     output = app.compiled()
-    for topic in app._internal:  # the runner's internal topics, read as the app starts
+    for topic in app._internal:  # the app's internal topics, read as the app starts
         assert topic.path is not None
         os.makedirs(topic.path, exist_ok=True)
     app._prepare_session(output)
@@ -106,9 +101,8 @@ def test_workers_without_kspark_get_it_in_bundles_and_the_plan_stays_small(
     assert by_reference < 100_000 < in_bundles < 400_000, (by_reference, in_bundles)
 
 
-@pytest.mark.parametrize("runner", ["transform_with_state", "apply_in_pandas"])
 def test_an_app_runs_on_workers_that_get_kspark_server_in_bundles(
-    spark: Any, spark_server: Any, app_id: str, runner: str
+    spark: Any, spark_server: Any, app_id: str
 ) -> None:
     """The workers install the bundles each function carries (the blocker keeps their
     own kspark_server out of reach, tests/support/blocker) and run both operators."""
@@ -120,7 +114,7 @@ def test_an_app_runs_on_workers_that_get_kspark_server_in_bundles(
 
     b = StreamsBuilder()
     _dedup_count(b.stream("in", key_type=str, value_type=int)).to("out")
-    config = StreamsConfig(application_id=app_id, stateful_runner=runner)  # type: ignore[arg-type]
+    config = StreamsConfig(application_id=app_id)
     with TopologyTestDriver(b.build(), config, session=spark, engine="spark") as d:
         src = d.create_input_topic("in", key_type=str, value_type=int)
         sink = d.create_output_topic("out", key_type=str, value_type=int)

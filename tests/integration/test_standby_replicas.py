@@ -72,7 +72,6 @@ def test_a_killed_executors_tasks_promote_their_standby_copies(
         checkpoint_dir=str(tmp_path / "chk"),
         num_partitions=4,
         state_dir=str(tmp_path / "local" / "{executor}"),
-        stateful_runner="apply_in_pandas",
         num_standby_replicas=1,
     )
     promoted: list[restore.StandbyPromotion] = []
@@ -156,7 +155,6 @@ def test_every_operators_standby_copies_are_promoted_after_an_executor_kill(
         checkpoint_dir=str(tmp_path / "chk"),
         num_partitions=4,
         state_dir=str(tmp_path / "local" / "{executor}"),
-        stateful_runner="apply_in_pandas",
         num_standby_replicas=1,
     )
     promoted: list[restore.StandbyPromotion] = []

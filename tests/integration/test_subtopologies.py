@@ -1,4 +1,4 @@
-"""Several stateful operators under ``stateful_runner="apply_in_pandas"`` on Spark: one
+"""Several stateful operators on Spark: one
 ``applyInPandasWithState`` runs them all, and an operator that reads another's output
 reads it from an internal topic in a later micro-batch (docs/design/sub-topologies.md).
 Each topology's output on Spark is the in-process engine's, over micro-batch splits
@@ -87,7 +87,7 @@ def run(
     outputs: dict[str, type],
     app_id: str,
 ) -> dict[str, list[Any]]:
-    cfg = StreamsConfig(application_id=app_id, num_partitions=2, stateful_runner="apply_in_pandas")
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2)
     engine = "spark" if spark is not None else "local"
     with TopologyTestDriver(topology(), cfg, session=spark, engine=engine) as d:
         types = {"in": int, "clicks": str, "names": str}
@@ -175,7 +175,7 @@ def test_a_batch_failing_after_its_internal_topics_are_written_doubles_nothing(
 
     split = [{"in": IN[:12]}, {"in": IN[12:]}]
     want = run(None, chain, split, {"sums": int}, app_id + "-local")["sums"]
-    cfg = StreamsConfig(application_id=app_id, num_partitions=2, stateful_runner="apply_in_pandas")
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2)
     with TopologyTestDriver(chain(), cfg, session=spark) as d:
         src = d.create_input_topic("in", key_type=str, value_type=int)
         out = d.create_output_topic("sums", key_type=str, value_type=int)

@@ -1,5 +1,4 @@
-"""Dynamic keys and values (no declared type) through the internal topics of
-``stateful_runner="apply_in_pandas"`` on Spark: each operator's output crosses its topic
+"""Dynamic keys and values (no declared type) through an app's internal topics on Spark: each operator's output crosses its topic
 as the JSON text it travels as between stages, and the next operator reads back the same
 Python values, of the same types, across micro-batches and restarts of the query
 (docs/design/sub-topologies.md)."""
@@ -43,7 +42,7 @@ BLOBS: list[tuple[Any, bytes | None]] = [
 
 
 def test_dynamic_records_of_every_shape_cross_internal_topics(spark: Any, app_id: str) -> None:
-    cfg = StreamsConfig(application_id=app_id, num_partitions=2, stateful_runner="apply_in_pandas")
+    cfg = StreamsConfig(application_id=app_id, num_partitions=2)
     half = len(SHAPES) // 2
     with TopologyTestDriver(dynamic_chains(), cfg, session=spark) as d:
         events = d.create_input_topic("in")
@@ -68,7 +67,7 @@ def test_dynamic_records_of_every_shape_cross_internal_topics(spark: Any, app_id
         out = sorted(d.create_output_topic("out").read_key_values(), key=lambda kv: kv[1][0])
         got_blobs = d.create_output_topic("blobs-out", value_type=bytes).read_key_values()
         metrics = d.metrics().by_name()
-    # the records of the app's own topics, as on the transform_with_state runner: not
+    # the records of the app's own topics, as the in-process engine counts them: not
     # those that crossed its internal topics too
     assert metrics["records-consumed-total"] == len(SHAPES) + 2 + len(BLOBS) + 1
     assert metrics["records-produced-total"] == len(SHAPES) + len(BLOBS)

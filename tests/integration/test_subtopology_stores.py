@@ -1,9 +1,7 @@
-"""Interactive queries and replicas of an app with several stateful operators under
-``stateful_runner="apply_in_pandas"``: the operators share one
-``applyInPandasWithState``, each under its own task keys, and each store is read from
-its own operator's tasks (docs/design/sub-topologies.md). Its answers are the
-in-process engine's on the transform_with_state runner, after micro-batches that are
-each a restart of the query."""
+"""Interactive queries and replicas of an app with several stateful operators: the
+operators share one ``applyInPandasWithState``, each under its own task keys, and each
+store is read from its own operator's tasks (docs/design/sub-topologies.md). Its answers
+are the in-process engine's, after micro-batches that are each a restart of the query."""
 
 from __future__ import annotations
 
@@ -16,7 +14,6 @@ import pytest
 from support.topologies import Summing
 
 from kspark import Materialized, StreamsBuilder, StreamsConfig
-from kspark._typing import StatefulRunner
 from kspark.state import Stores
 from kspark.testing import TopologyTestDriver
 
@@ -64,7 +61,7 @@ def answers(d: TopologyTestDriver) -> dict[str, Any]:
     }
 
 
-def run(engine: str, session: Any, runner: StatefulRunner, replicas: bool = False) -> list[Any]:
+def run(engine: str, session: Any, replicas: bool = False) -> list[Any]:
     """The stores' answers after each of three micro-batches; with ``replicas``, checks
     that replicas of the table stores, refreshed, answer as the stores do."""
     rnd = random.Random("subtopology-stores")
@@ -72,9 +69,7 @@ def run(engine: str, session: Any, runner: StatefulRunner, replicas: bool = Fals
         (rnd.randrange(2), rnd.choice(KEYS), rnd.randrange(31), rnd.randrange(20_001))
         for _ in range(18)
     ]
-    cfg = StreamsConfig(
-        application_id=f"ss-{uuid.uuid4().hex[:8]}", num_partitions=2, stateful_runner=runner
-    )
+    cfg = StreamsConfig(application_id=f"ss-{uuid.uuid4().hex[:8]}", num_partitions=2)
     seen = []
     kept: dict[str, Any] = {}
     with TopologyTestDriver(three_operators(), cfg, session=session, engine=engine) as d:  # type: ignore[arg-type]
@@ -96,9 +91,9 @@ def run(engine: str, session: Any, runner: StatefulRunner, replicas: bool = Fals
     return seen
 
 
-def test_each_store_of_three_grouped_operators_answers_as_on_the_default_runner(
+def test_each_store_of_three_grouped_operators_answers_as_in_the_in_process_engine(
     spark: Any,
 ) -> None:
-    want = run("local", None, "transform_with_state")
+    want = run("local", None)
     assert all(want[-1][name][0] for name in want[-1])
-    assert run("spark", spark, "apply_in_pandas", replicas=True) == want
+    assert run("spark", spark, replicas=True) == want

@@ -215,8 +215,8 @@ def test_the_joined_table_joins_again(spark: Any, app_id: str) -> None:
         ins[1].pipe_input("j", "x", timestamp=5)
         d.process()
         # the third table's row comes after the first join's result: with two stateful
-        # operators under stateful_runner="apply_in_pandas" that result reaches the second
-        # join a micro-batch later, through an internal topic
+        # operators that result reaches the second join a micro-batch later, through an
+        # internal topic
         ins[2].pipe_input("k", "c", timestamp=6)
         d.process()
         got = d.create_output_topic("out", key_type=str, value_type=str).read_records()

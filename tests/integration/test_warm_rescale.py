@@ -1,4 +1,4 @@
-"""Rescaling an app on ``stateful_runner="apply_in_pandas"`` on Spark: while it runs (warm,
+"""Rescaling an app on Spark: while it runs (warm,
 with records arriving during the build, the catch-up and the switch), and stopped; and a
 rescale that fails part way leaves the old layout running. Every record's result comes
 out exactly once, as one clean run gives it."""
@@ -74,7 +74,6 @@ def config(app_id: str, base: str, partitions: int) -> StreamsConfig:
         application_id=app_id,
         checkpoint_dir=os.path.join(base, "chk"),
         num_partitions=partitions,
-        stateful_runner="apply_in_pandas",
         state_dir=os.path.join(base, "local"),
         state_check_log=True,
     )

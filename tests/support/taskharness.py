@@ -1,5 +1,6 @@
-"""A stateful operator driven directly, without Spark: a stand-in for Spark's state store
-handle, and one task of an operator across micro-batches and restarts."""
+"""A stateful operator driven directly, without Spark: one task's durable state (its files
+and committed version, as ``applyInPandasWithState`` keeps them), and one task of an
+operator across micro-batches and restarts."""
 
 from __future__ import annotations
 
@@ -11,13 +12,59 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from kspark.testing.local import StateHandle
-from kspark_server import localstore, placement, transport
+from kspark_server import localstore, placement, stateenc
 from kspark_server.operators.base import TaskProcessor
+from kspark_server.taskfiles import TaskFiles
 
-#: Spark's ``StatefulProcessorHandle`` for one task, its state variables in a dict: the
-#: in-process engine's own, so the operators' tests and the engine share one stand-in
-Handle = StateHandle
+
+class TaskState:
+    """One task's durable state as the runner keeps it: its files under ``root`` (a
+    checkpoint's ``kspark-state`` folder) and its committed version, which Spark's group
+    state holds (:class:`kspark_server.operators.grouped.GroupedOperator` drives an
+    operator the same way)."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = str(root)
+        #: the group state: the committed version, naming the task's files
+        self.committed: tuple[Any, ...] | None = None
+
+    def run(self, proc: TaskProcessor, key: tuple[int], rows: Any) -> pa.Table | None:
+        """One batch of the task ``key``: ``rows`` (a pandas frame or an Arrow table) in,
+        the operator's output records out; the new version committed."""
+        table = (
+            rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows, preserve_index=False)
+        )
+        files = self.files(proc.spec.store, placement.task_of(int(key[0])))
+        proc.attach(files)
+        out = proc.run_task(key, table)
+        self.committed = files.committed()
+        return out
+
+    def files(self, store: str, task: int = 0) -> TaskFiles:
+        """The task's files of ``store`` at the committed version."""
+        return TaskFiles(self.root, store, task, self.committed)
+
+    def version(self) -> tuple[Any, ...] | None:
+        """The committed version: incarnation, batches, base bytes, log bytes, log
+        length, base chunks."""
+        return None if self.committed is None else tuple(self.committed[:6])
+
+    def log(self, store: str, task: int = 0) -> list[bytes]:
+        """The committed log's changes, oldest first."""
+        return [blob for (blob,) in self.files(store, task).log.get()]
+
+    def chunks(self, store: str, task: int = 0) -> list[bytes]:
+        """The committed base's chunks."""
+        return list(self.files(store, task).chunks())
+
+    def seed(self, store: str, task: int, chunks: list[bytes]) -> None:
+        """Start the task from a base of ``chunks`` (as a rescale's new layout does)."""
+        files = TaskFiles(self.root, store, task, None)
+        for i, chunk in enumerate(chunks):
+            stateenc.decode_frame(chunk)  # a frame, as the operator will read it
+            files.base.updateValue((i,), (chunk,))
+        files.version.update(("seeded", 0, sum(map(len, chunks)), 0, 0, len(chunks)))
+        self.committed = files.committed()
 
 
 #: A two-input record: side (0: the operator's first input, 1: its second), key, value,
@@ -53,12 +100,6 @@ def frame(batch: list[tuple[int, Rec]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def packed(f: pd.DataFrame) -> pd.DataFrame:
-    """``f`` as the operator receives it: packed by task (kspark_server.transport)."""
-    rb = pa.RecordBatch.from_pandas(f, preserve_index=False)
-    return pa.Table.from_batches(list(transport.pack_by_task([rb]))).to_pandas()
-
-
 def close_local_stores() -> None:
     """Close every LMDB environment this process opened (each reserves address space)."""
     for store in list(localstore._registry().values()):
@@ -77,7 +118,7 @@ class Runner:
 
     def __init__(self, make: Any, tmp: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         self.make, self.tmp, self.mp = make, tmp, monkeypatch
-        self.durable: dict[str, Any] = {}
+        self.durable = TaskState(tmp / "checkpoint" / "kspark-state")
         self.executors = itertools.count()
         self.sides: dict[str, int] = {}
         self.proc: TaskProcessor
@@ -87,21 +128,19 @@ class Runner:
         close_local_stores()
         self.mp.setenv("KSPARK_LOCAL_STATE_DIR", str(self.tmp / f"exec-{next(self.executors)}"))
         self.proc = self.make()
-        self.proc.init(Handle(self.durable))  # type: ignore[arg-type]
 
     def run(self, batch: list[tuple[int, Rec]]) -> list[Out]:
         """The batch's output records, in the order the sink writes them."""
         key = (placement.task_keys(1)[0],)
         rows: list[dict[str, Any]] = []
-        for f in self.proc.handleInputRows(key, iter([packed(frame(batch))]), None):
-            table = transport.unpack_table(f["ks_rows"].tolist())  # leaves packed too
-            for r in [] if table is None else table.to_pylist():
-                if r["ks_side"] is None:
-                    rows.append(r)
-                    continue
-                side = json.loads(r["ks_side"])
-                if side["kind"] != "store_entries":
-                    self.sides[side["kind"]] = self.sides.get(side["kind"], 0) + side["count"]
+        table = self.durable.run(self.proc, key, frame(batch))
+        for r in [] if table is None else table.to_pylist():
+            if r["ks_side"] is None:
+                rows.append(r)
+                continue
+            side = json.loads(r["ks_side"])
+            if side["kind"] != "store_entries":
+                self.sides[side["kind"]] = self.sides.get(side["kind"], 0) + side["count"]
         if self.by_input_position:
             rows.sort(key=lambda r: (r["ks_seq"], r["ks_sub"]))
         return [(r["key"], r["value"], int(r["timestamp"])) for r in rows]

@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from support.taskharness import Handle as _Handle
-from support.taskharness import close_local_stores
+from support.taskharness import TaskState, close_local_stores
 
 from kspark_server import envelope as env
-from kspark_server import placement, statevars, taskstate, transport
+from kspark_server import placement, taskstate
 from kspark_server.operators.stream_table_join import JoinProcessor, asof_lookup
 from kspark_server.spec import JoinSpec, KeyValue, Packed, PrimSpec, StateOptions
 
@@ -82,7 +79,7 @@ class Runner:
 
     def __init__(self, spec: JoinSpec, columnar: bool, tmp: Any, mp: pytest.MonkeyPatch) -> None:
         self.spec, self.columnar, self.tmp, self.mp = spec, columnar, tmp, mp
-        self.durable: dict[str, Any] = {}
+        self.durable = TaskState(tmp / f"checkpoint-{columnar}")
         self.executors = itertools.count()
         self.restart()
 
@@ -93,24 +90,15 @@ class Runner:
         self.proc = JoinProcessor(self.spec)
         if not self.columnar:
             self.proc._process_asof = lambda *a: False  # type: ignore[method-assign]
-        self.proc.init(_Handle(self.durable))  # type: ignore[arg-type]
 
     def run(self, batch: list[tuple[int, Rec]]) -> list[dict[str, Any]]:
-        rb = pa.RecordBatch.from_pandas(frame(batch), preserve_index=False)
-        packed = pa.Table.from_batches(list(transport.pack_by_task([rb]))).to_pandas()
         key = (placement.task_keys(1)[0],)
-        out: list[dict[str, Any]] = []
-        rows: Iterator[pd.DataFrame] = self.proc.handleInputRows(key, iter([packed]), None)
-        for f in rows:
-            table = transport.unpack_table(f["ks_rows"].tolist())
-            out.extend([] if table is None else table.to_pylist())
-        return out
+        table = self.durable.run(self.proc, key, frame(batch))
+        return [] if table is None else table.to_pylist()
 
     def state(self) -> Any:
-        log = [t[0] for t in self.durable.get(statevars.log_name("rates"), [])]
-        chunks = self.durable.get("rates", {})
-        base = [chunks[k][0] for k in sorted(chunks)]
-        return taskstate.materialize("join", True, base, log)
+        log = self.durable.log("rates")
+        return taskstate.materialize("join", True, self.durable.chunks("rates"), log)
 
 
 records = st.lists(

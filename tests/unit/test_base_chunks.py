@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import resplit
 
 from kspark_server import localstore, placement, queries, rescale, stateenc, taskstate
 
@@ -117,19 +118,19 @@ def test_a_rescale_through_chunks_keeps_every_entry(n: int, m: int, size: int, l
         states[h % n]["table"][f"x{i}"] = f"value-{i}"
         states[h % n]["hash"][f"x{i}"] = h
     frame = _tasks_to_frame(states, limit)
-    parts = pd.concat(list(rescale.split_states("join", False, m, limit)(iter([frame]))))
+    parts = pd.concat(list(resplit.split_states("join", False, m, limit)(iter([frame]))))
     assert int((parts["ks_task"] == -1).sum()) == n  # tasks, not chunks
     assert int(parts["old_entries"].sum()) == size + n  # entries and buffered records
     parts = parts[parts["ks_task"] >= 0]
     total = 0
     for _, g in parts.groupby("ks_task"):
-        out = rescale.merge_states("join", False, m, limit)(g)
+        out = resplit.merge_states("join", False, m, limit)(g)
         assert list(out["chunk"]) == list(range(len(out)))
         st_ = taskstate.materialize("join", False, out["blob"].tolist(), [])
         task = placement.task_of(int(out["ks_task"].iat[0]))
         assert int(out["entries"].sum()) == rescale.entries("join", False, st_)
         assert int(out["checksum"].sum()) == rescale.checksum("join", False, st_)
-        checked = pd.concat(list(rescale.check_states("join", False)(iter([out]))))
+        checked = pd.concat(list(resplit.check_states("join", False)(iter([out]))))
         assert int(checked["checksum"].sum()) == int(out["checksum"].sum())
         assert all(h % m == task for h in st_["hash"].values())
         assert all(int(r["ks_hash"]) % m == task for r in st_["buffer"])

@@ -101,34 +101,34 @@ def test_the_bundled_sources_are_the_packages_code_on_the_same_lines() -> None:
 
 
 def test_a_function_carries_only_the_modules_it_needs() -> None:
-    from kspark_server.transport import pack_by_task
+    from kspark_server.transport import arrow_schema
 
-    payload = cloudpickle.dumps(pack_by_task)  # type: ignore[no-untyped-call]
+    payload = cloudpickle.dumps(arrow_schema)  # type: ignore[no-untyped-call]
     _key, blob = _bundle.bundle_for(payload)
     modules = json.loads(lzma.decompress(blob))
     assert "kspark_server" in modules and "kspark_server.transport" in modules
     assert "kspark_server.operators.dedup" not in modules
     # the closure: what transport imports, at its top or in a function
     assert set(modules) == _bundle.closure({"kspark_server", "kspark_server.transport"})
-    assert len(cloudpickle.dumps(_bundle.shipped(pack_by_task))) < 20_000  # type: ignore[no-untyped-call]
+    assert len(cloudpickle.dumps(_bundle.shipped(arrow_schema))) < 20_000  # type: ignore[no-untyped-call]
 
 
 def test_by_reference_a_shipped_function_is_the_function_itself() -> None:
-    from kspark_server.transport import pack_by_task
+    from kspark_server.transport import arrow_schema
 
     _bundle.set_by_value(False)
-    blob = cloudpickle.dumps(_bundle.shipped(pack_by_task))  # type: ignore[no-untyped-call]
+    blob = cloudpickle.dumps(_bundle.shipped(arrow_schema))  # type: ignore[no-untyped-call]
     assert len(blob) < 200
-    assert pickle.loads(blob) is pack_by_task
+    assert pickle.loads(blob) is arrow_schema
 
 
 def test_a_worker_without_kspark_runs_a_bundled_function_and_its_submodules(
     tmp_path: Path,
 ) -> None:
     from kspark_server.operators.registry import make_operator
-    from kspark_server.transport import pack_by_task
+    from kspark_server.transport import arrow_schema
 
-    fn = cloudpickle.dumps(_bundle.shipped(pack_by_task))  # type: ignore[no-untyped-call]
+    fn = cloudpickle.dumps(_bundle.shipped(arrow_schema))  # type: ignore[no-untyped-call]
     # the operators' factory: a package's submodules, imported in functions too
     registry = cloudpickle.dumps(_bundle.shipped(make_operator))  # type: ignore[no-untyped-call]
     out = _worker(
@@ -137,7 +137,7 @@ def test_a_worker_without_kspark_runs_a_bundled_function_and_its_submodules(
         "import kspark_server.transport as t, kspark_server.contract.parts as parts\n"
         "g = pickle.loads(open('p1', 'rb').read())\n"
         "import kspark_server.operators.dedup as dedup\n"
-        "print(f is t.pack_by_task, f.__module__, g.__module__, parts.__name__, dedup.__name__)\n"
+        "print(f is t.arrow_schema, f.__module__, g.__module__, parts.__name__, dedup.__name__)\n"
         "try:\n"
         "    import kspark\n"
         "except ImportError:\n"
@@ -216,7 +216,6 @@ _HANDED_TO_PYSPARK = {
     "mapInPandas",
     "applyInPandas",
     "applyInPandasWithState",
-    "transformWithStateInPandas",
     "foreachBatch",
 }
 

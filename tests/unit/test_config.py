@@ -238,8 +238,30 @@ def test_num_partitions_is_bounded_by_the_key_hash_slots() -> None:
 
 def test_a_rescale_beyond_the_key_hash_slots_is_refused_before_it_reads_anything() -> None:
     from kspark.errors import RescaleError
-    from kspark.runtime.rescale import rescale
+    from kspark.runtime.regroup import rescale
 
-    config = StreamsConfig(application_id="a", stateful_runner="transform_with_state")
+    app = NotStarted(StreamsConfig(application_id="a"))
     with pytest.raises(RescaleError, match="at most 4096"):
-        rescale(None, None, config, 5000)  # type: ignore[arg-type]
+        rescale(app, 5000, lambda _phase: None)  # type: ignore[arg-type]
+
+
+class NotStarted:
+    """What a rescale reads of an app before it reads anything of the app's checkpoint:
+    its config and topology, and that it has no query."""
+
+    def __init__(self, config: StreamsConfig, topology: object = None) -> None:
+        self.config, self.topology, self.query = config, topology, None
+
+
+def test_the_removed_runner_is_refused_with_what_to_do() -> None:
+    from kspark.errors import ConfigError
+
+    assert StreamsConfig(application_id="a").stateful_runner == "apply_in_pandas"
+    assert StreamsConfig(application_id="a", stateful_runner="apply_in_pandas")
+    with pytest.raises(ConfigError, match="was removed") as e:
+        StreamsConfig(application_id="a", stateful_runner="transform_with_state")  # type: ignore[arg-type]
+    assert e.value.code == "KSPARK_INVALID_CONFIG"
+    assert e.value.params == {"option": "stateful_runner"}
+    assert "new checkpoint_dir" in str(e.value)
+    with pytest.raises(ConfigError, match="must be one of"):
+        StreamsConfig(application_id="a", stateful_runner="other")  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import tempfile
 import zlib
 from typing import Any
 
@@ -14,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.fkjoinmodel import fk_join_reference
-from support.taskharness import Handle, close_local_stores, packed
+from support.taskharness import TaskState, close_local_stores
 
 from kspark_server import envelope as env
-from kspark_server import placement, transport
+from kspark_server import placement
 from kspark_server.operators.base import TaskProcessor
 from kspark_server.operators.fk_match import FkMatchProcessor
 from kspark_server.operators.fk_resolve import FkResolveProcessor
@@ -103,13 +104,12 @@ class _Task:
 
     def __init__(self, make: Any, key: int) -> None:
         self.make, self.key = make, key
-        self.durable: dict[str, Any] = {}
+        self.durable = TaskState(tempfile.mkdtemp())
         self.sides: dict[str, int] = {}
         self.start()
 
     def start(self) -> None:
         self.proc: TaskProcessor = self.make()
-        self.proc.init(Handle(self.durable))
 
     def run(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not rows:
@@ -118,15 +118,14 @@ class _Task:
 
         key = (self.key,)
         out: list[dict[str, Any]] = []
-        for f in self.proc.handleInputRows(key, iter([packed(pd.DataFrame(rows))]), None):
-            table = transport.unpack_table(f["ks_rows"].tolist())
-            for r in [] if table is None else table.to_pylist():
-                if r["ks_side"] is None:
-                    out.append(r)
-                    continue
-                side = json.loads(r["ks_side"])
-                if side["kind"] != "store_entries":
-                    self.sides[side["kind"]] = self.sides.get(side["kind"], 0) + side["count"]
+        table = self.durable.run(self.proc, key, pd.DataFrame(rows))
+        for r in [] if table is None else table.to_pylist():
+            if r["ks_side"] is None:
+                out.append(r)
+                continue
+            side = json.loads(r["ks_side"])
+            if side["kind"] != "store_entries":
+                self.sides[side["kind"]] = self.sides.get(side["kind"], 0) + side["count"]
         out.sort(key=lambda r: (r["ks_seq"], r["ks_sub"]))
         return out
 
@@ -183,7 +182,7 @@ class Pipeline:
 
 
 class Pipelined(Pipeline):
-    """The three stages as ``stateful_runner="apply_in_pandas"`` runs them in an app
+    """The three stages as kspark runs them in an app
     (docs/design/sub-topologies.md): each stage's output crosses an internal topic, which
     the next stage reads in the next micro-batch, in the order it was written (sorted by
     position, the sub-position lost), while the right table's updates reach the second
@@ -464,7 +463,7 @@ def test_property_with_the_stages_a_micro_batch_apart(
     restarts: set[int],
     drains: set[int],
 ) -> None:
-    """Under stateful_runner="apply_in_pandas" each stage reads the last one's messages a
+    """Each stage reads the last one's messages a
     micro-batch later, the right table's updates at once: a change of foreign key, a
     delete on either side (and a key deleted and back before its messages arrive) and a
     null foreign key end in the reference model's table for any split, with the

@@ -1,6 +1,6 @@
-"""A foreign-key join under ``stateful_runner="apply_in_pandas"``: its three stages
-become plan nodes (kspark.plan.fkjoin) that the sub-topology cut sends through internal
-topics, alone or with other stateful operators. Plan only, no Spark."""
+"""A foreign-key join: its three stages become plan nodes (kspark.plan.fkjoin) that the
+sub-topology cut sends through internal topics, alone or with other stateful operators.
+Plan only, no Spark."""
 
 from __future__ import annotations
 
@@ -22,8 +22,6 @@ from kspark.plan.types import describe_type
 from kspark.runtime.stores.files import store_keys
 from kspark_server.placement import task_keys
 
-RUNNER: Any = "apply_in_pandas"
-
 
 def _joiner(o: str, c: str | None) -> str:
     return f"{o}+{c}"
@@ -34,9 +32,7 @@ def _fk(o: str) -> str | None:
 
 
 def _config(tmp_path: Path, **more: Any) -> StreamsConfig:
-    return StreamsConfig(
-        application_id="app", stateful_runner=RUNNER, data_dir=str(tmp_path), **more
-    )
+    return StreamsConfig(application_id="app", data_dir=str(tmp_path), **more)
 
 
 def _cut(b: StreamsBuilder, config: StreamsConfig) -> tuple[Any, Any, Any, Any]:

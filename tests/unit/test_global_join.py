@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from support.joinmodel import processing_order
-from support.taskharness import Handle, close_local_stores, packed
+from support.taskharness import TaskState, close_local_stores
 
 from kspark import (
     GlobalKTable,
@@ -138,7 +138,7 @@ class Runner:
 
     def __init__(self, spec: JoinSpec, tmp: Any, mp: pytest.MonkeyPatch) -> None:
         self.spec, self.tmp, self.mp = spec, tmp, mp
-        self.durable: dict[str, Any] = {}
+        self.durable = TaskState(tmp / "checkpoint")
         self.executors = itertools.count()
         self.dropped: dict[str, int] = {}
         self.restart()
@@ -147,21 +147,19 @@ class Runner:
         close_local_stores()
         self.mp.setenv("KSPARK_LOCAL_STATE_DIR", str(self.tmp / f"exec-{next(self.executors)}"))
         self.proc = JoinProcessor(self.spec)
-        self.proc.init(Handle(self.durable))  # type: ignore[arg-type]
 
     def run(self, batch: list[tuple[int, Rec]]) -> list[Out]:
         key = (placement.task_keys(1)[0],)
         rows: list[dict[str, Any]] = []
-        for f in self.proc.handleInputRows(key, iter([packed(frame(batch))]), None):
-            table = transport.unpack_table(f["ks_rows"].tolist())
-            for r in [] if table is None else table.to_pylist():
-                if r["ks_side"] is None:
-                    rows.append(r)
-                    continue
-                side = json.loads(r["ks_side"])
-                if side["kind"] == "dropped":
-                    reason = side["reason"]
-                    self.dropped[reason] = self.dropped.get(reason, 0) + side["count"]
+        table = self.durable.run(self.proc, key, frame(batch))
+        for r in [] if table is None else table.to_pylist():
+            if r["ks_side"] is None:
+                rows.append(r)
+                continue
+            side = json.loads(r["ks_side"])
+            if side["kind"] == "dropped":
+                reason = side["reason"]
+                self.dropped[reason] = self.dropped.get(reason, 0) + side["count"]
         assert all("ks_gkey" not in r for r in rows)  # the output is the stream's envelope
         return [(r["key"], r["value"], int(r["timestamp"])) for r in rows]
 

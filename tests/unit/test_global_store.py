@@ -150,15 +150,20 @@ def test_the_processor_compiles_with_the_store_s_topic_broadcast() -> None:
 
 
 def test_an_app_with_a_global_store_is_not_rescaled() -> None:
-    from kspark.runtime import rescale
+    """Every task keeps a global store whole: a re-split by key would leave each of its
+    entries in one task. Refused before the app's checkpoint is read."""
+    from kspark.runtime import regroup
 
-    b = priced(StreamsBuilder().add_global_store(rates_builder(), "rates"))
-    # the offline rescale of the transform_with_state runner's state
-    config = StreamsConfig(
-        application_id="shop", data_dir="/data", stateful_runner="transform_with_state"
-    )
+    class App:
+        query = None
+
+        def __init__(self) -> None:
+            self.config = StreamsConfig(application_id="shop", data_dir="/data")
+            b = priced(StreamsBuilder().add_global_store(rates_builder(), "rates"))
+            self.topology = bind_topology(b.build(), self.config)
+
     with pytest.raises(RescaleError, match="cannot be rescaled"):
-        rescale.rescale(None, bind_topology(b.build(), config), config, 4)
+        regroup.rescale(App(), 4, lambda _phase: None)  # type: ignore[arg-type]
 
 
 # -- the operator -------------------------------------------------------------------------

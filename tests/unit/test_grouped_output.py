@@ -1,4 +1,4 @@
-"""The ``apply_in_pandas`` runner's output path: an operator's Arrow output, as the
+"""The stateful operators' output path: an operator's Arrow output, as the
 frames it yields (:func:`~kspark_server.operators.grouped.output_frame`), reads back
 through pyspark's own pandas-to-Arrow conversion as exactly the same rows, whatever the
 values: nulls, empty and 1 MiB values, bytes that are not UTF-8, 64-bit extremes,

@@ -1,11 +1,10 @@
-"""The ``apply_in_pandas`` runner's durable files, driven without Spark.
+"""The stateful operators' durable files, driven without Spark.
 
 A dedup task runs through :class:`~kspark_server.operators.grouped.GroupedOperator` with a
-stand-in for Spark's group state, against the same operator under the state variables of
-the ``transform_with_state`` runner: over random micro-batch splits, executors whose local
-store is new or behind (cache misses), failed attempts whose files stay behind and
-repeated batches, both give the same output and the same state. Files of old versions go
-once no committed version names them.
+stand-in for Spark's group state, against a reference model of deduplication: over random
+micro-batch splits, executors whose local store is new or behind (cache misses), failed
+attempts whose files stay behind and repeated batches, it gives the model's output and
+state. Files of old versions go once no committed version names them.
 """
 
 from __future__ import annotations
@@ -20,18 +19,17 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from support.taskharness import Out, Rec, Runner, close_local_stores, frame
+from support.taskharness import Out, Rec, close_local_stores, frame
 
 from kspark_server import envelope as env
 from kspark_server import placement, stateenc, taskfiles, taskstate, transport
-from kspark_server.operators.dedup import DedupProcessor
 from kspark_server.operators.grouped import GroupedOperator, frame_table, output_struct
 from kspark_server.spec import DedupSpec, KeyValue, Packed, PrimSpec, StateOptions
 
 STR = PrimSpec(spark="string")
 
 
-def spec(interval: int, runner: str, check_log: bool = True, key: str = "string") -> DedupSpec:
+def spec(interval: int, check_log: bool = True, key: str = "string") -> DedupSpec:
     """A dedup by key of ``key`` keys (a Spark type: ``string`` or ``binary``)."""
     return DedupSpec(
         processor="DEDUP",
@@ -42,7 +40,7 @@ def spec(interval: int, runner: str, check_log: bool = True, key: str = "string"
         input=KeyValue(key=PrimSpec(spark=key), value=STR),
         output_schema=env.envelope_json(key, "string"),
         packed=Packed(),
-        state=StateOptions(runner=runner, check_log=check_log),
+        state=StateOptions(check_log=check_log),
     )
 
 
@@ -73,11 +71,11 @@ class GroupState:
 
 
 class Grouped:
-    """One dedup task under the ``apply_in_pandas`` runner: the group state, its files
+    """One dedup task: the group state, its files
     under ``root``, and the executor's local store under ``tmp``."""
 
     def __init__(self, interval: int, tmp: Path, mp: pytest.MonkeyPatch) -> None:
-        self.fn = GroupedOperator(spec(interval, "apply_in_pandas"), "", "", str(tmp / "chk"))
+        self.fn = GroupedOperator(spec(interval), "", "", str(tmp / "chk"))
         self.tmp, self.mp = tmp, mp
         self.state = GroupState()
         self.executors = itertools.count()
@@ -118,10 +116,33 @@ def pa_table(batch: list[tuple[int, Rec]]) -> Any:
     return pa.Table.from_pandas(f, preserve_index=False)
 
 
-def tws_state(durable: dict[str, Any]) -> Any:
-    log = [t[0] for t in durable.get("seen__log", [])]
-    chunks = durable.get("seen", {})
-    return taskstate.materialize("dedup", False, [chunks[k][0] for k in sorted(chunks)], log)
+class DedupModel:
+    """Deduplication by key as Kafka Streams defines it, one record at a time: a record is
+    dropped when its key was forwarded within ``interval`` of it and that entry has not
+    expired (older than stream time minus ``interval``); the entries left after a batch
+    are the unexpired ones."""
+
+    def __init__(self, interval: int) -> None:
+        self.interval = interval
+        self.seen: dict[str, int] = {}
+        self.stream_time: int | None = None
+
+    def run(self, batch: list[tuple[int, Rec]]) -> list[Out]:
+        out: list[Out] = []
+        for _, (_, key, value, ts) in sorted(batch, key=lambda r: r[0]):
+            self.stream_time = ts if self.stream_time is None else max(self.stream_time, ts)
+            low = self.stream_time - self.interval
+            if key is not None:
+                prev = self.seen.get(key)
+                if prev is not None and prev >= low and abs(prev - ts) <= self.interval:
+                    continue
+                if ts >= low:
+                    self.seen[key] = ts
+            out.append((key, value, ts))
+        if self.stream_time is not None:
+            low = self.stream_time - self.interval
+            self.seen = {k: t for k, t in self.seen.items() if t >= low}
+        return out
 
 
 records = st.lists(
@@ -144,7 +165,7 @@ records = st.lists(
     cuts=st.lists(st.integers(1, 39), max_size=6, unique=True),
     events=st.lists(st.sampled_from(["", "miss", "fail", "fail-miss"]), min_size=7, max_size=7),
 )
-def test_splits_misses_and_failed_attempts_match_the_default_runner(
+def test_splits_misses_and_failed_attempts_match_the_model(
     tmp_path_factory: pytest.TempPathFactory,
     data: list[tuple[str | None, int]],
     interval: int,
@@ -156,18 +177,19 @@ def test_splits_misses_and_failed_attempts_match_the_default_runner(
     bounds = [0, *sorted(c for c in cuts if c < len(recs)), len(recs)]
     batches = [recs[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     with pytest.MonkeyPatch.context() as mp:
-        tws = Runner(lambda: DedupProcessor(spec(interval, "transform_with_state")), tmp, mp)
+        model = DedupModel(interval)
         grouped = Grouped(interval, tmp, mp)
         try:
             for batch, event in zip(batches, events, strict=False):
-                want = tws.run(batch)
+                want = model.run(batch)
                 if "fail" in event:
                     # the attempt writes its files and fails before the batch commits
                     grouped.attempt(batch, commit=False)
                 if "miss" in event:
                     grouped.new_executor()
                 assert grouped.attempt(batch) == want
-                assert grouped.task_state() == tws_state(tws.durable)
+                got = grouped.task_state()
+                assert (got["seen"], got["stream_time"]) == (model.seen, model.stream_time)
         finally:
             close_local_stores()
 
@@ -304,7 +326,7 @@ def test_the_runner_reads_pandas_frames_in_the_input_schema(
     ]
     schema = json.dumps({"type": "struct", "fields": fields})
     monkeypatch.setenv("KSPARK_LOCAL_STATE_DIR", str(tmp_path / "local"))
-    fn = GroupedOperator(spec(5, "apply_in_pandas"), "", schema, str(tmp_path / "chk"))
+    fn = GroupedOperator(spec(5), "", schema, str(tmp_path / "chk"))
     f: pd.DataFrame = pa_table([(0, (0, "a", "x", 1)), (1, (0, "a", "y", 2))]).to_pandas()
     state = GroupState()
     (out,) = list(fn((placement.task_keys(1)[0],), iter([f]), state))

@@ -1,10 +1,9 @@
-"""Readers of the ``apply_in_pandas`` runner's files (:mod:`kspark_server.taskreads`):
+"""Readers of the stateful operators' files (:mod:`kspark_server.taskreads`):
 they open only the files a committed version names, find which store an operator's
 versions name, give a replica the changes since the version it holds, and say so when a
 named file is gone; a reader that lags behind the app reads again at the newer committed
 version; with several operators in one ``applyInPandasWithState`` a store is read from
-its own operator's tasks; and what does not read the runner's state yet (rescale) refuses
-such an app with an error naming the setting."""
+its own operator's tasks."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ import pandas as pd
 import pytest
 
 from kspark import Materialized, StreamsApp, StreamsBuilder, StreamsConfig
-from kspark.errors import RescaleError, StoreError
-from kspark.runtime.rescale import rescale
+from kspark.errors import StoreError
 from kspark.runtime.stores.files import READ_ATTEMPTS, read_committed
 from kspark_server import placement, stateenc, taskfiles, taskreads
 from kspark_server.taskfiles import StaleVersion, TaskFiles
@@ -254,20 +252,12 @@ def _raise(error: Exception) -> Any:
     raise error
 
 
-def _app(runner: Any, tmp: Path) -> StreamsApp:
+def _app(tmp: Path) -> StreamsApp:
     b = StreamsBuilder()
     counts = b.stream("in", key_type=str, value_type=int).group_by_key()
     counts.count(materialized=Materialized.as_("counts")).to_stream().to("out")
-    config = StreamsConfig(
-        application_id="grouped-readers", data_dir=str(tmp), stateful_runner=runner
-    )
+    config = StreamsConfig(application_id="grouped-readers", data_dir=str(tmp))
     return StreamsApp(b.build(), config)
-
-
-def test_rescale_refuses_the_grouped_runner(tmp_path: Path) -> None:
-    app = _app("apply_in_pandas", tmp_path)
-    with pytest.raises(RescaleError, match="stateful_runner='apply_in_pandas'"):
-        rescale(None, app.topology, app.config, 2)
 
 
 def test_two_stateful_operators_share_one_grouped_operator(tmp_path: Path) -> None:
@@ -280,8 +270,7 @@ def test_two_stateful_operators_share_one_grouped_operator(tmp_path: Path) -> No
     from kspark.compiler.lowering.build import build_dataframe, grouped_stages
     from kspark.errors import CompilationError
 
-    runner: Any = "apply_in_pandas"
-    config = StreamsConfig(application_id="two", stateful_runner=runner, data_dir=str(tmp_path))
+    config = StreamsConfig(application_id="two", data_dir=str(tmp_path))
     b = StreamsBuilder()
     s = b.stream("in", key_type=str, value_type=int)
     s.group_by_key().count(Materialized.as_("counts")).to_stream().to("counts")
@@ -292,7 +281,7 @@ def test_two_stateful_operators_share_one_grouped_operator(tmp_path: Path) -> No
     plain = compile_topology(topology, config)
     with pytest.raises(CompilationError, match="internal topic alone") as e:
         build_dataframe(plain, None, checkpoint=str(tmp_path))  # type: ignore[arg-type]
-    assert "transform_with_state" in str(e.value)
+    assert "StreamsApp" in str(e.value)
     names = {g.spec.processor for g in grouped_stages(plain)}
     assert len(names) == 2
     cut = compile_topology(subtopologies.cut(topology, names, str(tmp_path), "two"), config)
@@ -306,12 +295,10 @@ def test_each_store_of_several_grouped_operators_is_read_from_its_operators_task
 ) -> None:
     """Several operators share one applyInPandasWithState, each under its own task keys
     (its place among the grouped stages): a store's readers read the group states of its
-    operator's keys alone, and a store no grouped operator keeps is refused by name. A
-    rescale, which moves one operator's tasks, is still refused."""
+    operator's keys alone, and a store no grouped operator keeps is refused by name."""
     from kspark.compiler.lowering.build import grouped_stages
     from kspark.runtime.stores.files import store_keys
 
-    runner: Any = "apply_in_pandas"
     b = StreamsBuilder()
     s = b.stream("in", key_type=str, value_type=int)
     s.group_by_key().count(materialized=Materialized.as_("counts")).to_stream().to("counts")
@@ -320,7 +307,6 @@ def test_each_store_of_several_grouped_operators_is_read_from_its_operators_task
     ).to_stream().to("sums")
     config = StreamsConfig(
         application_id="two",
-        stateful_runner=runner,
         num_partitions=3,
         checkpoint_dir=str(tmp_path / "cp"),
         data_dir=str(tmp_path),
@@ -342,6 +328,6 @@ def test_a_store_of_the_one_grouped_operator_is_read_from_every_task(tmp_path: P
     """With one grouped operator every group state of the query is its store's."""
     from kspark.runtime.stores.files import store_keys
 
-    app = _app("apply_in_pandas", tmp_path)
+    app = _app(tmp_path)
     stores = [s.spec.store for s in app.compiled().stages() if hasattr(s, "spec")]
     assert stores and all(store_keys(app.compiled(), name) is None for name in stores)

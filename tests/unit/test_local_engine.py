@@ -115,18 +115,16 @@ def test_window_store_and_late_records() -> None:
         assert d.metrics().by_name()["dropped-records-total"] == 1
 
 
-@pytest.mark.parametrize("runner", ["transform_with_state", "apply_in_pandas"])
-def test_a_joined_table_s_store_answers_on_either_runner(runner: Any) -> None:
-    """The store of an outer table-table join answers each key's joined row on both
-    runners: under stateful_runner="apply_in_pandas" the state is in the runner's task
-    files, which the group state names."""
+def test_a_joined_table_s_store_answers() -> None:
+    """The store of an outer table-table join answers each key's joined row: the state is
+    in the task files, which the group state names."""
     b = StreamsBuilder()
     left = b.table("L", key_type=str, value_type=str)
     right = b.table("R", key_type=str, value_type=str)
     left.outer_join(
         right, lambda a, c: f"{a}+{c}", materialized=Materialized.as_("joined"), value_type=str
     ).to_stream().to("out")
-    cfg = StreamsConfig(application_id="joined-store", stateful_runner=runner)
+    cfg = StreamsConfig(application_id="joined-store")
     with TopologyTestDriver(b.build(), cfg) as d:
         ins = [d.create_input_topic(t, key_type=str, value_type=str) for t in "LR"]
         ins[0].pipe_input("a", "x", timestamp=1)

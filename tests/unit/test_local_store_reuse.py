@@ -9,7 +9,6 @@ its ``local_*`` side rows (the restore report's)."""
 
 from __future__ import annotations
 
-import copy
 import os
 import shutil
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 from support.taskharness import Out, Rec, Runner, close_local_stores
 
 from kspark_server import envelope as env
-from kspark_server import localstore, stateenc, statevars
+from kspark_server import localstore, stateenc
 from kspark_server.operators.dedup import DedupProcessor
 from kspark_server.spec import DedupSpec, KeyValue, Packed, PrimSpec, StateOptions
 
@@ -64,7 +63,6 @@ class Executors(Runner):
         close_local_stores()
         self.mp.setenv("KSPARK_LOCAL_STATE_DIR", str(self.tmp / name))
         self.proc = self.make()
-        self.proc.init(statevars_handle(self.durable))
 
     on = restart
 
@@ -82,12 +80,6 @@ class Executors(Runner):
         ]
         assert len(found) == 1, found
         return found[0]
-
-
-def statevars_handle(durable: dict[str, Any]) -> Any:
-    from support.taskharness import Handle
-
-    return Handle(durable)
 
 
 def clean_run(tmp: Path, mp: pytest.MonkeyPatch) -> list[list[Out]]:
@@ -126,7 +118,7 @@ def test_a_store_behind_catches_up_from_the_log(task: Any, want: Any) -> None:
     rebuilt = task.step(bs[2])[1]
     assert list(rebuilt) == ["local_rebuilt"] and rebuilt["local_rebuilt"] >= 200
     assert task.step(bs[3])[0] == want[3]
-    ver = task.durable[statevars.version_name("seen")]
+    ver = task.durable.version()
     assert ver[4] == 3, "the batches since the base are in the log"
     task.on("a")  # back: a's store is two batches behind, the log has them
     out, local = task.step(bs[4])
@@ -143,10 +135,9 @@ def test_a_store_ahead_of_the_committed_version_is_rebuilt(task: Any, want: Any)
     bs = batches()
     for b in bs[:3]:
         task.step(b)
-    committed = copy.deepcopy(task.durable)
+    committed = task.durable.committed
     task.step(bs[3])  # an attempt whose batch is not committed: the store is ahead
-    task.durable.clear()
-    task.durable.update(committed)
+    task.durable.committed = committed
     task.on("a")
     out, local = task.step(bs[3])
     assert out == want[3]
@@ -169,7 +160,7 @@ def test_a_store_older_than_the_durable_base_is_rebuilt(
         task.on("b")
         for b in seq[1:5]:
             task.step(b)
-        assert task.durable[statevars.version_name("seen")][4] == 0, "a new base"
+        assert task.durable.version()[4] == 0, "a new base"
         task.on("a")  # a's store is at batch 1, the base at batch 5
         out, local = task.step(seq[5])
         assert out == want_out[5]
@@ -186,8 +177,8 @@ def test_a_foreign_store_is_rebuilt(task: Any, want: Any) -> None:
     task.step(bs[0])
     task.step(bs[1])
     mine_path = task.store_path("a")
-    mine = copy.deepcopy(task.durable)
-    task.durable.clear()  # another checkpoint of the app: its own incarnation
+    mine = task.durable.committed
+    task.durable.committed = None  # another checkpoint of the app: its own incarnation
     task.on("a")
     task.step(bs[2])
     task.step(bs[3])
@@ -196,8 +187,7 @@ def test_a_foreign_store_is_rebuilt(task: Any, want: Any) -> None:
     assert len(others) == 1, "each incarnation has its own store"
     shutil.copyfile(others[0], mine_path)
     os.remove(os.path.join(os.path.dirname(mine_path), "lock.mdb"))
-    task.durable.clear()
-    task.durable.update(mine)
+    task.durable.committed = mine
     task.on("a")
     out, local = task.step(bs[2])
     assert out == want[2]
@@ -210,12 +200,11 @@ def test_an_incarnations_store_is_kept_apart_from_anothers(task: Any, want: Any)
     bs = batches()
     task.step(bs[0])
     task.step(bs[1])
-    mine = copy.deepcopy(task.durable)
-    task.durable.clear()
+    mine = task.durable.committed
+    task.durable.committed = None
     task.on("a")
     task.step(bs[2])
-    task.durable.clear()
-    task.durable.update(mine)
+    task.durable.committed = mine
     task.on("a")
     assert task.step(bs[2]) == (want[2], {"local_reused": 0})
 

@@ -1,4 +1,4 @@
-"""Rescaling the ``apply_in_pandas`` runner's files, driven without Spark.
+"""Rescaling the stateful operators' files, driven without Spark.
 
 Dedup tasks of an old layout run through :class:`GroupedOperator` (a stand-in for Spark's
 group state); a new layout is built from their committed files
@@ -45,7 +45,7 @@ class Layout:
     ) -> None:
         self.root, self.tasks = root, tasks
         # without checks, small bases compact
-        sp = spec(interval, "apply_in_pandas", check_log, key)
+        sp = spec(interval, check_log, key)
         self.fn = GroupedOperator(sp, "", "", root, seeds)
         self.declared = declared(key)
         self.states = [GroupState() for _ in range(tasks)]
@@ -100,7 +100,7 @@ def build(old: Layout, new_root: str, interval: int, key: str = "string") -> dic
             ),
         ]
     )
-    sp = spec(interval, "apply_in_pandas", key=key)
+    sp = spec(interval, key=key)
     positions = {t: int(v[1]) for t, v in olds.items()}
     metas: dict[int, bytes] = {}
     for _key, group in parts.groupby("ks_task"):  # one partition per new task
@@ -114,9 +114,7 @@ def build(old: Layout, new_root: str, interval: int, key: str = "string") -> dic
 def catch_up(
     old: Layout, new_root: str, metas: dict[int, bytes], interval: int, key: str = "string"
 ) -> dict[int, bytes]:
-    fn = regroup.catch_up_tasks(
-        spec(interval, "apply_in_pandas", key=key), old.root, new_root, M, N, old.committed()
-    )
+    fn = regroup.catch_up_tasks(spec(interval, key=key), old.root, new_root, M, N, old.committed())
     keys = placement.task_keys(M)
     out = {}
     for t, meta in metas.items():

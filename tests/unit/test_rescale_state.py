@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import resplit
 
 from kspark_server import placement, rescale, taskstate
 
@@ -56,11 +57,11 @@ def run(
     blobs = [taskstate.encode_base(kind, versioned, s) for s in states]
     frame = pd.DataFrame({"blob": blobs, "first": [True] * len(blobs), "log": [None] * len(blobs)})
     parts = pd.concat(
-        list(rescale.split_states(kind, versioned, m)(iter([frame]))), ignore_index=True
+        list(resplit.split_states(kind, versioned, m)(iter([frame]))), ignore_index=True
     )
     old = int(parts["old_entries"].sum())
     parts = parts[parts["ks_task"] >= 0]
-    merged = [rescale.merge_states(kind, versioned, m)(g) for _, g in parts.groupby("ks_task")]
+    merged = [resplit.merge_states(kind, versioned, m)(g) for _, g in parts.groupby("ks_task")]
     return (
         pd.concat(merged, ignore_index=True)
         if merged

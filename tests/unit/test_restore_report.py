@@ -149,7 +149,7 @@ def test_a_rescaled_generation_reports_the_first_batch_whose_tasks_loaded_state(
 
 
 def test_one_grouped_operator_reports_each_of_its_stores() -> None:
-    """Under ``stateful_runner="apply_in_pandas"`` every store of an app runs in one Spark
+    """Every store of an app runs in one Spark
     operator: each store gets its own report, from its own tasks' figures."""
     from kspark.runtime.restore import _reports
 

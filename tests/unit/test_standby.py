@@ -1,6 +1,6 @@
 """Standby replicas (``num_standby_replicas``), without Spark: where copies go, how a
 worker names its executor, the copies a standby job keeps from the committed files, and
-their promotion by a dedup task of the ``apply_in_pandas`` runner that moves to their
+their promotion by a dedup task that moves to their
 executor (output as a clean run's, reported as promoted)."""
 
 from __future__ import annotations
@@ -86,32 +86,22 @@ def test_the_executor_placeholder_gives_each_executor_its_root(tmp_path: Path) -
 
 def test_num_standby_replicas_is_checked() -> None:
     assert StreamsConfig(application_id="a").num_standby_replicas == 0
-    cfg = StreamsConfig(
-        application_id="a", num_standby_replicas=2, stateful_runner="apply_in_pandas"
-    )
+    cfg = StreamsConfig(application_id="a", num_standby_replicas=2)
     assert cfg.num_standby_replicas == 2
     for bad in (-1, 1.5, True, "1"):
         with pytest.raises(ConfigError, match="num_standby_replicas must be an int"):
-            StreamsConfig(
-                application_id="a", num_standby_replicas=bad, stateful_runner="apply_in_pandas"
-            )
-    # the default runner keeps copies; the transform_with_state runner has none
-    assert StreamsConfig(application_id="a", num_standby_replicas=1).num_standby_replicas == 1
-    with pytest.raises(ConfigError, match='stateful_runner="apply_in_pandas"'):
-        StreamsConfig(
-            application_id="a", num_standby_replicas=1, stateful_runner="transform_with_state"
-        )
+            StreamsConfig(application_id="a", num_standby_replicas=bad)
 
 
 # -- copies and their promotion ----------------------------------------------------------
 
 
 class Task:
-    """A dedup task of the ``apply_in_pandas`` runner whose executor can change; its
+    """A dedup task whose executor can change; its
     side rows are kept."""
 
     def __init__(self, tmp: Path, mp: pytest.MonkeyPatch, key: str = "string") -> None:
-        self.spec = spec(100, "apply_in_pandas", key=key)
+        self.spec = spec(100, key=key)
         self.declared = declared(key)
         self.chk = str(tmp / "chk")
         self.fn = GroupedOperator(self.spec, "", "", self.chk)

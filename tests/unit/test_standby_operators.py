@@ -1,5 +1,5 @@
 """Standby replicas of an app whose several stateful operators run together in one
-``applyInPandasWithState`` (``stateful_runner="apply_in_pandas"``), without Spark: each
+``applyInPandasWithState``, without Spark: each
 operator's stores get their copies, from its own task keys, on the disks that hold the
 copies of the other operators' task of the same number, and each operator's task that
 moves to such a disk promotes its own copy."""
@@ -70,7 +70,6 @@ def test_the_keeper_knows_each_operators_task_keys() -> None:
         application_id="two",
         data_dir=tempfile.mkdtemp(),
         num_partitions=3,
-        stateful_runner="apply_in_pandas",
         num_standby_replicas=1,
     )
     output = StreamsApp(b.build(), config, session=object()).compiled()

@@ -1,4 +1,4 @@
-"""Struct columns crossing the ``apply_in_pandas`` runner flat (``kspark_server.structcols``):
+"""Struct columns crossing the stateful operators' Python worker flat (``kspark_server.structcols``):
 through pyspark's own pandas conversions, both ways, every value comes back exactly."""
 
 from __future__ import annotations

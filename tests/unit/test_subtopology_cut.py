@@ -1,5 +1,5 @@
-"""The cut of a topology into sub-topologies under ``stateful_runner="apply_in_pandas"``
-(kspark.compiler.subtopologies): plan only, no Spark."""
+"""The cut of a topology into sub-topologies (kspark.compiler.subtopologies): plan only,
+no Spark."""
 
 from __future__ import annotations
 
@@ -19,15 +19,13 @@ from kspark.plan.grouped import Aggregate, RegroupedSource, TableGroupBy, change
 from kspark.plan.types import DYNAMIC, describe_type
 from kspark_server.spec import JsonSpec
 
-RUNNER: Any = "apply_in_pandas"
-
 
 def _add(a: int, b: int) -> int:
     return a + b
 
 
 def _cut(build: Any, tmp_path: Path) -> tuple[Any, Any, Any]:
-    config = StreamsConfig(application_id="app", stateful_runner=RUNNER, data_dir=str(tmp_path))
+    config = StreamsConfig(application_id="app", data_dir=str(tmp_path))
     b = StreamsBuilder()
     build(b)
     topology = bind_topology(b.build(), config)
@@ -251,7 +249,6 @@ def test_a_cut_app_numbers_its_processors_sub_topologies_as_the_user_s_topology(
 
     config = StreamsConfig(
         application_id="app",
-        stateful_runner=RUNNER,
         data_dir=str(tmp_path),
         checkpoint_dir=str(tmp_path / "cp"),
     )

@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,7 +15,7 @@ from support.suppressmodel import Full, Update, size_of, suppress
 from support.taskharness import Runner, close_local_stores
 
 from kspark_server import envelope as env
-from kspark_server import placement, rescale, statevars, taskstate
+from kspark_server import rescale, taskstate
 from kspark_server.operators.suppress import SuppressionBufferFull, SuppressProcessor
 from kspark_server.spec import KeyValue, Packed, PrimSpec, SpecError, StateOptions, SuppressSpec
 
@@ -178,10 +177,7 @@ def test_durability_scenario(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> 
 def _state_of(t: Table, s: SuppressSpec) -> Any:
     """A task's whole state, read back from its durable base and log."""
     store = t.runner.durable
-    n_chunks = int(store[statevars.version_name(s.store)][5])
-    chunks = [store[s.store][(i,)][0] for i in range(n_chunks)]
-    log = [e[0] for e in store.get(statevars.log_name(s.store), [])]
-    return taskstate.materialize(s.kind, False, chunks, log)
+    return taskstate.materialize(s.kind, False, store.chunks(s.store), store.log(s.store))
 
 
 def test_a_rescaled_task_counts_its_bytes_again(
@@ -206,8 +202,7 @@ def test_a_rescaled_task_counts_its_bytes_again(
     assert merged["bytes"] is None and len(merged["table"]) == 4
     new = Table(s, tmp_path / "new", monkeypatch)
     base = taskstate.base_chunks(s.kind, False, merged)
-    frame = pd.DataFrame({"chunk": list(range(len(base))), "blob": base})
-    new.runner.proc.handleInitialState((placement.task_keys(1)[0],), frame, None)
+    new.runner.durable.seed(s.store, 0, base)
     assert new.run([("e", "1", 4)]) == [("a", "1", 0), ("c", "1", 1), ("b", "1", 2)]
 
 

@@ -447,9 +447,8 @@ def _run_queues(r: Runner, queues: list[list[tuple[Any, Any, int]]]) -> list[Row
     """One aggregation batch of the change records of several re-keying tasks, each task's
     records one queue (topic: the re-keying processor, partition: its task)."""
     import pandas as pd
-    from support.taskharness import packed
 
-    from kspark_server import placement, transport
+    from kspark_server import placement
 
     rows = [
         {
@@ -473,9 +472,8 @@ def _run_queues(r: Runner, queues: list[list[tuple[Any, Any, int]]]) -> list[Row
         return []
     out: list[dict[str, Any]] = []
     key = (placement.task_keys(1)[0],)
-    for f in r.proc.handleInputRows(key, iter([packed(pd.DataFrame(rows))]), None):
-        table = transport.unpack_table(f["ks_rows"].tolist())
-        out += [x for x in ([] if table is None else table.to_pylist()) if x["ks_side"] is None]
+    table = r.durable.run(r.proc, key, pd.DataFrame(rows))
+    out += [x for x in ([] if table is None else table.to_pylist()) if x["ks_side"] is None]
     return [(x["key"], x["value"], int(x["timestamp"])) for x in out]
 
 

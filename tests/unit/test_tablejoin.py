@@ -191,9 +191,9 @@ def test_the_results_are_one_queue_in_emission_order(
     """A reader after the join (another join, an aggregation) takes each queue's records
     in position order and merges queues by timestamp: the results of a task must be one
     queue, or a later result with a smaller timestamp would overtake an earlier one."""
-    from support.taskharness import frame, packed
+    from support.taskharness import frame
 
-    from kspark_server import placement, transport
+    from kspark_server import placement
     from kspark_server.operators.arrow import order
 
     r = runner("left", tmp_path, monkeypatch)
@@ -203,10 +203,9 @@ def test_the_results_are_one_queue_in_emission_order(
     batch = [(1, (1, "k", "r", 5)), (2, (0, "k", "l2", 6))]
     key = (placement.task_keys(1)[0],)
     rows = []
-    for f in r.proc.handleInputRows(key, iter([packed(frame(batch))]), None):
-        table = transport.unpack_table(f["ks_rows"].tolist())
-        assert table is not None
-        rows = [x for x in table.to_pylist() if x["ks_side"] is None]
+    table = r.durable.run(r.proc, key, frame(batch))
+    assert table is not None
+    rows = [x for x in table.to_pylist() if x["ks_side"] is None]
     close_local_stores()
     assert [(x["value"], x["timestamp"]) for x in rows] == [("l+r", 20), ("l2+r", 6)]
     assert len({(x["topic"], x["partition"]) for x in rows}) == 1

@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import resplit
 
-from kspark_server import rescale, stateenc, taskstate
+from kspark_server import stateenc, taskstate
 from kspark_server.versioned import VersionedStore
 
 keys = st.sampled_from([f"k{i}" for i in range(8)])
@@ -142,7 +143,7 @@ def test_rescale_reads_the_log() -> None:
     state["hash"]["b"] = 5
     change = change_of("dedup", False, state, {"b"})
     frame = pd.DataFrame({"blob": [base], "first": [True], "log": [[change]]})
-    parts = pd.concat(list(rescale.split_states("dedup", False, 2)(iter([frame]))))
+    parts = pd.concat(list(resplit.split_states("dedup", False, 2)(iter([frame]))))
     assert int(parts["old_entries"].sum()) == 2
     moved = {
         t: taskstate.materialize("dedup", False, [b], [])["seen"]

@@ -17,9 +17,9 @@ __all__ = ["Resume"]
 
 @attrs.frozen(kw_only=True)
 class Resume:
-    """Where a rescaled app's new query checkpoint starts (see kspark.runtime.rescale):
-    files its inputs already consumed, Kafka offsets to start from, and, for its first
-    batch only, each store's initial state (a Parquet folder of ``(ks_task, blob)``).
+    """Where a rescaled app's new query checkpoint starts (see kspark.runtime.regroup):
+    files its inputs already consumed, Kafka offsets to start from, and the files each
+    store's tasks start from.
 
     Examples
     --------
@@ -29,13 +29,11 @@ class Resume:
 
     skip_files: tuple[str, ...] = ()
     kafka_offsets: dict[str, dict[str, int]] = attrs.field(factory=dict)
-    initial_state: dict[str, str] = attrs.field(factory=dict)
-    #: store -> task -> the group state naming the files a task of the
-    #: ``apply_in_pandas`` runner starts from (``kspark_server.regroup``), for every batch
-    #: until the task commits its own
+    #: store -> task -> the group state naming the files a task starts from
+    #: (``kspark_server.regroup``), for every batch until the task commits its own
     task_seeds: dict[str, dict[int, tuple[Any, ...]]] = attrs.field(factory=dict)
 
     @property
     def has_state(self) -> bool:
         """Whether the query's tasks start from state (its first batch restores)."""
-        return bool(self.initial_state or self.task_seeds)
+        return bool(self.task_seeds)

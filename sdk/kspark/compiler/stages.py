@@ -136,7 +136,7 @@ class Shuffle(_OneInput):
 
 @attrs.frozen(kw_only=True, eq=False)
 class Stateful(Stage):
-    """A per-task operator (``transformWithStateInPandas`` grouped by ``ks_task``).
+    """A per-task operator (``applyInPandasWithState`` grouped by ``ks_task``).
 
     ``table`` is the second input of a stream-table join. ``task_column`` is the column
     hashed into tasks: ``key``, ``ks_id`` for ``deduplicate``, or ``ks_gkey`` for a

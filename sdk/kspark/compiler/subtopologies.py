@@ -1,7 +1,6 @@
-"""Sub-topologies under ``stateful_runner="apply_in_pandas"``: internal topics between
-stateful operators.
+"""Sub-topologies: internal topics between stateful operators.
 
-Spark runs one ``applyInPandasWithState`` in a streaming query, and the runner groups
+Spark runs one ``applyInPandasWithState`` in a streaming query, and kspark groups
 every stateful operator of an app in it (docs/design/sub-topologies.md). So no operator
 may read another's output in the same micro-batch: as Kafka Streams cuts a topology into
 sub-topologies at its repartition topics, :func:`cut` puts an *internal topic* after
@@ -184,9 +183,8 @@ def _output_node(topology: Topology, op: n.Node) -> n.Node:
 
 def _refuse(node: n.Node, why: str) -> None:
     raise CompilationError(
-        f"{node.name}: stateful_runner='apply_in_pandas' sends the output of each stateful "
-        "operator of an app with several through an internal topic, and this one's cannot "
-        f"go: {why}. Run it with StreamsConfig(stateful_runner="
-        "'transform_with_state'), which runs every operator in the same micro-batch",
+        f"{node.name}: kspark sends the output of each stateful operator of an app with "
+        "several through an internal topic, and this one's cannot go: "
+        f"{why}. Split the topology into apps joined by a topic of your own",
         processor=node.name,
     )

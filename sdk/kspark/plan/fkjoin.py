@@ -3,8 +3,8 @@
 (``kspark_server.operators.fk_messages``).
 
 A topology holds a foreign-key join as one :class:`~kspark.plan.nodes.ForeignKeyJoin`.
-Under ``stateful_runner="apply_in_pandas"`` no stateful operator may read another's
-output in the same micro-batch, so the sub-topology cut
+No stateful operator may read another's output in the same micro-batch, so the
+sub-topology cut
 (:mod:`kspark.compiler.subtopologies`) first replaces each join by its stages
 (:func:`expand`), and then sends the subscriptions and the responses between them through
 internal topics, as Kafka Streams sends them through its subscription-registration and

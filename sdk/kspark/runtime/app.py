@@ -23,6 +23,7 @@ from kspark.errors import (
     AppAlreadyRunningError,
     ConfigError,
     InvalidArgumentError,
+    ObsoleteCheckpointError,
     StreamsAppError,
 )
 from kspark.plan.topics import TopicSpec
@@ -36,6 +37,7 @@ from kspark.runtime.checkpoints import (
     Generation,
     current_generation,
     last_committed,
+    tws_state,
     write_generation,
 )
 from kspark.runtime.display import NullProgress
@@ -187,12 +189,13 @@ class StreamsApp:
         if gen.state_format == STATE_FORMAT:
             return gen
         if committed:
-            raise StreamsAppError(
+            raise ObsoleteCheckpointError(
                 f"app {self.config.application_id}: checkpoint {gen.checkpoint} holds state "
-                f"in state format {gen.state_format or 'unknown'}, not {STATE_FORMAT}; "
-                f"migrate it once with app.rescale({self.config.num_partitions}) or `kspark "
-                f"rescale MODULE:TOPOLOGY --partitions {self.config.num_partitions}`, "
-                "then start the app again"
+                f"in state format {gen.state_format or 'unknown'}, not {STATE_FORMAT}, "
+                "which this kspark cannot read. Run the app from its sources with a new "
+                "checkpoint_dir (or application_id); the old checkpoint is left as it was",
+                application_id=self.config.application_id,
+                checkpoint=gen.checkpoint,
             )
         gen = attrs.evolve(
             gen, num_partitions=self.config.num_partitions, state_format=STATE_FORMAT
@@ -201,22 +204,26 @@ class StreamsApp:
         self._generation = gen
         return gen
 
-    def _check_runner(self, gen: Generation) -> None:
-        """Refuse to restart a checkpoint under the other stateful runner (their state is
-        kept apart: docs/design/grouped-runner.md), where the client sees its folder."""
-        from kspark_server.taskfiles import state_root
-
-        root = state_root(gen.checkpoint)
-        if "://" in root or not os.path.isdir(os.path.join(os.path.dirname(root), "commits")):
+    def _refuse_obsolete(self, gen: Generation, committed: bool) -> None:
+        """Refuse a checkpoint whose state the removed ``transform_with_state`` runner
+        kept in Spark's state store (a generation that runner's rescale made, or a query
+        checkpoint with its operator), which this kspark cannot read: nothing runs."""
+        found = (
+            f"the generation's initial state ({', '.join(sorted(gen.initial_state.values()))})"
+            if gen.initial_state
+            else (tws_state(self.session, gen.checkpoint) if committed else None)
+        )
+        if found is None:
             return
-        had = "apply_in_pandas" if os.path.isdir(root) else "transform_with_state"
-        if had != self.config.stateful_runner:
-            raise StreamsAppError(
-                f"app {self.config.application_id}: checkpoint {gen.checkpoint} holds state "
-                f"of stateful_runner={had!r}, not {self.config.stateful_runner!r}; start it "
-                f"with StreamsConfig(stateful_runner={had!r}), or start over from a new "
-                "checkpoint_dir"
-            )
+        raise ObsoleteCheckpointError(
+            f"app {self.config.application_id}: checkpoint {gen.checkpoint} holds the state "
+            "of the removed stateful_runner='transform_with_state', in Spark's state store "
+            f"({found}); kspark keeps its operators' state in its own files and cannot read "
+            "that store, nor migrate it. Run the app from its sources with a new "
+            "checkpoint_dir (or application_id); the old checkpoint is left as it was",
+            application_id=self.config.application_id,
+            checkpoint=gen.checkpoint,
+        )
 
     def _forget_generation(self) -> None:
         self._generation = None
@@ -236,10 +243,9 @@ class StreamsApp:
         """Move the app's state to ``partitions`` partitions, keeping every entry, and
         switch the app to it; the config changes to ``num_partitions=partitions``.
 
-        Under ``stateful_runner="apply_in_pandas"`` a running app goes on processing while
-        the new layout is built and caught up, then pauses for about one restart
-        (:mod:`kspark.runtime.regroup`); otherwise a running app is stopped, rescaled
-        (:mod:`kspark.runtime.rescale`) and started again. A stopped app stays stopped.
+        A running app goes on processing while the new layout is built and caught up,
+        then pauses for about one restart (:mod:`kspark.runtime.regroup`). A stopped app
+        stays stopped.
 
         Examples
         --------
@@ -307,8 +313,7 @@ class StreamsApp:
         return self._state
 
     def compiled(self) -> Output:
-        """The app's stages; under ``stateful_runner="apply_in_pandas"``, of its topology
-        cut into sub-topologies at internal topics (:mod:`kspark.runtime.internal`)."""
+        """The app's stages, of its topology cut into sub-topologies at internal topics (:mod:`kspark.runtime.internal`)."""
         if self._output is None:
             self._output, self._internal = internal.compile_app(
                 self.topology, self.config, self.sink_types
@@ -366,15 +371,12 @@ class StreamsApp:
         checked), what it resumes, whether it restores state, and how its sinks write."""
         spark = self.session
         stateful = bool(restore.store_order(output))
-        # one read of the checkpoint's commits serves both: whether a rescaled generation
-        # still needs its initial state, and whether there is state to restore
-        committed = (stateful or bool(gen.initial_state)) and (
-            last_committed(spark, gen.checkpoint) is not None
-        )
+        # one read of the checkpoint's commits: whether there is state to restore
+        committed = stateful and last_committed(spark, gen.checkpoint) is not None
+        if stateful or gen.initial_state:
+            self._refuse_obsolete(gen, committed)
         if stateful:
             gen = self._check_state_format(gen, committed)
-            if committed:
-                self._check_runner(gen)
         resume = gen.resume(committed)
         return StartPlan(
             generation=gen,
@@ -586,7 +588,6 @@ class StreamsApp:
             self.checkpoint_location,
             self.compiled(),
             name,
-            self.config.stateful_runner,
         )
 
     def replica(self, name: str) -> Any:
@@ -610,7 +611,6 @@ class StreamsApp:
             self.checkpoint_location,
             self.compiled(),
             name,
-            self.config.stateful_runner,
         )
         replica.refresh()
         return replica

@@ -13,6 +13,7 @@ works the same against the embedded server and a remote cluster.
 
 from __future__ import annotations
 
+import glob
 import json
 from typing import Any
 
@@ -22,11 +23,13 @@ from kspark.compiler.resume import Resume
 from kspark_server.paths import normalize_path
 
 __all__ = [
+    "TWS_OPERATOR",
     "Generation",
     "Progress",
     "current_generation",
     "last_committed",
     "query_progress",
+    "tws_state",
     "write_generation",
 ]
 
@@ -40,7 +43,9 @@ class Generation:
     num_partitions: int | None = None
     #: the first micro-batch's number in the sinks' ``batch_id`` (batches go on counting)
     batch_offset: int = 0
-    #: store name -> Parquet folder of ``(ks_task, blob)``: the state the generation starts from
+    #: store name -> Parquet folder: the state a generation of the removed
+    #: ``transform_with_state`` runner started from; an app refuses such a generation
+    #: (:class:`kspark.errors.ObsoleteCheckpointError`), read only to say so
     initial_state: dict[str, str] = attrs.field(factory=dict)
     #: files the earlier generations consumed, which this one must not read again
     skip_files: tuple[str, ...] = ()
@@ -50,29 +55,29 @@ class Generation:
     previous: int | None = None
     #: the state format of its stateful operators' state (``kspark_server.taskstate``);
     #: None until a stateful app first starts on it. An app refuses another format than
-    #: its own; a rescale to the same number of partitions migrates one it can read
+    #: its own
     state_format: int | None = None
     #: store -> task number (as text) -> the group state naming the new layout's files of
-    #: a generation rescaled under the ``apply_in_pandas`` runner (``kspark_server.regroup``)
+    #: a generation rescaled (``kspark_server.regroup``)
     seeds: dict[str, dict[str, list[Any]]] = attrs.field(factory=dict)
 
     def resume(self, committed: bool) -> Resume | None:
         """Where a query on this generation's checkpoint starts; None for generation 0,
         which Spark's checkpoint alone resumes. ``committed``: the checkpoint has a
-        committed batch, after which the initial state is already in it.
+        committed batch (the tasks' seeds name files until each task commits its own
+        version, so they go with every start).
 
         Examples
         --------
-        >>> g = Generation(number=1, checkpoint="c", initial_state={"s": "p"})
-        >>> g.resume(committed=False).initial_state, g.resume(committed=True).initial_state
-        ({'s': 'p'}, {})
+        >>> g = Generation(number=1, checkpoint="c", seeds={"s": {"0": ["inc", 1]}})
+        >>> g.resume(committed=True).task_seeds
+        {'s': {0: ('inc', 1)}}
         """
         if self.number == 0:
             return None
         return Resume(
             skip_files=self.skip_files,
             kafka_offsets=dict(self.kafka_offsets),
-            initial_state={} if committed else dict(self.initial_state),
             task_seeds={
                 store: {int(t): tuple(v) for t, v in tasks.items()}
                 for store, tasks in self.seeds.items()
@@ -109,6 +114,52 @@ def _collect(df: Any) -> list[Any] | None:
             return None
         raise
     return rows
+
+
+#: What Spark's operator metadata of a ``transformWithState`` operator holds (its
+#: ``operatorName``), which no operator of kspark's runner has.
+TWS_OPERATOR = "transformWithState"
+
+
+def tws_state(spark: Any, checkpoint: str) -> str | None:
+    """The operator metadata file of query checkpoint ``checkpoint`` that shows state of
+    the removed ``transform_with_state`` runner (Spark's ``transformWithStateInPandas``
+    state in the state store, which kspark no longer reads); None if there is none.
+
+    Spark writes such an operator's metadata as ``state/<operator>/_metadata/v2/<batch>``
+    naming the operator ``transformWithState...``; an ``applyInPandasWithState``
+    operator's is ``state/<operator>/_metadata/metadata``. A local checkpoint is looked at
+    from the client; another through the server.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> ckpt = tempfile.mkdtemp()
+    >>> tws_state(None, ckpt) is None
+    True
+    >>> os.makedirs(f"{ckpt}/state/0/_metadata/v2")
+    >>> with open(f"{ckpt}/state/0/_metadata/v2/0", "w") as f:
+    ...     _ = f.write('{"operatorInfo":{"operatorName":"transformWithStateInPandasExec"}}')
+    >>> tws_state(None, ckpt) == f"{ckpt}/state/0/_metadata/v2/0"
+    True
+    """
+    pattern = f"{checkpoint.rstrip('/')}/state/*/_metadata/v2/*"
+    local = checkpoint[len("file:") :].lstrip("/") if checkpoint.startswith("file:") else None
+    if local is not None:
+        pattern = f"/{local.rstrip('/')}/state/*/_metadata/v2/*"
+    if local is not None or "://" not in checkpoint:
+        for path in sorted(glob.glob(pattern)):
+            try:
+                with open(path, "rb") as f:
+                    if TWS_OPERATOR.encode() in f.read(1 << 16):
+                        return path
+            except OSError:
+                continue
+        return None
+    for r in _texts(spark, pattern):
+        if TWS_OPERATOR in str(r["value"]):
+            return f"{checkpoint.rstrip('/')}/state/*/_metadata/v2/{r['name']}"
+    return None
 
 
 def _exists(spark: Any, path: str) -> bool:

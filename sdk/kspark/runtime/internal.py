@@ -1,5 +1,4 @@
-"""An app's internal topics: under ``stateful_runner="apply_in_pandas"`` a topology with
-several stateful operators is cut into sub-topologies, whose records cross internal topics
+"""An app's internal topics: a topology with several stateful operators is cut into sub-topologies, whose records cross internal topics
 in the checkpoint (:mod:`kspark.compiler.subtopologies`, docs/design/sub-topologies.md)."""
 
 from __future__ import annotations
@@ -27,18 +26,12 @@ def compile_app(
 ) -> tuple[st.Output, tuple[TopicSpec, ...]]:
     """The app's stages and its internal topics (none unless the topology is cut)."""
     output = compile_topology(topology, config, sink_types=sink_types)
-    if config.stateful_runner != "apply_in_pandas":
-        return output, ()
-    stateful = {
-        s.spec.processor
-        for s in output.stages()
-        if isinstance(s, st.Stateful) and s.spec.state.runner == "apply_in_pandas"
-    }
+    stateful = {s.spec.processor for s in output.stages() if isinstance(s, st.Stateful)}
     cut = subtopologies.cut(topology, stateful, config.checkpoint_dir, config.application_id)
     if cut is topology:
         return output, ()
     # a processor's task ids (its dead letters' task_id) name its sub-topology in the
-    # user's topology, as they do under the other runner and in the in-process engine
+    # user's topology, as they do in the in-process engine
     numbers = {node.name: i for i, group in enumerate(topology.subtopologies()) for node in group}
     return (
         compile_topology(cut, config, sink_types=sink_types, subtopology_of=numbers),

@@ -1,5 +1,5 @@
-"""Rescaling an app whose stateful operator runs under ``stateful_runner="apply_in_pandas"``,
-on its own files, stopped or running (:meth:`kspark.StreamsApp.rescale`).
+"""Rescaling an app's stateful operators on their own files, stopped or running
+(:meth:`kspark.StreamsApp.rescale`).
 
 The runner's state is in kspark's files under the query checkpoint, named by each task's
 committed version (:mod:`kspark_server.taskfiles`). Every stateful operator's store goes
@@ -16,8 +16,7 @@ through the steps below together (several operators share the query's one
    change files: a round costs the batches' changes, not the state;
 3. **switch**: the app stops (a running one at a batch boundary, after its in-flight batch
    is committed or abandoned), the last batches are caught up, a new checkpoint generation
-   is recorded whose tasks start from the new layout's files (each task's *seed*, no
-   ``initialState``), and a running app starts again on it. Records waiting in internal
+   is recorded whose tasks start from the new layout's files (each task's *seed*), and a running app starts again on it. Records waiting in internal
    topics stay there for the new layout; a batch folder of a micro-batch that did not
    commit is removed, since the new layout runs that micro-batch again.
 
@@ -93,25 +92,10 @@ Phase = Callable[[str], None]
 
 
 def rescale(app: StreamsApp, partitions: int, phase: Phase) -> rescaling.RescaleReport:
-    """:meth:`kspark.StreamsApp.rescale`: the ``transform_with_state`` runner's offline
-    rescale (a running app is stopped, rescaled and started again), or this module's for
-    the ``apply_in_pandas`` runner (a running app warm, see the module doc)."""
+    """:meth:`kspark.StreamsApp.rescale` (a running app warm, see the module doc)."""
     running = app.query is not None and app.query.isActive
-    if app.config.stateful_runner != "apply_in_pandas":
-        app.stop()
-        report = rescaling.rescale(
-            app.session,
-            app.topology,
-            app.config,
-            partitions,
-            on_phase=phase,
-            own_runs=frozenset(app._runs),  # stopped above
-        )
-        _adopt(app, partitions)
-        if running:
-            app.start()
-        return report
     _check_partitions(partitions)
+    rescaling.refuse_global_stores(app.topology)
     _refuse_foreign_key_joins(app)
     if not running:
         lease.check_not_running(
@@ -128,8 +112,7 @@ def _refuse_foreign_key_joins(app: StreamsApp) -> None:
     if joins:
         raise RescaleError(
             f"app {app.config.application_id}: rescale of an app with a foreign-key join "
-            f"({', '.join(joins)}) is not supported on stateful_runner='apply_in_pandas' "
-            "yet; start the app with a new application_id and checkpoint_dir at the new "
+            f"({', '.join(joins)}) is not supported yet; start the app with a new application_id and checkpoint_dir at the new "
             "num_partitions instead"
         )
 
@@ -166,13 +149,16 @@ class Store:
 
     stage: st.Stateful
     keys: tuple[int, ...] | None
+    #: task -> the seed a task of the current generation starts from until it commits a
+    #: group state of its own (a task with no record since the last rescale has none)
+    seeds: dict[int, tuple[Any, ...]] = attrs.field(factory=dict, eq=False)
 
     @property
     def name(self) -> str:
         return self.stage.spec.store
 
 
-def _stores(app: StreamsApp) -> list[Store]:
+def _stores(app: StreamsApp, gen: Generation | None = None) -> list[Store]:
     """Every stateful operator of the app: several share the query's one
     ``applyInPandasWithState``, each under task keys of its own
     (:func:`kspark.runtime.stores.files.store_keys`)."""
@@ -180,7 +166,12 @@ def _stores(app: StreamsApp) -> list[Store]:
 
     output = app.compiled()
     stages = [s for s in output.stages() if isinstance(s, st.Stateful)]
-    return [Store(s, store_keys(output, s.spec.store)) for s in stages]
+    seeds = gen.seeds if gen is not None else {}
+
+    def seeds_of(store: str) -> dict[int, tuple[Any, ...]]:
+        return {int(t): tuple(v) for t, v in seeds.get(store, {}).items()}
+
+    return [Store(s, store_keys(output, s.spec.store), seeds_of(s.spec.store)) for s in stages]
 
 
 def _olds(
@@ -237,7 +228,7 @@ def _build(
 
     spec = store.stage.spec
     m = layout.partitions
-    olds = _olds(spark, old_ckpt, op, batch, store.keys)
+    olds = {**store.seeds, **_olds(spark, old_ckpt, op, batch, store.keys)}
     layout.metas[store.name], layout.entries[store.name] = {}, 0
     if not olds:
         return
@@ -299,7 +290,7 @@ def _catch_up(
         # the old layout had no state of it when the layout was built: build it now
         _build(spark, store, old_ckpt, layout, op, batch, n_old)
         return
-    olds = _olds(spark, old_ckpt, op, batch, store.keys)
+    olds = {**store.seeds, **_olds(spark, old_ckpt, op, batch, store.keys)}
     keys = placement.task_keys(m)
     rows = [(keys[t], meta) for t, meta in sorted(metas.items())]
     got = (
@@ -417,7 +408,7 @@ def _rescale(
             f"app {app_id} has no committed micro-batch in {gen.checkpoint}; there is no "
             "state to rescale: change num_partitions directly"
         )
-    stores = _stores(app)
+    stores = _stores(app, gen)
     for s in stores:  # every name checked before anything is written
         rescaling.check_store_name(s.name, s.stage.spec.processor)
     shipping.ship(app.topology)

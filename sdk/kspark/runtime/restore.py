@@ -316,8 +316,7 @@ def _reports(p: Mapping[str, Any], stores: list[str]) -> list[RestoreReport]:
     if len(stores) == len(ops):
         pairs = list(zip(stores, ops, strict=True))
     elif len(ops) == 1 and len(set(stores)) > 1:
-        # one applyInPandasWithState runs every operator (stateful_runner=
-        # "apply_in_pandas"): each store reports its own tasks from kspark's figures,
+        # one applyInPandasWithState runs every operator: each store reports its own tasks from kspark's figures,
         # and the Spark operator's figures, which all of them share
         pairs = [(store, ops[0]) for store in dict.fromkeys(stores)]
     else:

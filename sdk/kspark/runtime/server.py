@@ -127,8 +127,8 @@ def workers_spark_home(home: str, python: str, workdir: str) -> str:
     Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on the path of every Python
     process it starts, and Python cannot cache the bytecode of modules imported from a
     zip file: each process compiled pyspark again, about 0.8 s of CPU here, and a query
-    start waits for two of them (the ``foreachBatch`` runner, and the planning runner of
-    ``transformWithStateInPandas``; docs/design/server-settings.md). Without the zip the workers
+    start waits for them (the ``foreachBatch`` runner's among them;
+    docs/design/server-settings.md). Without the zip the workers
     import the same pyspark from ``python``'s site-packages, with its cached bytecode.
 
     The copy is made only when the workers find that same pyspark without the zip:

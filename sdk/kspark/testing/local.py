@@ -10,11 +10,11 @@ path lowers to DataFrames, and runs each stage as Spark would run it, one micro-
   (:func:`kspark_server.chain.make_chain`) over the records, as a Spark worker does;
 - a :class:`~kspark.compiler.stages.Stateful` stage places each record in the task that
   Spark's ``pmod(hash(key), n)`` gives it (:func:`kspark_server.placement.spark_hasher`),
-  packs each task's records (:mod:`kspark_server.transport`) and hands them to the
-  operator that :func:`kspark_server.operators.registry.make_operator` builds from the
-  spec: the operator keeps its durable state (base and log, :mod:`kspark_server.taskstate`)
-  in the engine's stand-in for Spark's state variables and works on a local store in the
-  driver's temporary folder, exactly as on an executor;
+  hands each task's records to the function ``applyInPandasWithState`` runs
+  (:class:`kspark_server.operators.grouped.GroupedOperator`): the operator keeps its
+  durable state (base and log, :mod:`kspark_server.taskstate`) in task files under the
+  engine's folder, its committed version in the engine's stand-in for Spark's group state,
+  and works on a local store in the driver's temporary folder, exactly as on an executor;
 - the sinks take their records as the ``foreachBatch`` writer does
   (:mod:`kspark_server.sinks`): in source order, each with its output partition
   ``pmod(hash(key), partitions)``; dead-letter side rows become the dead-letter topic's
@@ -62,13 +62,13 @@ from kspark.testing.localcolumns import (
     packed_column,
     to_arrow_value,
 )
-from kspark.testing.localstate import GroupState, StateHandle
+from kspark.testing.localstate import GroupState
 from kspark_server import envelope as env
-from kspark_server import placement, statevars, taskstate, transport
+from kspark_server import placement, taskstate, transport
 from kspark_server.envelope import SIDE_IDENTITY, SideKind
 from kspark_server.taskfiles import TaskFiles
 
-__all__ = ["LocalEngine", "Rows", "StateHandle", "unsupported"]
+__all__ = ["LocalEngine", "Rows", "unsupported"]
 
 #: A topic's records of one micro-batch, as the test driver buffers them.
 Rows = list[dict[str, Any]]
@@ -150,15 +150,14 @@ class LocalEngine:
         self.clock = clock
         self.application_id = application_id
         self.state_dir = self._state_root = state_dir
-        # the apply_in_pandas runner's task files (kspark_server.taskfiles), kept across
-        # restarts as under a query's checkpoint
+        # the operators' task files (kspark_server.taskfiles), kept across restarts as
+        # under a query's checkpoint
         self._grouped_root = state_dir + "-checkpoint"
         self._restarts = 0
         #: topic name -> its records, one list per micro-batch that wrote to it
         self.topics: dict[str, list[Rows]] = {}
-        #: (stateful stage, task key) -> the task's state variables (Spark's state store)
+        #: (stateful stage, task key) -> the task's group state (Spark's state store)
         self.durable: dict[tuple[int, int], dict[str, Any]] = {}
-        self._operators: dict[tuple[int, int], Any] = {}
         self._chains: dict[int, Callable[[Any], Iterator[pa.RecordBatch]]] = {}
         self._batches = Batches()
         self._batch_id = 0
@@ -449,34 +448,8 @@ class LocalEngine:
         )
         if stage.broadcast_table:
             table = broadcast(table, keys)
-        import pandas as pd
-
-        from kspark_server.operators.registry import make_operator
-
         results: list[pa.Table] = []
-        if spec.state.runner == "apply_in_pandas":
-            self._grouped(stage, table, results)
-        for packed in (
-            []
-            if spec.state.runner == "apply_in_pandas"
-            else transport.pack_by_task(table.combine_chunks().to_batches())
-        ):
-            for task_key, blob in zip(
-                packed.column("ks_task").to_pylist(),
-                packed.column("ks_rows").to_pylist(),
-                strict=True,
-            ):
-                slot = (id(stage), int(task_key))
-                op = self._operators.get(slot)
-                if op is None:
-                    op = make_operator(spec, "")
-                    op.init(StateHandle(self.durable.setdefault(slot, {})))
-                    self._operators[slot] = op
-                frame = pd.DataFrame({"ks_task": [task_key], "ks_rows": [blob]})
-                for f in op.handleInputRows((task_key,), iter([frame]), None):
-                    got = transport.unpack_table(f["ks_rows"].tolist())
-                    if got is not None and got.num_rows:
-                        results.append(got)
+        self._grouped(stage, table, results)
         if not results:
             return _empty(out_schema)
         out = pa.concat_tables(results, promote_options="permissive")
@@ -492,9 +465,9 @@ class LocalEngine:
         return out.select(out_schema.names).cast(out_schema)
 
     def _grouped(self, stage: st.Stateful, table: pa.Table, results: list[pa.Table]) -> None:
-        """The ``apply_in_pandas`` runner: each task's records, straight, to the
-        operator, its group state kept here (Spark's state store) and its files under the
-        engine's checkpoint folder (:mod:`kspark_server.taskfiles`)."""
+        """Each task's records, straight, to the operator, as ``applyInPandasWithState``
+        hands them: its group state kept here (Spark's state store) and its files under
+        the engine's checkpoint folder (:mod:`kspark_server.taskfiles`)."""
         from kspark_server.operators.grouped import GroupedOperator, frame_table, output_struct
 
         spec = stage.spec
@@ -665,28 +638,17 @@ class LocalEngine:
         for (sid, task_key), store in self.durable.items():
             if sid != id(stage):
                 continue
-            if spec.state.runner == "apply_in_pandas":
-                # the group state names the committed version of the task's files
-                committed = store.get("group")
-                if committed is None:
-                    continue
-                task = placement.task_of(task_key)
-                files = TaskFiles(self._grouped_root, spec.store, task, committed, create=False)
-                out[task] = taskstate.materialize(
-                    spec.kind,
-                    spec.versioned,
-                    list(files.chunks()),
-                    [blob for (blob,) in files.log.get()],
-                )
+            # the group state names the committed version of the task's files
+            committed = store.get("group")
+            if committed is None:
                 continue
-            version = store.get(statevars.version_name(spec.store))
-            if version is None:
-                continue
-            n_chunks = int(version[5])
-            chunks = [store[spec.store][(i,)][0] for i in range(n_chunks)]
-            logs = [t[0] for t in store.get(statevars.log_name(spec.store), [])]
-            out[placement.task_of(task_key)] = taskstate.materialize(
-                spec.kind, spec.versioned, chunks, logs
+            task = placement.task_of(task_key)
+            files = TaskFiles(self._grouped_root, spec.store, task, committed, create=False)
+            out[task] = taskstate.materialize(
+                spec.kind,
+                spec.versioned,
+                list(files.chunks()),
+                [blob for (blob,) in files.log.get()],
             )
         return out
 
@@ -698,12 +660,9 @@ class LocalEngine:
         self.state_dir = f"{self._state_root}-{self._restarts}"
 
     def close(self) -> None:
-        """Close the operators and the local stores they opened."""
+        """Close the local stores the operators opened."""
         from kspark_server import localstore
 
-        for op in self._operators.values():
-            op.close()
-        self._operators.clear()
         for path, store in list(localstore._registry().items()):
             if path.startswith(self.state_dir):
                 store.close()

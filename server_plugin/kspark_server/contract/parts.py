@@ -15,7 +15,6 @@ from kspark_server.paths import normalize_path
 
 __all__ = [
     "BASE_CHUNK_BYTES",
-    "STATEFUL_RUNNERS",
     "Handling",
     "Packed",
     "RecordLimit",
@@ -94,9 +93,6 @@ class TopicRef:
         return ("files", normalize_path(self.path or ""))
 
 
-#: The Spark APIs a stateful operator can run under (``StreamsConfig.stateful_runner``).
-STATEFUL_RUNNERS = ("transform_with_state", "apply_in_pandas")
-
 #: The size of a base chunk of a task's durable state (``StreamsConfig``'s
 #: ``state_base_chunk_bytes``; :mod:`kspark_server.taskstate`).
 BASE_CHUNK_BYTES = 32 << 20
@@ -115,8 +111,6 @@ class StateOptions:
 
     base_chunk_bytes: int = BASE_CHUNK_BYTES
     check_log: bool = False
-    #: which Spark API runs the operator (``StreamsConfig``'s ``stateful_runner``)
-    runner: str = "transform_with_state"
     #: where the executors keep the tasks' local stores (``StreamsConfig``'s
     #: ``state_dir``; empty: :func:`kspark_server.localstore.root_dir`)
     local_dir: str = ""
@@ -124,17 +118,14 @@ class StateOptions:
     #: ``<local_dir>/<application_id>`` (:func:`kspark_server.localstore.app_dir`), apart
     #: from other apps' and where clean-up finds them
     application_id: str = ""
-    #: fault injection, set by tests only (no config reaches it): under the
-    #: ``apply_in_pandas`` runner, a task at its batch number ``kill_after_files`` (its
-    #: count of batches, from 1) kills its own worker process with SIGKILL once the
-    #: batch's files are written, before Spark commits the version that names them; 0:
-    #: never
+    #: fault injection, set by tests only (no config reaches it): a task at its batch
+    #: number ``kill_after_files`` (its count of batches, from 1) kills its own worker
+    #: process with SIGKILL once the batch's files are written, before Spark commits the
+    #: version that names them; 0: never
     kill_after_files: int = 0
 
     def __post_init__(self) -> None:
         if self.base_chunk_bytes <= 0:
             raise SpecError(f"base_chunk_bytes must be positive, got {self.base_chunk_bytes}")
-        if self.runner not in STATEFUL_RUNNERS:
-            raise SpecError(f"runner must be one of {STATEFUL_RUNNERS}, got {self.runner!r}")
         if self.kill_after_files < 0:
             raise SpecError(f"kill_after_files must be >= 0, got {self.kill_after_files}")

@@ -1,14 +1,15 @@
-"""The base of kspark's stateful operators, run per task with ``transformWithStateInPandas``.
+"""The base of kspark's stateful operators, run per task under ``applyInPandasWithState``
+(:mod:`kspark_server.operators.grouped`).
 
 Records are grouped by task (``ks_task``: a task key, :mod:`kspark_server.placement`,
 derived from the hash of the key modulo the app's number of partitions), so one handler
 call sees a task's whole micro-batch, and each task runs in its own Spark partition.
 
-A task's state lives durably in Spark's state store as a base and a log of per-batch
-changes (:mod:`kspark_server.taskstate`, MessagePack), and is worked on in an
-executor-local store (:mod:`kspark_server.localstore`): a batch loads the entries of the
-keys its records touch, and writes back, to both, only the keys it changed. So a batch
-costs what it touches, not the whole state.
+A task's state lives durably in kspark's own files in the checkpoint as a base and a log
+of per-batch changes (:mod:`kspark_server.taskfiles`, :mod:`kspark_server.taskstate`,
+MessagePack), and is worked on in an executor-local store (:mod:`kspark_server.localstore`):
+a batch loads the entries of the keys its records touch, and writes back, to both, only
+the keys it changed. So a batch costs what it touches, not the whole state.
 
 The batch stays columnar: only the columns an operator reads (key, value, timestamp) become
 Python objects, and output rows are taken from the input frame by position, with the
@@ -20,7 +21,7 @@ partitions by the smallest head timestamp, as Kafka Streams does.
 
 Every state entry also keeps the Spark hash of its partitioning column (``ks_hash``), so a
 rescale can move entries to ``pmod(hash, M)`` without knowing the key's Spark type
-(:mod:`kspark_server.rescale`).
+(:mod:`kspark_server.regroup`).
 
 Each operator has its own module in this package; :mod:`kspark_server.operators.registry`
 maps a spec's kind to its class.
@@ -45,7 +46,7 @@ from kspark_server import (
     localstore,
     placement,
     stateenc,
-    statevars,
+    taskfiles,
     taskstate,
     timestamps,
     transport,
@@ -217,14 +218,15 @@ class TaskProcessor:
     """Base of per-task operators: open the task's local store, load the entries of the
     keys the batch touches, process the batch in order, write back what changed.
 
-    The durable state is a base and a log of changes in Spark's state store
-    (:mod:`kspark_server.taskstate`); the operator works on the executor-local copy
-    (:mod:`kspark_server.localstore`), rebuilt from the durable state when its version
-    differs. A batch therefore costs the keys it touches, not the whole state.
+    The durable state is a base and a log of changes in the task's files
+    (:mod:`kspark_server.taskfiles`, :mod:`kspark_server.taskstate`); the operator works on
+    the executor-local copy (:mod:`kspark_server.localstore`), rebuilt from the durable
+    state when its version differs. A batch therefore costs the keys it touches, not the
+    whole state.
 
-    Built on the worker by :class:`~kspark_server.operators.shipped.ShippedOperator`,
-    which Spark runs: it hands over the task's state variables (:meth:`attach`) and the
-    records (:meth:`handleInputRows`, :meth:`handleInitialState`).
+    Built on the worker by :class:`~kspark_server.operators.grouped.GroupedOperator`,
+    which Spark runs: it hands over the task's files at the committed version
+    (:meth:`attach`) and the records (:meth:`run_task`).
     """
 
     #: whether the operator replaces the value column (a join) or passes rows through
@@ -270,14 +272,10 @@ class TaskProcessor:
             self.decoders["value"] = msgspec.json.decode
         self.setup()
 
-    def init(self, handle: Any) -> None:
-        """Declare the task's state variables on a ``StatefulProcessorHandle`` and use
-        them (tests drive an operator so; Spark runs :class:`ShippedOperator`)."""
-        self.attach(statevars.declare(handle, self.spec.store))
-
-    def attach(self, state: statevars.StateVars) -> None:
-        """Use the task's state variables (declared in the processor's ``init``)."""
-        self.base, self.log, self.version = state
+    def attach(self, files: taskfiles.TaskFiles) -> None:
+        """Use the task's files at its committed version for the next batch: their base's
+        chunks, their log of changes and their version."""
+        self.base, self.log, self.version = files.base, files.log, files.version
 
     def setup(self) -> None:
         """Build codecs; called once per worker."""
@@ -383,8 +381,7 @@ class TaskProcessor:
         """Write the batch's changes to the local store and the durable state.
 
         ``has_base`` and ``sizes`` (from :meth:`_open`) say what the durable state holds, so
-        the batch asks the state store nothing more: each question is a round trip to the
-        JVM."""
+        the batch reads nothing more of it."""
         kind, versioned = self.kind, self.versioned
         touched = list(self.touched)
         pairs = taskstate.change_pairs(kind, versioned, st, touched)
@@ -444,35 +441,6 @@ class TaskProcessor:
                 f"{self.spec.processor}: the durable base and log do not reproduce the "
                 "task state (a key the batch changed was not recorded)"
             )
-
-    def handleInitialState(self, key: Any, initialState: pd.DataFrame, timerValues: Any) -> None:
-        # a rescaled app starts from the old app's state, re-split by task (kspark rescale):
-        # the task's base chunks, possibly over several calls
-        chunks, blobs = initialState["chunk"].tolist(), initialState["blob"].tolist()
-        rows = [(int(c), b) for c, b in zip(chunks, blobs, strict=True) if b is not None]
-        if not rows:
-            return
-        ver = self.version.get() if self.version.exists() else None
-        inc = uuid.uuid4().hex if ver is None else str(ver[0])
-        n_chunks = 0 if ver is None else int(ver[5])
-        base_bytes = 0 if ver is None else int(ver[2])
-        for c, blob in rows:
-            self.base.updateValue((c,), (blob,))
-            n_chunks = max(n_chunks, c + 1)
-            base_bytes += len(blob)
-        # batch 0 of a new incarnation: no local store has it, so the first batch rebuilds
-        self.version.update((inc, 0, base_bytes, 0, 0, n_chunks))
-
-    def handleInputRows(
-        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
-    ) -> Iterator[pd.DataFrame]:
-        # the task's records arrive packed (kspark_server.transport), and leave so
-        table = transport.unpack_table(b for f in rows for b in f["ks_rows"].tolist())
-        if table is None or not table.num_rows:
-            return
-        result = self.run_task(key, table)
-        if result is not None:
-            yield pd.DataFrame({"ks_rows": [transport.pack_table(result)]})
 
     def run_task(self, key: Any, table: pa.Table) -> pa.Table | None:
         """One task's micro-batch: its records (``table``, the task's key ``key``) in, its

@@ -15,9 +15,8 @@ A foreign-key join (KIP-213) runs as three operators, one shuffle each:
 A left key's version grows with each of its updates, so a response that a stage-2 task
 sent for an older value (the foreign key has moved to another task since) is recognised
 and dropped: results are never emitted out of order for a key. Every message of a
-micro-batch is answered within the micro-batch (under ``stateful_runner="apply_in_pandas"``,
-where the stages are a micro-batch apart, each stage takes all of one micro-batch's
-messages in the next), so only the newest version needs to be remembered across
+micro-batch is answered within the micro-batch (the stages are a micro-batch apart, and
+each stage takes all of one micro-batch's messages in the next), so only the newest version needs to be remembered across
 micro-batches.
 
 Messages are MessagePack (:func:`kspark_server.stateenc.pack`) lists:

@@ -1,11 +1,11 @@
-"""The ``apply_in_pandas`` runner: a stateful operator under ``applyInPandasWithState``.
+"""The stateful operators' runner: a stateful operator under ``applyInPandasWithState``.
 
 Spark hands the function each task's records of a micro-batch straight from the shuffle
 (no packing pass before it) and the task's group state: the committed version of the
 task's state, whose base and changes are kspark's own files in the checkpoint
-(:mod:`kspark_server.taskfiles`). The operator is the same
-:class:`~kspark_server.operators.base.TaskProcessor` the ``transform_with_state`` runner
-runs: the files stand in for its state variables. See docs/design/grouped-runner.md.
+(:mod:`kspark_server.taskfiles`), which the operator, a
+:class:`~kspark_server.operators.base.TaskProcessor`, reads and writes. See
+docs/design/grouped-runner.md.
 
 The operator's output records leave it as rows of the envelope's schema (no packing, no
 unpacking pass after it): each task's output is one pandas frame (:func:`output_frame`)
@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pandas.arrays import ArrowExtensionArray
 
-from kspark_server import placement, statevars, structcols, taskfiles, transport
+from kspark_server import placement, structcols, taskfiles, transport
 from kspark_server.operators.base import TaskProcessor
 from kspark_server.operators.registry import make_operator
 from kspark_server.spec import StatefulSpec, check_spec
@@ -303,7 +303,7 @@ class GroupedOperator:
         if files.just_compacted():
             # the files the committed base replaced, and failed attempts' files
             files.collect()
-        op.attach(statevars.StateVars(files.base, files.log, files.version))
+        op.attach(files)
         result = op.run_task(key, self.table(frames))
         if self.spec.state.kill_after_files == files.batch_of_write():
             # a test's fault: the task dies between its files and the batch's commit

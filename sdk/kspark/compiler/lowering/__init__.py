@@ -8,8 +8,8 @@ client API only: no JVM on the client. One module per kind of stage:
 - :mod:`.corrupt` and :mod:`.timestamps`: records that did not parse, and the timestamp
   policy, both turning records into side rows (:mod:`.sides`);
 - :mod:`.stateless` and :mod:`.sql`: fused chains of steps, and ``filter_expr``;
-- :mod:`.stateful`: the per-task operators, and :mod:`.grouped`: the ``apply_in_pandas``
-  runner's, all of an app's in one ``applyInPandasWithState``;
+- :mod:`.stateful`: the per-task operators' inputs, and :mod:`.grouped`: the operators,
+  all of an app's in one ``applyInPandasWithState``;
 - :mod:`.sinks`: the union of the sinks and the ``foreachBatch`` writer;
 - :mod:`.build`: the entry point, :func:`build_dataframe`.
 """

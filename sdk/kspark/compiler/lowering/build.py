@@ -11,7 +11,7 @@ from kspark.compiler.lowering.grouped import grouped_operator, grouped_part, gro
 from kspark.compiler.lowering.sinks import observe_sides, union_sinks
 from kspark.compiler.lowering.sources import read, read_constants
 from kspark.compiler.lowering.sql import sql_filter
-from kspark.compiler.lowering.stateful import cogroup, stateful
+from kspark.compiler.lowering.stateful import cogroup
 from kspark.compiler.lowering.stateless import chain, id_stage, join_key_stage, topic_name_stage
 from kspark.compiler.resume import Resume
 from kspark.compiler.subtopologies import INTERNAL_OPTION
@@ -31,7 +31,7 @@ def build_dataframe(
 ) -> DataFrame:
     """The app's streaming DataFrame: the union of every sink's records and side rows,
     tagged by ``ks_sink``, with the side rows' metrics observed. ``checkpoint`` is the
-    query's checkpoint, where the ``apply_in_pandas`` runner keeps its state files."""
+    query's checkpoint, where the stateful operators keep their state files."""
     grouped = grouped_stages(output)
     results: dict[int, DataFrame] = {}
 
@@ -41,10 +41,10 @@ def build_dataframe(
         return results[id(stage)]
 
     def lower(stage: st.Stage) -> DataFrame:
-        if isinstance(stage, st.Stateful) and stage.spec.state.runner == "apply_in_pandas":
+        if isinstance(stage, st.Stateful):
             # one operator: lowered in place (several: grouped_sinks below)
             return grouped_operator(grouped_part(stage, df_of, resume, checkpoint))
-        return _lower(stage, df_of, spark, resume, checkpoint)
+        return _lower(stage, df_of, spark, resume)
 
     if len(grouped) < 2:
         for stage in graph.toposort(output.roots(), lambda s: s.inputs):
@@ -61,7 +61,7 @@ def build_dataframe(
 
 
 def _internal_sinks(output: st.Output, grouped: list[st.Stateful]) -> list[st.SinkPart]:
-    """The sink of each of several ``apply_in_pandas`` operators: the internal topic that
+    """The sink of each of several stateful operators: the internal topic that
     its output crosses (:func:`kspark.compiler.subtopologies.cut` makes it), its only
     reader. The query reads the operators' output once (:func:`.stateful.grouped_sinks`)."""
     readers: dict[int, list[object]] = {id(s): [] for s in grouped}
@@ -78,11 +78,10 @@ def _internal_sinks(output: st.Output, grouped: list[st.Stateful]) -> list[st.Si
         internal = len(parts) == 1 and (INTERNAL_OPTION, "true") in parts[0].topic.options
         if readers[id(s)] or not internal:
             raise CompilationError(
-                f"{s.spec.processor}: stateful_runner='apply_in_pandas' runs the stateful "
-                "operators of an app in one applyInPandasWithState, which the query reads "
-                "once: each operator's output must go to its internal topic alone "
-                "(StreamsApp cuts the topology so). Run it with the default "
-                "StreamsConfig(stateful_runner='transform_with_state')",
+                f"{s.spec.processor}: the stateful operators of an app run in one "
+                "applyInPandasWithState, which the query reads once: each operator's "
+                "output must go to its internal topic alone (StreamsApp cuts the "
+                "topology so; compile it through StreamsApp)",
                 processor=s.spec.processor,
             )
         found.append(parts[0])
@@ -90,16 +89,14 @@ def _internal_sinks(output: st.Output, grouped: list[st.Stateful]) -> list[st.Si
 
 
 def grouped_stages(output: st.Output) -> list[st.Stateful]:
-    """The stateful operators of ``output`` under ``stateful_runner='apply_in_pandas'``, in
+    """The stateful operators of ``output``, in
     the order of their task keys (:func:`kspark_server.placement.task_keys`): all of them
     run in ONE ``applyInPandasWithState`` (Spark runs at most one in a streaming query),
     so none may read another's output within the query. Such an edge crosses an internal
     topic (:mod:`kspark.compiler.subtopologies`), which cuts the topology into
     sub-topologies before it is compiled; one left is refused here, naming both."""
     stages = graph.toposort(output.roots(), lambda s: s.inputs)
-    grouped = [
-        s for s in stages if isinstance(s, st.Stateful) and s.spec.state.runner == "apply_in_pandas"
-    ]
+    grouped = [s for s in stages if isinstance(s, st.Stateful)]
     if len(grouped) < 2:
         return grouped
     ids = {id(s) for s in grouped}
@@ -111,11 +108,10 @@ def grouped_stages(output: st.Output) -> list[st.Stateful]:
             assert isinstance(first, st.Stateful)
             raise CompilationError(
                 f"{s.spec.processor} reads the output of {first.spec.processor} in the same "
-                "micro-batch, and stateful_runner='apply_in_pandas' runs every stateful "
-                "operator of an app in one applyInPandasWithState: the records between "
-                "them must cross an internal topic (StreamsApp adds one where the records "
-                "between them can be written to a file topic). Run it with the default "
-                "StreamsConfig(stateful_runner='transform_with_state')",
+                "micro-batch, and every stateful operator of an app runs in one "
+                "applyInPandasWithState: the records between them must cross an internal "
+                "topic (StreamsApp adds one where the records between them can be written "
+                "to a file topic)",
                 processor=s.spec.processor,
             )
     return grouped
@@ -126,7 +122,6 @@ def _lower(
     df_of: DataFrameOf,
     spark: SparkSession,
     resume: Resume | None,
-    checkpoint: str | None,
 ) -> DataFrame:
     """One stage as DataFrame operations over its inputs' DataFrames (``df_of``)."""
     if isinstance(stage, st.Read):
@@ -152,6 +147,4 @@ def _lower(
         return cogroup(stage, df_of)
     if isinstance(stage, st.Shuffle):
         return df_of(stage.input).repartition(stage.num_partitions, "key")
-    if isinstance(stage, st.Stateful):
-        return stateful(stage, df_of, spark, resume, checkpoint)
     raise CompilationError(f"no lowering for stage {type(stage).__name__}")

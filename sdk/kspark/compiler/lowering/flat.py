@@ -1,4 +1,4 @@
-"""Struct columns that cross the ``apply_in_pandas`` runner's Python worker as flat
+"""Struct columns that cross the stateful operators' Python worker as flat
 columns, the JVM's half (:mod:`kspark_server.structcols` names the columns and holds the
 Arrow half): pyspark would convert each row's struct to a Python ``dict`` and back."""
 

@@ -1,4 +1,4 @@
-"""The ``apply_in_pandas`` runner's lowering: its stateful operators under ONE
+"""The stateful operators' lowering: all of an app's under ONE
 ``applyInPandasWithState`` (docs/design/grouped-runner.md, docs/design/sub-topologies.md).
 
 Records reach an operator straight from the shuffle, as Arrow-backed frames, and leave it
@@ -41,8 +41,7 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class GroupedPart:
-    """One stateful operator's side of the ``apply_in_pandas`` runner's
-    ``applyInPandasWithState``: its tasked input, its function, the output columns it
+    """One stateful operator's side of the query's ``applyInPandasWithState``: its tasked input, its function, the output columns it
     declares (without the constants) and the constants it puts back after."""
 
     stage: st.Stateful
@@ -62,7 +61,7 @@ def grouped_part(
     checkpoint: str | None,
     operator: int = 0,
 ) -> GroupedPart:
-    """The ``apply_in_pandas`` runner's side of ``stage``, the ``operator``-th stateful
+    """The side of ``stage``, the ``operator``-th stateful
     operator of its query: grouped by task, the records straight from the shuffle, the
     state in kspark's files under the checkpoint (docs/design/grouped-runner.md)."""
     from kspark_server.operators.grouped import GroupedOperator, output_struct
@@ -72,7 +71,7 @@ def grouped_part(
     spec = stage.spec
     if checkpoint is None:
         raise CompilationError(
-            f"{spec.processor}: stateful_runner='apply_in_pandas' keeps state in the "
+            f"{spec.processor}: a stateful operator keeps its state in the "
             "query's checkpoint, and this DataFrame was built without one: build it "
             "through StreamsApp",
             processor=spec.processor,
@@ -80,21 +79,14 @@ def grouped_part(
     root = state_root(checkpoint)
     if "://" in root:
         raise CompilationError(
-            f"{spec.processor}: stateful_runner='apply_in_pandas' writes its state files "
+            f"{spec.processor}: a stateful operator writes its state files "
             f"with the executors' file system, and checkpoint {checkpoint} is not a local "
             "or shared path: use a path (or a file: URI) that every executor sees",
             processor=spec.processor,
         )
     with contextlib.suppress(OSError):
-        # marks the checkpoint as this runner's (StreamsApp checks it at a restart)
+        # the checkpoint's state files' folder, made before any task writes to it
         os.makedirs(root, exist_ok=True)
-    if resume is not None and spec.store in resume.initial_state:
-        raise CompilationError(
-            f"{spec.processor}: a rescaled checkpoint cannot start under "
-            "stateful_runner='apply_in_pandas' yet; run it with the default runner "
-            "('transform_with_state')",
-            processor=spec.processor,
-        )
     tasked, constants, constants_json = tasked_input(stage, df_of, operator)
     seeds = resume.task_seeds.get(spec.store) if resume is not None else None
     # struct columns cross the Python worker flat: pyspark converts a struct row by row
@@ -115,7 +107,7 @@ def grouped_part(
 
 
 def grouped_operator(part: GroupedPart) -> DataFrame:
-    """The output records of an app's one ``apply_in_pandas`` operator, as the envelope's
+    """The output records of an app's one stateful operator, as the envelope's
     rows."""
     flat = list(part.flat_out)
     fn = part.fn.with_flat_output(flat)
@@ -124,7 +116,7 @@ def grouped_operator(part: GroupedPart) -> DataFrame:
 
 
 def grouped_sinks(parts: list[GroupedPart], sinks: list[int]) -> DataFrame:
-    """The output records of several ``apply_in_pandas`` operators from ONE
+    """The output records of several stateful operators from ONE
     ``applyInPandasWithState`` (Spark runs one per query), as rows of the sinks' union
     (:func:`kspark.compiler.lowering.sinks.union_sinks`): operator ``i``'s records are
     sink ``sinks[i]``'s, the internal topic that its readers read

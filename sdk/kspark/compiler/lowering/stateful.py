@@ -1,14 +1,11 @@
-"""Stateful operators, grouped by task, under one of two runners.
+"""The stateful operators' inputs, grouped by task: each record's hash and task key, a
+join's two inputs in one union, the values an operator reads as JSON text, the constant
+columns left out; and their outputs with the constants back.
 
-``transform_with_state`` (the default): ``transformWithStateInPandas``; records cross
-into the operator packed, one row per task and Arrow batch, and leave it packed too
-(``kspark_server.transport``): Spark's runner would otherwise handle them row by row.
-
-``apply_in_pandas``: ``applyInPandasWithState``; records reach the operator straight from
-the shuffle, as Arrow-backed frames, and leave it as rows of the envelope's schema (no
-unpacking pass); the state lives in kspark's own files in the checkpoint
-(``kspark_server.taskfiles``, docs/design/grouped-runner.md). Its operators are lowered
-together, by :mod:`.grouped`, on the inputs this module prepares.
+The operators run under ``applyInPandasWithState`` (:mod:`.grouped`): records reach an
+operator straight from the shuffle, as Arrow-backed frames, and leave it as rows of the
+envelope's schema; the state lives in kspark's own files in the checkpoint
+(``kspark_server.taskfiles``, docs/design/grouped-runner.md).
 """
 
 from __future__ import annotations
@@ -16,21 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.group import GroupedData
-from pyspark.sql.types import StructType
 
 from kspark.compiler import stages as st
-from kspark.compiler.bundle import shipped
-from kspark.compiler.lowering.columns import dtype, flat_schema, schema
+from kspark.compiler.lowering.columns import dtype, schema
 from kspark.compiler.lowering.constants import add_constants, describe_constants
 from kspark.compiler.lowering.sources import read_constants
-from kspark.compiler.resume import Resume
 from kspark_server import envelope as env
 from kspark_server.spec import Packed
 
-__all__ = ["cogroup", "restored", "stateful", "stateful_constants", "task_column", "tasked_input"]
+__all__ = ["cogroup", "restored", "stateful_constants", "task_column", "tasked_input"]
 
 
 def task_column(column: str, n: int, operator: int = 0) -> Column:
@@ -49,36 +42,6 @@ def _hash(column: str) -> Column:
     return F.expr(f"hash(`{column}`)")
 
 
-def stateful(
-    stage: st.Stateful,
-    df_of: Callable[[st.Stage], DataFrame],
-    spark: SparkSession,
-    resume: Resume | None,
-    checkpoint: str | None = None,
-) -> DataFrame:
-    """The operator of ``stage`` over its input (for a join, the stream and the table in
-    one union), its output records in the envelope's columns, under the
-    ``transform_with_state`` runner (the ``apply_in_pandas`` runner's operators are
-    lowered together: :func:`grouped_part`, :func:`grouped_operators`)."""
-    from kspark_server.operators.shipped import ShippedOperator
-    from kspark_server.transport import OUTPUT_SCHEMA_DDL, PACKED_SCHEMA_DDL, pack_by_task
-
-    spec = stage.spec
-    tasked, constants, constants_json = tasked_input(stage, df_of, 0)
-    grouped = tasked.mapInArrow(shipped(pack_by_task), flat_schema(PACKED_SCHEMA_DDL)).groupBy(
-        "ks_task"
-    )
-    result: DataFrame = grouped.transformWithStateInPandas(
-        # the operator is built on the workers, from its spec
-        statefulProcessor=shipped(ShippedOperator(spec, constants_json)),
-        outputStructType=flat_schema(OUTPUT_SCHEMA_DDL),
-        outputMode="Append",
-        timeMode="None",
-        initialState=_initial_state(stage, spark, resume),
-    )
-    return _unpacked(result, stage, constants)
-
-
 def tasked_input(
     stage: st.Stateful, df_of: Callable[[st.Stage], DataFrame], operator: int
 ) -> tuple[DataFrame, dict[str, Any], str]:
@@ -91,8 +54,8 @@ def tasked_input(
     )
     if stage.broadcast_table:
         tasked = _broadcast_table(tasked, stage.num_partitions, operator)
-    # columns that are the same for every record stay out of both Python passes
-    # (docs/design/stateful-runner.md); the operator puts them back while it works
+    # columns that are the same for every record stay out of the Python worker; the
+    # operator puts them back while it works
     constants = stateful_constants(stage)
     constants_json = ""
     if constants:
@@ -178,7 +141,7 @@ def cogroup(stage: st.Cogroup, df_of: Callable[[st.Stage], DataFrame]) -> DataFr
 def _json_values(stream: DataFrame, packed: Packed) -> DataFrame:
     """Values that the operator reads travel as JSON text, which msgspec parses fast;
     everything else (headers, a deduplicated value) crosses as Arrow columns, by
-    reference (docs/design/stateful-runner.md)."""
+    reference."""
     # null fields stay in the text: a record's decoder reads each of its fields
     keep_nulls = {"ignoreNullFields": "false"}
     if packed.value:
@@ -198,31 +161,6 @@ def _packed_columns(stage: st.Stateful) -> list[str]:
     if stage.task_column == "ks_gkey" or stage.broadcast_table:
         order.append("ks_gkey")
     return [*order, "ks_hash", "ks_task"]
-
-
-def _initial_state(
-    stage: st.Stateful, spark: SparkSession, resume: Resume | None
-) -> GroupedData | None:
-    """The state a rescaled app's operator starts from, grouped by task; None to start
-    from the checkpoint's own."""
-    if resume is None or stage.spec.store not in resume.initial_state:
-        return None
-    warm = spark.read.parquet(resume.initial_state[stage.spec.store])
-    # each row one chunk of a task's base
-    return warm.select("ks_task", "chunk", "blob").groupBy("ks_task")
-
-
-def _unpacked(result: DataFrame, stage: st.Stateful, constants: dict[str, Any]) -> DataFrame:
-    """The operator's packed output as envelope rows, by a vectorised step
-    (``kspark_server.transport``), with the constant columns back."""
-    from kspark_server.transport import operator_schema, unpack_rows
-
-    spec = stage.spec
-    unpacked = operator_schema(spec.output_schema, spec.packed.out)
-    result = result.mapInArrow(
-        shipped(unpack_rows), StructType([f for f in unpacked.fields if f.name not in constants])
-    )
-    return restored(result, stage, constants)
 
 
 def restored(result: DataFrame, stage: st.Stateful, constants: dict[str, Any]) -> DataFrame:

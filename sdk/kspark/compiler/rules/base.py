@@ -69,7 +69,6 @@ class CompilerBase:
         self.state_options = sp.StateOptions(
             base_chunk_bytes=config.state_base_chunk_bytes,
             check_log=config.state_check_log,
-            runner=config.stateful_runner,
             local_dir=config.state_dir or "",
             application_id=config.application_id,
         )

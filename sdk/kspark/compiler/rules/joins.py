@@ -210,11 +210,9 @@ class JoinRules(CompilerBase):
         paced = self._paced()
         if paced is not None:
             raise CompilationError(
-                f"{node.name}: a foreign-key join's stages under stateful_runner="
-                "'apply_in_pandas' take each micro-batch's messages whole in the next one, "
-                f"and {paced} splits a run into micro-batches whose messages would be read "
-                f"together; unset {paced}, or run it with the default "
-                "StreamsConfig(stateful_runner='transform_with_state')",
+                f"{node.name}: a foreign-key join's stages take each micro-batch's "
+                f"messages whole in the next one, and {paced} splits a run into "
+                f"micro-batches whose messages would be read together; unset {paced}",
                 processor=node.name,
             )
         left = self.stage_of(node.parent, node)

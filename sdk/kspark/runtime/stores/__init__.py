@@ -1,11 +1,9 @@
 """Interactive queries: read an app's state stores from its checkpoint, from the client.
 
-The stores are read as of the last committed micro-batch, with no running query needed:
-under the default ``stateful_runner="apply_in_pandas"`` from kspark's files that the
-committed group states name (:mod:`~kspark.runtime.stores.files`), under
-``"transform_with_state"`` with Spark's state data source (``format("statestore")``,
-:mod:`~kspark.runtime.stores.statestore`). Either way a job on the server answers, and the
-client gets only the entries asked for. A versioned store answers ``get(key)``,
+The stores are read as of the last committed micro-batch, with no running query needed,
+from kspark's files that the committed group states name
+(:mod:`~kspark.runtime.stores.files`): a job on the server answers, and the client gets
+only the entries asked for. A versioned store answers ``get(key)``,
 ``get(key, as_of)`` (KIP-960) and ``versions(key, from_ts, to_ts)`` (KIP-968) with
 exactly the rules the join uses: the same :class:`kspark_server.versioned.VersionedStore`
 code wraps the state read back.
@@ -20,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kspark._typing import StatefulRunner
 from kspark.compiler import stages as st
 from kspark.runtime.stores.aggregates import (
     MAX_FETCH_WINDOWS,
@@ -38,7 +35,6 @@ from kspark.runtime.stores.processors import (
 )
 from kspark.runtime.stores.replica import StoreReplica
 from kspark.runtime.stores.sources import _CheckpointSource
-from kspark.runtime.stores.statestore import _operator_id
 from kspark.runtime.stores.tables import (
     ReadOnlyJoinedStore,
     ReadOnlyKeyValueStore,
@@ -52,50 +48,36 @@ from kspark.runtime.stores.tables import (
 from kspark_server.spec import ProcessorSpec
 
 
-def committed_frame(
-    spark: Any, checkpoint: str, output: st.Output, name: str, runner: StatefulRunner
-) -> Any:
+def committed_frame(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any:
     """A DataFrame of the committed base chunks of the operator store ``name`` (one row
-    each: ``blob``, ``first``, ``log``), read on the server from the state of ``runner``."""
-    if runner == "apply_in_pandas":
-        from kspark.runtime.stores import files
+    each: ``blob``, ``first``, ``log``), read on the server from kspark's files."""
+    from kspark.runtime.stores import files
 
-        return files.task_frame(spark, checkpoint, output, name)
-    from kspark.runtime.stores import statestore
-
-    return statestore.task_frame(spark, checkpoint, _operator_id(spark, checkpoint, name), name)
+    return files.task_frame(spark, checkpoint, output, name)
 
 
 def _checkpoint_source(
-    spark: Any, checkpoint: str, output: st.Output, name: str, runner: StatefulRunner
+    spark: Any, checkpoint: str, output: st.Output, name: str
 ) -> _CheckpointSource:
-    """Operator store ``name``'s committed state, read by a job per question; under the
-    grouped runner each job reads again at a newer version if the app collected the
-    files of the one it read (:func:`kspark.runtime.stores.files.read_committed`)."""
-    frame = committed_frame(spark, checkpoint, output, name, runner)
-    if runner != "apply_in_pandas":
-        return _CheckpointSource(frame)
+    """Operator store ``name``'s committed state, read by a job per question; each job
+    reads again at a newer version if the app collected the files of the one it read
+    (:func:`kspark.runtime.stores.files.read_committed`)."""
     from kspark.runtime.stores import files
 
+    frame = committed_frame(spark, checkpoint, output, name)
     return _CheckpointSource(frame, files.retried(spark, checkpoint, name))
 
 
-def open_store(
-    spark: Any,
-    checkpoint: str,
-    output: st.Output,
-    name: str,
-    runner: StatefulRunner = "transform_with_state",
-) -> Any:
+def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any:
     """The read-only view of store ``name`` of a compiled app whose query checkpoint is
-    ``checkpoint`` and whose stateful operators run under ``runner``."""
+    ``checkpoint``."""
     found = _find_stage(output, name).spec
     if isinstance(found, ProcessorSpec):
         (store,) = [d for d in found.stores if d.name == name]
-        source = _checkpoint_source(spark, checkpoint, output, found.store, runner)
+        source = _checkpoint_source(spark, checkpoint, output, found.store)
         return _processor_view(name, source, store)
     spec = _table_spec(output, name, "answer interactive queries")
-    return _view(name, _checkpoint_source(spark, checkpoint, output, name, runner), spec)
+    return _view(name, _checkpoint_source(spark, checkpoint, output, name), spec)
 
 
 __all__ = [

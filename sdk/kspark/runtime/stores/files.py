@@ -1,12 +1,11 @@
-"""Reading the ``apply_in_pandas`` runner's state: kspark's files in the checkpoint
+"""Reading the stateful operators' state: kspark's files in the checkpoint
 (docs/design/grouped-runner.md), at the version its group state commits.
 
 Spark's state reader gives each task's group state as of the last committed micro-batch
 (the version that names the task's files, :mod:`kspark_server.taskfiles`); a job on the
 server opens only the files it names (:mod:`kspark_server.taskreads`), so no file of a
-failed attempt or of a batch after it is read. The rows it gives are those
-:func:`kspark.runtime.stores.statestore.task_frame` gives of the other runner's state, so
-the same queries, replicas and rescale run over either.
+failed attempt or of a batch after it is read. Its rows (:func:`task_frame`) are what
+interactive queries read (:mod:`kspark_server.queries`).
 
 The app goes on while a reader reads: a version read as of one micro-batch names files
 that the task's next batch after a new base collects. A reader that finds them gone
@@ -25,7 +24,19 @@ from kspark.compiler import stages as st
 from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering import flat_schema
 from kspark.errors import StoreError
-from kspark.runtime.stores.statestore import state_metadata
+
+
+def state_metadata(spark: Any, checkpoint: str) -> list[Any]:
+    """The rows of the checkpoint's state metadata (one per stateful operator), or a
+    :class:`StoreError` that says why there are none."""
+    try:
+        return list(spark.read.format("state-metadata").load(checkpoint).collect())
+    except Exception as exc:
+        raise StoreError(
+            f"cannot read the state metadata of checkpoint {checkpoint}: {exc}. Has the app "
+            "completed a micro-batch?"
+        ) from exc
+
 
 #: Spark's name of the runner's stateful operators in the state metadata.
 OPERATOR_NAME = "applyInPandasWithState"
@@ -151,7 +162,7 @@ def store_keys(output: st.Output, store: str) -> tuple[int, ...] | None:
     >>> s.group_by_key().count(materialized=Materialized.as_("a")).to_stream().to("a")
     >>> s.group_by_key().count(materialized=Materialized.as_("b")).to_stream().to("b")
     >>> config = StreamsConfig(application_id="two", data_dir=tempfile.mkdtemp(),
-    ...     num_partitions=2, stateful_runner="apply_in_pandas")
+    ...     num_partitions=2)
     >>> output = StreamsApp(b.build(), config, session=object()).compiled()
     >>> {store_keys(output, "a"), store_keys(output, "b")} == {task_keys(2), task_keys(2, 1)}
     True
@@ -166,8 +177,7 @@ def store_keys(output: st.Output, store: str) -> tuple[int, ...] | None:
         if stage.spec.store == store:
             return task_keys(stage.num_partitions, i)
     raise StoreError(
-        f"store {store}: no stateful operator of the app under "
-        "stateful_runner='apply_in_pandas' keeps it; its operators keep "
+        f"store {store}: no stateful operator of the app keeps it; its operators keep "
         f"{sorted(s.spec.store for s in grouped)}"
     )
 
@@ -199,7 +209,7 @@ def operator_of(spark: Any, checkpoint: str, output: st.Output, store: str) -> i
     names = _stores(output)
     if not ops:
         raise StoreError(
-            f"checkpoint {checkpoint} holds no state of stateful_runner='apply_in_pandas'. "
+            f"checkpoint {checkpoint} holds no state of kspark's stateful operators. "
             "Has the app completed a micro-batch?"
         )
     if len(ops) == 1 and (len(names) == 1 or store_keys(output, store) is not None):
@@ -231,7 +241,8 @@ def operator_of(spark: Any, checkpoint: str, output: st.Output, store: str) -> i
 
 def task_frame(spark: Any, checkpoint: str, output: st.Output, store: str) -> Any:
     """A DataFrame of store ``store``'s committed base chunks, one row each: ``blob``,
-    ``first`` and ``log`` (as :func:`kspark.runtime.stores.statestore.task_frame`)."""
+    ``first`` (whether it is its task's chunk 0) and ``log`` (the task's changes), read on
+    the server (:mod:`kspark_server.queries`)."""
     from pyspark.sql.types import ArrayType, BinaryType, BooleanType, StructField, StructType
 
     from kspark_server import taskreads

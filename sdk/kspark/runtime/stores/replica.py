@@ -4,17 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kspark._typing import StatefulRunner
 from kspark.compiler import stages as st
 from kspark.errors import StoreError
 from kspark.runtime.stores.sources import _MemorySource
-from kspark.runtime.stores.statestore import (
-    _base_change,
-    _base_rows,
-    _operator_id,
-    _state_reader,
-    _task_logs,
-)
 from kspark.runtime.stores.tables import _table_spec, _view
 
 
@@ -23,16 +15,11 @@ class StoreReplica:
 
     Kafka Streams keeps standby replicas of a task's stores warm on other instances, so
     that interactive queries and fail-over do not wait for a restore. Spark has no such
-    thing; this is the part of it that serves reads: the replica loads the store once with
-    Spark's state reader, then :meth:`refresh` applies only what changed since (the state
-    reader's change feed over the changelog checkpoints). Reads are answered from memory,
-    also while the app or its server is down, as of the last refresh
-    (:attr:`as_of_batch`).
-
-    Under ``stateful_runner="apply_in_pandas"`` the change feed is kspark's own files
-    (:mod:`kspark_server.taskfiles`): a refresh reads each task's committed version and
-    fetches only the changes of the tasks whose version moved (their whole state when
-    they wrote a new base).
+    thing; this is the part of it that serves reads: the replica loads the store once from
+    kspark's files (:mod:`kspark_server.taskfiles`), then :meth:`refresh` reads each
+    task's committed version and fetches only the changes of the tasks whose version moved
+    (their whole state when they wrote a new base). Reads are answered from memory, also
+    while the app or its server is down, as of the last refresh (:attr:`as_of_batch`).
 
     Obtained from :meth:`kspark.StreamsApp.replica`.
     """
@@ -43,15 +30,13 @@ class StoreReplica:
         checkpoint: str,
         output: st.Output,
         name: str,
-        runner: StatefulRunner = "transform_with_state",
     ) -> None:
         self.name = name
         self._spark = spark
         self._checkpoint = checkpoint
         self._output = output
-        self._runner = runner
         self._spec = _table_spec(output, name, "have replicas")
-        #: under the grouped runner: each task's version as held (taskreads.held_version)
+        #: each task's version as held (taskreads.held_version)
         self._held: dict[int, str] = {}
         self._tasks: dict[int, Any] = {}
         # each task's state as stored: its base's chunks (by number) and its log of changes
@@ -74,11 +59,8 @@ class StoreReplica:
         last = last_committed(self._spark, self._checkpoint)
         if last is None or last == self.as_of_batch:
             return 0
-        if self._runner == "apply_in_pandas":
-            # a later batch when the app collected the files of ``last``'s versions
-            last, dirty = self._apply_file_changes(last)
-        else:
-            dirty = self._apply_feed(last)
+        # a later batch when the app collected the files of ``last``'s versions
+        last, dirty = self._apply_file_changes(last)
         kind, versioned = self._spec.kind, self._spec.versioned
         for task in dirty:
             chunks = self._bases.get(task)
@@ -98,7 +80,7 @@ class StoreReplica:
         return changed
 
     def _apply_file_changes(self, last: int) -> tuple[int, set[int]]:
-        """Apply the grouped runner's file changes up to batch ``last`` (or the later one
+        """Apply the file changes up to batch ``last`` (or the later one
         read, :func:`kspark.runtime.stores.files.changes`); that batch and the tasks
         changed."""
         from kspark.runtime.stores import files
@@ -119,77 +101,6 @@ class StoreReplica:
             else:
                 self._logs.setdefault(task, []).append(r["blob"])
         return last, dirty
-
-    def _apply_feed(self, last: int) -> set[int]:
-        """Apply Spark's state change feed up to batch ``last``; the tasks changed."""
-        op = _operator_id(self._spark, self._checkpoint, self.name)
-        reader = _state_reader(self._spark, op, self.name)
-        dirty: set[int] = set()
-        if self.as_of_batch is None:
-            rows = _base_rows(self._spark, self._checkpoint, op, self.name)
-            for r in rows.select("key", "chunk", "blob").collect():
-                if r["blob"] is not None:
-                    self._bases.setdefault(int(r["key"][0]), {})[int(r["chunk"])] = r["blob"]
-            self._logs = _task_logs(self._spark, self._checkpoint, op, self.name)
-            dirty = set(self._bases)
-        else:
-            # (batch, rank, task, chunk, bytes): within a batch a base's chunks come
-            # first (each chunk number changes at most once a batch), then the log's
-            # clearing, then its append (the order the operator writes them in)
-            events: list[tuple[int, int, int, int, bytes | None]] = []
-            feed = self._feed(reader, last)
-            for r in feed.select(
-                "batch_id",
-                "change_type",
-                "key",
-                "user_map_key",
-                "user_map_value",
-            ).collect():
-                task, number, blob = _base_change(r)
-                events.append((int(r["batch_id"]), 0, task, number, blob))
-            for r in self._log_feed(op, last):
-                append = r["change_type"] == "append" and r["list_element"] is not None
-                events.append(
-                    (
-                        int(r["batch_id"]),
-                        2 if append else 1,
-                        int(r["key"][0]),
-                        0,
-                        r["list_element"][0] if append else None,
-                    )
-                )
-            events.sort(key=lambda e: e[:4])
-            for _, rank, task, number, blob in events:
-                dirty.add(task)
-                if rank == 0:
-                    if blob is None:
-                        self._bases.get(task, {}).pop(number, None)
-                    else:
-                        self._bases.setdefault(task, {})[number] = blob
-                elif rank == 1:
-                    self._logs.pop(task, None)
-                elif blob is not None:
-                    self._logs.setdefault(task, []).append(blob)
-        return dirty
-
-    def _feed(self, reader: Any, last: int) -> Any:
-        assert self.as_of_batch is not None
-        return (
-            reader.option("readChangeFeed", "true")
-            .option("changeStartBatchId", self.as_of_batch + 1)
-            .option("changeEndBatchId", last)
-            .load(self._checkpoint)
-        )
-
-    def _log_feed(self, op: int, last: int) -> list[Any]:
-        from kspark_server import statevars
-
-        reader = _state_reader(self._spark, op, statevars.log_name(self.name))
-        return list(
-            self._feed(reader, last)
-            .select("batch_id", "change_type", "key", "list_element")
-            .collect()
-        )
 
     def _store(self) -> Any:
         if self._view is None:
