@@ -209,12 +209,6 @@ def _rate(n: int, k: int) -> str:
 
 @pytest.mark.cluster
 @pytest.mark.extended  # about a minute; tests/unit/test_base_chunks.py covers the chunks
-@pytest.mark.xfail(
-    strict=True,
-    reason="after a rescale, a task that has not committed a group state of its own yet "
-    "(no record since the switch) holds its state in its seed only, and the store's "
-    "readers read the committed group states alone: app.store counts 202 of 300 entries",
-)
 def test_a_base_of_several_chunks_restarts_reads_and_rescales_alike(
     spark: Any, spark_server: Any, app_id: str
 ) -> None:

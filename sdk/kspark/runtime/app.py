@@ -588,6 +588,7 @@ class StreamsApp:
             self.checkpoint_location,
             self.compiled(),
             name,
+            self.generation.seeds,
         )
 
     def replica(self, name: str) -> Any:
@@ -611,6 +612,7 @@ class StreamsApp:
             self.checkpoint_location,
             self.compiled(),
             name,
+            self.generation.seeds,
         )
         replica.refresh()
         return replica

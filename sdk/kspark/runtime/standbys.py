@@ -28,6 +28,7 @@ from typing import Any
 from kspark.compiler import stages as st
 from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering import flat_schema
+from kspark.runtime.stores.files import Seeds
 
 __all__ = ["FORGET_AFTER", "StandbyKeeper", "keeper", "start", "stop"]
 
@@ -43,7 +44,13 @@ class StandbyKeeper:
     """Keeps the standby copies of one run of an app (see the module)."""
 
     def __init__(
-        self, session: Any, query: Any, output: st.Output, replicas: int, checkpoint: str
+        self,
+        session: Any,
+        query: Any,
+        output: st.Output,
+        replicas: int,
+        checkpoint: str,
+        seeds: Seeds | None = None,
     ) -> None:
         from kspark.compiler.lowering.build import grouped_stages
         from kspark.runtime.stores import files
@@ -55,6 +62,11 @@ class StandbyKeeper:
         #: one operator, every task key)
         self.specs = specs
         self.keys = {store: files.store_keys(output, store) for store in specs}
+        #: the group states of a rescaled generation's tasks that have committed none of
+        #: their own yet, by task key: their copies are kept from them
+        self.seeds: dict[int, tuple[Any, ...]] = {}
+        for store in specs:
+            self.seeds.update(files.seed_keys(output, store, seeds))
         #: rounds run, and the last round's error ("" if it succeeded)
         self.rounds = 0
         self.error = ""
@@ -130,7 +142,7 @@ class StandbyKeeper:
             return
         # the app's operators run in one applyInPandasWithState (several: one per
         # sub-topology, each with its own task keys)
-        rows = files.group_states(spark, self.checkpoint, ops[0]).collect()
+        rows = files.group_states(spark, self.checkpoint, ops[0], seeds=self.seeds).collect()
         committed = standby.committed_by_store((r.asDict() for r in rows), self.keys)
         if not committed:
             return
@@ -201,7 +213,7 @@ def start(app: Any, output: st.Output, checkpoint: str) -> StandbyKeeper | None:
     replicas = app.config.num_standby_replicas
     if not replicas or not any(isinstance(s, st.Stateful) for s in output.stages()):
         return None
-    k = StandbyKeeper(app.session, app.query, output, replicas, checkpoint)
+    k = StandbyKeeper(app.session, app.query, output, replicas, checkpoint, app.generation.seeds)
     _KEEPERS[app] = k
     k.begin()
     return k

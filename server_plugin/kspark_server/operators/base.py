@@ -275,6 +275,7 @@ class TaskProcessor:
     def attach(self, files: taskfiles.TaskFiles) -> None:
         """Use the task's files at its committed version for the next batch: their base's
         chunks, their log of changes and their version."""
+        self.files = files
         self.base, self.log, self.version = files.base, files.log, files.version
 
     def setup(self) -> None:
@@ -324,8 +325,7 @@ class TaskProcessor:
             return local, inc, sizes, False
         batches, log_len = sizes[0], sizes[3]
         have = local.version
-        files = getattr(self.base, "files", None)
-        if have is not None and files is not None and files.ran_twice(have[1]):
+        if have is not None and self.files.ran_twice(have[1]):
             # the local store may hold the attempt of its batch that Spark did not keep
             # (two attempts on two executors, one commit kept): not the committed state
             have = None

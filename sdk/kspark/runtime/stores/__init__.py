@@ -27,6 +27,7 @@ from kspark.runtime.stores.aggregates import (
     ReadOnlyWindowStore,
     open_aggregate_store,
 )
+from kspark.runtime.stores.files import Seeds
 from kspark.runtime.stores.processors import (
     ReadOnlyProcessorStore,
     ReadOnlyProcessorVersionedStore,
@@ -48,36 +49,41 @@ from kspark.runtime.stores.tables import (
 from kspark_server.spec import ProcessorSpec
 
 
-def committed_frame(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any:
+def committed_frame(
+    spark: Any, checkpoint: str, output: st.Output, name: str, seeds: Seeds | None = None
+) -> Any:
     """A DataFrame of the committed base chunks of the operator store ``name`` (one row
-    each: ``blob``, ``first``, ``log``), read on the server from kspark's files."""
+    each: ``blob``, ``first``, ``log``), read on the server from kspark's files; a rescaled
+    generation's tasks that have committed nothing yet from their ``seeds``."""
     from kspark.runtime.stores import files
 
-    return files.task_frame(spark, checkpoint, output, name)
+    return files.task_frame(spark, checkpoint, output, name, seeds)
 
 
 def _checkpoint_source(
-    spark: Any, checkpoint: str, output: st.Output, name: str
+    spark: Any, checkpoint: str, output: st.Output, name: str, seeds: Seeds | None = None
 ) -> _CheckpointSource:
     """Operator store ``name``'s committed state, read by a job per question; each job
     reads again at a newer version if the app collected the files of the one it read
     (:func:`kspark.runtime.stores.files.read_committed`)."""
     from kspark.runtime.stores import files
 
-    frame = committed_frame(spark, checkpoint, output, name)
+    frame = committed_frame(spark, checkpoint, output, name, seeds)
     return _CheckpointSource(frame, files.retried(spark, checkpoint, name))
 
 
-def open_store(spark: Any, checkpoint: str, output: st.Output, name: str) -> Any:
+def open_store(
+    spark: Any, checkpoint: str, output: st.Output, name: str, seeds: Seeds | None = None
+) -> Any:
     """The read-only view of store ``name`` of a compiled app whose query checkpoint is
-    ``checkpoint``."""
+    ``checkpoint`` (``seeds``: its generation's, after a rescale)."""
     found = _find_stage(output, name).spec
     if isinstance(found, ProcessorSpec):
         (store,) = [d for d in found.stores if d.name == name]
-        source = _checkpoint_source(spark, checkpoint, output, found.store)
+        source = _checkpoint_source(spark, checkpoint, output, found.store, seeds)
         return _processor_view(name, source, store)
     spec = _table_spec(output, name, "answer interactive queries")
-    return _view(name, _checkpoint_source(spark, checkpoint, output, name), spec)
+    return _view(name, _checkpoint_source(spark, checkpoint, output, name, seeds), spec)
 
 
 __all__ = [

@@ -17,7 +17,7 @@ version, and its last attempt holds off collection while it reads
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kspark.compiler import stages as st
@@ -120,25 +120,71 @@ def retried(spark: Any, checkpoint: str, store: str) -> Callable[[Callable[[], T
     return run
 
 
+#: A rescaled generation's seeds: store -> task number (as text) -> the group state
+#: that names the new layout's files of the task (:class:`kspark.runtime.checkpoints.
+#: Generation`).
+Seeds = Mapping[str, Mapping[str, Sequence[Any]]]
+
+
 def group_states(
     spark: Any,
     checkpoint: str,
-    op: int,
+    op: int | None,
     batch: int | None = None,
     keys: tuple[int, ...] | None = None,
+    seeds: Mapping[int, Sequence[Any]] | None = None,
 ) -> Any:
     """Operator ``op``'s group states as committed by micro-batch ``batch`` (None: the
     last): ``ks_task`` and the version's fields; only the tasks of ``keys`` when given
-    (:func:`store_keys`)."""
+    (:func:`store_keys`).
+
+    ``seeds`` (task key -> group state, :func:`seed_keys`) stand for the tasks of a
+    rescaled generation that have not committed a group state of their own: such a task
+    runs on its seed until records reach it, and its state is the seed's."""
     from pyspark.sql import functions as F
 
-    reader = spark.read.format("statestore").option("operatorId", op)
-    if batch is not None:
-        reader = reader.option("batchId", batch)
-    raw = reader.load(checkpoint)
-    if keys is not None:
-        raw = raw.where(F.col("key.ks_task").isin(list(keys)))
-    return raw.select(F.col("key.ks_task").alias("ks_task"), "value.groupState.*")
+    from kspark_server.taskfiles import GROUP_STATE_DDL
+
+    states = None
+    if op is not None:
+        reader = spark.read.format("statestore").option("operatorId", op)
+        if batch is not None:
+            reader = reader.option("batchId", batch)
+        raw = reader.load(checkpoint)
+        if keys is not None:
+            raw = raw.where(F.col("key.ks_task").isin(list(keys)))
+        states = raw.select(F.col("key.ks_task").alias("ks_task"), "value.groupState.*")
+    if not seeds:
+        return states
+    rows = [(int(k), *v) for k, v in sorted(seeds.items())]
+    seeded = spark.createDataFrame(rows, "ks_task int, " + GROUP_STATE_DDL)
+    if states is None:
+        return seeded
+    return states.unionByName(seeded.join(states.select("ks_task"), "ks_task", "left_anti"))
+
+
+def seed_keys(output: st.Output, store: str, seeds: Seeds | None) -> dict[int, tuple[Any, ...]]:
+    """Store ``store``'s seeds in ``seeds`` by task key (:func:`group_states`)."""
+    from kspark_server.placement import task_keys
+
+    mine = (seeds or {}).get(store)
+    if not mine:
+        return {}
+    keys = store_keys(output, store)
+    if keys is None:
+        (stage,) = [
+            s for s in output.stages() if isinstance(s, st.Stateful) and s.spec.store == store
+        ]
+        keys = task_keys(stage.num_partitions)
+    return {keys[int(t)]: tuple(v) for t, v in mine.items() if int(t) < len(keys)}
+
+
+def _operator(spark: Any, checkpoint: str, output: st.Output, store: str, seeded: bool) -> Any:
+    """:func:`operator_of`; None where only seeds hold the store's state (a rescaled
+    generation that has not committed a micro-batch)."""
+    if seeded and not _operators(spark, checkpoint):
+        return None
+    return operator_of(spark, checkpoint, output, store)
 
 
 def store_keys(output: st.Output, store: str) -> tuple[int, ...] | None:
@@ -239,7 +285,9 @@ def operator_of(spark: Any, checkpoint: str, output: st.Output, store: str) -> i
     return mine[0] if mine else None
 
 
-def task_frame(spark: Any, checkpoint: str, output: st.Output, store: str) -> Any:
+def task_frame(
+    spark: Any, checkpoint: str, output: st.Output, store: str, seeds: Seeds | None = None
+) -> Any:
     """A DataFrame of store ``store``'s committed base chunks, one row each: ``blob``,
     ``first`` (whether it is its task's chunk 0) and ``log`` (the task's changes), read on
     the server (:mod:`kspark_server.queries`)."""
@@ -248,7 +296,8 @@ def task_frame(spark: Any, checkpoint: str, output: st.Output, store: str) -> An
     from kspark_server import taskreads
     from kspark_server.taskfiles import state_root
 
-    op = operator_of(spark, checkpoint, output, store)
+    seeded = seed_keys(output, store, seeds)
+    op = _operator(spark, checkpoint, output, store, bool(seeded))
     # taskreads.CHUNKS_SCHEMA, built on the client (flat_schema has no array type)
     schema = StructType(
         [
@@ -257,16 +306,22 @@ def task_frame(spark: Any, checkpoint: str, output: st.Output, store: str) -> An
             StructField("log", ArrayType(BinaryType())),
         ]
     )
-    if op is None:
+    if op is None and not seeded:
         return spark.createDataFrame([], schema)
     keys = store_keys(output, store)
-    return group_states(spark, checkpoint, op, keys=keys).mapInPandas(
+    return group_states(spark, checkpoint, op, keys=keys, seeds=seeded).mapInPandas(
         shipped(taskreads.committed_chunks(state_root(checkpoint), store)), schema
     )
 
 
 def changes(
-    spark: Any, checkpoint: str, output: st.Output, store: str, held: dict[int, str], batch: int
+    spark: Any,
+    checkpoint: str,
+    output: st.Output,
+    store: str,
+    held: dict[int, str],
+    batch: int,
+    seeds: Seeds | None = None,
 ) -> tuple[int, list[Any]]:
     """The rows that bring a reader holding ``held`` (per task,
     :func:`kspark_server.taskreads.held_version`) to store ``store``'s state as committed
@@ -278,8 +333,9 @@ def changes(
     from kspark_server import taskreads
     from kspark_server.taskfiles import state_root
 
-    op = operator_of(spark, checkpoint, output, store)
-    if op is None:
+    seeded = seed_keys(output, store, seeds)
+    op = _operator(spark, checkpoint, output, store, bool(seeded))
+    if op is None and not seeded:
         return batch, []
     keys = store_keys(output, store)
     # the first read is at ``batch``; a read again (the app collected its files) at the
@@ -291,7 +347,7 @@ def changes(
         if at is None:
             at = last_committed(spark, checkpoint)
         assert at is not None
-        frame = group_states(spark, checkpoint, op, at, keys).mapInPandas(
+        frame = group_states(spark, checkpoint, op, at, keys, seeded).mapInPandas(
             shipped(taskreads.changes_since(state_root(checkpoint), store, held)),
             flat_schema(taskreads.CHANGES_SCHEMA),
         )

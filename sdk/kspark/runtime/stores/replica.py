@@ -6,6 +6,7 @@ from typing import Any
 
 from kspark.compiler import stages as st
 from kspark.errors import StoreError
+from kspark.runtime.stores.files import Seeds
 from kspark.runtime.stores.sources import _MemorySource
 from kspark.runtime.stores.tables import _table_spec, _view
 
@@ -30,8 +31,11 @@ class StoreReplica:
         checkpoint: str,
         output: st.Output,
         name: str,
+        seeds: Seeds | None = None,
     ) -> None:
         self.name = name
+        #: the generation's seeds, for its tasks that have committed nothing yet
+        self._seeds = seeds
         self._spark = spark
         self._checkpoint = checkpoint
         self._output = output
@@ -86,7 +90,7 @@ class StoreReplica:
         from kspark.runtime.stores import files
 
         last, rows = files.changes(
-            self._spark, self._checkpoint, self._output, self.name, self._held, last
+            self._spark, self._checkpoint, self._output, self.name, self._held, last, self._seeds
         )
         dirty: set[int] = set()
         for r in sorted(rows, key=lambda r: (r["task"], r["part"], r["number"])):
