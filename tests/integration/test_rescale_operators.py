@@ -189,9 +189,7 @@ def run(spark: Any, app_id: str, rescales: dict[int, int], runner: Any) -> dict[
 
 
 @pytest.mark.cluster
-# the grouped runner refuses to rescale an app with a foreign-key join
-# (tests/unit/test_regroup.py), so this app runs on transform_with_state only
-@pytest.mark.parametrize("runner", ["transform_with_state"])
+@pytest.mark.parametrize("runner", ["apply_in_pandas", "transform_with_state"])
 def test_table_and_window_operators_keep_their_answers_across_rescales(
     spark: Any, app_id: str, runner: Any
 ) -> None:

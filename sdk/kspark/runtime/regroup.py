@@ -42,7 +42,6 @@ from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering import flat_schema
 from kspark.config import MAX_PARTITIONS, StreamsConfig
 from kspark.errors import RescaleError
-from kspark.plan.nodes import ForeignKeyJoin
 from kspark.plan.topics import TopicSpec
 from kspark.plan.topology import Topology
 from kspark.runtime import internal, lease, shipping
@@ -112,26 +111,12 @@ def rescale(app: StreamsApp, partitions: int, phase: Phase) -> rescaling.Rescale
             app.start()
         return report
     _check_partitions(partitions)
-    _refuse_foreign_key_joins(app)
     if not running:
         lease.check_not_running(
             app.session, app.config.checkpoint_dir, app.config.application_id, frozenset(app._runs)
         )
     with lease.RescaleLock(app.session, app.config.checkpoint_dir, app.config.application_id):
         return _rescale(app, partitions, phase, running)
-
-
-def _refuse_foreign_key_joins(app: StreamsApp) -> None:
-    """A foreign-key join's three stages, rescaled, give other join results than a run
-    that never rescaled: refused rather than wrong."""
-    joins = sorted(node.name for node in app.topology.nodes() if isinstance(node, ForeignKeyJoin))
-    if joins:
-        raise RescaleError(
-            f"app {app.config.application_id}: rescale of an app with a foreign-key join "
-            f"({', '.join(joins)}) is not supported on stateful_runner='apply_in_pandas' "
-            "yet; start the app with a new application_id and checkpoint_dir at the new "
-            "num_partitions instead"
-        )
 
 
 def _check_partitions(partitions: int) -> None:
@@ -184,15 +169,23 @@ def _stores(app: StreamsApp) -> list[Store]:
 
 
 def _olds(
-    spark: Any, checkpoint: str, op: int | None, batch: int, keys: tuple[int, ...] | None
+    spark: Any,
+    checkpoint: str,
+    op: int | None,
+    batch: int,
+    keys: tuple[int, ...] | None,
+    seeds: dict[str, list[Any]],
 ) -> dict[int, tuple[Any, ...]]:
     """Each old task's committed group state as of ``batch``, of the operator whose task
-    keys are ``keys`` (None: all)."""
+    keys are ``keys`` (None: all). A task of a rescaled generation that has had no input
+    since its start has no group state in Spark's store: its state is its seed (the
+    generation's ``seeds`` of the store), which names its files."""
     from kspark_server import placement
     from kspark_server.taskreads import FIELDS
 
+    from_seeds = {int(t): tuple(seed) for t, seed in seeds.items()}
     if op is None:
-        return {}
+        return from_seeds
     df = (
         spark.read.format("statestore")
         .option("operatorId", op)
@@ -202,11 +195,12 @@ def _olds(
     )
     if keys is not None:
         df = df.filter(df["ks_task"].isin(list(keys)))
-    return {
+    stored = {
         placement.task_of(int(r["ks_task"])): tuple(r[f] for f in FIELDS)
         for r in df.collect()
         if r["batches"] is not None
     }
+    return {**from_seeds, **stored}
 
 
 def _olds_frame(spark: Any, olds: dict[int, tuple[Any, ...]], n_old: int) -> Any:
@@ -227,6 +221,7 @@ def _build(
     op: int | None,
     batch: int,
     n_old: int,
+    seeds: dict[str, list[Any]],
 ) -> None:
     """Step 1 (see the module doc): ``store``'s part of ``layout`` as of the old one's
     ``batch``."""
@@ -237,7 +232,7 @@ def _build(
 
     spec = store.stage.spec
     m = layout.partitions
-    olds = _olds(spark, old_ckpt, op, batch, store.keys)
+    olds = _olds(spark, old_ckpt, op, batch, store.keys, seeds)
     layout.metas[store.name], layout.entries[store.name] = {}, 0
     if not olds:
         return
@@ -283,6 +278,7 @@ def _catch_up(
     layout: Layout,
     batch: int,
     n_old: int,
+    seeds: dict[str, list[Any]],
 ) -> None:
     """Step 2: ``store``'s part of ``layout`` brought to the old layout's committed
     ``batch`` (``layout.batch`` is where it is)."""
@@ -297,9 +293,9 @@ def _catch_up(
     metas = layout.metas.get(store.name)
     if not metas:
         # the old layout had no state of it when the layout was built: build it now
-        _build(spark, store, old_ckpt, layout, op, batch, n_old)
+        _build(spark, store, old_ckpt, layout, op, batch, n_old, seeds)
         return
-    olds = _olds(spark, old_ckpt, op, batch, store.keys)
+    olds = _olds(spark, old_ckpt, op, batch, store.keys, seeds)
     keys = placement.task_keys(m)
     rows = [(keys[t], meta) for t, meta in sorted(metas.items())]
     got = (
@@ -467,11 +463,12 @@ def _run(
     phase("building the new layout")
     layout = Layout(checkpoint=new_ckpt, partitions=partitions, batch=batch)
     for s in stores:
-        _build(spark, s, gen.checkpoint, layout, ops.of(s), batch, n_old)
+        _build(spark, s, gen.checkpoint, layout, ops.of(s), batch, n_old, gen.seeds.get(s.name, {}))
 
     def catch_up(newest: int) -> None:
         for s in stores:
-            _catch_up(spark, s, gen.checkpoint, ops.of(s), layout, newest, n_old)
+            seeds = gen.seeds.get(s.name, {})
+            _catch_up(spark, s, gen.checkpoint, ops.of(s), layout, newest, n_old, seeds)
         if stores and newest != layout.batch:
             layout.rounds += 1
         layout.batch = newest
