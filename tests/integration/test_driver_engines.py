@@ -427,6 +427,19 @@ IN_CI = {
 }
 
 
+#: case -> the sink of a foreign-key join whose input tables update in one micro-batch:
+#: on Spark the join may skip an intermediate row (docs/design/sub-topologies.md)
+SKIPS_ROWS = {"foreign_global_dynamic": 0}
+
+
+def _last_rows(records: list[Any]) -> list[Any]:
+    """A table's records of a batch as its last row per key."""
+    last: dict[Any, Any] = {}
+    for r in records:
+        last[r[0]] = r
+    return sorted(last.values(), key=repr)
+
+
 @pytest.mark.parametrize(
     "case",
     [c if c in IN_CI else pytest.param(c, marks=pytest.mark.extended) for c in sorted(CASES)],
@@ -455,6 +468,18 @@ def test_engines_agree(spark: Any, case: str) -> None:
         local = run(case, data, "local", None)
         remote = run(case, data, "spark", spark)
         commits = local["metrics"].pop("commit-total"), remote["metrics"].pop("commit-total")
+        sink = SKIPS_ROWS.get(case)
+        if sink is not None:
+            # a right update meets the subscriptions of earlier micro-batches only: the
+            # join may skip an intermediate row, never adds one, and ends in the same rows
+            produced = [m["metrics"].pop("records-produced-total") for m in (local, remote)]
+            assert produced[1] <= produced[0]
+            for b_local, b_remote in zip(local["batches"], remote["batches"], strict=True):
+                assert set(b_remote[sink]) <= set(b_local[sink])
+                b_local[sink], b_remote[sink] = (
+                    _last_rows(b_local[sink]),
+                    _last_rows(b_remote[sink]),
+                )
         assert local == remote
         assert commits[0] <= commits[1]
 

@@ -1,9 +1,9 @@
-"""Rescale of the table and window operators: ``KTable.group_by`` with ``count`` and
-``aggregate``, a cogrouped aggregation, a time-limited suppression, sliding windows and a stream-global
+"""Rescale of the table and window operators: foreign-key joins (their subscription,
+registration and result stores), ``KTable.group_by`` with ``count`` and ``aggregate``, a
+cogrouped aggregation, a time-limited suppression, sliding windows and a stream-global
 table join, all in one app rescaled from 1 to 3 partitions and from 3 to 2 between its
 micro-batches. Its outputs and its stores' answers are those of the same app that never
-rescaled (one task throughout). (A foreign-key join is refused by a rescale:
-tests/unit/test_regroup.py.)
+rescaled (one task throughout).
 
 The input is laid out so that no answer depends on which keys share a task (stream time
 is per task): each batch's timestamps are after the batch before's, records are piped in
@@ -35,6 +35,7 @@ BATCHES = 3
 #: the rescales before batch 1 and batch 2: 1 -> 3 -> 2 partitions
 RESCALES = {1: 3, 2: 2}
 CUSTOMERS = [f"c{i}" for i in range(6)]
+ORDERS = [f"o{i}" for i in range(10)]
 USERS = [f"u{i}" for i in range(8)]
 CURRENCIES = ["EUR", "USD", "GBP", "ключ", "x" * 600]
 FRESH = 16  # suppressed keys per batch, new in each
@@ -47,6 +48,14 @@ def _t(topic: str) -> Topic:
 def topology() -> Any:
     b = StreamsBuilder()
     customers = b.table(_t("customers"), key_type=str, value_type=str)  # value: its region
+    orders = b.table(_t("orders"), key_type=str, value_type=str)  # value: its customer
+    orders.join(
+        customers,
+        foreign_key_extractor=lambda o: o,
+        joiner=lambda o, region: f"{o}@{region}",
+        materialized=Materialized.as_("fk"),
+        value_type=str,
+    ).to_stream().to(_t("fk"))
     by_region = customers.group_by(lambda k, r: (r, k), key_type=str, value_type=str)
     by_region.count(materialized=Materialized.as_("per-region")).to_stream().to(_t("per-region"))
     by_region.aggregate(
@@ -94,7 +103,7 @@ Rec = tuple[str, str | None, Any, int]
 
 def batch(n: int) -> list[Rec]:
     """Batch ``n``, in time order: the state written before a rescale decides its answers
-    (a customer that changes region, aggregates, windows that
+    (a foreign key that moves, a customer that changes region, aggregates, windows that
     span batches, suppressed keys that wait, table values the stream looks up)."""
     base = n * 1_000
     recs: list[Rec] = []
@@ -103,6 +112,11 @@ def batch(n: int) -> list[Rec]:
             recs.append(("customers", c, f"r{(i + n) % 3}", base + 10 + i))
     if n == 2:
         recs.append(("customers", "c5", None, base + 20))  # a delete
+    for i, o in enumerate(ORDERS):  # each batch, a third of the orders change customer
+        if n == 0 or i % 3 == n % 3:
+            recs.append(("orders", o, CUSTOMERS[(i + n) % len(CUSTOMERS)], base + 30 + i))
+    if n == 1:
+        recs.append(("orders", "o9", None, base + 45))  # a delete
     for i, cur in enumerate(CURRENCIES):
         if n == 0 or i == n:
             recs.append(("rates", cur, f"{cur}-{n}", base + 50 + i))
@@ -126,8 +140,8 @@ def batch(n: int) -> list[Rec]:
     return sorted(recs, key=lambda r: r[3])
 
 
-OUT_TOPICS = ("per-region", "members", "stats", "sliding", "calm", "converted")
-TABLE_TOPICS = ("per-region", "members", "stats")  # a batch's last row per key compared
+OUT_TOPICS = ("fk", "per-region", "members", "stats", "sliding", "calm", "converted")
+TABLE_TOPICS = ("fk", "per-region", "members", "stats")  # a batch's last row per key compared
 VALUE_TYPES = {
     "views": int,
     "per-region": int,
@@ -143,7 +157,7 @@ def run(spark: Any, app_id: str, rescales: dict[int, int]) -> dict[str, Any]:
     with TopologyTestDriver(topology(), cfg, session=spark) as d:
         sources = {
             t: d.create_input_topic(t, key_type=str, value_type=VALUE_TYPES.get(t, str))
-            for t in ("customers", "rates", "views", "clicks", "payments", "prices")
+            for t in ("customers", "orders", "rates", "views", "clicks", "payments", "prices")
         }
         sinks = {
             t: d.create_output_topic(t, key_type=str, value_type=VALUE_TYPES.get(t, str))
@@ -164,6 +178,7 @@ def run(spark: Any, app_id: str, rescales: dict[int, int]) -> dict[str, Any]:
                     records = [(k, v, ts) for k, (v, ts) in last.items()]
                 outputs[t].append(sorted(records, key=repr))
         stores = {
+            "fk": [d.store("fk").get(o) for o in ORDERS],
             "per-region": [d.store("per-region").get(f"r{i}") for i in range(3)],
             "members": [d.store("members").get(f"r{i}") for i in range(3)],
             "stats": [d.store("stats").get(u) for u in USERS],
@@ -185,6 +200,8 @@ def test_table_and_window_operators_keep_their_answers_across_rescales(
     assert got["stores"] == expected["stores"]
     # the reference itself says what the semantics say, on a few answers
     out, stores = expected["outputs"], expected["stores"]
+    assert stores["fk"][9] is None and stores["fk"][0] == "c0@r2"  # o0: c0, which moved to r2
+    assert stores["fk"][1] == "c2@r1"  # o1: c1, then c2 (r2, then r1)
     # c5 deleted; c0 to c4 in r2, r2, r1, r1, r0
     assert stores["per-region"] == [1, 2, 2] and stores["members"] == ["4", "23", "01"]
     assert stores["rates"][:2] == [None, "USD-1"]
@@ -198,4 +215,5 @@ def test_table_and_window_operators_keep_their_answers_across_rescales(
     for report in got["reports"]:
         assert all(s.entries_before == s.entries_after for s in report.stores)
     moved = {s.store for s in second.stores if s.entries_after}
-    assert {"per-region", "members", "stats", "sliding", "rates"} <= moved, moved
+    fk = {"fk", "fk-fk-subscriptions", "fk-fk-registrations"}
+    assert fk | {"per-region", "members", "stats", "sliding", "rates"} <= moved, moved

@@ -319,21 +319,3 @@ def test_awkward_keys_survive_a_warm_rescale(
             assert [v for _, k, v in got_out if v.startswith("v5")] == []
     finally:
         close_local_stores()
-
-
-def test_an_app_with_a_foreign_key_join_refuses_a_rescale_on_the_grouped_runner(
-    tmp_path: Any,
-) -> None:
-    """Refused before anything is read or written, naming the join and the way out: its
-    three stages, rescaled, give other results than a run that never rescaled."""
-    from kspark import StreamsApp, StreamsBuilder, StreamsConfig
-    from kspark.errors import RescaleError
-
-    b = StreamsBuilder()
-    orders = b.table("orders", key_type=str, value_type=str)
-    customers = b.table("customers", key_type=str, value_type=str)
-    orders.join(customers, lambda v: v, lambda o, c: f"{o}+{c}").to_stream().to("out")
-    config = StreamsConfig(application_id="fk-app", data_dir=str(tmp_path))
-    with pytest.raises(RescaleError, match=r"foreign-key join \(KTABLE-FK-JOIN-OUTPUT-\d+\)"):
-        StreamsApp(b.build(), config).rescale(4)
-    assert not any(tmp_path.iterdir())

@@ -41,7 +41,6 @@ from kspark.compiler.bundle import shipped
 from kspark.compiler.lowering import flat_schema
 from kspark.config import MAX_PARTITIONS, StreamsConfig
 from kspark.errors import RescaleError
-from kspark.plan.nodes import ForeignKeyJoin
 from kspark.plan.topics import TopicSpec
 from kspark.plan.topology import Topology
 from kspark.runtime import internal, lease, shipping
@@ -96,25 +95,12 @@ def rescale(app: StreamsApp, partitions: int, phase: Phase) -> rescaling.Rescale
     running = app.query is not None and app.query.isActive
     _check_partitions(partitions)
     rescaling.refuse_global_stores(app.topology)
-    _refuse_foreign_key_joins(app)
     if not running:
         lease.check_not_running(
             app.session, app.config.checkpoint_dir, app.config.application_id, frozenset(app._runs)
         )
     with lease.RescaleLock(app.session, app.config.checkpoint_dir, app.config.application_id):
         return _rescale(app, partitions, phase, running)
-
-
-def _refuse_foreign_key_joins(app: StreamsApp) -> None:
-    """A foreign-key join's three stages, rescaled, give other join results than a run
-    that never rescaled: refused rather than wrong."""
-    joins = sorted(node.name for node in app.topology.nodes() if isinstance(node, ForeignKeyJoin))
-    if joins:
-        raise RescaleError(
-            f"app {app.config.application_id}: rescale of an app with a foreign-key join "
-            f"({', '.join(joins)}) is not supported yet; start the app with a new application_id and checkpoint_dir at the new "
-            "num_partitions instead"
-        )
 
 
 def _check_partitions(partitions: int) -> None:
