@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from test_rescale_operators import fk_join
 
-from kspark import Materialized, StreamsBuilder, StreamsConfig, Topic
+from kspark import StreamsBuilder, StreamsConfig
 from kspark.testing import TopologyTestDriver
 
 pytestmark = [pytest.mark.spark, pytest.mark.extended]
@@ -18,21 +19,9 @@ CUSTOMERS = [f"c{i}" for i in range(6)]
 ORDERS = [f"o{i}" for i in range(10)]
 
 
-def _t(topic: str) -> Topic:
-    return Topic.jsonl(topic, "/unused")
-
-
 def topology() -> Any:
     b = StreamsBuilder()
-    customers = b.table(_t("customers"), key_type=str, value_type=str)
-    orders = b.table(_t("orders"), key_type=str, value_type=str)
-    orders.join(
-        customers,
-        foreign_key_extractor=lambda o: o,
-        joiner=lambda o, region: f"{o}@{region}",
-        materialized=Materialized.as_("fk"),
-        value_type=str,
-    ).to_stream().to(_t("fk"))
+    fk_join(b)
     return b.build()
 
 

@@ -45,10 +45,11 @@ def _t(topic: str) -> Topic:
     return Topic.jsonl(topic, "/unused")
 
 
-def topology() -> Any:
-    b = StreamsBuilder()
-    customers = b.table(_t("customers"), key_type=str, value_type=str)  # value: its region
-    orders = b.table(_t("orders"), key_type=str, value_type=str)  # value: its customer
+def fk_join(b: StreamsBuilder) -> Any:
+    """Orders (value: a customer) joined by foreign key with customers (value: a region)
+    into store and topic ``fk``; the customers table."""
+    customers = b.table(_t("customers"), key_type=str, value_type=str)
+    orders = b.table(_t("orders"), key_type=str, value_type=str)
     orders.join(
         customers,
         foreign_key_extractor=lambda o: o,
@@ -56,6 +57,12 @@ def topology() -> Any:
         materialized=Materialized.as_("fk"),
         value_type=str,
     ).to_stream().to(_t("fk"))
+    return customers
+
+
+def topology() -> Any:
+    b = StreamsBuilder()
+    customers = fk_join(b)
     by_region = customers.group_by(lambda k, r: (r, k), key_type=str, value_type=str)
     by_region.count(materialized=Materialized.as_("per-region")).to_stream().to(_t("per-region"))
     by_region.aggregate(
