@@ -22,7 +22,10 @@ class AppStatus:
 
     ``batches``, ``input_records`` and ``output_records`` count the micro-batches of the
     current run that Spark still keeps in memory (the last 100 by default);
-    ``last_batch_id`` counts over the checkpoint's whole life.
+    ``last_batch_id`` counts over the checkpoint's whole life. ``last_progress`` is the
+    last of those batches that read records from the app's sources (the last batch when
+    none did): a batch that only moves the watermark, or records between sub-topologies,
+    reads none.
     """
 
     app_id: str
@@ -74,7 +77,7 @@ class AppStatus:
         p = self.last_progress
         if p:
             lines.append(
-                f"last batch {p.get('batchId')} at {p.get('timestamp')}: "
+                f"last input batch {p.get('batchId')} at {p.get('timestamp')}: "
                 f"{p.get('numInputRows')} rows, "
                 f"{float(p.get('processedRowsPerSecond') or 0):,.0f} rows/s"
             )
@@ -112,7 +115,12 @@ def status_of(query: Any, handle: SubmittedApp) -> AppStatus:
     seen = Batches()
     for p in progresses:
         seen.add(p)
-    last = progresses[-1] if progresses else None
+    # the last batch that read source records: in an app of several sub-topologies every
+    # batch with input is followed by one that moves records between them, and a batch
+    # that only moves the watermark reads none either, so the last batch alone would
+    # show "0 rows, 0 rows/s" most of the time
+    with_input = [p for p in progresses if input_rows(p) > 0]
+    last = (with_input or progresses or [None])[-1]
     error: str | None = None
     if not active:
         exc = query.exception()
