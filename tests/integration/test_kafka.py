@@ -1,6 +1,11 @@
 """Kafka in and out through kspark's Python Kafka source and sink, against a real
 Kafka-protocol broker (tansu) on loopback: dedup -> temporal join -> Kafka sink, the
-record envelope, deserialization handling, and exactly-once reads across a restart."""
+record envelope, deserialization handling, and exactly-once reads across a restart.
+
+The poison-pill test runs in the main pass: Kafka in and out on the test server, whose
+workers cannot import ``kspark_server``, proves that the Python data source, its readers
+and its writers reach the server's processes with the code they need. The others are
+extended tests."""
 
 from __future__ import annotations
 
@@ -89,6 +94,7 @@ def topology(bootstrap: str, names: dict[str, str]) -> Any:
     return b.build()
 
 
+@pytest.mark.extended
 def test_dedup_temporal_join_to_kafka_and_restart(
     spark: Any, broker: Broker, tmp_path: Any
 ) -> None:
@@ -160,6 +166,7 @@ def test_dedup_temporal_join_to_kafka_and_restart(
     assert values == ["p1:10.0", "p2:20.0", "p3:None", "p4:1.0"]
 
 
+@pytest.mark.extended
 def test_bad_kafka_records_go_to_the_deserialization_handler(
     spark: Any, broker: Broker, tmp_path: Any
 ) -> None:
@@ -198,6 +205,7 @@ def test_bad_kafka_records_go_to_the_deserialization_handler(
     assert sum(app.metrics().dropped_by_processor().values()) == 1
 
 
+@pytest.mark.extended
 def test_names_bound_by_bootstrap_servers_carry_dynamic_values(
     spark: Any, broker: Broker, tmp_path: Any
 ) -> None:
@@ -279,6 +287,7 @@ def test_kafka_poison_pills_reach_their_handlers(spark: Any, broker: Broker, tmp
     assert reasons == {"deserialization-error": 2, "invalid-timestamp": 1}
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize("mode", ["continue", "fail", "dead-letter", "dead-letter too large"])
 def test_a_record_over_the_sinks_size_limit_goes_to_the_production_handler(
     spark: Any, broker: Broker, tmp_path: Any, mode: str
@@ -349,6 +358,7 @@ def test_a_record_over_the_sinks_size_limit_goes_to_the_production_handler(
         assert app.metrics().dead_letter_records == 1
 
 
+@pytest.mark.extended
 def test_a_topic_pattern_and_a_topic_name_extractor_on_kafka(
     spark: Any, broker: Broker, tmp_path: Any
 ) -> None:

@@ -2,7 +2,7 @@
 function carries, then load the function.
 
 This module travels by value in each bundled function (:mod:`kspark.compiler.bundle`), to
-workers that cannot import ``kspark``: it uses the standard library only, and keeps its
+workers that cannot import ``kspark``: it uses the standard library (and pyspark) only, and keeps its
 state in ``sys.meta_path`` (its finder), never in its own globals, which are a fresh copy
 in every function unpickled.
 """
@@ -19,7 +19,7 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
 
-__all__ = ["install", "load"]
+__all__ = ["install", "load", "ship_instance"]
 
 #: The root package a bundle holds.
 ROOT = "kspark_server"
@@ -105,3 +105,34 @@ def load(key: str, digest: str, bundle: bytes, payload: bytes) -> Any:
     the bundle is installed."""
     install(key, digest, bundle)
     return pickle.loads(payload)
+
+
+def ship_instance(obj: Any, key: str, digest: str, bundle: bytes) -> Any:
+    """``obj``, an object of ``kspark_server`` made in this worker, made to pickle with
+    its bundle: the process that unpickles it (an executor's worker that reads a data
+    source's partition, say) installs the bundle before it loads ``obj``'s class.
+
+    ``obj`` keeps its class's behaviour and ``isinstance`` checks: its class becomes a
+    subclass that differs only in how it pickles.
+    """
+    base = type(obj)
+
+    def __reduce__(self: Any) -> tuple[Any, tuple[Any, ...]]:
+        plain = object.__new__(base)
+        plain.__dict__.update(self.__dict__)
+        # pyspark's cloudpickle (every Python worker has pyspark), as pyspark pickles
+        from pyspark import cloudpickle
+
+        payload: bytes = cloudpickle.dumps(plain)  # type: ignore[no-untyped-call]
+        return load, (key, digest, bundle, payload)
+
+    obj.__class__ = type(
+        base.__name__,
+        (base,),
+        {
+            "__reduce__": __reduce__,
+            "__module__": base.__module__,
+            "__qualname__": base.__qualname__,
+        },
+    )
+    return obj

@@ -29,7 +29,7 @@ import os
 import tokenize
 from typing import Any, TypeVar, cast
 
-__all__ = ["bundle_for", "by_value", "set_by_value", "shipped", "sources"]
+__all__ = ["bundle_for", "by_value", "set_by_value", "shipped", "shipped_data_source", "sources"]
 
 T = TypeVar("T")
 
@@ -206,3 +206,55 @@ def shipped(obj: T) -> T:
     ``kspark_server`` bundle its code needs where the workers lack the client's."""
     # typed as the object: pyspark's signatures want functions and processors
     return cast(T, Shipped(obj))
+
+
+def shipped_data_source(cls: type[T]) -> type[T]:
+    """``cls``, a Python data source of ``kspark_server``, as kspark registers it with
+    the session: where the workers lack the client's ``kspark_server``, a stand-in class
+    (pickled by value) that installs the bundle before it makes ``cls``, and ships the
+    readers and writers it hands to Spark with the bundle too (they travel to executors
+    and to the driver's source and sink runners, each a process of its own)."""
+    if not by_value():
+        return cls
+    from pyspark import cloudpickle
+    from pyspark.sql.datasource import DataSource
+
+    import kspark_server
+    from kspark.compiler import bootstrap as _bootstrap
+
+    if ROOT in cloudpickle.list_registry_pickle_by_value():  # type: ignore[no-untyped-call]
+        cloudpickle.unregister_pickle_by_value(kspark_server)  # type: ignore[no-untyped-call]
+    cloudpickle.register_pickle_by_value(_bootstrap)  # type: ignore[no-untyped-call]
+    payload: bytes = cloudpickle.dumps(cls)  # type: ignore[no-untyped-call]
+    key, blob = bundle_for(payload)
+    code = digest()
+    load, ship = _bootstrap.load, _bootstrap.ship_instance
+    source_name: str = cls.name()  # type: ignore[attr-defined]
+
+    # the stand-in holds only its options: Spark pickles the instance too, and a process
+    # that unpickles it may not have installed the bundle yet
+    class ShippedDataSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return source_name
+
+        def _inner(self) -> Any:
+            return load(key, code, blob, payload)(self.options)
+
+        def schema(self) -> Any:
+            return self._inner().schema()
+
+        def reader(self, schema: Any) -> Any:
+            return ship(self._inner().reader(schema), key, code, blob)
+
+        def streamReader(self, schema: Any) -> Any:
+            return ship(self._inner().streamReader(schema), key, code, blob)
+
+        def writer(self, schema: Any, overwrite: bool) -> Any:
+            return ship(self._inner().writer(schema, overwrite), key, code, blob)
+
+        def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+            return ship(self._inner().streamWriter(schema, overwrite), key, code, blob)
+
+    ShippedDataSource.__qualname__ = ShippedDataSource.__name__ = cls.__name__
+    return cast(type[T], ShippedDataSource)

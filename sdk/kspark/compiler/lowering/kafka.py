@@ -32,9 +32,10 @@ def kafka_format(spark: SparkSession, mode: str) -> str:
         mode = "jvm" if JVM_KAFKA[spark] else "python"
     if mode == "jvm":
         return "kafka"
+    from kspark.compiler.bundle import shipped_data_source
     from kspark_server.kafka import KafkaDataSource
 
-    spark.dataSource.register(KafkaDataSource)
+    spark.dataSource.register(shipped_data_source(KafkaDataSource))
     return "kspark_kafka"
 
 
