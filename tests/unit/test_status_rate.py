@@ -1,11 +1,10 @@
-"""``kspark status`` shows a batch's rate (issue 21: ``1134 rows, 0 rows/s``)."""
+"""``kspark status`` shows the rate of the last batch that read records (never ``1134 rows, 0 rows/s``)."""
 
 from __future__ import annotations
 
 from kspark.runtime.app import State
 from kspark.runtime.app_status import status_of
 from kspark.runtime.handles import SubmittedApp
-
 
 HANDLE = SubmittedApp(
     app_id="payments",

@@ -120,7 +120,7 @@ def status_of(query: Any, handle: SubmittedApp) -> AppStatus:
     # that only moves the watermark reads none either, so the last batch alone would
     # show "0 rows, 0 rows/s" most of the time
     with_input = [p for p in progresses if input_rows(p) > 0]
-    last = (with_input or progresses or [None])[-1]
+    last = (with_input or progresses)[-1] if progresses else None
     error: str | None = None
     if not active:
         exc = query.exception()
