@@ -129,18 +129,32 @@ class Runner:
         self.mp.setenv("KSPARK_LOCAL_STATE_DIR", str(self.tmp / f"exec-{next(self.executors)}"))
         self.proc = self.make()
 
-    def run(self, batch: list[tuple[int, Rec]]) -> list[Out]:
-        """The batch's output records, in the order the sink writes them."""
+    def run(self, batch: list[tuple[int, Any]]) -> list[Out]:
+        """The batch's output records, in the order the sink writes them; ``batch`` holds
+        (position, record), the records as :meth:`input_rows` takes them."""
         key = (placement.task_keys(1)[0],)
         rows: list[dict[str, Any]] = []
-        table = self.durable.run(self.proc, key, frame(batch))
+        table = self.durable.run(self.proc, key, self.input_rows(batch))
         for r in [] if table is None else table.to_pylist():
             if r["ks_side"] is None:
                 rows.append(r)
-                continue
-            side = json.loads(r["ks_side"])
-            if side["kind"] != "store_entries":
-                self.sides[side["kind"]] = self.sides.get(side["kind"], 0) + side["count"]
+            else:
+                self.count_side(json.loads(r["ks_side"]))
         if self.by_input_position:
             rows.sort(key=lambda r: (r["ks_seq"], r["ks_sub"]))
-        return [(r["key"], r["value"], int(r["timestamp"])) for r in rows]
+        return [self.output(r) for r in rows]
+
+    # what an operator's own input and output rows need, in a subclass
+
+    def input_rows(self, batch: list[tuple[int, Any]]) -> pd.DataFrame:
+        """The task's input rows of ``batch``: two-input records (:data:`Rec`)."""
+        return frame(batch)
+
+    def count_side(self, side: dict[str, Any]) -> None:
+        """Sums a side row's count into ``sides``, by kind (store entries aside)."""
+        if side["kind"] != "store_entries":
+            self.sides[side["kind"]] = self.sides.get(side["kind"], 0) + side["count"]
+
+    def output(self, row: dict[str, Any]) -> Out:
+        """The output record of an output row."""
+        return (row["key"], row["value"], int(row["timestamp"]))

@@ -6,7 +6,6 @@ random micro-batch splits and restarts."""
 from __future__ import annotations
 
 import itertools
-import json
 from datetime import timedelta
 from typing import Any
 
@@ -15,8 +14,9 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from support import taskharness
 from support.joinmodel import processing_order
-from support.taskharness import TaskState, close_local_stores
+from support.taskharness import close_local_stores
 
 from kspark import (
     GlobalKTable,
@@ -30,7 +30,7 @@ from kspark.compiler.compiler import compile_topology
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan import nodes as n
 from kspark_server import envelope as env
-from kspark_server import placement, transport
+from kspark_server import transport
 from kspark_server.joinkeys import make_join_key_stage
 from kspark_server.operators.stream_table_join import JoinProcessor
 from kspark_server.spec import (
@@ -132,36 +132,28 @@ def frame(batch: list[tuple[int, Rec]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-class Runner:
-    """One task of the join across batches; ``restart()`` rebuilds it from the durable
-    state on a new executor."""
+class Runner(taskharness.Runner):
+    """One task of the join across batches, with its dropped records by reason; the
+    outputs in the order the operator emits them."""
+
+    by_input_position = False
 
     def __init__(self, spec: JoinSpec, tmp: Any, mp: pytest.MonkeyPatch) -> None:
-        self.spec, self.tmp, self.mp = spec, tmp, mp
-        self.durable = TaskState(tmp / "checkpoint")
-        self.executors = itertools.count()
         self.dropped: dict[str, int] = {}
-        self.restart()
+        super().__init__(lambda: JoinProcessor(spec), tmp, mp)
 
-    def restart(self) -> None:
-        close_local_stores()
-        self.mp.setenv("KSPARK_LOCAL_STATE_DIR", str(self.tmp / f"exec-{next(self.executors)}"))
-        self.proc = JoinProcessor(self.spec)
+    def input_rows(self, batch: list[tuple[int, Any]]) -> pd.DataFrame:
+        return frame(batch)
 
-    def run(self, batch: list[tuple[int, Rec]]) -> list[Out]:
-        key = (placement.task_keys(1)[0],)
-        rows: list[dict[str, Any]] = []
-        table = self.durable.run(self.proc, key, frame(batch))
-        for r in [] if table is None else table.to_pylist():
-            if r["ks_side"] is None:
-                rows.append(r)
-                continue
-            side = json.loads(r["ks_side"])
-            if side["kind"] == "dropped":
-                reason = side["reason"]
-                self.dropped[reason] = self.dropped.get(reason, 0) + side["count"]
-        assert all("ks_gkey" not in r for r in rows)  # the output is the stream's envelope
-        return [(r["key"], r["value"], int(r["timestamp"])) for r in rows]
+    def count_side(self, side: dict[str, Any]) -> None:
+        super().count_side(side)
+        if side["kind"] == "dropped":
+            self.dropped[side["reason"]] = self.dropped.get(side["reason"], 0) + side["count"]
+
+    def output(self, row: dict[str, Any]) -> Out:
+        assert "ks_gkey" not in row  # the output is the stream's envelope
+        out: Out = super().output(row)
+        return out
 
 
 records = st.lists(

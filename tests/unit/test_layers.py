@@ -229,3 +229,62 @@ def test_the_checker_sees_lazy_and_type_only_imports() -> None:
         if isinstance(node, ast.Import | ast.ImportFrom)
     ]
     assert found == [("typing", LOAD), ("kspark.runtime", TYPES), ("kspark.compiler.stages", CALL)]
+
+
+#: The one import circle allowed: ``KStream.group_by_key`` gives a ``KGroupedStream``,
+#: whose aggregations give a ``KTable``, so the fluent API's two modules name each other.
+#: Every other DSL module builds plan nodes through the interfaces of
+#: :mod:`kspark.dsl._building`, and the typed classes wrap what they return.
+ALLOWED_CIRCLES = [{"kspark.dsl.streams", "kspark.dsl.grouped"}]
+
+
+def _circles() -> list[set[str]]:
+    """The strongly connected components of more than one module of the import graph
+    (every import counts: at load, type-only and inside functions), by Tarjan's
+    algorithm."""
+    graph = {m: {t for t, _, _ in imports(m) if t in MODULES and t != m} for m in MODULES}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(component)
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return out
+
+
+def test_the_only_import_circle_is_the_fluent_stream_and_grouped_stream() -> None:
+    assert sorted(map(sorted, _circles())) == sorted(map(sorted, ALLOWED_CIRCLES))
+
+
+@pytest.mark.parametrize("module", ["streamjoin", "globaltable", "_aggregation", "_building"])
+def test_dsl_rule_modules_import_no_typed_stream(module: str) -> None:
+    # the rules build plan nodes; the fluent classes of streams.py and grouped.py wrap them
+    name = f"kspark.dsl.{module}"
+    assert name in MODULES
+    typed = {"kspark.dsl.streams", "kspark.dsl.grouped"}
+    found = [f"{target} (line {line}, {when})" for target, line, when in imports(name)]
+    assert [f for f in found if f.split(" ")[0] in typed] == []

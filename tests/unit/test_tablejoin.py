@@ -185,6 +185,22 @@ def test_versioned_tables_and_other_keys_are_refused() -> None:
         t1.join(t1, joiner, materialized=Materialized.as_versioned("x", timedelta(1)))
 
 
+def test_a_table_joins_only_a_table() -> None:
+    # the typed overloads say so to mypy; this tells an untyped caller, naming the table
+    from kspark import StreamsBuilder
+    from kspark.errors import InvalidArgumentError
+
+    b = StreamsBuilder()
+    t = b.table("a", key_type=str, value_type=str)
+    s: Any = b.stream("s", key_type=str, value_type=str)
+    with pytest.raises(
+        InvalidArgumentError, match=r"inner join of KTABLE-SOURCE-0+: a table joins a"
+    ):
+        t.join(s, joiner, value_type=str)
+    with pytest.raises(InvalidArgumentError, match=r"left join of .*: a foreign-key join joins a"):
+        t.left_join(s, lambda v: v, joiner, value_type=str)
+
+
 def test_the_results_are_one_queue_in_emission_order(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

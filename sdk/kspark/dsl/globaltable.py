@@ -1,6 +1,7 @@
 """Global tables (``StreamsBuilder.global_table``) and the stream-global-table join rule
-(``KStream.join(global_table, key_selector, joiner)``, :mod:`kspark.dsl.streams` holds
-the methods and their typed overloads)."""
+(``KStream.join(global_table, key_selector, joiner)``: :mod:`kspark.dsl.streams` holds
+the methods and their typed overloads and wraps the node the rule returns; the rule sees
+the stream and its builder through the protocols of :mod:`kspark.dsl._building`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan import nodes as n
 
 if TYPE_CHECKING:
+    from kspark.dsl._building import Builder, Node
     from kspark.dsl.streamjoin import JoinMode
-    from kspark.dsl.streams import KStream, StreamsBuilder
 
 __all__ = ["GlobalKTable", "stream_global_join"]
 
@@ -46,7 +47,7 @@ class GlobalKTable(Generic[K, V]):
 
     __slots__ = ("_builder", "_node")
 
-    def __init__(self, builder: StreamsBuilder, node: n.GlobalTableSource) -> None:
+    def __init__(self, builder: Builder, node: n.GlobalTableSource) -> None:
         # not added to the builder's processors: a global table is part of the topology
         # through the joins that read it, each of which keeps its own copy
         self._builder = builder
@@ -70,7 +71,7 @@ class GlobalKTable(Generic[K, V]):
 
 
 def stream_global_join(
-    this: KStream[Any, Any],
+    this: Node,
     table: GlobalKTable[Any, Any],
     key_selector: Callable[..., Any],
     joiner: Callable[..., Any],

@@ -1,11 +1,16 @@
-"""Grouping, aggregation and windows: ``KGroupedStream``, ``TimeWindowedKStream``,
-``SlidingWindowedKStream``, ``Grouped``, ``TimeWindows``, ``SlidingWindows``,
-``EmitStrategy``, ``Suppressed``.
+"""Grouped streams, their aggregations and windows: ``KGroupedStream``,
+``TimeWindowedKStream``, ``SlidingWindowedKStream``, ``SessionWindowedKStream``, the
+cogrouped streams (``CogroupedKStream``, KIP-150), and the options they take: ``Grouped``,
+``TimeWindows``, ``SlidingWindows``, ``EmitStrategy``, ``Suppressed``.
 
 ``KStream.group_by_key()`` and ``KStream.group_by(selector)`` group a stream;
 ``count()``, ``reduce()`` and ``aggregate()`` turn it into a table whose value per key is
 the aggregate so far. ``windowed_by(TimeWindows...)`` aggregates per time window
 instead, into a table keyed by ``Windowed[K]``.
+
+This module and :mod:`kspark.dsl.streams` name each other (a stream groups into a grouped
+stream, which aggregates into a table); :mod:`kspark.dsl._aggregation` builds the plan
+nodes, and the grouped table of ``KTable.group_by`` lives with ``KTable``.
 
 Each aggregation compiles to kspark's own per-task operator
 (:mod:`kspark_server.operators.aggregate`), which emits, per micro-batch, the latest value of each
@@ -32,41 +37,35 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
 
-import attrs
-
+from kspark.dsl import _aggregation as agg
 from kspark.dsl import _infer
-from kspark.dsl.options import Materialized, Named, factory, optional_name
+from kspark.dsl.options import Grouped, Materialized, Named
+from kspark.dsl.streams import KGroupedTable
 from kspark.dsl.suppressed import BufferConfig, Suppressed
 from kspark.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 from kspark.errors import InvalidArgumentError
-from kspark.plan import graph
 from kspark.plan import nodes as n
-from kspark.plan.grouped import (
-    Aggregate,
-    SessionWindowsDef,
-    SlidingWindowsDef,
-    TableGroupBy,
-    TimeWindowsDef,
-    windowed_type,
-)
-from kspark.plan.types import DYNAMIC, describe_type
+from kspark.plan.grouped import SessionWindowsDef, SlidingWindowsDef, TimeWindowsDef
+from kspark.plan.types import describe_type
 from kspark_server.windows import Windowed
 
 if TYPE_CHECKING:
-    from kspark.dsl.cogroup import CogroupedKStream
     from kspark.dsl.streams import KStream, KTable, StreamsBuilder
 
 __all__ = [
     "BufferConfig",
+    "CogroupedKStream",
     "EmitStrategy",
     "Grouped",
     "KGroupedStream",
     "KGroupedTable",
+    "SessionWindowedCogroupedKStream",
     "SessionWindowedKStream",
     "SessionWindows",
     "SlidingWindowedKStream",
     "SlidingWindows",
     "Suppressed",
+    "TimeWindowedCogroupedKStream",
     "TimeWindowedKStream",
     "TimeWindows",
 ]
@@ -77,58 +76,6 @@ VA = TypeVar("VA")
 KT = TypeVar("KT")
 
 _INT = describe_type(int)
-
-
-@attrs.frozen(kw_only=True)
-class Grouped:
-    """Options of ``group_by_key`` and ``group_by``: the grouping's name (in Kafka
-    Streams, its repartition topic's).
-
-    Examples
-    --------
-    >>> Grouped.as_("by-user")
-    Grouped(name='by-user')
-    """
-
-    name: str | None = optional_name("name")
-
-    @factory
-    def as_(self, name: str) -> Grouped:
-        """A ``Grouped`` named ``name``.
-
-        Examples
-        --------
-        >>> Grouped.as_("by-user").name
-        'by-user'
-        """
-        return attrs.evolve(self, name=name)
-
-    @factory
-    def with_name(self, name: str) -> Grouped:
-        """A copy named ``name``.
-
-        Examples
-        --------
-        >>> Grouped().with_name("g").name
-        'g'
-        """
-        return attrs.evolve(self, name=name)
-
-
-def _store(builder: StreamsBuilder, materialized: Materialized | None, prefix: str) -> str:
-    if materialized is not None and not isinstance(materialized, Materialized):
-        raise InvalidArgumentError(
-            f"materialized must be a Materialized, got {materialized!r}", parameter="materialized"
-        )
-    if materialized is not None and materialized.versioned:
-        raise InvalidArgumentError(
-            f"{prefix}: an aggregation's table keeps its latest value per key; "
-            "Materialized.as_versioned is not supported here, use Materialized.as_(name)",
-            parameter="materialized",
-        )
-    if materialized is not None and materialized.store_name:
-        return materialized.store_name
-    return builder._store_name(prefix)
 
 
 class _Aggregating(Generic[K, V, KT]):
@@ -166,24 +113,14 @@ class _Aggregating(Generic[K, V, KT]):
     ) -> KTable[Any, Any]:
         from kspark.dsl.streams import KTable
 
-        # Kafka Streams names the store before the processor
-        store = _store(self._builder, materialized, prefix)
-        name, seq = self._builder._next(prefix, named)
-        for what, fn in fns.items():
-            _infer.check_callable(fn, what, name)
-        key = self._node.key_type or DYNAMIC
-        node = Aggregate(
-            name=name,
-            seq=seq,
-            parent=self._node,
-            op=op,
-            store_name=store,
+        node = agg.aggregate(
+            self,
+            op,
+            prefix,
+            named,
+            materialized,
             windows=self._windows,
             emit_on_close=self._emit_on_close,
-            retention_ms=0 if materialized is None else materialized.retention_ms,
-            repartition=self._repartition,
-            grouped_name=self._grouped_name,
-            key_type=windowed_type(key) if self._windows is not None else key,
             value_type=value_type,
             **fns,
         )
@@ -360,10 +297,7 @@ class KGroupedStream(_Folding[K, V, K]):
         >>> g.cogroup(lambda user, n, total: total + n).aggregate(lambda: 0).name
         'COGROUPKSTREAM-MERGE-0000000003'
         """
-        from kspark.dsl.cogroup import start
-
-        cogrouped: CogroupedKStream[K, VA] = start(self, aggregator)
-        return cogrouped
+        return CogroupedKStream(agg.add_cogrouped((), self, aggregator))
 
     @overload
     def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream[K, V]: ...
@@ -507,6 +441,206 @@ class SessionWindowedKStream(_Aggregating[K, V, Windowed[K]]):
         )
 
 
+#: one grouped stream of a cogroup and its aggregator
+_Part = tuple["KGroupedStream[Any, Any]", Callable[..., Any]]
+
+
+class _Cogrouped(Generic[K, VA]):
+    """What cogrouped streams share: their grouped streams with their aggregators, and
+    the windows (None: per key)."""
+
+    __slots__ = ("_parts", "_windows")
+
+    def __init__(
+        self,
+        parts: tuple[_Part, ...],
+        windows: TimeWindowsDef | SessionWindowsDef | None = None,
+    ) -> None:
+        self._parts = parts
+        self._windows = windows
+
+    def _aggregate(
+        self,
+        initializer: Callable[[], Any],
+        named: Named | None,
+        materialized: Materialized | None,
+        value_type: Any,
+        merger: Callable[..., Any] | None = None,
+    ) -> KTable[Any, Any]:
+        from kspark.dsl.streams import KTable
+
+        node = agg.cogroup_aggregate(
+            self._parts, self._windows, initializer, named, materialized, value_type, merger
+        )
+        return KTable(self._parts[0][0]._builder, node)
+
+
+class CogroupedKStream(_Cogrouped[K, VA]):
+    """Grouped streams of one key type cogrouped into one aggregation (Kafka Streams'
+    ``CogroupedKStream``, KIP-150). Made by :meth:`KGroupedStream.cogroup`.
+
+    Each grouped stream keeps its own value type and has its own aggregator
+    ``aggregator(key, value, aggregate) -> aggregate``; they share the aggregate type
+    ``VA``, one store and one result table. A record of any input updates its key's
+    aggregate through its input's aggregator, in the order its task processes the
+    records of all inputs (by offset within a partition, by timestamp across them).
+    Records with a null key or a null value are dropped and counted, as in
+    ``aggregate``.
+    """
+
+    def cogroup(
+        self, grouped_stream: KGroupedStream[K, V], aggregator: Callable[[K, V, VA], VA]
+    ) -> CogroupedKStream[K, VA]:
+        """Adds ``grouped_stream``, whose records ``aggregator`` folds into the same
+        aggregate.
+
+        Parameters
+        ----------
+        grouped_stream
+            A grouped stream of the same key type (``group_by_key()`` or ``group_by``);
+            if it needs a repartition, it is repartitioned as its own aggregation would
+            be.
+        aggregator
+            The new aggregate from the key, one of ``grouped_stream``'s values and the
+            aggregate so far.
+
+        Returns
+        -------
+        CogroupedKStream
+            The cogrouped stream with one more input.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> a = b.stream("a", key_type=str, value_type=int).group_by_key()
+        >>> c = b.stream("c", key_type=str, value_type=str).group_by_key()
+        >>> both = a.cogroup(lambda k, n, agg: agg + n).cogroup(c, lambda k, s, agg: agg + len(s))
+        >>> both.aggregate(lambda: 0, value_type=int).node.value_type.display()
+        'int'
+        """
+        if not isinstance(grouped_stream, KGroupedStream):
+            raise InvalidArgumentError(
+                f"cogroup takes a KGroupedStream (group_by_key() or group_by(...)), got "
+                f"{grouped_stream!r}",
+                parameter="grouped_stream",
+            )
+        return CogroupedKStream(agg.add_cogrouped(self._parts, grouped_stream, aggregator))
+
+    @overload
+    def windowed_by(self, windows: TimeWindows) -> TimeWindowedCogroupedKStream[K, VA]: ...
+    @overload
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedCogroupedKStream[K, VA]: ...
+    def windowed_by(
+        self, windows: TimeWindows | SessionWindows
+    ) -> TimeWindowedCogroupedKStream[K, VA] | SessionWindowedCogroupedKStream[K, VA]:
+        """Aggregate per time window (or per session) instead of per key only.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from kspark import StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> a = b.stream("a", key_type=str, value_type=int).group_by_key()
+        >>> w = TimeWindows.of_size_with_no_grace(timedelta(minutes=1))
+        >>> t = a.cogroup(lambda k, n, agg: agg + n).windowed_by(w).aggregate(lambda: 0)
+        >>> t.node.key_type.display(), t.node.windows.size_ms
+        ('Windowed', 60000)
+        """
+        if not isinstance(windows, TimeWindows | SessionWindows):
+            raise InvalidArgumentError(
+                f"windowed_by takes TimeWindows or SessionWindows, got {windows!r}",
+                parameter="windows",
+            )
+        if isinstance(windows, SessionWindows):
+            return SessionWindowedCogroupedKStream(self._parts, windows.spec())
+        return TimeWindowedCogroupedKStream(self._parts, windows.spec())
+
+    def aggregate(
+        self,
+        initializer: Callable[[], VA],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VA] | None = None,
+    ) -> KTable[K, VA]:
+        """Folds every input's records of a key into one aggregate, from
+        ``initializer()``, each by its input's aggregator.
+
+        Parameters
+        ----------
+        initializer
+            The aggregate of a key before its first record.
+        named
+            The processors' names: ``<name>-cogroup-agg-<i>`` for each input and
+            ``<name>-cogroup-merge`` for the aggregation, as in Kafka Streams.
+        materialized
+            The store's name (``Materialized.as_(name)``), which ``app.store(name)``
+            reads.
+        value_type
+            The aggregate's type, when the functions' annotations do not say it.
+
+        Returns
+        -------
+        KTable
+            Each key's aggregate; per micro-batch, the latest aggregate of every key that
+            changed.
+
+        Examples
+        --------
+        >>> from kspark import Materialized, Named, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> a = b.stream("a", key_type=str, value_type=int).group_by_key()
+        >>> t = a.cogroup(lambda k, n, agg: agg + n).aggregate(
+        ...     lambda: 0, Named.as_("sum"), Materialized.as_("sums"), value_type=int
+        ... )
+        >>> t.name, t.store_name, [i.name for i in t.node.inputs]
+        ('sum-cogroup-merge', 'sums', ['sum-cogroup-agg-0'])
+        """
+        return self._aggregate(initializer, named, materialized, value_type)
+
+
+class TimeWindowedCogroupedKStream(_Cogrouped[K, VA]):
+    """A cogrouped stream aggregated per time window (Kafka Streams'
+    ``TimeWindowedCogroupedKStream``); its table is keyed by ``Windowed[K]``. A record
+    later than its window's end plus grace, by its task's stream time (over all inputs),
+    is dropped from that window and counted."""
+
+    def aggregate(
+        self,
+        initializer: Callable[[], VA],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VA] | None = None,
+    ) -> KTable[Windowed[K], VA]:
+        """Folds every input's records of a key and window into one aggregate, from
+        ``initializer()``, each by its input's aggregator (see
+        :meth:`CogroupedKStream.aggregate`)."""
+        return self._aggregate(initializer, named, materialized, value_type)
+
+
+class SessionWindowedCogroupedKStream(_Cogrouped[K, VA]):
+    """A cogrouped stream aggregated per session (Kafka Streams'
+    ``SessionWindowedCogroupedKStream``); its table is keyed by ``Windowed[K]``. A
+    record of any input that brings sessions together merges them with
+    ``session_merger``."""
+
+    def aggregate(
+        self,
+        initializer: Callable[[], VA],
+        session_merger: Callable[[K, VA, VA], VA],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VA] | None = None,
+    ) -> KTable[Windowed[K], VA]:
+        """Folds each session's records of every input, from ``initializer()``, each by
+        its input's aggregator; ``session_merger(key, aggregate1, aggregate2)`` joins the
+        aggregates of two sessions that a record brings together."""
+        return self._aggregate(initializer, named, materialized, value_type, session_merger)
+
+
 def group(
     stream: KStream[Any, Any], grouped: Grouped | None, *, selected: bool
 ) -> KGroupedStream[Any, Any]:
@@ -518,268 +652,6 @@ def group(
     return KGroupedStream(
         stream._builder,
         stream.node,
-        repartition=selected or _key_changed(stream.node),
+        repartition=selected or agg.key_changed(stream.node),
         grouped_name=grouped.name if grouped is not None else None,
     )
-
-
-def _key_changed(node: n.Node) -> bool:
-    """Whether a key-changing step comes after the last repartition, keyed stateful
-    operator or source upstream: Kafka Streams then groups through a repartition topic, so
-    a new sub-topology starts."""
-
-    def changes_key(cur: n.Node) -> bool:
-        # a deduplication by id: its records are partitioned by id, not by key
-        return cur.changes_key or (isinstance(cur, n.Deduplicate) and cur.repartitions)
-
-    def grouped_by_key(cur: n.Node) -> bool:
-        # a join or a deduplication by key has its input grouped by the key already
-        return cur.repartitions or cur.stateful or isinstance(cur, n.Source | n.TableSource)
-
-    found = graph.find([node], lambda cur: cur.parents, changes_key, stop_at=grouped_by_key)
-    return found is not None
-
-
-class KGroupedTable(Generic[K, V]):
-    """A table re-grouped by a new key, ready to aggregate (Kafka Streams'
-    ``KGroupedTable``). Made by :meth:`KTable.group_by`.
-
-    Each update of the source table moves its row between groups: the aggregation takes
-    the old value out of the group it leaves (the subtractor) before it adds the new value
-    to the group it joins (the adder), as Kafka Streams' ``KTableAggregate`` does. The
-    result is a table keyed by the group (see docs/aggregations.md, which lists what each
-    change emits).
-
-    Examples
-    --------
-    >>> from kspark import StreamsBuilder
-    >>> b = StreamsBuilder()
-    >>> regions = b.table("customers", key_type=str, value_type=str)
-    >>> per_region = regions.group_by(lambda k, region: (region, k), key_type=str, value_type=str)
-    >>> per_region.count().node.key_type.display()
-    'str'
-    """
-
-    __slots__ = ("_builder", "_node")
-
-    def __init__(self, builder: StreamsBuilder, node: TableGroupBy) -> None:
-        self._builder = builder
-        self._node = node
-        builder._added(node)
-
-    def _table(
-        self,
-        op: str,
-        prefix: str,
-        named: Named | None,
-        materialized: Materialized | None,
-        *,
-        value_type: Any,
-        **fns: Any,
-    ) -> KTable[Any, Any]:
-        from kspark.dsl.streams import KTable
-
-        store = _store(self._builder, materialized, prefix)
-        name, seq = self._builder._next(prefix, named)
-        for what, fn in fns.items():
-            _infer.check_callable(fn, what, name)
-        node = Aggregate(
-            name=name,
-            seq=seq,
-            parent=self._node,
-            op=op,
-            store_name=store,
-            repartition=True,
-            grouped_name=self._node.grouped_name,
-            key_type=self._node.key_type or DYNAMIC,
-            value_type=value_type,
-            **fns,
-        )
-        return KTable(self._builder, node)
-
-    def count(
-        self, named: Named | None = None, materialized: Materialized | None = None
-    ) -> KTable[K, int]:
-        """The number of source rows in each group, as a table.
-
-        A row that moves to another group counts one less in the old group and one more
-        in the new; a group whose rows all left keeps the count 0 (Kafka Streams removes
-        no row either).
-
-        Parameters
-        ----------
-        named
-            The processor's name instead of ``KTABLE-AGGREGATE-<n>``.
-        materialized
-            The store's name (``Materialized.as_(name)``), which ``app.store(name)`` reads.
-
-        Returns
-        -------
-        KTable
-            Each group's count; per micro-batch, the latest count of every group that
-            changed.
-
-        Examples
-        --------
-        >>> from kspark import Materialized, StreamsBuilder
-        >>> b = StreamsBuilder()
-        >>> customers = b.table("customers", key_type=str, value_type=str)
-        >>> per_region = customers.group_by(
-        ...     lambda k, region: (region, region), key_type=str, value_type=str
-        ... ).count(materialized=Materialized.as_("customers-per-region"))
-        >>> per_region.to_stream().to("region-counts")
-        >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
-        Topologies:
-           Sub-topology: 0
-            Source: KTABLE-SOURCE-0000000000 (topics: [customers])
-              --> KTABLE-SELECT-0000000002
-            Processor: KTABLE-SELECT-0000000002 (stores: [KTABLE-SELECT-0000000002-STATE-STORE]) [operator: kspark task operator (per-task state)]
-              --> KTABLE-AGGREGATE-0000000003
-              <-- KTABLE-SOURCE-0000000000
-           Sub-topology: 1
-            Processor: KTABLE-AGGREGATE-0000000003 (stores: [customers-per-region]) [operator: kspark task operator (per-task state)]
-              --> KTABLE-TOSTREAM-0000000004
-              <-- KTABLE-SELECT-0000000002
-            Processor: KTABLE-TOSTREAM-0000000004 (stores: [])
-              --> KSTREAM-SINK-0000000005
-              <-- KTABLE-AGGREGATE-0000000003
-            Sink: KSTREAM-SINK-0000000005 (topic: region-counts)
-              <-- KTABLE-TOSTREAM-0000000004
-        """
-        return self._table("count", "KTABLE-AGGREGATE", named, materialized, value_type=_INT)
-
-    def reduce(
-        self,
-        adder: Callable[[V, V], V],
-        subtractor: Callable[[V, V], V],
-        named: Named | None = None,
-        materialized: Materialized | None = None,
-    ) -> KTable[K, V]:
-        """Combines each group's values: ``adder(aggregate, new)`` adds a row's new value,
-        ``subtractor(aggregate, old)`` takes its old value out; a group's first value is
-        its aggregate as it comes.
-
-        Both run per change on the server, guarded by the processing exception handler.
-        A None result deletes the group's row (a tombstone).
-
-        Parameters
-        ----------
-        adder, subtractor
-            Functions of the aggregate and a value, returning the new aggregate.
-        named, materialized
-            The processor's and the store's names.
-
-        Returns
-        -------
-        KTable
-            Each group's aggregate, keyed by the group.
-
-        Examples
-        --------
-        >>> from kspark import StreamsBuilder
-        >>> b = StreamsBuilder()
-        >>> balances = b.table("balances", key_type=str, value_type=int)
-        >>> totals = balances.group_by(
-        ...     lambda account, amount: (account[:2], amount), key_type=str, value_type=int
-        ... ).reduce(lambda total, v: total + v, lambda total, v: total - v)
-        >>> totals.name, totals.node.value_type.display()
-        ('KTABLE-REDUCE-0000000004', 'int')
-        """
-        return self._table(
-            "reduce",
-            "KTABLE-REDUCE",
-            named,
-            materialized,
-            value_type=self._node.value_type,
-            reducer=adder,
-            subtractor=subtractor,
-        )
-
-    def aggregate(
-        self,
-        initializer: Callable[[], VA],
-        adder: Callable[[K, V, VA], VA],
-        subtractor: Callable[[K, V, VA], VA],
-        named: Named | None = None,
-        materialized: Materialized | None = None,
-        *,
-        value_type: type[VA] | None = None,
-    ) -> KTable[K, VA]:
-        """Folds each group's values: ``initializer()`` starts a group's aggregate,
-        ``adder(key, new, aggregate)`` adds a row's new value and
-        ``subtractor(key, old, aggregate)`` takes its old value out (``key``: the group).
-
-        Parameters
-        ----------
-        initializer
-            The aggregate of a group before its first value.
-        adder, subtractor
-            Functions of the group key, a value and the aggregate, returning the new
-            aggregate; a None result deletes the group's row.
-        named, materialized
-            The processor's and the store's names.
-        value_type
-            The aggregate's type, when the functions' annotations do not say it.
-
-        Returns
-        -------
-        KTable
-            Each group's aggregate, keyed by the group.
-
-        Examples
-        --------
-        >>> from kspark import StreamsBuilder
-        >>> b = StreamsBuilder()
-        >>> names = b.table("names", key_type=str, value_type=str)
-        >>> letters = names.group_by(
-        ...     lambda k, name: (name[:1], name), key_type=str, value_type=str
-        ... ).aggregate(
-        ...     lambda: 0,
-        ...     lambda k, name, total: total + len(name),
-        ...     lambda k, name, total: total - len(name),
-        ...     value_type=int,
-        ... )
-        >>> letters.name, letters.node.value_type.display()
-        ('KTABLE-AGGREGATE-0000000004', 'int')
-        """
-        hint = _infer.return_hint(adder) or _infer.return_hint(initializer)
-        prefix = "KTABLE-AGGREGATE"
-        return self._table(
-            "aggregate",
-            prefix,
-            named,
-            materialized,
-            value_type=_infer.resolve(value_type, hint, prefix, "value_type"),
-            initializer=initializer,
-            aggregator=adder,
-            subtractor=subtractor,
-        )
-
-
-def group_table(
-    table: KTable[Any, Any],
-    selector: Callable[..., Any],
-    grouped: Grouped | None,
-    key_type: Any,
-    value_type: Any,
-) -> KGroupedTable[Any, Any]:
-    """The grouped table of ``table`` re-keyed by ``selector`` (``KTable.group_by``)."""
-    if grouped is not None and not isinstance(grouped, Grouped):
-        raise InvalidArgumentError(
-            f"grouped must be a Grouped, got {grouped!r}", parameter="grouped"
-        )
-    builder = table._builder
-    name, seq = builder._next("KTABLE-SELECT", grouped.name if grouped is not None else None)
-    _infer.check_callable(selector, "selector", name)
-    hk, hv = _infer.pair_hints(_infer.return_hint(selector))
-    node = TableGroupBy(
-        name=name,
-        seq=seq,
-        parent=table.node,
-        selector=selector,
-        store_name=f"{name}-STATE-STORE",
-        grouped_name=grouped.name if grouped is not None else None,
-        key_type=_infer.resolve(key_type, hk, name, "key_type"),
-        value_type=_infer.resolve(value_type, hv, name, "value_type"),
-    )
-    return KGroupedTable(builder, node)

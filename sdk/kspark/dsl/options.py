@@ -1,5 +1,5 @@
 """Immutable option objects of the DSL: ``Named``, ``Materialized``, ``Joined``,
-``Deduplicated``, ``Branched`` and ``Repartitioned``.
+``Deduplicated``, ``Branched``, ``Repartitioned`` and ``Grouped``.
 
 Each is a frozen value. ``as_()`` makes one and ``with_*()`` returns a changed copy, so an
 option object can be shared safely.
@@ -25,7 +25,15 @@ import attrs
 
 from kspark.errors import InvalidArgumentError
 
-__all__ = ["Branched", "Deduplicated", "Joined", "Materialized", "Named", "Repartitioned"]
+__all__ = [
+    "Branched",
+    "Deduplicated",
+    "Grouped",
+    "Joined",
+    "Materialized",
+    "Named",
+    "Repartitioned",
+]
 
 _O = TypeVar("_O")
 _P = ParamSpec("_P")
@@ -272,6 +280,42 @@ class Repartitioned:
         Repartitioned(name='by-key', num_partitions=4)
         """
         return attrs.evolve(self, num_partitions=num_partitions)
+
+
+@attrs.frozen(kw_only=True)
+class Grouped:
+    """Options of ``group_by_key`` and ``group_by``: the grouping's name (in Kafka
+    Streams, its repartition topic's).
+
+    Examples
+    --------
+    >>> Grouped.as_("by-user")
+    Grouped(name='by-user')
+    """
+
+    name: str | None = optional_name("name")
+
+    @factory
+    def as_(self, name: str) -> Grouped:
+        """A ``Grouped`` named ``name``.
+
+        Examples
+        --------
+        >>> Grouped.as_("by-user").name
+        'by-user'
+        """
+        return attrs.evolve(self, name=name)
+
+    @factory
+    def with_name(self, name: str) -> Grouped:
+        """A copy named ``name``.
+
+        Examples
+        --------
+        >>> Grouped().with_name("g").name
+        'g'
+        """
+        return attrs.evolve(self, name=name)
 
 
 @attrs.frozen(kw_only=True)

@@ -1,7 +1,8 @@
 """The join DSL rules: the nodes that ``KStream.join``, ``left_join`` and ``outer_join``
 add, a stream-table join when their second argument is a table and a stream-stream join
-when it is a stream (:mod:`kspark.dsl.streams` holds the methods and their typed
-overloads)."""
+when it is a stream, and the nodes of the table-table joins (:mod:`kspark.dsl.streams`
+holds the methods and their typed overloads, and wraps the nodes these rules return; the
+rules see streams and tables through the protocols of :mod:`kspark.dsl._building`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from kspark.plan import nodes as n
 from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc
 
 if TYPE_CHECKING:
-    from kspark.dsl.streams import KStream, KTable
+    from kspark.dsl._building import Node, TableNode
 
 __all__ = ["foreign_key_join", "stream_join", "stream_table_join", "table_join"]
 
@@ -39,8 +40,8 @@ def _key_type(this: n.Node, other: n.Node, name: str, mismatch: str) -> TypeDesc
 
 
 def stream_table_join(
-    this: KStream[Any, Any],
-    table: KTable[Any, Any],
+    this: Node,
+    table: TableNode,
     joiner: Callable[..., Any],
     joined: Joined | None,
     value_type: type[Any] | None,
@@ -93,8 +94,8 @@ def stream_table_join(
 
 
 def stream_join(
-    this: KStream[Any, Any],
-    other: KStream[Any, Any],
+    this: Node,
+    other: Node,
     joiner: Callable[..., Any],
     windows: object,
     stream_joined: StreamJoined | Named | None,
@@ -153,23 +154,18 @@ _TABLE_PREFIX = "KTABLE-MERGE"
 
 
 def table_join(
-    this: KTable[Any, Any],
-    other: KTable[Any, Any],
+    this: TableNode,
+    other: TableNode,
     joiner: Callable[..., Any],
     named: Named | str | None,
     materialized: Materialized | None,
     value_type: type[Any] | None,
     mode: JoinMode,
 ) -> n.TableTableJoin:
-    """The plan node of ``this.<mode>_join(other, joiner)``, two tables on the same key."""
-    from kspark.dsl.streams import KTable
-
+    """The plan node of ``this.<mode>_join(other, joiner)``, two tables on the same key
+    (the caller checks that ``other`` is a ``KTable``)."""
     builder = this._builder
     name, seq = builder._next(_TABLE_PREFIX, named)
-    if not isinstance(other, KTable):
-        raise InvalidArgumentError(
-            f"{name}: a table joins a KTable, got {type(other).__name__}", parameter="other"
-        )
     if other._builder is not builder:
         raise InvalidTopologyError(
             f"{name}: the other table comes from another StreamsBuilder", processor=name
@@ -214,8 +210,8 @@ _FK_PREFIX = "KTABLE-FK-JOIN-OUTPUT"
 
 
 def foreign_key_join(
-    this: KTable[Any, Any],
-    other: KTable[Any, Any],
+    this: TableNode,
+    other: TableNode,
     extractor: Callable[..., Any],
     joiner: Callable[..., Any],
     named: Named | str | None,
@@ -224,16 +220,10 @@ def foreign_key_join(
     mode: Literal["inner", "left"],
 ) -> n.ForeignKeyJoin:
     """The plan node of ``this.<mode>_join(other, extractor, joiner)``: each left value
-    joins ``other``'s value of the key ``extractor`` gives it (KIP-213)."""
-    from kspark.dsl.streams import KTable
-
+    joins ``other``'s value of the key ``extractor`` gives it (KIP-213; the caller checks
+    that ``other`` is a ``KTable``)."""
     builder = this._builder
     name, seq = builder._next(_FK_PREFIX, named)
-    if not isinstance(other, KTable):
-        raise InvalidArgumentError(
-            f"{name}: a foreign-key join joins a KTable, got {type(other).__name__}",
-            parameter="other",
-        )
     if other._builder is not builder:
         raise InvalidTopologyError(
             f"{name}: the other table comes from another StreamsBuilder", processor=name

@@ -1,4 +1,4 @@
-"""The typed, fluent DSL: ``StreamsBuilder``, ``KStream`` and ``KTable``.
+"""The typed, fluent DSL: ``StreamsBuilder``, ``KStream``, ``KTable`` and ``KGroupedTable``.
 
 Every call returns a new object around a new plan node; nothing is mutated but the
 builder's list of sinks and its name counter, as in Kafka Streams' ``StreamsBuilder``.
@@ -29,12 +29,14 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, overload
 
+from kspark.dsl import _aggregation as agg
 from kspark.dsl import _infer, processing, streamjoin
 from kspark.dsl.globaltable import GlobalKTable, stream_global_join
 from kspark.dsl.joinwindows import JoinWindows, StreamJoined
 from kspark.dsl.options import (
     Branched,
     Deduplicated,
+    Grouped,
     Joined,
     Materialized,
     Named,
@@ -44,23 +46,23 @@ from kspark.dsl.options import (
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan import graph
 from kspark.plan import nodes as n
-from kspark.plan.grouped import Aggregate, Suppress
+from kspark.plan.grouped import Aggregate, Suppress, TableGroupBy
 from kspark.plan.processing import GlobalStoreSource, Process, ProcessValues, StoreDef
 from kspark.plan.suppression import SuppressTimeLimit
 from kspark.plan.topology import Topology
-from kspark.plan.types import TypeDesc
+from kspark.plan.types import TypeDesc, describe_type
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from kspark.dsl.grouped import Grouped, KGroupedStream, KGroupedTable
+    from kspark.dsl.grouped import KGroupedStream
     from kspark.dsl.printed import Printed
     from kspark.dsl.stores import StoreBuilder
     from kspark.dsl.suppressed import Suppressed
     from kspark_server.envelope import RecordContext
     from kspark_server.papi import FixedKeyProcessor, Processor
 
-__all__ = ["BranchedKStream", "KStream", "KTable", "StreamsBuilder"]
+__all__ = ["BranchedKStream", "KGroupedTable", "KStream", "KTable", "StreamsBuilder"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -70,8 +72,11 @@ VT = TypeVar("VT")
 VO = TypeVar("VO")
 KO = TypeVar("KO")
 KT = TypeVar("KT")
+VA = TypeVar("VA")
 ID = TypeVar("ID")
 N = TypeVar("N", bound=n.Node)
+
+_INT_TYPE = describe_type(int)
 
 #: What :meth:`StreamsBuilder.stream` reads: a topic, several, or those a pattern matches.
 SourceTopics: TypeAlias = "str | n.TopicSpec | Sequence[str | n.TopicSpec] | re.Pattern[str]"
@@ -2671,7 +2676,7 @@ class KTable(Generic[K, V]):
             value_type=_infer.resolve(value_type, _infer.return_hint(mapper), name, "value_type"),
         )
 
-    # -- re-grouping (kspark.dsl.grouped) ----------------------------------------------
+    # -- re-grouping (KGroupedTable, below) -------------------------------------------
     def group_by(
         self,
         selector: Callable[[K, V], tuple[KR, VR]],
@@ -2721,9 +2726,15 @@ class KTable(Generic[K, V]):
         >>> counts.node.parent.name, counts.node.repartitions
         ('KTABLE-SELECT-0000000002', True)
         """
-        from kspark.dsl import grouped as g
-
-        return g.group_table(self, selector, grouped, key_type, value_type)
+        if grouped is not None and not isinstance(grouped, Grouped):
+            raise InvalidArgumentError(
+                f"grouped must be a Grouped, got {grouped!r}", parameter="grouped"
+            )
+        grouped_name = grouped.name if grouped is not None else None
+        node = agg.table_group_by(
+            self._builder, self._node, selector, grouped_name, key_type, value_type
+        )
+        return KGroupedTable(self._builder, node)
 
     # -- table-table joins (kspark.dsl.streamjoin) ------------------------------------
     @overload
@@ -3030,6 +3041,12 @@ class KTable(Generic[K, V]):
             extractor, joiner, named = joiner, named, None
         if joiner is None:
             raise InvalidArgumentError(f"{mode} join of {self.name}: a joiner is required")
+        if not isinstance(other, KTable):
+            what = "a table" if extractor is None else "a foreign-key join"
+            raise InvalidArgumentError(
+                f"{mode} join of {self.name}: {what} joins a KTable, got {type(other).__name__}",
+                parameter="other",
+            )
         if isinstance(materialized, Named | str) or callable(named):
             raise InvalidArgumentError(
                 f"{mode} join of {self.name}: pass named= and materialized= by keyword"
@@ -3101,3 +3118,204 @@ class KTable(Generic[K, V]):
         if mapper is None:
             return stream
         return stream.select_key(mapper, key_type=key_type)
+
+
+class KGroupedTable(Generic[K, V]):
+    """A table re-grouped by a new key, ready to aggregate (Kafka Streams'
+    ``KGroupedTable``). Made by :meth:`KTable.group_by`.
+
+    Each update of the source table moves its row between groups: the aggregation takes
+    the old value out of the group it leaves (the subtractor) before it adds the new value
+    to the group it joins (the adder), as Kafka Streams' ``KTableAggregate`` does. The
+    result is a table keyed by the group (see docs/aggregations.md, which lists what each
+    change emits).
+
+    Examples
+    --------
+    >>> from kspark import StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> regions = b.table("customers", key_type=str, value_type=str)
+    >>> per_region = regions.group_by(lambda k, region: (region, k), key_type=str, value_type=str)
+    >>> per_region.count().node.key_type.display()
+    'str'
+    """
+
+    __slots__ = ("_builder", "_node")
+
+    def __init__(self, builder: StreamsBuilder, node: TableGroupBy) -> None:
+        self._builder = builder
+        self._node = node
+        builder._added(node)
+
+    def _table(
+        self,
+        op: str,
+        prefix: str,
+        named: Named | None,
+        materialized: Materialized | None,
+        *,
+        value_type: Any,
+        **fns: Any,
+    ) -> KTable[Any, Any]:
+        node = agg.table_aggregate(
+            self._builder, self._node, op, prefix, named, materialized, value_type=value_type, **fns
+        )
+        return KTable(self._builder, node)
+
+    def count(
+        self, named: Named | None = None, materialized: Materialized | None = None
+    ) -> KTable[K, int]:
+        """The number of source rows in each group, as a table.
+
+        A row that moves to another group counts one less in the old group and one more
+        in the new; a group whose rows all left keeps the count 0 (Kafka Streams removes
+        no row either).
+
+        Parameters
+        ----------
+        named
+            The processor's name instead of ``KTABLE-AGGREGATE-<n>``.
+        materialized
+            The store's name (``Materialized.as_(name)``), which ``app.store(name)`` reads.
+
+        Returns
+        -------
+        KTable
+            Each group's count; per micro-batch, the latest count of every group that
+            changed.
+
+        Examples
+        --------
+        >>> from kspark import Materialized, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> customers = b.table("customers", key_type=str, value_type=str)
+        >>> per_region = customers.group_by(
+        ...     lambda k, region: (region, region), key_type=str, value_type=str
+        ... ).count(materialized=Materialized.as_("customers-per-region"))
+        >>> per_region.to_stream().to("region-counts")
+        >>> print(b.build().describe())  # doctest: +NORMALIZE_WHITESPACE
+        Topologies:
+           Sub-topology: 0
+            Source: KTABLE-SOURCE-0000000000 (topics: [customers])
+              --> KTABLE-SELECT-0000000002
+            Processor: KTABLE-SELECT-0000000002 (stores: [KTABLE-SELECT-0000000002-STATE-STORE]) [operator: kspark task operator (per-task state)]
+              --> KTABLE-AGGREGATE-0000000003
+              <-- KTABLE-SOURCE-0000000000
+           Sub-topology: 1
+            Processor: KTABLE-AGGREGATE-0000000003 (stores: [customers-per-region]) [operator: kspark task operator (per-task state)]
+              --> KTABLE-TOSTREAM-0000000004
+              <-- KTABLE-SELECT-0000000002
+            Processor: KTABLE-TOSTREAM-0000000004 (stores: [])
+              --> KSTREAM-SINK-0000000005
+              <-- KTABLE-AGGREGATE-0000000003
+            Sink: KSTREAM-SINK-0000000005 (topic: region-counts)
+              <-- KTABLE-TOSTREAM-0000000004
+        """
+        return self._table("count", "KTABLE-AGGREGATE", named, materialized, value_type=_INT_TYPE)
+
+    def reduce(
+        self,
+        adder: Callable[[V, V], V],
+        subtractor: Callable[[V, V], V],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+    ) -> KTable[K, V]:
+        """Combines each group's values: ``adder(aggregate, new)`` adds a row's new value,
+        ``subtractor(aggregate, old)`` takes its old value out; a group's first value is
+        its aggregate as it comes.
+
+        Both run per change on the server, guarded by the processing exception handler.
+        A None result deletes the group's row (a tombstone).
+
+        Parameters
+        ----------
+        adder, subtractor
+            Functions of the aggregate and a value, returning the new aggregate.
+        named, materialized
+            The processor's and the store's names.
+
+        Returns
+        -------
+        KTable
+            Each group's aggregate, keyed by the group.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> balances = b.table("balances", key_type=str, value_type=int)
+        >>> totals = balances.group_by(
+        ...     lambda account, amount: (account[:2], amount), key_type=str, value_type=int
+        ... ).reduce(lambda total, v: total + v, lambda total, v: total - v)
+        >>> totals.name, totals.node.value_type.display()
+        ('KTABLE-REDUCE-0000000004', 'int')
+        """
+        return self._table(
+            "reduce",
+            "KTABLE-REDUCE",
+            named,
+            materialized,
+            value_type=self._node.value_type,
+            reducer=adder,
+            subtractor=subtractor,
+        )
+
+    def aggregate(
+        self,
+        initializer: Callable[[], VA],
+        adder: Callable[[K, V, VA], VA],
+        subtractor: Callable[[K, V, VA], VA],
+        named: Named | None = None,
+        materialized: Materialized | None = None,
+        *,
+        value_type: type[VA] | None = None,
+    ) -> KTable[K, VA]:
+        """Folds each group's values: ``initializer()`` starts a group's aggregate,
+        ``adder(key, new, aggregate)`` adds a row's new value and
+        ``subtractor(key, old, aggregate)`` takes its old value out (``key``: the group).
+
+        Parameters
+        ----------
+        initializer
+            The aggregate of a group before its first value.
+        adder, subtractor
+            Functions of the group key, a value and the aggregate, returning the new
+            aggregate; a None result deletes the group's row.
+        named, materialized
+            The processor's and the store's names.
+        value_type
+            The aggregate's type, when the functions' annotations do not say it.
+
+        Returns
+        -------
+        KTable
+            Each group's aggregate, keyed by the group.
+
+        Examples
+        --------
+        >>> from kspark import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> names = b.table("names", key_type=str, value_type=str)
+        >>> letters = names.group_by(
+        ...     lambda k, name: (name[:1], name), key_type=str, value_type=str
+        ... ).aggregate(
+        ...     lambda: 0,
+        ...     lambda k, name, total: total + len(name),
+        ...     lambda k, name, total: total - len(name),
+        ...     value_type=int,
+        ... )
+        >>> letters.name, letters.node.value_type.display()
+        ('KTABLE-AGGREGATE-0000000004', 'int')
+        """
+        hint = _infer.return_hint(adder) or _infer.return_hint(initializer)
+        prefix = "KTABLE-AGGREGATE"
+        return self._table(
+            "aggregate",
+            prefix,
+            named,
+            materialized,
+            value_type=_infer.resolve(value_type, hint, prefix, "value_type"),
+            initializer=initializer,
+            aggregator=adder,
+            subtractor=subtractor,
+        )
