@@ -111,7 +111,7 @@ EXTENDED_FILES = (
     "test_crash_standby.py",  # the server killed with standbys on local-cluster: 3 restarts
     "test_grouped_runner.py",  # the default runner against the other; files in the unit run
     "test_grouped_runner_faults.py",  # a clean run and two faulty ones: about 50 s
-    "test_key_corpus.py",  # one app with every stateful operator: about 12 minutes
+    "test_key_corpus.py",  # five apps, every stateful operator between them: about 6 minutes
     "test_notebooks.py",
     "test_rescale.py",
     "test_rescale_operators.py",  # two runs of one app with six operators: about 5 minutes

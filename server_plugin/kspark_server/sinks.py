@@ -78,13 +78,25 @@ def make_batch_writer(spec: SinksSpec) -> Any:
                 # in peek), so a write may not compute them: compute the whole batch once,
                 # into the cache the sinks then read
                 df.count()
+            # which sinks have records in this batch: one pass over the cached batch, not
+            # one per sink (each costs a Spark job, some tenths of a second on an idle batch)
+            present = _sinks_present(df) if cached else None
             internal = []
             for topic, parts in _destinations(df, groups, dynamic):
                 part = functools.reduce(DataFrame.unionByName, parts)
+                group = groups.get(topic.destination, [])
+                if present is not None and len(parts) == len(group):
+                    empty = not any(s.index in present for s in group)
+                else:
+                    empty = topic.internal and part.isEmpty()
                 if topic.internal:
                     internal.append(topic)
-                    if part.isEmpty():
+                    if empty:
                         continue
+                elif empty:
+                    # still written (it replaces what a failed attempt of the batch left),
+                    # from no rows: Spark then neither scans the batch nor shuffles it
+                    part = part.limit(0)
                 write_topic(part, topic, batch_id, topic.ordered, kafka_format)
             if spec.fail_after_internal == batch_id and internal:
                 _fail_once(internal[0], batch_id)
@@ -118,6 +130,12 @@ def make_batch_writer(spec: SinksSpec) -> Any:
                 df.unpersist()
 
     return write_batch
+
+
+def _sinks_present(df: DataFrame) -> set[int]:
+    """The numbers of the sinks that have records in the batch ``df`` (side rows aside)."""
+    rows = df.filter(F.col("ks_side").isNull()).select("ks_sink").distinct().collect()
+    return {int(r[0]) for r in rows}
 
 
 def _destinations(

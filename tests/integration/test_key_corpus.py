@@ -10,11 +10,15 @@ app is rescaled from one to two partitions before the fourth. The expected outpu
 Kafka Streams': a key is opaque, so each key's records give the same results as any short
 key's would, and a null key is forwarded by deduplication, dropped and counted by
 aggregations and inner joins, and joined with a null other side by left and outer joins
-(KIP-962). One app holds every operator, so the corpus costs one run.
+(KIP-962). The operators are spread over a few apps of a few operators each: with
+several stateful operators, an app sends each one's output through an internal topic
+(docs/design/sub-topologies.md), and the cost of each micro-batch, and of a rescale, grows
+with the operators of the app.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from typing import Any
@@ -38,43 +42,30 @@ from kspark.testing import TopologyTestDriver
 
 pytestmark = pytest.mark.spark
 
-#: every operator for str keys; a selection for bytes keys (one app: the corpus costs
-#: one run, and each operator more costs Spark minutes)
-SINKS = {
-    "s": [
-        "dedup-key",
-        "dedup-kv",
-        "dedup-id",
-        "count",
-        "windowed",
-        "final",
-        "session",
-        "latest-join",
-        "versioned-join",
-        "inner",
-        "left",
-        "outer",
-        "proc",
-        "tables",
-        "fk",
-        "regrouped",
-        "global",
-        "global-left",
-        "cogroup",
-        "sliding",
-        "suppress",
-    ],
-    "b": [
-        "dedup-key",
-        "count",
-        "final",
-        "versioned-join",
-        "outer",
-        "global",
-        "cogroup",
-        "sliding",
-    ],
-    "x": EXPIRY_SINKS,
+#: every operator for str keys; a selection for bytes keys. Each dict is one app (its
+#: sinks per prefix): apps of a few operators each keep each micro-batch's and the
+#: rescale's cost down (see the module doc)
+APPS: list[dict[str, list[str]]] = [
+    {"s": ["dedup-key", "dedup-kv", "dedup-id", "count", "proc", "latest-join", "suppress"]},
+    {"s": ["windowed", "final", "session", "sliding", "cogroup"], "x": EXPIRY_SINKS},
+    {"s": ["versioned-join", "inner", "left", "outer", "global", "global-left"]},
+    {"s": ["tables", "fk", "regrouped"]},
+    {
+        "b": [
+            "dedup-key",
+            "count",
+            "final",
+            "versioned-join",
+            "outer",
+            "global",
+            "cogroup",
+            "sliding",
+        ]
+    },
+]
+#: every app's sinks per prefix
+SINKS: dict[str, list[str]] = {
+    p: [s for app in APPS for s in app.get(p, [])] for p in ("s", "b", "x")
 }
 KEYS = {"s": STR_KEYS, "b": BYTES_KEYS}
 
@@ -91,45 +82,62 @@ def _wipe_local_stores(spark_server: Any, d: TopologyTestDriver) -> None:
 
 @pytest.fixture(scope="module")
 def corpus_run(spark: Any, spark_server: Any) -> dict[str, Any]:
-    """The corpus through the app: each sink's output per batch, the stores' answers and
-    the metrics."""
-    cfg = StreamsConfig(application_id="key-corpus", num_partitions=1, timestamp_policy="skip")
+    """The corpus through the apps: each sink's output per batch, the stores' answers and
+    each app's records dropped per (processor, reason)."""
     outputs: dict[str, list[list[Out]]] = {}
-    with TopologyTestDriver(topology(SINKS), cfg, session=spark) as d:
-        sinks = {
-            f"{p}-{s}": d.create_output_topic(f"{p}-{s}")
-            for p, names in SINKS.items()
-            for s in names
-        }
-        for batch in (1, 2, 3, 4):
-            if batch == 3:
-                _wipe_local_stores(spark_server, d)
-            if batch == 4:
-                d.rescale(2)
-            for p, keys in KEYS.items():
-                pipe(d, p, keys, batch)
-            pipe_expiry(d, batch)
-            d.process()
-            for name, sink in sinks.items():
-                outputs.setdefault(name, []).append([(r.key, r.value) for r in sink.read_records()])
-        stores: dict[str, Any] = {}
-        for p, keys in (("s", STR_KEYS), ("b", BYTES_KEYS)):
-            count = d.store(f"{p}-count")
-            stores[f"{p}-count"] = [count.get(k) for k in keys]
+    stores: dict[str, Any] = {}
+    reasons: list[dict[tuple[str, str], int]] = []
+    with contextlib.ExitStack() as stack:
+        drivers = []
+        for n, sinks in enumerate(APPS):
+            cfg = StreamsConfig(
+                application_id=f"key-corpus-{n}", num_partitions=1, timestamp_policy="skip"
+            )
+            d = stack.enter_context(TopologyTestDriver(topology(sinks), cfg, session=spark))
+            drivers.append((d, sinks))
+        for d, sinks in drivers:
+            topics = {
+                f"{p}-{s}": d.create_output_topic(f"{p}-{s}")
+                for p, names in sinks.items()
+                for s in names
+            }
+            for batch in (1, 2, 3, 4):
+                if batch == 3:
+                    _wipe_local_stores(spark_server, d)
+                if batch == 4:
+                    d.rescale(2)
+                for p, keys in KEYS.items():
+                    if p in sinks:
+                        pipe(d, p, keys, batch)
+                if "x" in sinks:
+                    pipe_expiry(d, batch)
+                d.process()
+                for name, topic in topics.items():
+                    outputs.setdefault(name, []).append(
+                        [(r.key, r.value) for r in topic.read_records()]
+                    )
+            _read_stores(d, sinks, stores)
+            reasons.append(d.metrics().dropped_by_reason())
+    return {"outputs": outputs, "stores": stores, "reasons": reasons}
+
+
+def _read_stores(d: TopologyTestDriver, sinks: dict[str, list[str]], into: dict[str, Any]) -> None:
+    """The answers of the stores of the app that ``d`` runs (``sinks``: its sinks)."""
+    for p, keys in KEYS.items():
+        names = sinks.get(p, [])
+        if "count" in names:
+            into[f"{p}-count"] = [d.store(f"{p}-count").get(k) for k in keys]
+            replica = d.app.replica(f"{p}-count")
+            into[f"{p}-replica"] = [replica.get(k) for k in keys]
+        if "versioned-join" in names:
             versioned = d.store(f"{p}-versioned")
-            stores[f"{p}-versioned"] = [
+            into[f"{p}-versioned"] = [
                 [versioned.get(k, as_of=t) for t in (500, 1_200, 16_000)] for k in keys
             ]
-            stores[f"{p}-versioned-keys"] = sorted(k for k, _ in versioned)
-            if p == "s":
-                stores["s-proc"] = [d.store("s-proc").get(k) for k in keys]
-                stores["s-tables"] = [d.store("s-tables").get(k) for k in keys]
-                stores["s-fk"] = [d.store("s-fk").get(k) for k in keys]
-                stores["s-regrouped"] = [d.store("s-regrouped").get(k) for k in keys]
-                stores["s-cogroup"] = [d.store("s-cogroup").get(k) for k in keys]
-            replica = d.app.replica(f"{p}-count")
-            stores[f"{p}-replica"] = [replica.get(k) for k in keys]
-        return {"outputs": outputs, "stores": stores, "metrics": d.metrics()}
+            into[f"{p}-versioned-keys"] = sorted(k for k, _ in versioned)
+        for name in ("proc", "tables", "fk", "regrouped", "cogroup"):
+            if name in names:
+                into[f"{p}-{name}"] = [d.store(f"{p}-{name}").get(k) for k in keys]
 
 
 @pytest.mark.parametrize("sink", [f"{p}-{s}" for p, names in SINKS.items() for s in names])
@@ -161,10 +169,12 @@ def test_stores_replicas_and_rescale_return_the_original_keys(
 
 
 def test_null_keys_and_invalid_timestamps_are_counted(corpus_run: dict[str, Any]) -> None:
-    reasons = corpus_run["metrics"].dropped_by_reason()
-    invalid = sum(n for (_, why), n in reasons.items() if why == "invalid-timestamp")
-    assert invalid == len(STR_KEYS) + len(BYTES_KEYS) + 2
-    for p, names in SINKS.items():
-        if p in KEYS:
-            got = {n: c for n, c in null_key_drops(reasons, p).items() if n in names}
-            assert got == {n: NULL_KEY_DROPS.get(n, 0) for n in names}
+    for app, reasons in zip(APPS, corpus_run["reasons"], strict=True):
+        # each app reads the stream of each of its prefixes: a negative timestamp per key
+        # and one for the null key
+        invalid = sum(n for (_, why), n in reasons.items() if why == "invalid-timestamp")
+        assert invalid == sum(len(KEYS[p]) + 1 for p in app if p in KEYS)
+        for p, names in app.items():
+            if p in KEYS:
+                got = {n: c for n, c in null_key_drops(reasons, p).items() if n in names}
+                assert got == {n: NULL_KEY_DROPS.get(n, 0) for n in names}
