@@ -203,7 +203,7 @@ class _Base:
             f.new_base_id, f.n_chunks = _fresh(), 0
         if key[0] != f.n_chunks:
             raise ValueError(f"{f.where}: base chunk {key[0]} written out of order")
-        _write(f.base_path(key[0]), value[0])
+        f.write(f.base_path(key[0]), value[0])
         f.n_chunks += 1
 
     def removeKey(self, key: tuple[int]) -> None:
@@ -229,7 +229,7 @@ class _Log:
         f = self.files
         n = f.batch_of_write()
         ident = _fresh()
-        _write(f.change_path(n, ident), value[0])
+        f.write(f.change_path(n, ident), value[0])
         f.log_ids.append((n, ident))
 
     def clear(self) -> None:
@@ -291,6 +291,8 @@ class TaskFiles:
             os.makedirs(self.folder, exist_ok=True)
         #: the committed names, for :meth:`collect`
         self._named = self._names()
+        #: the folder's file names, listed once when first needed (:meth:`listing`)
+        self._listing: set[str] | None = None
         self._committed_batches = 0 if committed is None else int(tuple(committed)[1])
 
     def batch_of_write(self) -> int:
@@ -306,6 +308,26 @@ class TaskFiles:
 
     def change_path(self, n: int, ident: str) -> str:
         return os.path.join(self.folder, f"chg-{n:012d}-{ident}{_SUFFIX}")
+
+    def write(self, path: str, data: bytes) -> None:
+        """Write the new file ``path`` of this batch, durably, and count it in the
+        folder's listing."""
+        _write(path, data)
+        if self._listing is not None:
+            self._listing.add(os.path.basename(path))
+
+    def listing(self) -> set[str]:
+        """The names in the task's folder, listed on first use and kept up to date with
+        what this TaskFiles writes and deletes: a batch lists its task's folder once
+        (for :meth:`collect` and the local store's :meth:`ran_twice`), however many
+        questions it asks of it. Other attempts' files written since are not seen;
+        :meth:`moved_on`, which asks about them, lists anew."""
+        if self._listing is None:
+            try:
+                self._listing = set(os.listdir(self.folder))
+            except FileNotFoundError:
+                self._listing = set()
+        return self._listing
 
     def read(self, path: str, what: str) -> bytes:
         """The bytes of named file ``path`` (``what`` it holds, for the error)."""
@@ -334,12 +356,10 @@ class TaskFiles:
 
     def moved_on(self) -> bool:
         """Whether the folder holds a file of a batch after the version's: a later batch
-        ran (or one failed after writing files)."""
-        try:
-            names = os.listdir(self.folder)
-        except FileNotFoundError:
-            return False
-        return any((_batch_of(n) or 0) > self._committed_batches for n in names)
+        ran (or one failed after writing files). It lists the folder anew: the question
+        is about files written since it was last listed."""
+        self._listing = None
+        return any((_batch_of(n) or 0) > self._committed_batches for n in self.listing())
 
     def chunks(self) -> Iterator[bytes]:
         for i in range(self.n_chunks):
@@ -377,7 +397,8 @@ class TaskFiles:
             # the next micro-batch commits loads the other attempt's version, which names
             # files this one does not. Keep everything; a later collection deletes them.
             return gone
-        for name in os.listdir(self.folder):
+        listing = self.listing()
+        for name in sorted(listing):
             n = _batch_of(name)
             if n is None or name in self._named:
                 continue
@@ -387,6 +408,7 @@ class TaskFiles:
                     gone += 1
                 except FileNotFoundError:
                     pass
+                listing.discard(name)
         return gone
 
     def ran_twice(self, batch: int) -> bool:
@@ -394,11 +416,7 @@ class TaskFiles:
         folder holds a file of that batch that the committed version does not name, so
         another attempt's state of that batch may exist (in Spark's state store, in a
         local store)."""
-        try:
-            names = os.listdir(self.folder)
-        except FileNotFoundError:
-            return False
-        return any(_batch_of(n) == batch and n not in self._named for n in names)
+        return any(_batch_of(n) == batch and n not in self._named for n in self.listing())
 
     def just_compacted(self) -> bool:
         """Whether the committed version's base was written by its last batch: the time

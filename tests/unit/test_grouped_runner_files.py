@@ -300,6 +300,32 @@ def test_a_local_store_of_the_losing_attempt_is_rebuilt(
     close_local_stores()
 
 
+def test_a_batch_lists_its_task_folder_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch that collects the files its base replaced and checks whether its executor's
+    local store holds a losing attempt's state asks both of one listing of the task's
+    folder: listing a folder of many files on a network filesystem is slow."""
+    g = Grouped(100, tmp_path, monkeypatch)  # small: a new base every batch
+    g.attempt([(0, (0, "a", "x", 1))])
+    g.attempt([(1, (0, "b", "y", 2))])
+    folder, replaced = g.files().folder, g.files().named()
+    listed: list[str] = []
+    real = os.listdir
+
+    def counting(path: Any = ".") -> list[str]:
+        listed.append(os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "listdir", counting)
+    assert g.attempt([(2, (0, "c", "z", 3)), (3, (0, "a", "w", 4))]) == [("c", "z", 3)]
+    assert listed.count(folder) == 1
+    # it collected the base its last batch replaced, and kept the one that replaced it
+    assert set(real(folder)) == replaced | g.files().named()
+    assert len(set(real(folder))) == 2
+    close_local_stores()
+
+
 def test_a_missing_file_is_named_in_the_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
