@@ -84,16 +84,7 @@ def test_the_last_batch_rate_is_computed_when_the_progress_lacks_it() -> None:
             }
         ]
 
-    handle = SubmittedApp(
-        app_id="payments",
-        remote="sc://localhost:15002",
-        session_id="s",
-        user_id=None,
-        query_id="q-1",
-        run_id="r-1",
-        checkpoint="/chk",
-    )
-    st = status_of(Query(), handle)
+    st = status_of(Query(), HANDLE)
     assert st.state is State.RUNNING
     assert st.last_progress is not None
     assert st.last_progress["processedRowsPerSecond"] == 1890.0

@@ -165,6 +165,22 @@ def bundle_for(payload: bytes) -> tuple[str, bytes]:
     return _bundle(frozenset(closure(named | {ROOT})))
 
 
+def _packed(obj: Any) -> tuple[str, str, bytes, bytes]:
+    """``obj`` pickled with its ``kspark_server`` code by reference, and the bundle that
+    code needs: the arguments of :func:`kspark.compiler.bootstrap.load` after the first."""
+    from pyspark import cloudpickle
+
+    import kspark_server
+    from kspark.compiler import bootstrap as _bootstrap
+
+    if ROOT in cloudpickle.list_registry_pickle_by_value():  # type: ignore[no-untyped-call]
+        cloudpickle.unregister_pickle_by_value(kspark_server)  # type: ignore[no-untyped-call]
+    cloudpickle.register_pickle_by_value(_bootstrap)  # type: ignore[no-untyped-call]
+    payload: bytes = cloudpickle.dumps(obj)  # type: ignore[no-untyped-call]
+    key, blob = bundle_for(payload)
+    return key, digest(), blob, payload
+
+
 class Shipped:
     """``obj`` for pyspark: called, inspected and pickled as the workers need it."""
 
@@ -185,20 +201,12 @@ class Shipped:
         return getattr(self.obj, name)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        from pyspark import cloudpickle
-
         if not by_value():
             # the workers import kspark_server: the object itself, nothing around it
             return operator.itemgetter(0), ((self.obj,),)
-        import kspark_server
         from kspark.compiler import bootstrap as _bootstrap
 
-        if ROOT in cloudpickle.list_registry_pickle_by_value():  # type: ignore[no-untyped-call]
-            cloudpickle.unregister_pickle_by_value(kspark_server)  # type: ignore[no-untyped-call]
-        cloudpickle.register_pickle_by_value(_bootstrap)  # type: ignore[no-untyped-call]
-        payload = cloudpickle.dumps(self.obj)  # type: ignore[no-untyped-call]
-        key, blob = bundle_for(payload)
-        return _bootstrap.load, (key, digest(), blob, payload)
+        return _bootstrap.load, _packed(self.obj)
 
 
 def shipped(obj: T) -> T:
@@ -216,18 +224,11 @@ def shipped_data_source(cls: type[T]) -> type[T]:
     and to the driver's source and sink runners, each a process of its own)."""
     if not by_value():
         return cls
-    from pyspark import cloudpickle
     from pyspark.sql.datasource import DataSource
 
-    import kspark_server
     from kspark.compiler import bootstrap as _bootstrap
 
-    if ROOT in cloudpickle.list_registry_pickle_by_value():  # type: ignore[no-untyped-call]
-        cloudpickle.unregister_pickle_by_value(kspark_server)  # type: ignore[no-untyped-call]
-    cloudpickle.register_pickle_by_value(_bootstrap)  # type: ignore[no-untyped-call]
-    payload: bytes = cloudpickle.dumps(cls)  # type: ignore[no-untyped-call]
-    key, blob = bundle_for(payload)
-    code = digest()
+    key, code, blob, payload = _packed(cls)
     load, ship = _bootstrap.load, _bootstrap.ship_instance
     source_name: str = cls.name()  # type: ignore[attr-defined]
 
