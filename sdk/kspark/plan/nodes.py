@@ -395,28 +395,25 @@ class StreamGlobalTableJoin(StreamTableJoin):
 
 
 @attrs.frozen(kw_only=True)
-class StreamStreamJoin(Node):
-    """A windowed stream-stream join (``join``, ``left_join``, ``outer_join``): records of
-    ``left`` at ``t1`` and ``right`` at ``t2`` with one key join when
-    ``t1 - before_ms <= t2 <= t1 + after_ms``. ``mode`` is ``inner``, ``left`` or ``outer``;
-    both streams' records wait in ``store_name`` until their windows close
-    (kspark_server.operators.window_join)."""
+class _PairJoin(Node):
+    """A join of ``left`` and ``right`` by ``joiner`` in one of :attr:`MODES`, its state in
+    ``store_name``."""
+
+    MODES: ClassVar[tuple[str, ...]] = ("inner", "left", "outer")
+    #: the join's kind in errors
+    KIND: ClassVar[str]
 
     left: Node
     right: Node
     joiner: Fn
     joiner_with_key: bool
     mode: str
-    before_ms: int
-    after_ms: int
-    grace_ms: int
     store_name: str
 
     def __attrs_post_init__(self) -> None:
-        # the windows are checked by kspark.JoinWindows, which makes them
-        if self.mode not in ("inner", "left", "outer"):
+        if self.mode not in self.MODES:
             raise InvalidTopologyError(
-                f"{self.name}: unknown stream-stream join mode {self.mode!r}", processor=self.name
+                f"{self.name}: unknown {self.KIND} join mode {self.mode!r}", processor=self.name
             )
 
     @property
@@ -428,7 +425,23 @@ class StreamStreamJoin(Node):
 
 
 @attrs.frozen(kw_only=True)
-class TableTableJoin(Node):
+class StreamStreamJoin(_PairJoin):
+    """A windowed stream-stream join (``join``, ``left_join``, ``outer_join``): records of
+    ``left`` at ``t1`` and ``right`` at ``t2`` with one key join when
+    ``t1 - before_ms <= t2 <= t1 + after_ms``. ``mode`` is ``inner``, ``left`` or ``outer``;
+    both streams' records wait in ``store_name`` until their windows close
+    (kspark_server.operators.window_join)."""
+
+    KIND: ClassVar[str] = "stream-stream"
+
+    # the windows are checked by kspark.JoinWindows, which makes them
+    before_ms: int
+    after_ms: int
+    grace_ms: int
+
+
+@attrs.frozen(kw_only=True)
+class TableTableJoin(_PairJoin):
     """A same-key table-table join (``KTable.join``, ``left_join``, ``outer_join``): each
     update of either table may change the joined row of its key, as Kafka Streams'
     ``KTableKTableInnerJoin``/``LeftJoin``/``OuterJoin`` decide. ``mode`` is ``inner``,
@@ -439,30 +452,11 @@ class TableTableJoin(Node):
     #: the joined table keeps the latest value per key
     versioned: ClassVar[bool] = False
     history_retention_ms: ClassVar[int] = 0
-
-    left: Node
-    right: Node
-    joiner: Fn
-    joiner_with_key: bool
-    mode: str
-    store_name: str
-
-    def __attrs_post_init__(self) -> None:
-        if self.mode not in ("inner", "left", "outer"):
-            raise InvalidTopologyError(
-                f"{self.name}: unknown table-table join mode {self.mode!r}", processor=self.name
-            )
-
-    @property
-    def parents(self) -> tuple[Node, ...]:
-        return (self.left, self.right)
-
-    def stores(self) -> tuple[str, ...]:
-        return (self.store_name,)
+    KIND: ClassVar[str] = "table-table"
 
 
 @attrs.frozen(kw_only=True)
-class ForeignKeyJoin(Node):
+class ForeignKeyJoin(_PairJoin):
     """A foreign-key table-table join (KIP-213; ``KTable.join(other, foreign_key_extractor,
     joiner)`` and ``left_join``): each left value joins the right table's value of the
     key ``extractor`` gives it. The result is a table keyed by the left key, in
@@ -473,21 +467,11 @@ class ForeignKeyJoin(Node):
     changes_value: ClassVar[bool] = True
     versioned: ClassVar[bool] = False
     history_retention_ms: ClassVar[int] = 0
+    MODES: ClassVar[tuple[str, ...]] = ("inner", "left")
+    KIND: ClassVar[str] = "foreign-key"
 
-    left: Node
-    right: Node
     extractor: Fn
     extractor_with_key: bool
-    joiner: Fn
-    joiner_with_key: bool
-    mode: str
-    store_name: str
-
-    def __attrs_post_init__(self) -> None:
-        if self.mode not in ("inner", "left"):
-            raise InvalidTopologyError(
-                f"{self.name}: unknown foreign-key join mode {self.mode!r}", processor=self.name
-            )
 
     @property
     def subscription_store(self) -> str:
@@ -498,10 +482,6 @@ class ForeignKeyJoin(Node):
     def registration_store(self) -> str:
         """The store of the right table's values and each foreign key's subscribers."""
         return f"{self.store_name}-fk-registrations"
-
-    @property
-    def parents(self) -> tuple[Node, ...]:
-        return (self.left, self.right)
 
     def stores(self) -> tuple[str, ...]:
         return (self.store_name, self.subscription_store, self.registration_store)
