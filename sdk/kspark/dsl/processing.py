@@ -15,6 +15,7 @@ from kspark.errors import InvalidArgumentError, InvalidTopologyError
 from kspark.plan import graph
 from kspark.plan import nodes as n
 from kspark.plan.processing import GlobalStoreSource, Process, StoreDef
+from kspark.plan.topology import _new_parents
 from kspark_server.papi import (
     Cancellable,
     FixedKeyProcessor,
@@ -198,13 +199,7 @@ def connect_stores(
     used: set[str] = set()
 
     def remap(node: n.Node, new: Callable[[n.Node], n.Node]) -> n.Node:
-        changes: dict[str, Any] = {}
-        for a in attrs.fields(type(node)):
-            value = getattr(node, a.name)
-            if isinstance(value, n.Node):
-                changes[a.name] = new(value)
-            elif isinstance(value, tuple) and value and all(isinstance(v, n.Node) for v in value):
-                changes[a.name] = tuple(new(v) for v in value)
+        changes = _new_parents(node, new)
         if isinstance(node, Process):
             missing = [s for s in node.store_names if s not in stores and s not in globals_]
             if missing:

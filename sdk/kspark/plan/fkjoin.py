@@ -29,13 +29,13 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, cast
+from typing import ClassVar, cast
 
 import attrs
 
 from kspark.plan import graph
 from kspark.plan.nodes import Fn, ForeignKeyJoin, Node, Sink, _Unary
-from kspark.plan.topology import Topology
+from kspark.plan.topology import Topology, _new_parents
 from kspark.plan.types import TypeDesc, describe_type
 
 __all__ = ["FkMatch", "FkResolve", "FkSubscribe", "expand", "stages"]
@@ -163,14 +163,5 @@ def expand(topology: Topology) -> Topology:
 
 def with_inputs(node: Node, new: Callable[[Node], Node]) -> Node:
     """``node`` reading ``new(input)`` for each of its inputs (itself if none changed)."""
-    changes: dict[str, Any] = {}
-    for a in attrs.fields(type(node)):
-        value = getattr(node, a.name)
-        if isinstance(value, Node):
-            if new(value) is not value:
-                changes[a.name] = new(value)
-        elif isinstance(value, tuple) and value and all(isinstance(v, Node) for v in value):
-            mapped = tuple(new(v) for v in value)
-            if any(m is not v for m, v in zip(mapped, value, strict=True)):
-                changes[a.name] = mapped
+    changes = _new_parents(node, new)
     return attrs.evolve(node, **changes) if changes else node

@@ -262,12 +262,15 @@ class Topology:
 
 def _new_parents(node: Node, new: Callable[[Node], Node]) -> dict[str, Any]:
     """The changes that give ``node`` the parents ``new`` makes of its own (for
-    ``attrs.evolve``)."""
+    ``attrs.evolve``); none for the inputs ``new`` keeps as they are."""
     changes: dict[str, Any] = {}
     for a in attrs.fields(type(node)):
         value = getattr(node, a.name)
         if isinstance(value, Node):
-            changes[a.name] = new(value)
+            if (made := new(value)) is not value:
+                changes[a.name] = made
         elif isinstance(value, tuple) and value and all(isinstance(v, Node) for v in value):
-            changes[a.name] = tuple(new(v) for v in value)
+            mapped = tuple(new(v) for v in value)
+            if any(m is not v for m, v in zip(mapped, value, strict=True)):
+                changes[a.name] = mapped
     return changes
