@@ -34,7 +34,7 @@ from typing import ClassVar, cast
 import attrs
 
 from kspark.plan import graph
-from kspark.plan.nodes import Fn, ForeignKeyJoin, Node, Sink, _Unary
+from kspark.plan.nodes import Fn, ForeignKeyJoin, Node, Sink, _OneStore, _Unary
 from kspark.plan.topology import Topology, _new_parents
 from kspark.plan.types import TypeDesc, describe_type
 
@@ -45,7 +45,7 @@ MESSAGE = describe_type(bytes)
 
 
 @attrs.frozen(kw_only=True)
-class FkSubscribe(_Unary):
+class FkSubscribe(_OneStore, _Unary):
     """The first stage, keyed by the left key: each left update's subscriptions, keyed by
     its foreign key (``key_type``, the right table's key type)."""
 
@@ -56,12 +56,9 @@ class FkSubscribe(_Unary):
     extractor_with_key: bool
     store_name: str
 
-    def stores(self) -> tuple[str, ...]:
-        return (self.store_name,)
-
 
 @attrs.frozen(kw_only=True)
-class FkMatch(Node):
+class FkMatch(_OneStore, Node):
     """The second stage, keyed by the foreign key: the right table and its subscribers;
     its responses are keyed by the left key (``key_type``)."""
 
@@ -76,12 +73,9 @@ class FkMatch(Node):
     def parents(self) -> tuple[Node, ...]:
         return (self.subscriptions, self.right)
 
-    def stores(self) -> tuple[str, ...]:
-        return (self.store_name,)
-
 
 @attrs.frozen(kw_only=True)
-class FkResolve(_Unary):
+class FkResolve(_OneStore, _Unary):
     """The last stage, keyed by the left key: the join's result table, in
     ``store_name``, under the join's own name. ``left_value_type`` and
     ``right_value_type`` are the joined tables' value types, which the responses carry."""
@@ -94,9 +88,6 @@ class FkResolve(_Unary):
     store_name: str
     left_value_type: TypeDesc | None
     right_value_type: TypeDesc | None
-
-    def stores(self) -> tuple[str, ...]:
-        return (self.store_name,)
 
 
 def stages(

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import attrs
 
 from kspark.errors import InvalidArgumentError, InvalidTopologyError
-from kspark.plan.nodes import Node, Source, _Unary
+from kspark.plan.nodes import Node, Source, _OneStore, _Unary
 from kspark.plan.types import Field, Primitive, Record, TypeDesc
 from kspark_server.spec import Change
 from kspark_server.windows import Window, Windowed
@@ -128,7 +128,7 @@ def change_type(value: TypeDesc) -> Record:
 
 
 @attrs.frozen(kw_only=True)
-class TableGroupBy(_Unary):
+class TableGroupBy(_OneStore, _Unary):
     """``KTable.group_by(selector)``: each update of the parent table, re-keyed by
     ``selector(key, value) -> (group key, value)``, as the changes of the groups it leaves
     and joins (Kafka Streams' ``KTableRepartitionMap``). ``key_type`` and ``value_type``
@@ -143,9 +143,6 @@ class TableGroupBy(_Unary):
     store_name: str
     #: the name ``Grouped.as_`` gave the grouping (Kafka's repartition topic name)
     grouped_name: str | None = None
-
-    def stores(self) -> tuple[str, ...]:
-        return (self.store_name,)
 
     @property
     def operator(self) -> str:
@@ -162,7 +159,7 @@ class RegroupedSource(Source):
 
 
 @attrs.frozen(kw_only=True)
-class Aggregate(_Unary):
+class Aggregate(_OneStore, _Unary):
     """``count``, ``reduce(reducer)`` or ``aggregate(initializer, aggregator)`` of the
     records grouped by key, into a table; per time window when ``windows`` is set (the
     table's key is then ``Windowed``). The grouped streams of :mod:`kspark.dsl.grouped`
@@ -246,9 +243,6 @@ class Aggregate(_Unary):
     def grouped_table(self) -> bool:
         """Whether the records are a grouped table's changes (``KTable.group_by``)."""
         return isinstance(self.parent, TableGroupBy | RegroupedSource)
-
-    def stores(self) -> tuple[str, ...]:
-        return (self.store_name,)
 
     @property
     def repartitions(self) -> bool:

@@ -177,6 +177,17 @@ class GlobalTableSource(TableSource):
             )
 
 
+class _OneStore:
+    """A node that owns one store, ``store_name`` (first among the node's bases, so that
+    its :meth:`stores` is the one used)."""
+
+    __slots__ = ()
+    store_name: str
+
+    def stores(self) -> tuple[str, ...]:
+        return (self.store_name,)
+
+
 @attrs.frozen(kw_only=True)
 class _Unary(Node):
     parent: Node
@@ -348,7 +359,7 @@ class ToTable(_Unary):
 
 
 @attrs.frozen(kw_only=True)
-class StreamTableJoin(Node):
+class StreamTableJoin(_OneStore, Node):
     """A stream-table join; ``left`` keeps stream records with no table match."""
 
     stream: Node
@@ -381,9 +392,6 @@ class StreamTableJoin(Node):
     def parents(self) -> tuple[Node, ...]:
         return (self.stream, self.table)
 
-    def stores(self) -> tuple[str, ...]:
-        return (self.store_name,)
-
 
 @attrs.frozen(kw_only=True)
 class StreamGlobalTableJoin(StreamTableJoin):
@@ -395,7 +403,7 @@ class StreamGlobalTableJoin(StreamTableJoin):
 
 
 @attrs.frozen(kw_only=True)
-class _PairJoin(Node):
+class _PairJoin(_OneStore, Node):
     """A join of ``left`` and ``right`` by ``joiner`` in one of :attr:`MODES`, its state in
     ``store_name``."""
 
@@ -419,9 +427,6 @@ class _PairJoin(Node):
     @property
     def parents(self) -> tuple[Node, ...]:
         return (self.left, self.right)
-
-    def stores(self) -> tuple[str, ...]:
-        return (self.store_name,)
 
 
 @attrs.frozen(kw_only=True)
@@ -494,7 +499,7 @@ class DedupMode(enum.Enum):
 
 
 @attrs.frozen(kw_only=True)
-class Deduplicate(_Unary):
+class Deduplicate(_OneStore, _Unary):
     """KIP-655 deduplication within ``interval_ms`` of stream time."""
 
     mode: DedupMode
@@ -515,9 +520,6 @@ class Deduplicate(_Unary):
                 f"{self.name}: an id selector goes with deduplicate_by_key_value and deduplicate",
                 processor=self.name,
             )
-
-    def stores(self) -> tuple[str, ...]:
-        return (self.store_name,)
 
     @property
     def repartitions(self) -> bool:

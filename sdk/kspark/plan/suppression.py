@@ -21,7 +21,7 @@ from typing import Literal
 import attrs
 
 from kspark.errors import InvalidArgumentError
-from kspark.plan.nodes import _Unary
+from kspark.plan.nodes import _OneStore, _Unary
 
 __all__ = ["SuppressTimeLimit"]
 
@@ -35,7 +35,7 @@ def _non_negative(_inst: object, attr: attrs.Attribute[int | None], value: int |
 
 
 @attrs.frozen(kw_only=True)
-class SuppressTimeLimit(_Unary):
+class SuppressTimeLimit(_OneStore, _Unary):
     """Each key's updates of the parent table held back until stream time passes the time
     of the key's oldest waiting update plus ``time_limit_ms``; only its latest goes out.
     ``max_records`` and ``max_bytes`` bound the buffer (None: no bound); ``when_full``:
@@ -49,9 +49,6 @@ class SuppressTimeLimit(_Unary):
     when_full: Literal["emit", "shut_down"] = "emit"
     #: the name ``Suppressed.with_name`` gave (Kafka's buffer name)
     suppress_name: str | None = None
-
-    def stores(self) -> tuple[str, ...]:
-        return (self.store_name,)
 
     @property
     def operator(self) -> str:
