@@ -5,6 +5,8 @@ two inputs are brought to one key type first.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from kspark.compiler import stages as st
 from kspark.compiler.rules.base import CompilerBase, Pending
 from kspark.compiler.specs import (
@@ -22,21 +24,18 @@ from kspark_server import spec as sp
 __all__ = ["JoinRules"]
 
 
-def _paired_output(
-    first: st.Stage, second: st.Stage, out_value: TypeDesc
-) -> tuple[sp.KeyValue, str, sp.Packed]:
-    """A two-input operator's output (keyed as ``first``) and the values its input and
-    output carry as JSON: ``first``'s as ``value``, ``second``'s as ``tvalue``."""
-    packed = sp.Packed(
-        value=json_packable(first.value_type),
-        tvalue=json_packable(second.value_type),
-        out=json_packable(out_value),
-    )
-    return (
-        key_value(first.key_type, out_value),
-        envelope_json(first.key_type, out_value),
-        packed,
-    )
+class _JoinFields(TypedDict):
+    """The fields of a same-key join's spec that every such join has."""
+
+    processor: str
+    store: str
+    joiner: sp.Fn
+    joiner_with_key: bool
+    output: sp.KeyValue
+    output_schema: str
+    packed: sp.Packed
+    handling: sp.Handling
+    state: sp.StateOptions
 
 
 class JoinRules(CompilerBase):
@@ -49,24 +48,15 @@ class JoinRules(CompilerBase):
             node.table,
             "stream key type {} differs from table key type {}; select_key the stream first",
         )
-        out_value = known_type(node.value_type)
-        output, output_schema, packed = _paired_output(stream, table, out_value)
+        out_value, fields = self._join_fields(node, stream, table)
         spec = sp.JoinSpec(
-            processor=node.name,
-            store=node.store_name,
             left=node.left,
             versioned=node.versioned,
             history_retention_ms=node.history_retention_ms,
             grace_ms=node.grace_ms,
-            joiner=node.joiner,
-            joiner_with_key=node.joiner_with_key,
             stream=key_value(stream.key_type, stream.value_type),
             table=key_value(table.key_type, table.value_type),
-            output=output,
-            output_schema=output_schema,
-            packed=packed,
-            handling=self.handling_at(node),
-            state=self.state_options,
+            **fields,
         )
         return self._stateful(
             node, spec, stream, table=table, key_type=stream.key_type, value_type=out_value
@@ -79,7 +69,6 @@ class JoinRules(CompilerBase):
         # own key rides along in ``key`` and is the output's (docs/design/global-tables.md)
         stream = self.stage_of(node.stream, node)
         table = self.stage_of(node.table, node)
-        handling = self.handling_at(node)
         key_spec = sp.JoinKeySpec(
             processor=node.name,
             input=key_value(stream.key_type, stream.value_type),
@@ -90,30 +79,21 @@ class JoinRules(CompilerBase):
                 stream.value_type,
                 [env.field("ks_gkey", table.key_type.spark_json())],
             ),
-            handling=handling,
+            handling=self.handling_at(node),
         )
         keyed = st.JoinKeyStage(
             input=stream, spec=key_spec, key_type=stream.key_type, value_type=stream.value_type
         )
-        out_value = known_type(node.value_type)
-        output, output_schema, packed = _paired_output(stream, table, out_value)
+        out_value, fields = self._join_fields(node, stream, table)
         spec = sp.JoinSpec(
-            processor=node.name,
-            store=node.store_name,
             left=node.left,
             versioned=False,
             history_retention_ms=0,
             grace_ms=0,
-            joiner=node.joiner,
-            joiner_with_key=node.joiner_with_key,
             stream=key_value(stream.key_type, stream.value_type),
             table=key_value(table.key_type, table.value_type),
-            output=output,
-            output_schema=output_schema,
-            packed=packed,
-            handling=handling,
-            state=self.state_options,
             global_table=True,
+            **fields,
         )
         return self._stateful(
             node,
@@ -135,24 +115,15 @@ class JoinRules(CompilerBase):
             node.right,
             "the streams' key types differ ({} and {}); select_key one of them first",
         )
-        out_value = known_type(node.value_type)
-        output, output_schema, packed = _paired_output(left, right, out_value)
+        out_value, fields = self._join_fields(node, left, right)
         spec = sp.WindowJoinSpec(
-            processor=node.name,
-            store=node.store_name,
             mode=node.mode,
             before_ms=node.before_ms,
             after_ms=node.after_ms,
             grace_ms=node.grace_ms,
-            joiner=node.joiner,
-            joiner_with_key=node.joiner_with_key,
             left=key_value(left.key_type, left.value_type),
             right=key_value(right.key_type, right.value_type),
-            output=output,
-            output_schema=output_schema,
-            packed=packed,
-            handling=self.handling_at(node),
-            state=self.state_options,
+            **fields,
         )
         # the right stream is the operator's second input, as a stream-table join's table
         return self._stateful(
@@ -168,24 +139,42 @@ class JoinRules(CompilerBase):
             node.right,
             "the tables' key types differ ({} and {}); a same-key join needs one key type",
         )
-        out_value = known_type(node.value_type)
-        output, output_schema, packed = _paired_output(left, right, out_value)
+        out_value, fields = self._join_fields(node, left, right)
         spec = sp.TableJoinSpec(
-            processor=node.name,
-            store=node.store_name,
             mode=node.mode,
-            joiner=node.joiner,
-            joiner_with_key=node.joiner_with_key,
             left=key_value(left.key_type, left.value_type),
             right=key_value(right.key_type, right.value_type),
-            output=output,
-            output_schema=output_schema,
-            packed=packed,
-            handling=self.handling_at(node),
-            state=self.state_options,
+            **fields,
         )
         return self._stateful(
             node, spec, left, table=right, key_type=left.key_type, value_type=out_value
+        )
+
+    def _join_fields(
+        self,
+        node: n.StreamTableJoin | n.StreamStreamJoin | n.TableTableJoin,
+        first: st.Stage,
+        second: st.Stage,
+    ) -> tuple[TypeDesc, _JoinFields]:
+        """A same-key join's output value type and its spec's common fields: the output
+        keyed as ``first``, and the values its input and output carry as JSON (``first``'s
+        as ``value``, ``second``'s as ``tvalue``)."""
+        out_value = known_type(node.value_type)
+        packed = sp.Packed(
+            value=json_packable(first.value_type),
+            tvalue=json_packable(second.value_type),
+            out=json_packable(out_value),
+        )
+        return out_value, _JoinFields(
+            processor=node.name,
+            store=node.store_name,
+            joiner=node.joiner,
+            joiner_with_key=node.joiner_with_key,
+            output=key_value(first.key_type, out_value),
+            output_schema=envelope_json(first.key_type, out_value),
+            packed=packed,
+            handling=self.handling_at(node),
+            state=self.state_options,
         )
 
     def visit_ForeignKeyJoin(self, node: n.ForeignKeyJoin) -> Pending:
