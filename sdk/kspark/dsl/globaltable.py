@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kspark.dsl import _infer
 from kspark.dsl.options import Named
-from kspark.errors import InvalidArgumentError, InvalidTopologyError
+from kspark.dsl.streamjoin import same_builder
+from kspark.errors import InvalidArgumentError
 from kspark.plan import nodes as n
 
 if TYPE_CHECKING:
@@ -88,10 +89,7 @@ def stream_global_join(
         )
     builder = this._builder
     name, seq = builder._next(_PREFIX[mode], named)
-    if table._builder is not builder:
-        raise InvalidTopologyError(
-            f"{name}: the global table comes from another StreamsBuilder", processor=name
-        )
+    same_builder(builder, table._builder, name, "the global table")
     _infer.check_callable(key_selector, "key_selector", name)
     _infer.check_callable(joiner, "joiner", name)
     if _infer.positional_arity(key_selector) not in (None, 2):

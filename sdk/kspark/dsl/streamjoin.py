@@ -17,9 +17,9 @@ from kspark.plan import nodes as n
 from kspark.plan.types import DYNAMIC, Dynamic, TypeDesc
 
 if TYPE_CHECKING:
-    from kspark.dsl._building import Node, TableNode
+    from kspark.dsl._building import Builder, Node, TableNode
 
-__all__ = ["foreign_key_join", "stream_join", "stream_table_join", "table_join"]
+__all__ = ["foreign_key_join", "same_builder", "stream_join", "stream_table_join", "table_join"]
 
 JoinMode = Literal["inner", "left", "outer"]
 
@@ -39,6 +39,14 @@ def _key_type(this: n.Node, other: n.Node, name: str, mismatch: str) -> TypeDesc
     return theirs if isinstance(mine, Dynamic) else mine
 
 
+def same_builder(builder: Builder, theirs: Builder, name: str, what: str) -> None:
+    """Refuse a join whose other input, ``what``, comes from another builder."""
+    if theirs is not builder:
+        raise InvalidTopologyError(
+            f"{name}: {what} comes from another StreamsBuilder", processor=name
+        )
+
+
 def stream_table_join(
     this: Node,
     table: TableNode,
@@ -51,10 +59,7 @@ def stream_table_join(
     builder = this._builder
     opts = joined or Joined()
     name, seq = builder._next(_PREFIX[mode], opts.name)
-    if table._builder is not builder:
-        raise InvalidTopologyError(
-            f"{name}: the table comes from another StreamsBuilder", processor=name
-        )
+    same_builder(builder, table._builder, name, "the table")
     _infer.check_callable(joiner, "joiner", name)
     source = table._source()
     if opts.grace_period is not None and not source.versioned:
@@ -121,10 +126,7 @@ def stream_join(
             processor=name,
             parameter="windows",
         )
-    if other._builder is not builder:
-        raise InvalidTopologyError(
-            f"{name}: the other stream comes from another StreamsBuilder", processor=name
-        )
+    same_builder(builder, other._builder, name, "the other stream")
     _infer.check_callable(joiner, "joiner", name)
     key_type = _key_type(
         this.node,
@@ -166,10 +168,7 @@ def table_join(
     (the caller checks that ``other`` is a ``KTable``)."""
     builder = this._builder
     name, seq = builder._next(_TABLE_PREFIX, named)
-    if other._builder is not builder:
-        raise InvalidTopologyError(
-            f"{name}: the other table comes from another StreamsBuilder", processor=name
-        )
+    same_builder(builder, other._builder, name, "the other table")
     _infer.check_callable(joiner, "joiner", name)
     for side in (this, other):
         if side._source().versioned:
@@ -224,10 +223,7 @@ def foreign_key_join(
     that ``other`` is a ``KTable``)."""
     builder = this._builder
     name, seq = builder._next(_FK_PREFIX, named)
-    if other._builder is not builder:
-        raise InvalidTopologyError(
-            f"{name}: the other table comes from another StreamsBuilder", processor=name
-        )
+    same_builder(builder, other._builder, name, "the other table")
     _infer.check_callable(extractor, "foreign_key_extractor", name)
     _infer.check_callable(joiner, "joiner", name)
     for side in (this, other):
