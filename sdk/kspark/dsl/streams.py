@@ -2536,10 +2536,9 @@ class KTable(Generic[K, V]):
             raise InvalidArgumentError(
                 f"suppress takes a Suppressed, got {suppressed!r}", parameter="suppressed"
             )
-        if suppressed.time_limit_ms is None:
-            name, seq = self._builder._next("KTABLE-SUPPRESS", suppressed.name)
-            return self._child(Suppress, name, seq, suppress_name=suppressed.name)
         name, seq = self._builder._next("KTABLE-SUPPRESS", suppressed.name)
+        if suppressed.time_limit_ms is None:
+            return self._child(Suppress, name, seq, suppress_name=suppressed.name)
         # Kafka Streams names the buffer after the suppression when it is named
         store = (
             f"{suppressed.name}-store"
