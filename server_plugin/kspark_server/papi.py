@@ -253,19 +253,16 @@ class FixedKeyProcessor(abc.ABC, Generic[KIn, VIn, VOut]):
 # -- stores -----------------------------------------------------------------------------
 
 
-class KeyValueIterator(abc.ABC, Generic[K, V]):
-    """An iterator of ``(key, value)`` pairs; a context manager that closes it."""
+class _ClosingIterator:
+    """An iterator that is also a context manager, which closes it."""
 
-    @abc.abstractmethod
-    def __next__(self) -> tuple[K, V]: ...
-
-    def __iter__(self) -> KeyValueIterator[K, V]:
+    def __iter__(self) -> Self:
         return self
 
     def close(self) -> None:
         """Release the iterator."""
 
-    def __enter__(self) -> KeyValueIterator[K, V]:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -275,6 +272,13 @@ class KeyValueIterator(abc.ABC, Generic[K, V]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class KeyValueIterator(_ClosingIterator, abc.ABC, Generic[K, V]):
+    """An iterator of ``(key, value)`` pairs; a context manager that closes it."""
+
+    @abc.abstractmethod
+    def __next__(self) -> tuple[K, V]: ...
 
 
 class KeyValueStore(abc.ABC, Generic[K, V]):
@@ -359,28 +363,11 @@ class VersionedKeyValueStore(abc.ABC, Generic[K, V]):
         """A tombstone at ``timestamp``; return the version it replaces there."""
 
 
-class WindowStoreIterator(abc.ABC, Generic[V]):
+class WindowStoreIterator(_ClosingIterator, abc.ABC, Generic[V]):
     """``(window start, value)`` pairs of one key; a context manager."""
 
     @abc.abstractmethod
     def __next__(self) -> tuple[int, V]: ...
-
-    def __iter__(self) -> WindowStoreIterator[V]:
-        return self
-
-    def close(self) -> None:
-        """Release the iterator."""
-
-    def __enter__(self) -> WindowStoreIterator[V]:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class WindowStore(abc.ABC, Generic[K, V]):
