@@ -276,10 +276,7 @@ def make_chain(
                 "value": pa.nulls(n, schema.field("value").type),
             }
             out.append(_assemble_columns(sides, schema, range(n), nulls))
-        if guard.side or guard.dropped:
-            first = batch.slice(0, 1).to_pylist()[0]
-            chunk = f"{first['ks_seq']}:{first['ks_sub']}"
-            out.extend(guard.drain_batches(schema, chunk))
+        out.extend(guard.drain_after(batch, schema))
         return out
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -420,30 +417,19 @@ def make_id_stage(
     kdec = codec.decoder(spec.input.key)
     vdec = codec.decoder(spec.input.value)
     fn, name = spec.id_selector, spec.processor
-    schema_json = spec.output_schema
 
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        schema = arrow_schema(schema_json)
-        for batch in batches:
-            out = []
-            for row in batch.to_pylist():
-                if row["ks_side"] is None:
-                    try:  # a class's constructor or validator may refuse a stored value
-                        args = (kdec(row["key"]), vdec(row["value"]))
-                    except Exception as exc:
-                        guard.decode_failed(name, row, exc, "VALUE")
-                        continue
-                    ok, ident = guard.call(name, fn, args, row)
-                    if not ok:
-                        continue
-                    row["ks_id"] = None if ident is None else repr(codec.hashable(ident))
-                out.append(row)
-            yield pa.RecordBatch.from_pylist(out, schema=schema)
-            if guard.side or guard.dropped:
-                first = batch.slice(0, 1).to_pylist()[0]
-                yield from guard.drain_batches(schema, f"{first['ks_seq']}:{first['ks_sub']}")
+    def each(row: dict[str, Any]) -> bool:
+        if row["ks_side"] is None:
+            args = guard.decode(name, kdec, vdec, row)
+            if args is None:
+                return False
+            ok, ident = guard.call(name, fn, args, row)
+            if not ok:
+                return False
+            row["ks_id"] = None if ident is None else repr(codec.hashable(ident))
+        return True
 
-    return run
+    return handling.record_stage(guard, spec.output_schema, each)
 
 
 # -- the steps: each one over all the live records of a batch -------------------------------

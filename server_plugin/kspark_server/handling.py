@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -36,6 +36,7 @@ from kspark_server.handlers import (
 )
 from kspark_server.records import RecordView
 from kspark_server.spec import Handling, JsonSpec, KeyValue
+from kspark_server.transport import arrow_schema
 
 
 class ProcessingFailed(RuntimeError):
@@ -412,3 +413,39 @@ class Guard:
             yield pa.RecordBatch.from_pylist(
                 [{"ks_side": side_json(r)} for r in rows], schema=schema
             )
+
+    def drain_after(self, batch: pa.RecordBatch, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        """The side rows of ``batch``'s records, if any, as :meth:`drain_batches` gives
+        them, their chunk named by the batch's first position."""
+        if self.side or self.dropped:
+            first = batch.slice(0, 1).to_pylist()[0]
+            yield from self.drain_batches(schema, f"{first['ks_seq']}:{first['ks_sub']}")
+
+    def decode(
+        self, processor: str, kdec: Callable[[Any], Any], vdec: Callable[[Any], Any], row: Any
+    ) -> tuple[Any, Any] | None:
+        """A record's key and value as ``processor`` takes them; None where a class's
+        constructor or validator refused a stored one (:meth:`decode_failed` has had the
+        record)."""
+        try:
+            return kdec(row["key"]), vdec(row["value"])
+        except Exception as exc:
+            self.decode_failed(processor, row, exc, "VALUE")
+            return None
+
+
+def record_stage(
+    guard: Guard, schema_json: str, each: Callable[[dict[str, Any]], bool]
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function that gives every row of its input to ``each``, which
+    may change the row and says whether it goes on (False: ``guard`` has had it), and
+    adds each batch's side rows after it (its output schema: ``schema_json``)."""
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        schema = arrow_schema(schema_json)
+        for batch in batches:
+            out = [row for row in batch.to_pylist() if each(row)]
+            yield pa.RecordBatch.from_pylist(out, schema=schema)
+            yield from guard.drain_after(batch, schema)
+
+    return run

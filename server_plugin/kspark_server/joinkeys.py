@@ -11,12 +11,12 @@ key stays in ``key`` and is the output's key.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
 from kspark_server import codec, handling
 from kspark_server.spec import JoinKeySpec, check_spec
-from kspark_server.transport import arrow_schema
 
 __all__ = ["make_join_key_stage"]
 
@@ -36,31 +36,20 @@ def make_join_key_stage(
     vdec = codec.decoder(spec.input.value)
     kenc = codec.encoder(spec.table_key, "the key selector's table key")
     fn, name = spec.key_selector, spec.processor
-    schema_json = spec.output_schema
 
     def select(k: object, v: object) -> object:
         return kenc(fn(k, v))
 
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        schema = arrow_schema(schema_json)
-        for batch in batches:
-            out = []
-            for row in batch.to_pylist():
-                row["ks_gkey"] = None
-                if row["ks_side"] is None and row["value"] is not None:
-                    try:  # a class's constructor or validator may refuse a stored value
-                        args = (kdec(row["key"]), vdec(row["value"]))
-                    except Exception as exc:
-                        guard.decode_failed(name, row, exc, "VALUE")
-                        continue
-                    ok, found = guard.call(name, select, args, row)
-                    if not ok:
-                        continue
-                    row["ks_gkey"] = found
-                out.append(row)
-            yield pa.RecordBatch.from_pylist(out, schema=schema)
-            if guard.side or guard.dropped:
-                first = batch.slice(0, 1).to_pylist()[0]
-                yield from guard.drain_batches(schema, f"{first['ks_seq']}:{first['ks_sub']}")
+    def each(row: dict[str, Any]) -> bool:
+        row["ks_gkey"] = None
+        if row["ks_side"] is None and row["value"] is not None:
+            args = guard.decode(name, kdec, vdec, row)
+            if args is None:
+                return False
+            ok, found = guard.call(name, select, args, row)
+            if not ok:
+                return False
+            row["ks_gkey"] = found
+        return True
 
-    return run
+    return handling.record_stage(guard, spec.output_schema, each)

@@ -23,7 +23,7 @@ import enum
 from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 __all__ = [
     "Cancellable",
@@ -75,7 +75,31 @@ class StateStoreError(RuntimeError):
 
 
 @dataclasses.dataclass(frozen=True)
-class Record(Generic[K, V]):
+class _RecordFields(Generic[K, V]):
+    """What a :class:`Record` and a :class:`FixedKeyRecord` hold, and the changes both
+    allow; each change makes a record of the same class."""
+
+    key: K
+    value: V
+    timestamp: int
+    headers: Headers = ()
+
+    def __init__(self, key: K, value: V, timestamp: int, headers: Any = None) -> None:
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "timestamp", int(timestamp))
+        object.__setattr__(self, "headers", _headers(headers))
+
+    def with_timestamp(self, timestamp: int) -> Self:
+        """This record with another timestamp (ms)."""
+        return type(self)(self.key, self.value, timestamp, self.headers)
+
+    def with_headers(self, headers: Any) -> Self:
+        """This record with other headers."""
+        return type(self)(self.key, self.value, self.timestamp, headers)
+
+
+class Record(_RecordFields[K, V]):
     """A record a processor receives or forwards; immutable (``with_*`` give new ones).
 
     ``headers`` are ``(key, value bytes)`` pairs; a dict or None is accepted too.
@@ -89,17 +113,6 @@ class Record(Generic[K, V]):
     Record(key='user-1', value=3, timestamp=2000, headers=())
     """
 
-    key: K
-    value: V
-    timestamp: int
-    headers: Headers = ()
-
-    def __init__(self, key: K, value: V, timestamp: int, headers: Any = None) -> None:
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "value", value)
-        object.__setattr__(self, "timestamp", int(timestamp))
-        object.__setattr__(self, "headers", _headers(headers))
-
     def with_key(self, key: NK) -> Record[NK, V]:
         """This record with another key."""
         return Record(key, self.value, self.timestamp, self.headers)
@@ -108,17 +121,8 @@ class Record(Generic[K, V]):
         """This record with another value."""
         return Record(self.key, value, self.timestamp, self.headers)
 
-    def with_timestamp(self, timestamp: int) -> Record[K, V]:
-        """This record with another timestamp (ms)."""
-        return Record(self.key, self.value, timestamp, self.headers)
 
-    def with_headers(self, headers: Any) -> Record[K, V]:
-        """This record with other headers."""
-        return Record(self.key, self.value, self.timestamp, headers)
-
-
-@dataclasses.dataclass(frozen=True)
-class FixedKeyRecord(Generic[K, V]):
+class FixedKeyRecord(_RecordFields[K, V]):
     """A record of a :class:`FixedKeyProcessor`: its key cannot change (no ``with_key``).
 
     Examples
@@ -127,28 +131,9 @@ class FixedKeyRecord(Generic[K, V]):
     FixedKeyRecord(key='k', value=2.5, timestamp=5, headers=())
     """
 
-    key: K
-    value: V
-    timestamp: int
-    headers: Headers = ()
-
-    def __init__(self, key: K, value: V, timestamp: int, headers: Any = None) -> None:
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "value", value)
-        object.__setattr__(self, "timestamp", int(timestamp))
-        object.__setattr__(self, "headers", _headers(headers))
-
     def with_value(self, value: NV) -> FixedKeyRecord[K, NV]:
         """This record with another value."""
         return FixedKeyRecord(self.key, value, self.timestamp, self.headers)
-
-    def with_timestamp(self, timestamp: int) -> FixedKeyRecord[K, V]:
-        """This record with another timestamp (ms)."""
-        return FixedKeyRecord(self.key, self.value, timestamp, self.headers)
-
-    def with_headers(self, headers: Any) -> FixedKeyRecord[K, V]:
-        """This record with other headers."""
-        return FixedKeyRecord(self.key, self.value, self.timestamp, headers)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,19 +253,16 @@ class FixedKeyProcessor(abc.ABC, Generic[KIn, VIn, VOut]):
 # -- stores -----------------------------------------------------------------------------
 
 
-class KeyValueIterator(abc.ABC, Generic[K, V]):
-    """An iterator of ``(key, value)`` pairs; a context manager that closes it."""
+class _ClosingIterator:
+    """An iterator that is also a context manager, which closes it."""
 
-    @abc.abstractmethod
-    def __next__(self) -> tuple[K, V]: ...
-
-    def __iter__(self) -> KeyValueIterator[K, V]:
+    def __iter__(self) -> Self:
         return self
 
     def close(self) -> None:
         """Release the iterator."""
 
-    def __enter__(self) -> KeyValueIterator[K, V]:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -290,6 +272,13 @@ class KeyValueIterator(abc.ABC, Generic[K, V]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class KeyValueIterator(_ClosingIterator, abc.ABC, Generic[K, V]):
+    """An iterator of ``(key, value)`` pairs; a context manager that closes it."""
+
+    @abc.abstractmethod
+    def __next__(self) -> tuple[K, V]: ...
 
 
 class KeyValueStore(abc.ABC, Generic[K, V]):
@@ -374,28 +363,11 @@ class VersionedKeyValueStore(abc.ABC, Generic[K, V]):
         """A tombstone at ``timestamp``; return the version it replaces there."""
 
 
-class WindowStoreIterator(abc.ABC, Generic[V]):
+class WindowStoreIterator(_ClosingIterator, abc.ABC, Generic[V]):
     """``(window start, value)`` pairs of one key; a context manager."""
 
     @abc.abstractmethod
     def __next__(self) -> tuple[int, V]: ...
-
-    def __iter__(self) -> WindowStoreIterator[V]:
-        return self
-
-    def close(self) -> None:
-        """Release the iterator."""
-
-    def __enter__(self) -> WindowStoreIterator[V]:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class WindowStore(abc.ABC, Generic[K, V]):

@@ -36,17 +36,7 @@ def _rotl(x: int, r: int) -> int:
 def murmur3_int(value: int, seed: int = 42) -> int:
     """Spark's ``hash()`` of an ``int`` column: Murmur3 x86 32-bit of 4 bytes, as a signed
     32-bit int (``Murmur3_x86_32.hashInt``)."""
-    k1 = (value & _MASK) * _C1 & _MASK
-    k1 = _rotl(k1, 15) * _C2 & _MASK
-    h1 = (seed & _MASK) ^ k1
-    h1 = (_rotl(h1, 13) * 5 + 0xE6546B64) & _MASK
-    h1 ^= 4
-    h1 ^= h1 >> 16
-    h1 = h1 * 0x85EBCA6B & _MASK
-    h1 ^= h1 >> 13
-    h1 = h1 * 0xC2B2AE35 & _MASK
-    h1 ^= h1 >> 16
-    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+    return _fmix(_mix_h1(seed, _mix_k1(value)), 4)
 
 
 def pmod_hash_int(value: int, partitions: int) -> int:
@@ -130,10 +120,6 @@ def _fmix(h1: int, length: int) -> int:
     return h1 - (1 << 32) if h1 & 0x80000000 else h1
 
 
-def _hash_int(value: int, seed: int) -> int:
-    return _fmix(_mix_h1(seed, _mix_k1(value)), 4)
-
-
 def _hash_long(value: int, seed: int) -> int:
     value &= 0xFFFFFFFFFFFFFFFF
     h1 = _mix_h1(seed, _mix_k1(value & _MASK))
@@ -207,7 +193,7 @@ def _hash_float(value: float, seed: int) -> int:
         bits = 0x7FC00000
     else:
         bits = struct.unpack("<i", struct.pack("<f", value))[0]
-    return _hash_int(bits, seed)
+    return murmur3_int(bits, seed)
 
 
 SparkHash = Callable[[Any, int], int]
@@ -227,9 +213,9 @@ def spark_hasher(spark_type: Any) -> SparkHash:
     """
     if isinstance(spark_type, str):
         if spark_type in ("integer", "short", "byte", "date"):
-            return lambda v, seed: seed if v is None else _hash_int(int(v), seed)
+            return lambda v, seed: seed if v is None else murmur3_int(int(v), seed)
         if spark_type == "boolean":
-            return lambda v, seed: seed if v is None else _hash_int(1 if v else 0, seed)
+            return lambda v, seed: seed if v is None else murmur3_int(1 if v else 0, seed)
         if spark_type == "long":
             return lambda v, seed: seed if v is None else _hash_long(int(v), seed)
         if spark_type == "double":

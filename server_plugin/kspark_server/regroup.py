@@ -43,7 +43,7 @@ from typing import Any
 import pandas as pd
 
 from kspark_server import localstore, placement, rescale, stateenc, taskstate
-from kspark_server.operators.registry import make_operator
+from kspark_server.operators.registry import time_index_of
 from kspark_server.spec import StatefulSpec
 from kspark_server.taskfiles import TaskFiles
 from kspark_server.taskreads import FIELDS, hold_files
@@ -156,18 +156,6 @@ def split_files(root: str, store: str, kind: str, versioned: bool, m: int) -> Fn
     return run
 
 
-def _index_of(spec: StatefulSpec) -> Callable[[bytes, bytes], bytes] | None:
-    op = make_operator(spec)
-    if not op.time_indexed:
-        return None
-    time_of, unpack = op.time_of, stateenc.unpack
-
-    def index_of(k: bytes, e: bytes) -> bytes:
-        return localstore.time_key(time_of(unpack(e)), k)
-
-    return index_of
-
-
 def _local(spec: StatefulSpec, inc: str, task: int) -> localstore.TaskStore:
     root = spec.state.local_dir or localstore.root_dir()
     return localstore.TaskStore.open(
@@ -223,7 +211,7 @@ def build_tasks(spec: StatefulSpec, new_root: str, m: int, positions: dict[int, 
                 mine = by_task.setdefault(placement.task_of(int(key)), [])
                 if int(old) != MARKER:
                     mine.append((int(old), part))
-        index_of = _index_of(spec) if by_task else None
+        index_of = time_index_of(spec) if by_task else None
         for task, parts in sorted(by_task.items()):
             parts.sort(key=lambda p: p[0])
             states = [(o, taskstate.materialize(kind, versioned, [b], [])) for o, b in parts]
@@ -388,7 +376,7 @@ def catch_up_tasks(
         for frame in frames:
             for key, blob in zip(frame["ks_task"].tolist(), frame["meta"].tolist(), strict=True):
                 if index_of is None:
-                    index_of = _index_of(spec) or False
+                    index_of = time_index_of(spec) or False
                 task = placement.task_of(int(key))
                 meta = one(task, unpack_meta(blob), index_of or None)
                 out.append(_result(task, meta, 0, 0))

@@ -250,18 +250,7 @@ def keep(
     a disk the client has not seen yet, which keeps a copy of every task whose own store
     is not here), drop the copies it is no longer given, and report each store it found
     (:data:`REPORT_SCHEMA`)."""
-    from kspark_server.operators.registry import make_operator
-
-    def index_for(spec: Any) -> Callable[[bytes, bytes], bytes] | None:
-        op = make_operator(spec)
-        if not op.time_indexed:
-            return None
-        unpack, time_of = stateenc.unpack, op.time_of
-
-        def index_of(k: bytes, e: bytes) -> bytes:
-            return localstore.time_key(time_of(unpack(e)), k)
-
-        return index_of
+    from kspark_server.operators.registry import time_index_of
 
     def one(
         spec: Any, committed: Mapping[int, tuple[Any, ...]]
@@ -273,7 +262,7 @@ def keep(
             mine = set(committed)
         else:
             mine = {t for s, t in placed[disk] if s == store}
-        index_of = index_for(spec) if mine else None
+        index_of = time_index_of(spec) if mine else None
         rows: list[tuple[str, str, str, int, str, int, int]] = []
         for task in sorted(committed):
             c = committed[task]

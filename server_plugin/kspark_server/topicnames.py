@@ -19,7 +19,6 @@ import pyarrow as pa
 from kspark_server import codec, handling
 from kspark_server.envelope import RecordContext
 from kspark_server.spec import TopicNameSpec, check_spec
-from kspark_server.transport import arrow_schema
 
 __all__ = ["RecordContext", "UnboundTopicName", "make_topic_name_stage"]
 
@@ -48,38 +47,27 @@ def make_topic_name_stage(
     kdec = codec.decoder(spec.input.key)
     vdec = codec.decoder(spec.input.value)
     extractor, name, rule = spec.extractor, spec.processor, spec.rule
-    schema_json = spec.output_schema
     bound: dict[str, bool] = {}
 
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        schema = arrow_schema(schema_json)
-        for batch in batches:
-            out = []
-            for row in batch.to_pylist():
-                if row["ks_side"] is None:
-                    try:  # a class's constructor or validator may refuse a stored value
-                        k, v = kdec(row["key"]), vdec(row["value"])
-                    except Exception as exc:
-                        guard.decode_failed(name, row, exc, "VALUE")
-                        continue
-                    ok, topic = guard.call(name, extractor, (k, v, _context(row)), row, (k, v))
-                    if not ok:
-                        continue
-                    if not isinstance(topic, str) or not bound.setdefault(
-                        topic, rule.resolve(topic) is not None
-                    ):
-                        unbound = UnboundTopicName(
-                            f"{name}: the topic name extractor named topic {topic!r}, which "
-                            "the app does not bind; bind it in StreamsConfig(topics=...), or "
-                            "give the app bootstrap_servers or data_dir to bind every name"
-                        )
-                        guard.on_error(name, (k, v), row, unbound, kind="production")
-                        continue
-                    row["topic"] = topic
-                out.append(row)
-            yield pa.RecordBatch.from_pylist(out, schema=schema)
-            if guard.side or guard.dropped:
-                first = batch.slice(0, 1).to_pylist()[0]
-                yield from guard.drain_batches(schema, f"{first['ks_seq']}:{first['ks_sub']}")
+    def each(row: dict[str, Any]) -> bool:
+        if row["ks_side"] is None:
+            kv = guard.decode(name, kdec, vdec, row)
+            if kv is None:
+                return False
+            ok, topic = guard.call(name, extractor, (*kv, _context(row)), row, kv)
+            if not ok:
+                return False
+            if not isinstance(topic, str) or not bound.setdefault(
+                topic, rule.resolve(topic) is not None
+            ):
+                unbound = UnboundTopicName(
+                    f"{name}: the topic name extractor named topic {topic!r}, which "
+                    "the app does not bind; bind it in StreamsConfig(topics=...), or "
+                    "give the app bootstrap_servers or data_dir to bind every name"
+                )
+                guard.on_error(name, kv, row, unbound, kind="production")
+                return False
+            row["topic"] = topic
+        return True
 
-    return run
+    return handling.record_stage(guard, spec.output_schema, each)

@@ -9,42 +9,13 @@ from __future__ import annotations
 from typing import TypeVar, get_args
 
 from kspark_server.contract.sinks import SinksSpec, TopicNameSpec
-from kspark_server.contract.stateful import (
-    AggregateSpec,
-    DedupSpec,
-    FkMatchSpec,
-    FkResolveSpec,
-    FkSubscribeSpec,
-    JoinSpec,
-    ProcessorSpec,
-    SuppressSpec,
-    TableGroupBySpec,
-    TableJoinSpec,
-    WindowJoinSpec,
-)
+from kspark_server.contract.stateful import StatefulSpec
 from kspark_server.contract.stateless import ChainSpec, DedupIdSpec, JoinKeySpec
 from kspark_server.contract.version import SPEC_VERSION, SpecError
 
 __all__ = ["OperatorSpec", "check_spec"]
 
-OperatorSpec = (
-    ChainSpec
-    | DedupIdSpec
-    | JoinKeySpec
-    | DedupSpec
-    | JoinSpec
-    | WindowJoinSpec
-    | AggregateSpec
-    | TableJoinSpec
-    | TableGroupBySpec
-    | SuppressSpec
-    | FkSubscribeSpec
-    | FkMatchSpec
-    | FkResolveSpec
-    | ProcessorSpec
-    | SinksSpec
-    | TopicNameSpec
-)
+OperatorSpec = ChainSpec | DedupIdSpec | JoinKeySpec | StatefulSpec | SinksSpec | TopicNameSpec
 _OPERATORS: tuple[type, ...] = get_args(OperatorSpec)
 
 

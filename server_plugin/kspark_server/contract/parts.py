@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from kspark_server.contract.version import SpecError
+from kspark_server.contract.version import SPEC_VERSION, SpecError
 from kspark_server.handlers import Handler
 from kspark_server.paths import normalize_path
 
 __all__ = [
     "BASE_CHUNK_BYTES",
     "Handling",
+    "OperatorFields",
     "Packed",
     "RecordLimit",
     "StateOptions",
@@ -37,6 +38,18 @@ class Handling:
     #: the built-in deserialization handler's mode, for values whose class refuses them
     #: when they are decoded in a worker: ``fail``, ``continue`` or ``dlq``
     deserialization: str = "fail"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OperatorFields:
+    """The fields of every spec of an operator that runs one processor of the topology:
+    the contract's version, the processor's name, the output's Spark schema (JSON) and
+    the exception handling."""
+
+    spec_version: int = SPEC_VERSION
+    processor: str
+    output_schema: str
+    handling: Handling = Handling()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from kspark_server.contract.parts import Handling, TopicRef
+from kspark_server.contract.parts import OperatorFields, TopicRef
 from kspark_server.contract.valuetypes import KeyValue
 from kspark_server.contract.version import SPEC_VERSION, Fn
 
@@ -55,19 +55,15 @@ class TopicRule:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TopicNameSpec:
+class TopicNameSpec(OperatorFields):
     """``to(topic_extractor)``: puts into each record's ``topic`` column the topic that
     ``extractor(key, value, record_context)`` names; a failing extractor goes to the
     processing handler, a name that ``rule`` does not bind to the production handler."""
 
     kind: ClassVar[str] = "topic_name"
-    spec_version: int = SPEC_VERSION
-    processor: str
     input: KeyValue
     extractor: Fn
     rule: TopicRule
-    output_schema: str
-    handling: Handling = Handling()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

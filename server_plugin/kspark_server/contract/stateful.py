@@ -8,9 +8,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from kspark_server.contract.parts import Handling, Packed, StateOptions
+from kspark_server.contract.parts import OperatorFields, Packed, StateOptions
 from kspark_server.contract.valuetypes import KeyValue, TypeSpec, check_type
-from kspark_server.contract.version import SPEC_VERSION, Fn, SpecError
+from kspark_server.contract.version import Fn, SpecError
 
 __all__ = [
     "AggregateSpec",
@@ -33,23 +33,26 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DedupSpec:
+class _Stateful(OperatorFields):
+    """The fields of every stateful spec besides an operator's own: the task state's name
+    (``store``), which values travel as JSON text and how the task state is kept."""
+
+    store: str
+    packed: Packed
+    state: StateOptions = StateOptions()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DedupSpec(_Stateful):
     """KIP-655 deduplication, per task."""
 
     kind: ClassVar[str] = "dedup"
-    spec_version: int = SPEC_VERSION
-    processor: str
-    store: str
     #: ``by_key``, ``by_key_value`` (by ``id_selector``) or ``by_id`` (by the ``ks_id``
     #: column of a :class:`DedupIdSpec` stage)
     mode: str
     interval_ms: int
     id_selector: Fn | None
     input: KeyValue
-    output_schema: str
-    packed: Packed
-    handling: Handling = Handling()
-    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -58,13 +61,10 @@ class DedupSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class JoinSpec:
+class JoinSpec(_Stateful):
     """A stream-table join, per task; the table is versioned or keeps latest values."""
 
     kind: ClassVar[str] = "join"
-    spec_version: int = SPEC_VERSION
-    processor: str
-    store: str
     left: bool
     versioned: bool
     history_retention_ms: int
@@ -74,10 +74,6 @@ class JoinSpec:
     stream: KeyValue
     table: KeyValue
     output: KeyValue
-    output_schema: str
-    packed: Packed
-    handling: Handling = Handling()
-    state: StateOptions = StateOptions()
     #: a global-table join: every record's table key is in ``ks_gkey`` (a stream
     #: record's from its key selector, a table update's its own key), and ``key`` is the
     #: stream record's own key, which the output keeps
@@ -85,7 +81,7 @@ class JoinSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class WindowJoinSpec:
+class WindowJoinSpec(_Stateful):
     """A windowed stream-stream join, per task (:mod:`kspark_server.operators.window_join`).
 
     ``mode`` is ``inner``, ``left`` or ``outer``. A left record at ``t1`` joins a right
@@ -95,9 +91,6 @@ class WindowJoinSpec:
     """
 
     kind: ClassVar[str] = "windowjoin"
-    spec_version: int = SPEC_VERSION
-    processor: str
-    store: str
     mode: str
     before_ms: int
     after_ms: int
@@ -107,10 +100,6 @@ class WindowJoinSpec:
     left: KeyValue
     right: KeyValue
     output: KeyValue
-    output_schema: str
-    packed: Packed
-    handling: Handling = Handling()
-    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -121,7 +110,7 @@ class WindowJoinSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TableJoinSpec:
+class TableJoinSpec(_Stateful):
     """A same-key table-table join, per task (:mod:`kspark_server.operators.table_join`).
 
     ``mode`` is ``inner``, ``left`` or ``outer``. Both tables' updates arrive in one input,
@@ -131,19 +120,12 @@ class TableJoinSpec:
     """
 
     kind: ClassVar[str] = "tablejoin"
-    spec_version: int = SPEC_VERSION
-    processor: str
-    store: str
     mode: str
     joiner: Fn
     joiner_with_key: bool
     left: KeyValue
     right: KeyValue
     output: KeyValue
-    output_schema: str
-    packed: Packed
-    handling: Handling = Handling()
-    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -152,7 +134,7 @@ class TableJoinSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FkSubscribeSpec:
+class FkSubscribeSpec(_Stateful):
     """The first stage of a foreign-key table-table join, keyed by the left table's key
     (:mod:`kspark_server.operators.fk_subscribe`).
 
@@ -162,23 +144,16 @@ class FkSubscribeSpec:
     """
 
     kind: ClassVar[str] = "fksubscribe"
-    spec_version: int = SPEC_VERSION
-    processor: str
-    store: str
     extractor: Fn
     extractor_with_key: bool
     left: KeyValue
     fk: TypeSpec
     output: KeyValue
-    output_schema: str
-    packed: Packed
-    handling: Handling = Handling()
-    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FkMatchSpec:
+class FkMatchSpec(_Stateful):
     """The second stage of a foreign-key join, keyed by the foreign key
     (:mod:`kspark_server.operators.fk_match`): the subscriptions (``stream``, side 0) and
     the right table's updates (side 1, their value in ``ks_tvalue``). Keeps the right
@@ -186,21 +161,14 @@ class FkMatchSpec:
     each right update with responses keyed by the left key (``output.value``: bytes)."""
 
     kind: ClassVar[str] = "fkmatch"
-    spec_version: int = SPEC_VERSION
-    processor: str
-    store: str
     stream: KeyValue
     right: KeyValue
     output: KeyValue
-    output_schema: str
-    packed: Packed
-    handling: Handling = Handling()
-    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FkResolveSpec:
+class FkResolveSpec(_Stateful):
     """The last stage of a foreign-key join, keyed by the left key
     (:mod:`kspark_server.operators.fk_resolve`): takes the responses of the newest
     version of each left key only, calls the joiner and keeps the result, which
@@ -212,9 +180,6 @@ class FkResolveSpec:
     """
 
     kind: ClassVar[str] = "fkresolve"
-    spec_version: int = SPEC_VERSION
-    processor: str
-    store: str
     mode: str
     joiner: Fn
     joiner_with_key: bool
@@ -225,10 +190,6 @@ class FkResolveSpec:
     right_packed: bool
     input: KeyValue
     output: KeyValue
-    output_schema: str
-    packed: Packed
-    handling: Handling = Handling()
-    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -253,30 +214,23 @@ class Change:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TableGroupBySpec:
+class TableGroupBySpec(_Stateful):
     """``KTable.group_by(selector)``, per task of the source table's key
     (:mod:`kspark_server.operators.table_group_by`): keeps each source key's last
     selected ``(group key, value)`` and turns each update into the :class:`Change` records
     of the groups it leaves and joins. ``output``'s value is the ``Change`` record type."""
 
     kind: ClassVar[str] = "tablegroupby"
-    spec_version: int = SPEC_VERSION
-    processor: str
-    store: str
     selector: Fn
     input: KeyValue
     #: the group key and the selected value's types
     selected: KeyValue
     output: KeyValue
-    output_schema: str
-    packed: Packed
-    handling: Handling = Handling()
-    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SuppressSpec:
+class SuppressSpec(_Stateful):
     """``KTable.suppress(Suppressed.until_time_limit(...))``, per task of the table's key
     (:mod:`kspark_server.operators.suppress`): each key's latest update waits in a buffer
     until stream time passes the time of the key's oldest buffered update plus
@@ -285,19 +239,12 @@ class SuppressSpec:
     early, or ``shut_down`` the app."""
 
     kind: ClassVar[str] = "suppress"
-    spec_version: int = SPEC_VERSION
-    processor: str
-    store: str
     time_limit_ms: int
     max_records: int | None = None
     max_bytes: int | None = None
     when_full: str = "emit"
     input: KeyValue
     output: KeyValue
-    output_schema: str
-    packed: Packed
-    handling: Handling = Handling()
-    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -324,16 +271,13 @@ class CogroupInput:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class AggregateSpec:
+class AggregateSpec(_Stateful):
     """``count``, ``reduce`` or ``aggregate`` of a grouped stream, per task, optionally
     over time windows (``window_size_ms > 0``; ``sliding`` ones too) and with only final
     results per window (``suppress``: ``Suppressed.until_window_closes`` or
     ``EmitStrategy.on_window_close()``); see :mod:`kspark_server.operators.aggregate`."""
 
     kind: ClassVar[str] = "aggregate"
-    spec_version: int = SPEC_VERSION
-    processor: str
-    store: str
     #: ``count``, ``reduce`` or ``aggregate``
     op: str
     reducer: Fn | None = None
@@ -367,10 +311,6 @@ class AggregateSpec:
     #: in ``value``, input ``j``'s (``j > 0``) in ``ks_value<j>``. ``aggregator`` and
     #: ``input.value`` are input 0's.
     cogroup: tuple[CogroupInput, ...] = ()
-    output_schema: str
-    packed: Packed
-    handling: Handling = Handling()
-    state: StateOptions = StateOptions()
     versioned: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -467,26 +407,19 @@ class GlobalStoreSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ProcessorSpec:
+class ProcessorSpec(_Stateful):
     """A user processor of the Processor API (``KStream.process``), per task
     (:mod:`kspark_server.operators.processor`). ``supplier()`` makes one processor per task and
     micro-batch; ``fixed_key``: a ``FixedKeyProcessor`` (``process_values``). ``store``
     names the task state that holds all of ``stores`` (and the punctuation schedule)."""
 
     kind: ClassVar[str] = "processor"
-    spec_version: int = SPEC_VERSION
-    processor: str
-    store: str
     supplier: Fn
     fixed_key: bool
     stores: tuple[StoreSpec, ...] = ()
     application_id: str = ""
     input: KeyValue
     output: KeyValue
-    output_schema: str
-    packed: Packed
-    handling: Handling = Handling()
-    state: StateOptions = StateOptions()
     global_store: GlobalStoreSpec | None = None
     versioned: ClassVar[bool] = False
 

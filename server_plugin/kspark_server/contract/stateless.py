@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from kspark_server.contract.parts import Handling, RecordLimit
+from kspark_server.contract.parts import Handling, OperatorFields, RecordLimit
 from kspark_server.contract.steps import STEPS, Step
 from kspark_server.contract.valuetypes import KeyValue, TypeSpec
 from kspark_server.contract.version import SPEC_VERSION, Fn, SpecError
@@ -43,29 +43,21 @@ class ChainSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DedupIdSpec:
+class DedupIdSpec(OperatorFields):
     """Adds ``ks_id`` (the dedup id) to each record, for ``deduplicate``'s repartition."""
 
     kind: ClassVar[str] = "dedup_id"
-    spec_version: int = SPEC_VERSION
-    processor: str
     input: KeyValue
     id_selector: Fn
-    output_schema: str
-    handling: Handling = Handling()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class JoinKeySpec:
+class JoinKeySpec(OperatorFields):
     """Adds ``ks_gkey`` to each stream record of a global-table join: the table key that
     ``key_selector(key, value)`` gives, as ``table_key`` encodes it, so the record goes to
     the task of that key (None for a record with a null value, which the join drops)."""
 
     kind: ClassVar[str] = "join_key"
-    spec_version: int = SPEC_VERSION
-    processor: str
     input: KeyValue
     key_selector: Fn
     table_key: TypeSpec
-    output_schema: str
-    handling: Handling = Handling()

@@ -61,9 +61,8 @@ from typing import Any
 import numpy as np
 
 from kspark_server import codec, stateenc
-from kspark_server.envelope import SideKind, side_row
 from kspark_server.operators.base import Batch, Emitter, TaskProcessor
-from kspark_server.operators.sliding import SlidingBatch
+from kspark_server.operators.sliding import SlidingBatch, closed_window
 from kspark_server.spec import AggregateSpec, Change, JsonSpec, PrimSpec, RecordSpec
 from kspark_server.windows import windows_for
 
@@ -670,25 +669,7 @@ class AggregateProcessor(TaskProcessor):
             else:
                 e = table.pop(sk)
                 self.touched.add(sk)
-            topic, partition, offset, seq, sub = e[4]
-            out.carry(
-                {
-                    "key": _window_key(sk, e, size),
-                    "timestamp": int(e[2]),
-                    "headers": None,
-                    "topic": topic,
-                    "partition": partition,
-                    "offset": offset,
-                    "ks_seq": seq,
-                    "ks_sub": sub,
-                    "ks_side": None,
-                },
-                e[1],
-            )
-
-    def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
-        task_id = f"{self.guard.subtopology}_{task}"
-        return [side_row(SideKind.STORE_ENTRIES, self.spec.store, task_id, entries)]
+            out.carry(closed_window(_window_key(sk, e, size), e[2], e[4]), e[1])
 
 
 class _CogroupRecord:

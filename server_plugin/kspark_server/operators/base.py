@@ -52,7 +52,7 @@ from kspark_server import (
     transport,
 )
 from kspark_server.chain import constant_widener
-from kspark_server.envelope import SideKind
+from kspark_server.envelope import SideKind, side_row
 from kspark_server.operators.arrow import (
     as_table,
     headers_from_text,
@@ -214,6 +214,54 @@ class Emitter:
         )
 
 
+class QueueEmitter(Emitter):
+    """Output rows of the batch's records with a new value, timestamp and position.
+
+    A changelog's order per key is its meaning, and the sink writes a batch's records in
+    the order of their positions (``ks_seq``, ``ks_sub``), as a downstream operator takes
+    the records of one topic partition: each output takes the largest source position
+    seen so far in processing order and its emission number within the batch, and the
+    task's outputs are one queue (topic: the processor, partition: the task), so whoever
+    reads them keeps the order they were emitted in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[int] = []
+        self.seqs: list[int] = []
+        self.queue: tuple[str, int] = ("", 0)
+
+    def put_value(self, i: int, value: Any, ts: int, seq: int) -> None:
+        self.take(i, value)
+        self.times.append(ts)
+        self.seqs.append(seq)
+
+    def new_columns(self) -> dict[str, list[Any]]:
+        n = len(self.seqs)
+        return {
+            "value": self.values,
+            "timestamp": self.times,
+            "ks_seq": self.seqs,
+            "ks_sub": list(range(n)),
+            "topic": [self.queue[0]] * n,
+            "partition": [self.queue[1]] * n,
+        }
+
+
+class KeyedEmitter(QueueEmitter):
+    """A :class:`QueueEmitter` whose outputs take a new key too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[Any] = []
+
+    def put(self, i: int, key: Any, value: Any, ts: int, seq: int) -> None:
+        self.keys.append(key)
+        self.put_value(i, value, ts, seq)
+
+    def new_columns(self) -> dict[str, list[Any]]:
+        return {"key": self.keys, **super().new_columns()}
+
+
 class TaskProcessor:
     """Base of per-task operators: open the task's local store, load the entries of the
     keys the batch touches, process the batch in order, write back what changed.
@@ -233,6 +281,8 @@ class TaskProcessor:
     new_value = False
     #: whether entries expire by their timestamp through the local store's time index
     time_indexed = False
+    #: where :meth:`process` puts its output rows (an aggregation's has its own)
+    emitter_class: type[Emitter] = Emitter
 
     spec: StatefulSpec
 
@@ -282,8 +332,9 @@ class TaskProcessor:
         """Build codecs; called once per worker."""
 
     def keys(self, st: Any, batch: Batch) -> list[Any]:
-        """The state keys the batch may read or change (their entries are loaded)."""
-        raise NotImplementedError
+        """The state keys the batch may read or change (their entries are loaded): by
+        default the batch's own keys."""
+        return list(batch.distinct_keys())
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         raise NotImplementedError
@@ -511,11 +562,14 @@ class TaskProcessor:
         return result
 
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
-        return []
+        """The side rows of a task's batch besides its dead letters and drops: by default
+        the count of the store's entries, to which operators add their own counts."""
+        t = f"{self.guard.subtopology}_{task}"
+        return [side_row(SideKind.STORE_ENTRIES, self.spec.store, t, entries)]
 
     def emitter(self) -> Emitter:
-        """Where :meth:`process` puts its output rows (an aggregation's has its own)."""
-        return Emitter()
+        """Where :meth:`process` puts its output rows: an :attr:`emitter_class`."""
+        return self.emitter_class()
 
     def close(self) -> None:
         pass

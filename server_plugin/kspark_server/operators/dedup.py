@@ -139,10 +139,5 @@ class DedupProcessor(TaskProcessor):
         t = f"{self.guard.subtopology}_{task}"
         return [
             {"kind": SideKind.DUPLICATES, "processor": self.processor, "task": t, "count": n},
-            {
-                "kind": SideKind.STORE_ENTRIES,
-                "processor": self.spec.store,
-                "task": t,
-                "count": entries,
-            },
+            *super().extra_side(st, task, entries),
         ]

@@ -27,8 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from kspark_server import codec, stateenc
-from kspark_server.envelope import SideKind, side_row
-from kspark_server.operators.base import Batch, Emitter, TaskProcessor
+from kspark_server.operators.base import Batch, Emitter, KeyedEmitter, TaskProcessor
 from kspark_server.operators.fk_messages import (
     DELETE,
     DELETED,
@@ -36,7 +35,6 @@ from kspark_server.operators.fk_messages import (
     SUBSCRIBED,
     UNSUBSCRIBE,
     UPDATED,
-    KeyedEmitter,
 )
 from kspark_server.spec import FkMatchSpec
 
@@ -48,15 +46,10 @@ class FkMatchProcessor(TaskProcessor):
 
     new_value = True
     spec: FkMatchSpec
+    emitter_class = KeyedEmitter
 
     def setup(self) -> None:
         self.plain_right = not self.spec.packed.tvalue
-
-    def emitter(self) -> Emitter:
-        return KeyedEmitter()
-
-    def keys(self, st: Any, batch: Batch) -> list[Any]:
-        return list(batch.distinct_keys())
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, KeyedEmitter)
@@ -134,7 +127,3 @@ class FkMatchProcessor(TaskProcessor):
             else:
                 table[hk] = [rv, rts, list(subs.values())]
         st["stream_time"] = stream_time
-
-    def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
-        t = f"{self.guard.subtopology}_{task}"
-        return [side_row(SideKind.STORE_ENTRIES, self.spec.store, t, entries)]

@@ -1,5 +1,4 @@
-"""The messages between the three stages of a foreign-key table-table join, and their
-output rows.
+"""The messages between the three stages of a foreign-key table-table join.
 
 A foreign-key join (KIP-213) runs as three operators, one shuffle each:
 
@@ -35,45 +34,7 @@ Values are carried as they travel (JSON text where the spec packs them).
 
 from __future__ import annotations
 
-from typing import Any
-
-from kspark_server.operators.base import Emitter
-
-__all__ = ["DELETE", "DELETED", "SUBSCRIBE", "SUBSCRIBED", "UNSUBSCRIBE", "UPDATED", "KeyedEmitter"]
+__all__ = ["DELETE", "DELETED", "SUBSCRIBE", "SUBSCRIBED", "UNSUBSCRIBE", "UPDATED"]
 
 SUBSCRIBE, UNSUBSCRIBE, DELETE = 0, 1, 2
 SUBSCRIBED, UPDATED, DELETED = 0, 1, 2
-
-
-class KeyedEmitter(Emitter):
-    """Output rows of the batch's records with a new key, value and timestamp, in
-    emission order.
-
-    Each output takes the largest source position seen so far in processing order and its
-    emission number within the batch, and the task's outputs are one queue (topic: the
-    processor, partition: the task), so the next stage takes them in the order they were
-    emitted."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.keys: list[Any] = []
-        self.times: list[int] = []
-        self.seqs: list[int] = []
-        self.queue: tuple[str, int] = ("", 0)
-
-    def put(self, i: int, key: Any, value: Any, ts: int, seq: int) -> None:
-        self.take(i, value)
-        self.keys.append(key)
-        self.times.append(ts)
-        self.seqs.append(seq)
-
-    def new_columns(self) -> dict[str, list[Any]]:
-        return {
-            "key": self.keys,
-            "value": self.values,
-            "timestamp": self.times,
-            "ks_seq": self.seqs,
-            "ks_sub": list(range(len(self.seqs))),
-            "topic": [self.queue[0]] * len(self.seqs),
-            "partition": [self.queue[1]] * len(self.seqs),
-        }

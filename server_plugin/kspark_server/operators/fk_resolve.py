@@ -29,9 +29,8 @@ from typing import Any
 import msgspec
 
 from kspark_server import codec, stateenc
-from kspark_server.envelope import SideKind, side_row
-from kspark_server.operators.base import Batch, Emitter, TaskProcessor, identity
-from kspark_server.operators.fk_messages import DELETED, SUBSCRIBED, UPDATED, KeyedEmitter
+from kspark_server.operators.base import Batch, Emitter, KeyedEmitter, TaskProcessor, identity
+from kspark_server.operators.fk_messages import DELETED, SUBSCRIBED, UPDATED
 from kspark_server.spec import FkResolveSpec
 
 __all__ = ["FkResolveProcessor"]
@@ -45,6 +44,7 @@ class FkResolveProcessor(TaskProcessor):
 
     new_value = True
     spec: FkResolveSpec
+    emitter_class = KeyedEmitter
 
     def setup(self) -> None:
         s = self.spec
@@ -56,12 +56,6 @@ class FkResolveProcessor(TaskProcessor):
         self.unpack_r = msgspec.json.decode if s.right_packed else identity
         self.packed_out = s.packed.out
         self.inner = s.mode == "inner"
-
-    def emitter(self) -> Emitter:
-        return KeyedEmitter()
-
-    def keys(self, st: Any, batch: Batch) -> list[Any]:
-        return list(batch.distinct_keys())
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, KeyedEmitter)
@@ -145,7 +139,3 @@ class FkResolveProcessor(TaskProcessor):
             row,
             record=(k, left),
         )
-
-    def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
-        t = f"{self.guard.subtopology}_{task}"
-        return [side_row(SideKind.STORE_ENTRIES, self.spec.store, t, entries)]

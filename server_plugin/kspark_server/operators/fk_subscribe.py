@@ -28,9 +28,8 @@ from typing import Any
 import msgspec
 
 from kspark_server import codec, stateenc
-from kspark_server.envelope import SideKind, side_row
-from kspark_server.operators.base import Batch, Emitter, TaskProcessor, identity
-from kspark_server.operators.fk_messages import DELETE, SUBSCRIBE, UNSUBSCRIBE, KeyedEmitter
+from kspark_server.operators.base import Batch, Emitter, KeyedEmitter, TaskProcessor, identity
+from kspark_server.operators.fk_messages import DELETE, SUBSCRIBE, UNSUBSCRIBE
 from kspark_server.spec import FkSubscribeSpec
 
 __all__ = ["FkSubscribeProcessor"]
@@ -41,6 +40,7 @@ class FkSubscribeProcessor(TaskProcessor):
 
     new_value = True
     spec: FkSubscribeSpec
+    emitter_class = KeyedEmitter
 
     def setup(self) -> None:
         s = self.spec
@@ -50,12 +50,6 @@ class FkSubscribeProcessor(TaskProcessor):
         self.plain_values = not s.packed.value
         self.fkenc = codec.encoder(s.fk, "key")
         self.extractor = s.extractor
-
-    def emitter(self) -> Emitter:
-        return KeyedEmitter()
-
-    def keys(self, st: Any, batch: Batch) -> list[Any]:
-        return list(batch.distinct_keys())
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, KeyedEmitter)
@@ -131,7 +125,3 @@ class FkSubscribeProcessor(TaskProcessor):
 
         args = (k, v) if self.spec.extractor_with_key else (v,)
         return self.guard.call(self.spec.processor, extract, args, row, record=(k, v))
-
-    def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
-        t = f"{self.guard.subtopology}_{task}"
-        return [side_row(SideKind.STORE_ENTRIES, self.spec.store, t, entries)]

@@ -47,7 +47,6 @@ from typing import Any
 import msgspec
 
 from kspark_server import codec, stateenc
-from kspark_server.envelope import SideKind
 from kspark_server.operators.base import Batch, Emitter, TaskProcessor
 from kspark_server.papi import (
     Cancellable,
@@ -168,11 +167,10 @@ class _Schedule(Cancellable):
         self.owner.save_schedule(self)
 
 
-class _Context(ProcessorContext[Any, Any], FixedKeyProcessorContext[Any, Any]):
-    """The context of one task's processor for one micro-batch."""
+class _RunContext(ProcessorContext[Any, Any]):
+    """What the contexts of a task's processors for one micro-batch (``_run``) share."""
 
-    def __init__(self, run: _Run) -> None:
-        self._run = run
+    _run: _Run
 
     @property
     def application_id(self) -> str:
@@ -181,6 +179,16 @@ class _Context(ProcessorContext[Any, Any], FixedKeyProcessorContext[Any, Any]):
     @property
     def task_id(self) -> str:
         return self._run.task_id
+
+    def current_system_time_ms(self) -> int:
+        return _now()
+
+
+class _Context(_RunContext, FixedKeyProcessorContext[Any, Any]):
+    """The context of one task's processor for one micro-batch."""
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
 
     def forward(self, record: Any, child_name: str | None = None) -> None:
         if child_name is not None:
@@ -203,9 +211,6 @@ class _Context(ProcessorContext[Any, Any], FixedKeyProcessorContext[Any, Any]):
     def current_stream_time_ms(self) -> int:
         t = self._run.st["stream_time"]
         return -1 if t is None else int(t)
-
-    def current_system_time_ms(self) -> int:
-        return _now()
 
 
 class _Run:
@@ -343,20 +348,12 @@ class _Run:
                 self.punctuate(s, now)
 
 
-class _UpdateContext(ProcessorContext[Any, Any]):
+class _UpdateContext(_RunContext):
     """The context of a global store's state-update processor: its store, writable."""
 
     def __init__(self, run: _Run, spec: GlobalStoreSpec, store: KVStore) -> None:
         self._run, self._spec, self._store = run, spec, store
         self.metadata: RecordMetadata | None = None
-
-    @property
-    def application_id(self) -> str:
-        return self._run.op.spec.application_id
-
-    @property
-    def task_id(self) -> str:
-        return self._run.task_id
 
     def forward(self, record: Any, child_name: str | None = None) -> None:
         raise StateStoreError(
@@ -383,9 +380,6 @@ class _UpdateContext(ProcessorContext[Any, Any]):
 
     def current_stream_time_ms(self) -> int:
         return -1
-
-    def current_system_time_ms(self) -> int:
-        return _now()
 
 
 class UserProcessor(TaskProcessor):
@@ -538,14 +532,3 @@ class UserProcessor(TaskProcessor):
                     f"the state-update processor of global store {gs.name!r} failed in close "
                     f"(task {run.task_id}): {type(exc).__name__}: {exc}"
                 ) from exc
-
-    def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
-        t = f"{self.guard.subtopology}_{task}"
-        return [
-            {
-                "kind": SideKind.STORE_ENTRIES,
-                "processor": self.spec.store,
-                "task": t,
-                "count": entries,
-            }
-        ]

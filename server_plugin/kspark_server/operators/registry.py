@@ -12,6 +12,9 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from kspark_server import localstore, stateenc
 from kspark_server.operators.aggregate import AggregateProcessor
 from kspark_server.operators.base import TaskProcessor
 from kspark_server.operators.dedup import DedupProcessor
@@ -26,7 +29,7 @@ from kspark_server.operators.table_join import TableJoinProcessor
 from kspark_server.operators.window_join import WindowJoinProcessor
 from kspark_server.spec import SpecError, StatefulSpec, check_spec
 
-__all__ = ["OPERATORS", "make_operator"]
+__all__ = ["OPERATORS", "make_operator", "time_index_of"]
 
 #: The operator class of each stateful spec kind.
 OPERATORS: dict[str, type[TaskProcessor]] = {
@@ -53,3 +56,17 @@ def make_operator(spec: StatefulSpec, constants_json: str = "") -> TaskProcessor
     except KeyError:
         raise SpecError(f"{spec.processor}: no stateful operator of kind {kind!r}") from None
     return cls(spec, constants_json)
+
+
+def time_index_of(spec: StatefulSpec) -> Callable[[bytes, bytes], bytes] | None:
+    """The local store's time-index key of an entry (its key and packed entry) of
+    ``spec``'s operator, or None if the operator keeps no time index."""
+    op = make_operator(spec)
+    if not op.time_indexed:
+        return None
+    time_of, unpack = op.time_of, stateenc.unpack
+
+    def index_of(k: bytes, e: bytes) -> bytes:
+        return localstore.time_key(time_of(unpack(e)), k)
+
+    return index_of

@@ -12,7 +12,25 @@ from typing import Any
 from kspark_server import codec
 from kspark_server.operators.base import Batch
 
-__all__ = ["SlidingBatch"]
+__all__ = ["SlidingBatch", "closed_window"]
+
+
+def closed_window(key: Any, ts: Any, ctx: list[Any]) -> dict[str, Any]:
+    """The record of a closed window's final result, its value aside: the window's key
+    and time, at the position of the record that last changed it (``ctx``: its topic,
+    partition, offset, ``ks_seq`` and ``ks_sub``)."""
+    topic, partition, offset, seq, sub = ctx
+    return {
+        "key": key,
+        "timestamp": int(ts),
+        "headers": None,
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "ks_seq": seq,
+        "ks_sub": sub,
+        "ks_side": None,
+    }
 
 
 class SlidingBatch:
@@ -118,21 +136,7 @@ class SlidingBatch:
             done.sort(key=lambda t: t[:3])
             for _, _, _, hk, start in done:
                 w = self.wins[hk][start]
-                topic, partition, offset, seq, sub = w[3]
-                out.carry(
-                    {
-                        "key": self.window_key(hk, start),
-                        "timestamp": int(w[2]),
-                        "headers": None,
-                        "topic": topic,
-                        "partition": partition,
-                        "offset": offset,
-                        "ks_seq": seq,
-                        "ks_sub": sub,
-                        "ks_side": None,
-                    },
-                    w[1],
-                )
+                out.carry(closed_window(self.window_key(hk, start), w[2], w[3]), w[1])
         else:
             tss = self.batch.ts
             for (hk, start), (i, _) in sorted(self.last.items(), key=lambda kv: kv[1]):

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kspark_server import codec
-from kspark_server.envelope import SideKind
+from kspark_server.envelope import SideKind, side_row
 from kspark_server.operators.arrow import ints, runs
 from kspark_server.operators.base import Batch, Emitter, TaskProcessor, identity
 from kspark_server.records import DictRecord, RecordView
@@ -452,17 +452,8 @@ class JoinProcessor(TaskProcessor):
 
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         n, self.expired_puts = self.expired_puts, 0
-        t = f"{self.guard.subtopology}_{task}"
-        rows = [
-            {
-                "kind": SideKind.STORE_ENTRIES,
-                "processor": self.spec.store,
-                "task": t,
-                "count": entries,
-            }
-        ]
+        rows = super().extra_side(st, task, entries)
         if n:
-            rows.append(
-                {"kind": SideKind.EXPIRED_PUTS, "processor": self.processor, "task": t, "count": n}
-            )
+            t = f"{self.guard.subtopology}_{task}"
+            rows.append(side_row(SideKind.EXPIRED_PUTS, self.processor, t, n))
         return rows

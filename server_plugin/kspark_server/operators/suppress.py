@@ -38,7 +38,6 @@ import heapq
 from typing import Any
 
 from kspark_server import codec, stateenc
-from kspark_server.envelope import SideKind, side_row
 from kspark_server.localstore import TaskStore
 from kspark_server.operators.base import Batch, Emitter, TaskProcessor
 from kspark_server.spec import SuppressSpec
@@ -86,6 +85,7 @@ class SuppressProcessor(TaskProcessor):
     """Kafka Streams' ``KTableSuppressProcessor`` with a time limit (see the module)."""
 
     spec: SuppressSpec
+    emitter_class = _QueueEmitter
     time_indexed = True
 
     def setup(self) -> None:
@@ -97,9 +97,6 @@ class SuppressProcessor(TaskProcessor):
         self.shut_down = s.when_full == "shut_down"
         self._local: TaskStore | None = None
         self._count = 0
-
-    def emitter(self) -> Emitter:
-        return _QueueEmitter()
 
     def _partial(self, local: TaskStore, batch: Batch | None) -> Any:
         self._local = local
@@ -289,10 +286,6 @@ class SuppressProcessor(TaskProcessor):
         }
         out.emitted += 1
         out.carry(record, e[_VALUE])
-
-    def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
-        t = f"{self.guard.subtopology}_{task}"
-        return [side_row(SideKind.STORE_ENTRIES, self.spec.store, t, entries)]
 
 
 def _bound(b: int | None) -> str:

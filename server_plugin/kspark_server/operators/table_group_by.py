@@ -38,41 +38,10 @@ from typing import Any
 import msgspec
 
 from kspark_server import codec
-from kspark_server.envelope import SideKind, side_row
-from kspark_server.operators.base import Batch, Emitter, TaskProcessor, identity
+from kspark_server.operators.base import Batch, Emitter, KeyedEmitter, TaskProcessor, identity
 from kspark_server.spec import TableGroupBySpec
 
 __all__ = ["TableGroupByProcessor"]
-
-
-class _ChangeEmitter(Emitter):
-    """Output records of the batch's updates: a new key, value and timestamp each, and
-    one queue in emission order (see the module)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.keys: list[Any] = []
-        self.times: list[int] = []
-        self.seqs: list[int] = []
-        self.queue: tuple[str, int] = ("", 0)
-
-    def put(self, i: int, key: Any, value: Any, ts: int, seq: int) -> None:
-        self.take(i, value)
-        self.keys.append(key)
-        self.times.append(ts)
-        self.seqs.append(seq)
-
-    def new_columns(self) -> dict[str, list[Any]]:
-        n = len(self.seqs)
-        return {
-            "key": self.keys,
-            "value": self.values,
-            "timestamp": self.times,
-            "ks_seq": self.seqs,
-            "ks_sub": list(range(n)),
-            "topic": [self.queue[0]] * n,
-            "partition": [self.queue[1]] * n,
-        }
 
 
 class TableGroupByProcessor(TaskProcessor):
@@ -81,6 +50,7 @@ class TableGroupByProcessor(TaskProcessor):
 
     new_value = True
     spec: TableGroupBySpec
+    emitter_class = KeyedEmitter
 
     def setup(self) -> None:
         s = self.spec
@@ -92,12 +62,6 @@ class TableGroupByProcessor(TaskProcessor):
         self.gvenc = codec.encoder(s.selected.value, "grouped value")
         self.selector = s.selector
         self.packed_out = s.packed.out
-
-    def emitter(self) -> Emitter:
-        return _ChangeEmitter()
-
-    def keys(self, st: Any, batch: Batch) -> list[Any]:
-        return list(batch.distinct_keys())
 
     def _change(self, new: Any, old: Any) -> Any:
         """A ``Change`` as its column holds it (JSON text when packed)."""
@@ -133,7 +97,7 @@ class TableGroupByProcessor(TaskProcessor):
         return self.guard.call(self.processor, select, (k, v), row)
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
-        assert isinstance(out, _ChangeEmitter)
+        assert isinstance(out, KeyedEmitter)
         out.queue = (self.processor, task)
         table: dict[Any, Any] = st["table"]
         khash: dict[Any, int] = st["hash"]
@@ -187,7 +151,3 @@ class TableGroupByProcessor(TaskProcessor):
                 table[hk] = new
                 khash[hk] = hashes[i]
         st["stream_time"] = stream_time
-
-    def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
-        t = f"{self.guard.subtopology}_{task}"
-        return [side_row(SideKind.STORE_ENTRIES, self.spec.store, t, entries)]

@@ -37,8 +37,7 @@ from typing import Any
 import msgspec
 
 from kspark_server import codec
-from kspark_server.envelope import SideKind, side_row
-from kspark_server.operators.base import Batch, Emitter, TaskProcessor, identity
+from kspark_server.operators.base import Batch, Emitter, QueueEmitter, TaskProcessor, identity
 from kspark_server.spec import TableJoinSpec
 
 __all__ = ["TableJoinProcessor"]
@@ -47,43 +46,12 @@ __all__ = ["TableJoinProcessor"]
 _LV, _LTS, _RV, _RTS, _OUT = range(5)
 
 
-class _TimedEmitter(Emitter):
-    """Output rows of the batch's records with a new value, timestamp and position.
-
-    A changelog's order per key is its meaning, and the sink writes a batch's records in
-    the order of their positions (``ks_seq``, ``ks_sub``), as a downstream operator takes
-    the records of one topic partition: each result takes the largest source position
-    seen so far in processing order and its emission number within the batch, and the
-    task's results are one queue (topic: the join, partition: the task), so whoever reads
-    them keeps the order they were emitted in."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.times: list[int] = []
-        self.seqs: list[int] = []
-        self.queue: tuple[str, int] = ("", 0)
-
-    def put(self, i: int, value: Any, ts: int, seq: int) -> None:
-        self.take(i, value)
-        self.times.append(ts)
-        self.seqs.append(seq)
-
-    def new_columns(self) -> dict[str, list[Any]]:
-        return {
-            "value": self.values,
-            "timestamp": self.times,
-            "ks_seq": self.seqs,
-            "ks_sub": list(range(len(self.seqs))),
-            "topic": [self.queue[0]] * len(self.seqs),
-            "partition": [self.queue[1]] * len(self.seqs),
-        }
-
-
 class TableJoinProcessor(TaskProcessor):
     """Kafka Streams' table-table join on the same key, per task (see the module's text)."""
 
     new_value = True
     spec: TableJoinSpec
+    emitter_class = QueueEmitter
 
     def setup(self) -> None:
         s = self.spec
@@ -103,14 +71,8 @@ class TableJoinProcessor(TaskProcessor):
         self.joiner = s.joiner
         self.with_key = s.joiner_with_key
 
-    def emitter(self) -> Emitter:
-        return _TimedEmitter()
-
-    def keys(self, st: Any, batch: Batch) -> list[Any]:
-        return list(batch.distinct_keys())
-
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
-        assert isinstance(out, _TimedEmitter)
+        assert isinstance(out, QueueEmitter)
         out.queue = (self.processor, task)
         table: dict[Any, list[Any]] = st["table"]
         khash: dict[Any, int] = st["hash"]
@@ -158,7 +120,7 @@ class TableJoinProcessor(TaskProcessor):
                     ok, res = self._join(key, lv, rv, batch, i, side)
                 if ok:
                     e[_OUT] = res if res is None or self.packed_out else plain(res)
-                    out.put(i, res, result_ts, position)
+                    out.put_value(i, res, result_ts, position)
             touched = self.touched
             touched.add(hk)
             if e[_LV] is None and e[_RV] is None:
@@ -215,7 +177,3 @@ class TableJoinProcessor(TaskProcessor):
             row,
             record=(k, right if side else left),
         )
-
-    def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
-        t = f"{self.guard.subtopology}_{task}"
-        return [side_row(SideKind.STORE_ENTRIES, self.spec.store, t, entries)]

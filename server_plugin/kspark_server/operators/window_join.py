@@ -295,8 +295,8 @@ class WindowJoinProcessor(TaskProcessor):
 
     def extra_side(self, st: Any, task: int, entries: int) -> list[dict[str, Any]]:
         late, self.late = self.late, 0
-        t = f"{self.guard.subtopology}_{task}"
-        rows = [side_row(SideKind.STORE_ENTRIES, self.spec.store, t, entries)]
+        rows = super().extra_side(st, task, entries)
         if late:
+            t = f"{self.guard.subtopology}_{task}"
             rows.append(side_row(SideKind.LATE_RECORDS, self.processor, t, late))
         return rows
