@@ -50,6 +50,11 @@ def write_rates(path: str, keys: int, versions: int, span_ms: int) -> None:
     # the first version at time 0, where the payments start: each payment finds a rate
     # (a negative timestamp is invalid, and fails the app by default)
     ts = np.tile(np.linspace(0, span_ms, versions).astype("int64"), keys)
+    # in time order, as a changelog is: a task takes its partitions' records by their
+    # head timestamps, so a topic sorted by key would put one key's versions before the
+    # payments and every other key's after them (and the payments would find no rate)
+    by_time = np.lexsort((key_ids, ts))
+    key_ids, ts = key_ids[by_time], ts[by_time]
     table = pa.table(
         {
             "key": pa.array([f"k{k:07d}" for k in key_ids]),

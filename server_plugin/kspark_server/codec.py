@@ -13,6 +13,7 @@ import datetime
 import decimal
 import inspect
 import json
+import keyword
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,11 @@ def _float(x: Any) -> Any:
     return float(x) if type(x) is int else native(x)
 
 
+def _plain_float(x: Any) -> Any:
+    # :func:`_float` for plain values, which :func:`native` leaves as they are
+    return float(x) if type(x) is int else x
+
+
 def _long(x: Any) -> Any:
     # pandas holds a long column with a null as float64 (a stream-table join's frame has
     # both sides' rows, so each side's column has nulls): an int comes back as 2.0
@@ -56,7 +62,7 @@ def decoder(t: TypeSpec, nested: bool = False, plain: bool = False) -> Codec:
     if isinstance(t, PrimSpec):
         if nested and t.spark in ("double", "float"):
             # a JSON number without a fraction (a dynamic value converted) is still a float
-            return _float
+            return _plain_float if plain else _float
         if not nested and t.spark == "long":
             return _long
         return native if nested else _identity
@@ -87,26 +93,55 @@ def decoder(t: TypeSpec, nested: bool = False, plain: bool = False) -> Codec:
             after.append((name, decoder(ft, nested=True, plain=plain)))
         else:
             by_arg.append((arg, name, decoder(ft, nested=True, plain=plain)))
-    # plain values: when every field's decoder is ``native`` (the identity on them), the
-    # fields are taken as they are
-    as_is = (
-        [(arg, name) for arg, name, _ in by_arg]
-        if plain and all(dec is native for _, _, dec in by_arg)
-        else None
-    )
+    # plain values: a field whose decoder is ``native`` (the identity on them) is taken
+    # as it is
+    fields = [(arg, name, None if plain and dec is native else dec) for arg, name, dec in by_arg]
+    if all(arg.isidentifier() and not keyword.iskeyword(arg) for arg, _, _ in fields):
+        return _record_decoder(cls, fields, after)
 
     def dec_record(x: Any) -> Any:
         if x is None:
             return None
-        if as_is is not None:
-            obj = cls(**{arg: x[name] for arg, name in as_is})
-        else:
-            obj = cls(**{arg: dec(x[name]) for arg, name, dec in by_arg})
+        obj = cls(**{arg: x[name] if dec is None else dec(x[name]) for arg, name, dec in fields})
         for name, dec in after:
             # frozen and slotted classes too: the value is the one that was encoded
             object.__setattr__(obj, name, dec(x[name]))
         return obj
 
+    return dec_record
+
+
+def _record_decoder(
+    cls: type, fields: list[tuple[str, str, Codec | None]], after: list[tuple[str, Codec]]
+) -> Codec:
+    """A record decoder that calls ``cls`` with one keyword argument per field, written
+    out (``cls(a=x["a"], b=dec_b(x["b"]))``): a record per stream record is the join's and
+    the processors' hottest loop, and building a dict of the arguments first costs about
+    as much as the call. ``fields``: (argument, field name, decoder or None: as it is),
+    argument names that are identifiers; ``after``: fields set once the object is built."""
+    scope: dict[str, Any] = {"cls": cls, "setattr": object.__setattr__}
+    args = []
+    for i, (arg, name, dec) in enumerate(fields):
+        scope[f"n{i}"] = name
+        if dec is None:
+            args.append(f"{arg}=x[n{i}]")
+        else:
+            scope[f"d{i}"] = dec
+            args.append(f"{arg}=d{i}(x[n{i}])")
+    lines = [
+        "def dec_record(x):",
+        "    if x is None:",
+        "        return None",
+        f"    obj = cls({', '.join(args)})",
+    ]
+    for j, (name, dec) in enumerate(after):
+        # frozen and slotted classes too: the value is the one that was encoded
+        scope[f"an{j}"], scope[f"ad{j}"] = name, dec
+        lines.append(f"    setattr(obj, an{j}, ad{j}(x[an{j}]))")
+    lines.append("    return obj")
+    # the source holds identifiers and generated names only: no value is spliced in
+    exec("\n".join(lines), scope)
+    dec_record: Codec = scope["dec_record"]
     return dec_record
 
 

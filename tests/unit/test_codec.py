@@ -274,3 +274,31 @@ def test_texts_the_fast_json_reader_refuses_read_as_before(text: str) -> None:
         want = text  # not JSON: Spark handed a JSON string over without its quotes
     assert repr(codec.decode_json_texts([text, None])) == repr([want, None])
     assert repr(codec.decoder(JsonSpec())(text)) == repr(want)
+
+
+@dataclasses.dataclass
+class _Clashing:
+    """A record whose argument names are the record decoder's own names."""
+
+    x: str
+    obj: float
+    cls: int
+    n0: list[int]
+    d0: dict[str, float]
+    setattr: bool
+    later: int = dataclasses.field(init=False, default=0)
+
+
+@pytest.mark.parametrize("plain", [True, False])
+def test_a_record_decoder_takes_any_argument_names(plain: bool) -> None:
+    """The record decoder written out per class (one keyword argument per field) keeps
+    each argument to its field, whatever the names, sets the fields ``__init__`` does
+    not take, and keeps a float field a float when JSON gave an integer."""
+    dec = codec.decoder(describe_type(_Clashing).spec(), plain=plain)
+    got = dec(
+        {"x": "a", "obj": 2, "cls": 3, "n0": [1, 2], "d0": {"k": 1}, "setattr": True, "later": 7}
+    )
+    want = _Clashing("a", 2.0, 3, [1, 2], {"k": 1.0}, True)
+    want.later = 7
+    assert got == want and type(got.obj) is float and type(got.d0["k"]) is float
+    assert dec(None) is None
