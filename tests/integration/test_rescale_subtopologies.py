@@ -164,7 +164,22 @@ class Phases:
         pass
 
 
-def test_chained_counts_rescaled_warm_count_each_record_once(spark: Any, app_id: str) -> None:
+def test_chained_counts_rescaled_warm_count_each_record_once(
+    spark: Any, app_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the two counts share the query's one applyInPandasWithState: each build and
+    # catch-up round reads its committed group states once for both stores, not once per
+    # store (each read scans the operator's whole state)
+    from kspark.runtime import regroup
+
+    scans: list[tuple[Any, Any]] = []
+    read = regroup._olds
+
+    def counted(*args: Any) -> Any:
+        scans.append((args[2], args[3]))  # (operator, batch)
+        return read(*args)
+
+    monkeypatch.setattr(regroup, "_olds", counted)
     with tempfile.TemporaryDirectory() as base:
         src, out = os.path.join(base, "in"), os.path.join(base, "out")
         feed = Feeder(src)
@@ -185,6 +200,7 @@ def test_chained_counts_rescaled_warm_count_each_record_once(spark: Any, app_id:
             report = app.rescale(3, progress=Phases(during))
             assert report.warm and report.to_partitions == 3 and report.rounds >= 1
             assert {"per-key", "per-letter"} <= {s.store for s in report.stores}
+            assert scans and len(scans) == len(set(scans)), scans
             feed()
             app.query.processAllAvailable()
         finally:

@@ -160,12 +160,9 @@ def _stores(app: StreamsApp, gen: Generation | None = None) -> list[Store]:
     return [Store(s, store_keys(output, s.spec.store), seeds_of(s.spec.store)) for s in stages]
 
 
-def _olds(
-    spark: Any, checkpoint: str, op: int | None, batch: int, keys: tuple[int, ...] | None
-) -> dict[int, tuple[Any, ...]]:
-    """Each old task's committed group state as of ``batch``, of the operator whose task
-    keys are ``keys`` (None: all)."""
-    from kspark_server import placement
+def _olds(spark: Any, checkpoint: str, op: int | None, batch: int) -> dict[int, tuple[Any, ...]]:
+    """Each task key's committed group state as of ``batch``, of operator ``op``: all of
+    its stores' (see :class:`_OldStates`)."""
     from kspark_server.taskreads import FIELDS
 
     if op is None:
@@ -177,13 +174,42 @@ def _olds(
         .load(checkpoint)
         .select("key.ks_task", "value.groupState.*")
     )
-    if keys is not None:
-        df = df.filter(df["ks_task"].isin(list(keys)))
     return {
-        placement.task_of(int(r["ks_task"])): tuple(r[f] for f in FIELDS)
+        int(r["ks_task"]): tuple(r[f] for f in FIELDS)
         for r in df.collect()
         if r["batches"] is not None
     }
+
+
+class _OldStates:
+    """The old layout's committed group states, read once per operator and batch: the
+    stores that share one ``applyInPandasWithState`` share its read, and only the last
+    batch's reads are kept."""
+
+    def __init__(self, spark: Any, checkpoint: str) -> None:
+        self.spark, self.checkpoint = spark, checkpoint
+        self.batch: int | None = None
+        self.reads: dict[int, dict[int, tuple[Any, ...]]] = {}
+        #: how many times the operators' state was read (each read scans it whole)
+        self.scans = 0
+
+    def of(self, store: Store, op: int | None, batch: int) -> dict[int, tuple[Any, ...]]:
+        """Each old task's committed group state as of ``batch`` of ``store`` (whose
+        operator is ``op``), over its seeds."""
+        from kspark_server import placement
+
+        if op is None:
+            return dict(store.seeds)
+        if batch != self.batch:
+            self.batch, self.reads = batch, {}
+        if op not in self.reads:
+            self.reads[op] = _olds(self.spark, self.checkpoint, op, batch)
+            self.scans += 1
+        keys = None if store.keys is None else frozenset(store.keys)
+        mine = {
+            placement.task_of(k): v for k, v in self.reads[op].items() if keys is None or k in keys
+        }
+        return {**store.seeds, **mine}
 
 
 def _olds_frame(spark: Any, olds: dict[int, tuple[Any, ...]], n_old: int) -> Any:
@@ -204,6 +230,7 @@ def _build(
     op: int | None,
     batch: int,
     n_old: int,
+    reads: _OldStates,
 ) -> None:
     """Step 1 (see the module doc): ``store``'s part of ``layout`` as of the old one's
     ``batch``."""
@@ -214,7 +241,7 @@ def _build(
 
     spec = store.stage.spec
     m = layout.partitions
-    olds = {**store.seeds, **_olds(spark, old_ckpt, op, batch, store.keys)}
+    olds = reads.of(store, op, batch)
     layout.metas[store.name], layout.entries[store.name] = {}, 0
     if not olds:
         return
@@ -260,6 +287,7 @@ def _catch_up(
     layout: Layout,
     batch: int,
     n_old: int,
+    reads: _OldStates,
 ) -> None:
     """Step 2: ``store``'s part of ``layout`` brought to the old layout's committed
     ``batch`` (``layout.batch`` is where it is)."""
@@ -274,9 +302,9 @@ def _catch_up(
     metas = layout.metas.get(store.name)
     if not metas:
         # the old layout had no state of it when the layout was built: build it now
-        _build(spark, store, old_ckpt, layout, op, batch, n_old)
+        _build(spark, store, old_ckpt, layout, op, batch, n_old, reads)
         return
-    olds = {**store.seeds, **_olds(spark, old_ckpt, op, batch, store.keys)}
+    olds = reads.of(store, op, batch)
     keys = placement.task_keys(m)
     rows = [(keys[t], meta) for t, meta in sorted(metas.items())]
     got = (
@@ -443,12 +471,13 @@ def _run(
         batch = last_committed(spark, gen.checkpoint) or batch
     phase("building the new layout")
     layout = Layout(checkpoint=new_ckpt, partitions=partitions, batch=batch)
+    olds = _OldStates(spark, gen.checkpoint)
     for s in stores:
-        _build(spark, s, gen.checkpoint, layout, ops.of(s), batch, n_old)
+        _build(spark, s, gen.checkpoint, layout, ops.of(s), batch, n_old, olds)
 
     def catch_up(newest: int) -> None:
         for s in stores:
-            _catch_up(spark, s, gen.checkpoint, ops.of(s), layout, newest, n_old)
+            _catch_up(spark, s, gen.checkpoint, ops.of(s), layout, newest, n_old, olds)
         if stores and newest != layout.batch:
             layout.rounds += 1
         layout.batch = newest
