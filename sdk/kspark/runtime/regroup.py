@@ -190,8 +190,6 @@ class _OldStates:
         self.spark, self.checkpoint = spark, checkpoint
         self.batch: int | None = None
         self.reads: dict[int, dict[int, tuple[Any, ...]]] = {}
-        #: how many times the operators' state was read (each read scans it whole)
-        self.scans = 0
 
     def of(self, store: Store, op: int | None, batch: int) -> dict[int, tuple[Any, ...]]:
         """Each old task's committed group state as of ``batch`` of ``store`` (whose
@@ -204,7 +202,6 @@ class _OldStates:
             self.batch, self.reads = batch, {}
         if op not in self.reads:
             self.reads[op] = _olds(self.spark, self.checkpoint, op, batch)
-            self.scans += 1
         keys = None if store.keys is None else frozenset(store.keys)
         mine = {
             placement.task_of(k): v for k, v in self.reads[op].items() if keys is None or k in keys

@@ -129,9 +129,13 @@ class Batch:
         hashable = codec.hashable
         return {k if type(k) is str else hashable(k) for k in self.keys if k is not None}
 
+    def arrow(self, name: str) -> pa.ChunkedArray:
+        """Column ``name``'s cells in processing order, in Arrow."""
+        return self.table.column(name).take(self._pos)
+
     def col(self, name: str) -> list[Any]:
         """Column ``name``'s cells in processing order, as Python objects (None for null)."""
-        cells: list[Any] = self.table.column(name).take(self._pos).to_pylist()
+        cells: list[Any] = self.arrow(name).to_pylist()
         return cells
 
     def first(self, name: str) -> Any:

@@ -48,9 +48,7 @@ class DedupProcessor(TaskProcessor):
             # a text key is its own state key: the batch's keys as Arrow dictionary codes
             # in processing order (no Python object per record), each distinct key once
             self._batch_ok = None
-            chunk = pc.dictionary_encode(
-                batch.table.column("key").take(batch._pos).combine_chunks()
-            )
+            chunk = pc.dictionary_encode(batch.arrow("key").combine_chunks())
             self._codes = pc.fill_null(chunk.indices, -1).to_numpy(zero_copy_only=False)
             self._distinct = chunk.dictionary.to_pylist()
             return list(self._distinct)
