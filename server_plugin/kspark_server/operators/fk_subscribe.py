@@ -58,20 +58,13 @@ class FkSubscribeProcessor(TaskProcessor):
         table: dict[Any, list[Any]] = st["table"]
         khash: dict[Any, int] = st["hash"]
         values = batch.col("value")
-        seqs = batch.col("ks_seq")
-        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
+        keys, hashes = batch.keys, batch.hashes
         hashable, plain, pack = codec.hashable, codec.plain, stateenc.pack
         subtask = f"{self.guard.subtopology}_{task}"
-        stream_time = st["stream_time"]
         #: versions of keys deleted earlier in this batch: a key's versions keep growing
         #: within the micro-batch, where older responses may still be under way
         gone: dict[Any, int] = {}
-        position = 0
-        for i in range(batch.n):
-            ts = tss[i]
-            position = max(position, int(seqs[i] or 0))
-            if stream_time is None or ts > stream_time:
-                stream_time = ts
+        for i, ts, position in batch.walk(st):
             key = keys[i]
             if key is None:
                 row = batch.row(i)
@@ -102,7 +95,6 @@ class FkSubscribeProcessor(TaskProcessor):
             table[hk] = [fk, ver]
             khash[hk] = hashes[i]
             self.touched.add(hk)
-        st["stream_time"] = stream_time
 
     def _foreign_key(self, key: Any, lv: Any, batch: Batch, i: int) -> tuple[bool, Any]:
         """The foreign key of a left value, as the right table's key column holds it;

@@ -101,18 +101,11 @@ class TableGroupByProcessor(TaskProcessor):
         out.queue = (self.processor, task)
         table: dict[Any, Any] = st["table"]
         khash: dict[Any, int] = st["hash"]
-        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
+        keys, hashes = batch.keys, batch.hashes
         values = batch.col("value")
-        seqs = batch.col("ks_seq")
         subtask = f"{self.guard.subtopology}_{task}"
         hashable, plain = codec.hashable, codec.plain
-        stream_time = st["stream_time"]
-        position = 0
-        for i in range(batch.n):
-            ts = tss[i]
-            position = max(position, int(seqs[i] or 0))
-            if stream_time is None or ts > stream_time:
-                stream_time = ts
+        for i, ts, position in batch.walk(st):
             key = keys[i]
             if key is None:
                 self.guard.drop(self.processor, subtask, "null-key", batch.row(i))
@@ -150,4 +143,3 @@ class TableGroupByProcessor(TaskProcessor):
             else:
                 table[hk] = new
                 khash[hk] = hashes[i]
-        st["stream_time"] = stream_time

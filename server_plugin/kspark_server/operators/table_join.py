@@ -79,18 +79,11 @@ class TableJoinProcessor(TaskProcessor):
         jside = batch.col("ks_jside")
         lvalues = batch.col("value")
         rvalues = batch.col("ks_tvalue")
-        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
+        keys, hashes = batch.keys, batch.hashes
         hashable, plain = codec.hashable, codec.plain
         mode = self.mode
         subtask = f"{self.guard.subtopology}_{task}"
-        stream_time = st["stream_time"]
-        seqs = batch.col("ks_seq")
-        position = 0
-        for i in range(batch.n):
-            ts = tss[i]
-            position = max(position, int(seqs[i] or 0))
-            if stream_time is None or ts > stream_time:
-                stream_time = ts
+        for i, ts, position in batch.walk(st):
             side = 1 if jside[i] == 1 else 0
             key = keys[i]
             if key is None:
@@ -131,7 +124,6 @@ class TableJoinProcessor(TaskProcessor):
                     e[_OUT] = None
                 table[hk] = e
                 khash[hk] = hashes[i]
-        st["stream_time"] = stream_time
 
     @staticmethod
     def _emits(mode: str, side: int, new: Any, old: Any, other: Any) -> bool:
