@@ -327,16 +327,7 @@ def _column_output(inp: TypeSpec, out: TypeSpec, what: str) -> columns.ColumnEnc
     col = columns.column_encoder(out, what)
     if not isinstance(inp, JsonSpec) or isinstance(out, JsonSpec | PrimSpec):
         return col
-    convert = codec.converter(out, what)
-
-    def converting(values: list[Any], type_: pa.DataType) -> pa.Array | None:
-        try:
-            converted = list(map(convert, values))
-        except Exception:  # the per-record encoder finds the value and reports it
-            return None
-        return col(converted, type_)
-
-    return converting
+    return columns.mapped(codec.converter(out, what), col)
 
 
 def constant_widener(
