@@ -538,6 +538,8 @@ class TaskProcessor:
         # counts them (kspark.runtime.restore)
         loaded = local.count() + len(st.get("buffer") or []) if has_state else None
         out = self.emitter()
+        if isinstance(out, QueueEmitter):  # its outputs are the task's one queue
+            out.queue = (self.spec.processor, task)
         if batch is not None:
             self.process(st, batch, task, out)
         self._save(st, local, inc, sizes, before, has_state)

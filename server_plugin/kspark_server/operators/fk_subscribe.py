@@ -54,7 +54,6 @@ class FkSubscribeProcessor(TaskProcessor):
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, KeyedEmitter)
         proc = self.spec.processor
-        out.queue = (proc, task)
         table: dict[Any, list[Any]] = st["table"]
         khash: dict[Any, int] = st["hash"]
         values = batch.col("value")

@@ -98,7 +98,6 @@ class TableGroupByProcessor(TaskProcessor):
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, KeyedEmitter)
-        out.queue = (self.processor, task)
         table: dict[Any, Any] = st["table"]
         khash: dict[Any, int] = st["hash"]
         keys, hashes = batch.keys, batch.hashes

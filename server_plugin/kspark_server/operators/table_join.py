@@ -73,7 +73,6 @@ class TableJoinProcessor(TaskProcessor):
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, QueueEmitter)
-        out.queue = (self.processor, task)
         table: dict[Any, list[Any]] = st["table"]
         khash: dict[Any, int] = st["hash"]
         jside = batch.col("ks_jside")
