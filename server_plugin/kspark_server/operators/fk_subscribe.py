@@ -25,10 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from kspark_server import codec, stateenc
-from kspark_server.operators.base import Batch, Emitter, KeyedEmitter, TaskProcessor, identity
+from kspark_server.operators.base import Batch, Emitter, KeyedEmitter, TaskProcessor
 from kspark_server.operators.fk_messages import DELETE, SUBSCRIBE, UNSUBSCRIBE
 from kspark_server.spec import FkSubscribeSpec
 
@@ -46,7 +44,6 @@ class FkSubscribeProcessor(TaskProcessor):
         s = self.spec
         self.kdec = codec.decoder(s.left.key, plain=True)
         self.vdec = codec.decoder(s.left.value, plain=True)
-        self.unpack = msgspec.json.decode if s.packed.value else identity
         self.plain_values = not s.packed.value
         self.fkenc = codec.encoder(s.fk, "key")
         self.extractor = s.extractor
@@ -104,7 +101,7 @@ class FkSubscribeProcessor(TaskProcessor):
         try:
             k = self.kdec(key)
             origin = "VALUE"
-            v = self.vdec(self.unpack(lv))
+            v = self.vdec(self.unpack_value(lv))
         except Exception as exc:
             self.guard.decode_failed(self.spec.processor, row, exc, origin)
             return False, None

@@ -38,7 +38,7 @@ from typing import Any
 import msgspec
 
 from kspark_server import codec
-from kspark_server.operators.base import Batch, Emitter, KeyedEmitter, TaskProcessor, identity
+from kspark_server.operators.base import Batch, Emitter, KeyedEmitter, TaskProcessor
 from kspark_server.spec import TableGroupBySpec
 
 __all__ = ["TableGroupByProcessor"]
@@ -57,7 +57,6 @@ class TableGroupByProcessor(TaskProcessor):
         self.processor = s.processor
         self.kdec = codec.decoder(s.input.key, plain=True)
         self.vdec = codec.decoder(s.input.value, plain=True)
-        self.unpack = msgspec.json.decode if s.packed.value else identity
         self.gkenc = codec.encoder(s.selected.key, "group key")
         self.gvenc = codec.encoder(s.selected.value, "grouped value")
         self.selector = s.selector
@@ -76,7 +75,7 @@ class TableGroupByProcessor(TaskProcessor):
         try:
             k = self.kdec(key)
             origin = "VALUE"
-            v = self.vdec(self.unpack(value))
+            v = self.vdec(self.unpack_value(value))
         except Exception as exc:
             self.guard.decode_failed(self.processor, row, exc, origin)
             return False, None

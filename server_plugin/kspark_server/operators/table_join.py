@@ -61,10 +61,7 @@ class TableJoinProcessor(TaskProcessor):
         self.lvdec = codec.decoder(s.left.value, plain=True)
         self.rvdec = codec.decoder(s.right.value, plain=True)
         self.venc = codec.encoder(s.output.value, "value")
-        self.unpack = (
-            msgspec.json.decode if s.packed.value else identity,
-            msgspec.json.decode if s.packed.tvalue else identity,
-        )
+        self.unpack = (self.unpack_value, msgspec.json.decode if s.packed.tvalue else identity)
         #: a side's value is stored as it travels: JSON text when packed, else plain
         self.plain = (not s.packed.value, not s.packed.tvalue)
         self.packed_out = s.packed.out
