@@ -196,7 +196,7 @@ class SuppressProcessor(TaskProcessor):
         subtask = f"{self.guard.subtopology}_{task}"
         limit, max_records, max_bytes = self.limit, self.max_records, self.max_bytes
 
-        def evict() -> None:
+        def evict(position: int) -> None:
             nonlocal size_now, count
             while heap:
                 bt, _, hk = heapq.heappop(heap)
@@ -243,7 +243,7 @@ class SuppressProcessor(TaskProcessor):
                 if e is None or e[_BTIME] != top[0]:
                     heapq.heappop(heap)
                     continue
-                evict()
+                evict(position)
             over = (max_records is not None and count > max_records) or (
                 max_bytes is not None and size_now > max_bytes
             )
@@ -258,7 +258,7 @@ class SuppressProcessor(TaskProcessor):
                     "limit, or .emit_early_when_full() to emit its oldest updates early"
                 )
             while over:
-                evict()
+                evict(position)
                 over = (max_records is not None and count > max_records) or (
                     max_bytes is not None and size_now > max_bytes
                 )
