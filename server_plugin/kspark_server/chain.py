@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from kspark_server import codec, columns, handling, recordsize
 from kspark_server.handlers import Origin
-from kspark_server.live import FAILED, Live, call_each, retrying, succeeded
+from kspark_server.live import FAILED, Live, call_each, keep_succeeded, retrying
 from kspark_server.records import arrow_record
 from kspark_server.spec import (
     ArrowValues,
@@ -327,16 +327,7 @@ def _column_output(inp: TypeSpec, out: TypeSpec, what: str) -> columns.ColumnEnc
     col = columns.column_encoder(out, what)
     if not isinstance(inp, JsonSpec) or isinstance(out, JsonSpec | PrimSpec):
         return col
-    convert = codec.converter(out, what)
-
-    def converting(values: list[Any], type_: pa.DataType) -> pa.Array | None:
-        try:
-            converted = list(map(convert, values))
-        except Exception:  # the per-record encoder finds the value and reports it
-            return None
-        return col(converted, type_)
-
-    return converting
+    return columns.mapped(codec.converter(out, what), col)
 
 
 def constant_widener(
@@ -482,10 +473,7 @@ def _column_step(
             res = call_each(
                 live, name, lambda a, b: _pair(map_fn(a, b), name), live.keys(kdec), live.values()
             )
-            mask = succeeded(live, res)
-            pairs = res if mask is None else list(itertools.compress(res, mask))
-            if mask is not None:
-                live.keep(mask)
+            pairs = keep_succeeded(live, res)
             live.set_keys([p[0] for p in pairs])
             live.set_values([p[1] for p in pairs], live.vdec)
 
@@ -512,11 +500,7 @@ def _column_step(
                 res = call_each(live, name, call, live.keys(kdec), values)
             else:
                 res = call_each(live, name, call, values)
-            mask = succeeded(live, res)
-            if mask is not None:
-                res = list(itertools.compress(res, mask))
-                live.keep(mask)
-            live.set_values(res, live.vdec)
+            live.set_values(keep_succeeded(live, res), live.vdec)
 
         return map_values_step
     if isinstance(step, SelectKeyStep):
@@ -524,11 +508,7 @@ def _column_step(
 
         def select_key_step(live: Live) -> None:
             res = call_each(live, name, sk_fn, live.keys(kdec), live.values())
-            mask = succeeded(live, res)
-            if mask is not None:
-                res = list(itertools.compress(res, mask))
-                live.keep(mask)
-            live.set_keys(res)
+            live.set_keys(keep_succeeded(live, res))
 
         return select_key_step
     if isinstance(step, ForeachStep):
@@ -543,9 +523,7 @@ def _column_step(
         peek_fn = step.fn
 
         def peek_step(live: Live) -> None:
-            mask = succeeded(live, call_each(live, name, peek_fn, live.keys(kdec), live.values()))
-            if mask is not None:
-                live.keep(mask)
+            keep_succeeded(live, call_each(live, name, peek_fn, live.keys(kdec), live.values()))
 
         return peek_step
     if isinstance(step, BranchStep):
@@ -666,11 +644,7 @@ def _vectorized_input(live: Live, name: str, before: TypeSpec, type_: pa.DataTyp
     # a value of the wrong type for the step: that record fails, the others go on
     enc = codec.encoder(before)
     res = call_each(live, name, enc, values)
-    mask = succeeded(live, res)
-    if mask is not None:
-        res = list(itertools.compress(res, mask))
-        live.keep(mask)
-    return pa.array(res, type=type_)
+    return pa.array(keep_succeeded(live, res), type=type_)
 
 
 def _run_vectorized(

@@ -45,7 +45,7 @@ import pyarrow as pa
 from kspark_server import codec
 from kspark_server.spec import JsonSpec, PrimSpec, RecordSpec, TypeSpec
 
-__all__ = ["ColumnDecoder", "ColumnEncoder", "column_decoder", "column_encoder"]
+__all__ = ["ColumnDecoder", "ColumnEncoder", "column_decoder", "column_encoder", "mapped"]
 
 #: A column to its Python values.
 ColumnDecoder = Callable[[pa.Array], list[Any]]
@@ -154,16 +154,21 @@ def column_encoder(t: TypeSpec, what: str = "value") -> ColumnEncoder:
         return enc_prim
     if isinstance(t, RecordSpec):
         return _record_encoder(t, what)
-    enc = codec.encoder(t, what)
+    return mapped(codec.encoder(t, what), _arrow)
 
-    def enc_other(values: list[Any], type_: pa.DataType) -> pa.Array | None:
+
+def mapped(fn: Callable[[Any], Any], then: ColumnEncoder) -> ColumnEncoder:
+    """The column encoder that gives ``then`` each value's ``fn``; None where ``fn``
+    raises (the per-record path finds the value and reports it)."""
+
+    def enc(values: list[Any], type_: pa.DataType) -> pa.Array | None:
         try:
-            encoded = list(map(enc, values))
-        except Exception:  # the per-record path finds the value and reports it
+            converted = list(map(fn, values))
+        except Exception:
             return None
-        return _arrow(encoded, type_)
+        return then(converted, type_)
 
-    return enc_other
+    return enc
 
 
 def _arrow(values: list[Any], type_: pa.DataType) -> pa.Array | None:

@@ -201,9 +201,11 @@ def call_each(live: Live, name: str, fn: Callable[..., Any], *cols: list[Any]) -
     return out
 
 
-def succeeded(live: Live, results: list[Any]) -> list[bool] | None:
-    """Which results of the last :func:`call_each` are not :data:`FAILED`; None when
-    none failed."""
+def keep_succeeded(live: Live, results: list[Any]) -> list[Any]:
+    """The results of the last :func:`call_each` that are not :data:`FAILED`; the records
+    whose call failed leave ``live``."""
     if not live.failed:
-        return None
-    return [r is not FAILED for r in results]
+        return results
+    mask = [r is not FAILED for r in results]
+    live.keep(mask)
+    return list(itertools.compress(results, mask))

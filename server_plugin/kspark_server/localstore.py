@@ -290,29 +290,15 @@ class _Keys:
 
     def due(self, bound: bytes) -> list[tuple[bytes, bytes]]:
         """(time, key) of the index entries older than ``bound``, oldest first."""
-        short: list[tuple[bytes, bytes]] = []
-        cur = self.txn.cursor(db=self.store.index)
-        if cur.first():
-            for found in cur.iternext(keys=True, values=False):
-                k = _b(found)
-                if k[:8] >= bound:
-                    break
-                short.append((k[:8], k[8:]))
-        longs: list[tuple[bytes, bytes]] = []
-        cur = self.txn.cursor(db=self.store.long_index)
-        if cur.first():
-            for found in cur.iternext(keys=True, values=False):
-                k = _b(found)
-                if k[:8] >= bound:
-                    break
-                longs.append((k[:8], k[8:]))
-        if not longs:
-            return short
-        named = [(t, self.long_key(slot)) for t, slot in longs]
-        return list(heapq.merge(short, named, key=lambda p: p[0]))
+        return self._first(bound, None)
 
     def oldest(self, limit: int) -> list[tuple[bytes, bytes]]:
         """(time, key) of the first ``limit`` index entries, oldest first."""
+        return self._first(None, limit)[:limit]
+
+    def _first(self, bound: bytes | None, limit: int | None) -> list[tuple[bytes, bytes]]:
+        """(time, key) of the index entries older than ``bound`` (None: all), at most
+        ``limit`` of each index (None: all), oldest first."""
         out: list[tuple[bytes, bytes]] = []
         for db, is_long in ((self.store.index, False), (self.store.long_index, True)):
             cur = self.txn.cursor(db=db)
@@ -320,11 +306,13 @@ class _Keys:
             if cur.first():
                 for found in cur.iternext(keys=True, values=False):
                     k = _b(found)
+                    if bound is not None and k[:8] >= bound:
+                        break
                     got.append((k[:8], self.long_key(k[8:]) if is_long else k[8:]))
-                    if len(got) >= limit:
+                    if limit is not None and len(got) >= limit:
                         break
             out = list(heapq.merge(out, got, key=lambda p: p[0]))
-        return out[:limit]
+        return out
 
     def expire(self, bound: bytes) -> list[bytes]:
         """Remove the entries whose index time is older than ``bound``; their keys."""

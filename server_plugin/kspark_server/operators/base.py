@@ -138,6 +138,20 @@ class Batch:
         cells: list[Any] = self.arrow(name).to_pylist()
         return cells
 
+    def walk(self, st: Any) -> Iterator[tuple[int, int, int]]:
+        """Each record's ``(i, timestamp, position)`` in processing order, the task's stream
+        time (``st["stream_time"]``) first advanced to the timestamp; the position is the
+        largest source position (``ks_seq``) seen so far, which a :class:`QueueEmitter`'s
+        outputs take."""
+        seqs = self.col("ks_seq")
+        position = 0
+        for i, ts in enumerate(self.ts):
+            position = max(position, int(seqs[i] or 0))
+            now = st["stream_time"]
+            if now is None or ts > now:
+                st["stream_time"] = ts
+            yield i, ts, position
+
     def first(self, name: str) -> Any:
         return self.table.column(name)[int(self.pos[0])].as_py()
 
@@ -524,6 +538,8 @@ class TaskProcessor:
         # counts them (kspark.runtime.restore)
         loaded = local.count() + len(st.get("buffer") or []) if has_state else None
         out = self.emitter()
+        if isinstance(out, QueueEmitter):  # its outputs are the task's one queue
+            out.queue = (self.spec.processor, task)
         if batch is not None:
             self.process(st, batch, task, out)
         self._save(st, local, inc, sizes, before, has_state)

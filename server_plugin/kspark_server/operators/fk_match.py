@@ -54,27 +54,19 @@ class FkMatchProcessor(TaskProcessor):
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, KeyedEmitter)
         proc = self.spec.processor
-        out.queue = (proc, task)
         table: dict[Any, list[Any]] = st["table"]
         khash: dict[Any, int] = st["hash"]
         jside = batch.col("ks_jside")
         messages = batch.col("value")
         rvalues = batch.col("ks_tvalue")
-        seqs = batch.col("ks_seq")
-        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
+        keys, hashes = batch.keys, batch.hashes
         hashable, plain = codec.hashable, codec.plain
         pack, unpack = stateenc.pack, stateenc.unpack
         subtask = f"{self.guard.subtopology}_{task}"
-        stream_time = st["stream_time"]
         # each touched key's [right value, right ts, {hashable left key: [left key,
         # version]}], written back to the table once, after the batch
         work: dict[Any, list[Any]] = {}
-        position = 0
-        for i in range(batch.n):
-            ts = tss[i]
-            position = max(position, int(seqs[i] or 0))
-            if stream_time is None or ts > stream_time:
-                stream_time = ts
+        for i, ts, position in batch.walk(st):
             fk = keys[i]
             right = jside[i] == 1
             if fk is None:
@@ -126,4 +118,3 @@ class FkMatchProcessor(TaskProcessor):
                 khash.pop(hk, None)
             else:
                 table[hk] = [rv, rts, list(subs.values())]
-        st["stream_time"] = stream_time

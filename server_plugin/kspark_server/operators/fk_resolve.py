@@ -59,22 +59,14 @@ class FkResolveProcessor(TaskProcessor):
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, KeyedEmitter)
-        out.queue = (self.spec.processor, task)
         table: dict[Any, list[Any]] = st["table"]
         khash: dict[Any, int] = st["hash"]
         messages = batch.col("value")
-        seqs = batch.col("ks_seq")
-        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
+        keys, hashes = batch.keys, batch.hashes
         hashable, plain, unpack = codec.hashable, codec.plain, stateenc.unpack
-        stream_time = st["stream_time"]
         #: the versions of keys whose left value was deleted earlier in this batch
         gone: dict[Any, int] = {}
-        position = 0
-        for i in range(batch.n):
-            ts = tss[i]
-            position = max(position, int(seqs[i] or 0))
-            if stream_time is None or ts > stream_time:
-                stream_time = ts
+        for i, ts, position in batch.walk(st):
             key = keys[i]
             hk = key if type(key) is str else hashable(key)
             msg = unpack(messages[i])
@@ -112,7 +104,6 @@ class FkResolveProcessor(TaskProcessor):
             self.touched.add(hk)
             if ok and (res is not None or old is not None):
                 out.put(i, key, res, max(lts, rts), position)
-        st["stream_time"] = stream_time
 
     def _result(self, key: Any, lv: Any, rv: Any, batch: Batch, i: int) -> tuple[bool, Any]:
         """The key's result for left value ``lv`` and right value ``rv`` (None: none),

@@ -25,10 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from kspark_server import codec, stateenc
-from kspark_server.operators.base import Batch, Emitter, KeyedEmitter, TaskProcessor, identity
+from kspark_server.operators.base import Batch, Emitter, KeyedEmitter, TaskProcessor
 from kspark_server.operators.fk_messages import DELETE, SUBSCRIBE, UNSUBSCRIBE
 from kspark_server.spec import FkSubscribeSpec
 
@@ -46,7 +44,6 @@ class FkSubscribeProcessor(TaskProcessor):
         s = self.spec
         self.kdec = codec.decoder(s.left.key, plain=True)
         self.vdec = codec.decoder(s.left.value, plain=True)
-        self.unpack = msgspec.json.decode if s.packed.value else identity
         self.plain_values = not s.packed.value
         self.fkenc = codec.encoder(s.fk, "key")
         self.extractor = s.extractor
@@ -54,24 +51,16 @@ class FkSubscribeProcessor(TaskProcessor):
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, KeyedEmitter)
         proc = self.spec.processor
-        out.queue = (proc, task)
         table: dict[Any, list[Any]] = st["table"]
         khash: dict[Any, int] = st["hash"]
         values = batch.col("value")
-        seqs = batch.col("ks_seq")
-        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
+        keys, hashes = batch.keys, batch.hashes
         hashable, plain, pack = codec.hashable, codec.plain, stateenc.pack
         subtask = f"{self.guard.subtopology}_{task}"
-        stream_time = st["stream_time"]
         #: versions of keys deleted earlier in this batch: a key's versions keep growing
         #: within the micro-batch, where older responses may still be under way
         gone: dict[Any, int] = {}
-        position = 0
-        for i in range(batch.n):
-            ts = tss[i]
-            position = max(position, int(seqs[i] or 0))
-            if stream_time is None or ts > stream_time:
-                stream_time = ts
+        for i, ts, position in batch.walk(st):
             key = keys[i]
             if key is None:
                 row = batch.row(i)
@@ -102,7 +91,6 @@ class FkSubscribeProcessor(TaskProcessor):
             table[hk] = [fk, ver]
             khash[hk] = hashes[i]
             self.touched.add(hk)
-        st["stream_time"] = stream_time
 
     def _foreign_key(self, key: Any, lv: Any, batch: Batch, i: int) -> tuple[bool, Any]:
         """The foreign key of a left value, as the right table's key column holds it;
@@ -113,7 +101,7 @@ class FkSubscribeProcessor(TaskProcessor):
         try:
             k = self.kdec(key)
             origin = "VALUE"
-            v = self.vdec(self.unpack(lv))
+            v = self.vdec(self.unpack_value(lv))
         except Exception as exc:
             self.guard.decode_failed(self.spec.processor, row, exc, origin)
             return False, None

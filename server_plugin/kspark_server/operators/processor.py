@@ -325,24 +325,16 @@ class _Run:
 
     def stream_punctuate(self) -> None:
         t = self.st["stream_time"]
-        if t is None:
-            return
-        due = [
-            s
-            for s in self.schedules
-            if s.type is PunctuationType.STREAM_TIME and not s.cancelled and s.due <= t
-        ]
-        for s in sorted(due, key=lambda s: (s.due, s.index)):
-            if not s.cancelled:
-                self.punctuate(s, int(t))
+        if t is not None:
+            self._punctuate_due(PunctuationType.STREAM_TIME, int(t))
 
     def wall_clock_punctuate(self) -> None:
-        now = _now()
-        due = [
-            s
-            for s in self.schedules
-            if s.type is PunctuationType.WALL_CLOCK_TIME and not s.cancelled and s.due <= now
-        ]
+        self._punctuate_due(PunctuationType.WALL_CLOCK_TIME, _now())
+
+    def _punctuate_due(self, type_: PunctuationType, now: int) -> None:
+        """The punctuations of ``type_`` due at ``now``, by due time, then in the order
+        they were scheduled (one a punctuator cancels on the way does not run)."""
+        due = [s for s in self.schedules if s.type is type_ and not s.cancelled and s.due <= now]
         for s in sorted(due, key=lambda s: (s.due, s.index)):
             if not s.cancelled:
                 self.punctuate(s, now)

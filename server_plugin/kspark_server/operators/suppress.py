@@ -192,14 +192,11 @@ class SuppressProcessor(TaskProcessor):
         values = batch.col("value")
         headers = batch.col("headers")
         offsets = batch.col("offset")
-        seqs = batch.col("ks_seq")
-        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
-        stream_time = st["stream_time"]
+        keys, hashes = batch.keys, batch.hashes
         subtask = f"{self.guard.subtopology}_{task}"
         limit, max_records, max_bytes = self.limit, self.max_records, self.max_bytes
-        position = 0
 
-        def evict() -> None:
+        def evict(position: int) -> None:
             nonlocal size_now, count
             while heap:
                 bt, _, hk = heapq.heappop(heap)
@@ -215,11 +212,7 @@ class SuppressProcessor(TaskProcessor):
                 return
             raise AssertionError(f"{self.processor}: the buffer's oldest key was not loaded")
 
-        for i in range(batch.n):
-            ts = tss[i]
-            position = max(position, int(seqs[i] or 0))
-            if stream_time is None or ts > stream_time:
-                stream_time = ts
+        for i, ts, position in batch.walk(st):
             key = keys[i]
             if key is None:
                 self.guard.drop(self.processor, subtask, "null-key", batch.row(i))
@@ -243,14 +236,14 @@ class SuppressProcessor(TaskProcessor):
             touched.add(hk)
             size_now += size
             # the keys whose time has come
-            expiry = stream_time - limit
+            expiry = st["stream_time"] - limit
             while heap and heap[0][0] <= expiry:
                 top = heap[0]
                 e = table.get(top[2])
                 if e is None or e[_BTIME] != top[0]:
                     heapq.heappop(heap)
                     continue
-                evict()
+                evict(position)
             over = (max_records is not None and count > max_records) or (
                 max_bytes is not None and size_now > max_bytes
             )
@@ -265,11 +258,10 @@ class SuppressProcessor(TaskProcessor):
                     "limit, or .emit_early_when_full() to emit its oldest updates early"
                 )
             while over:
-                evict()
+                evict(position)
                 over = (max_records is not None and count > max_records) or (
                     max_bytes is not None and size_now > max_bytes
                 )
-        st["stream_time"] = stream_time
         st["bytes"] = size_now
 
     def _emit(self, out: _QueueEmitter, e: list[Any], position: int, task: int) -> None:

@@ -38,7 +38,7 @@ from typing import Any
 import msgspec
 
 from kspark_server import codec
-from kspark_server.operators.base import Batch, Emitter, KeyedEmitter, TaskProcessor, identity
+from kspark_server.operators.base import Batch, Emitter, KeyedEmitter, TaskProcessor
 from kspark_server.spec import TableGroupBySpec
 
 __all__ = ["TableGroupByProcessor"]
@@ -57,7 +57,6 @@ class TableGroupByProcessor(TaskProcessor):
         self.processor = s.processor
         self.kdec = codec.decoder(s.input.key, plain=True)
         self.vdec = codec.decoder(s.input.value, plain=True)
-        self.unpack = msgspec.json.decode if s.packed.value else identity
         self.gkenc = codec.encoder(s.selected.key, "group key")
         self.gvenc = codec.encoder(s.selected.value, "grouped value")
         self.selector = s.selector
@@ -76,7 +75,7 @@ class TableGroupByProcessor(TaskProcessor):
         try:
             k = self.kdec(key)
             origin = "VALUE"
-            v = self.vdec(self.unpack(value))
+            v = self.vdec(self.unpack_value(value))
         except Exception as exc:
             self.guard.decode_failed(self.processor, row, exc, origin)
             return False, None
@@ -98,21 +97,13 @@ class TableGroupByProcessor(TaskProcessor):
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, KeyedEmitter)
-        out.queue = (self.processor, task)
         table: dict[Any, Any] = st["table"]
         khash: dict[Any, int] = st["hash"]
-        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
+        keys, hashes = batch.keys, batch.hashes
         values = batch.col("value")
-        seqs = batch.col("ks_seq")
         subtask = f"{self.guard.subtopology}_{task}"
         hashable, plain = codec.hashable, codec.plain
-        stream_time = st["stream_time"]
-        position = 0
-        for i in range(batch.n):
-            ts = tss[i]
-            position = max(position, int(seqs[i] or 0))
-            if stream_time is None or ts > stream_time:
-                stream_time = ts
+        for i, ts, position in batch.walk(st):
             key = keys[i]
             if key is None:
                 self.guard.drop(self.processor, subtask, "null-key", batch.row(i))
@@ -150,4 +141,3 @@ class TableGroupByProcessor(TaskProcessor):
             else:
                 table[hk] = new
                 khash[hk] = hashes[i]
-        st["stream_time"] = stream_time

@@ -61,10 +61,7 @@ class TableJoinProcessor(TaskProcessor):
         self.lvdec = codec.decoder(s.left.value, plain=True)
         self.rvdec = codec.decoder(s.right.value, plain=True)
         self.venc = codec.encoder(s.output.value, "value")
-        self.unpack = (
-            msgspec.json.decode if s.packed.value else identity,
-            msgspec.json.decode if s.packed.tvalue else identity,
-        )
+        self.unpack = (self.unpack_value, msgspec.json.decode if s.packed.tvalue else identity)
         #: a side's value is stored as it travels: JSON text when packed, else plain
         self.plain = (not s.packed.value, not s.packed.tvalue)
         self.packed_out = s.packed.out
@@ -73,24 +70,16 @@ class TableJoinProcessor(TaskProcessor):
 
     def process(self, st: Any, batch: Batch, task: int, out: Emitter) -> None:
         assert isinstance(out, QueueEmitter)
-        out.queue = (self.processor, task)
         table: dict[Any, list[Any]] = st["table"]
         khash: dict[Any, int] = st["hash"]
         jside = batch.col("ks_jside")
         lvalues = batch.col("value")
         rvalues = batch.col("ks_tvalue")
-        keys, tss, hashes = batch.keys, batch.ts, batch.hashes
+        keys, hashes = batch.keys, batch.hashes
         hashable, plain = codec.hashable, codec.plain
         mode = self.mode
         subtask = f"{self.guard.subtopology}_{task}"
-        stream_time = st["stream_time"]
-        seqs = batch.col("ks_seq")
-        position = 0
-        for i in range(batch.n):
-            ts = tss[i]
-            position = max(position, int(seqs[i] or 0))
-            if stream_time is None or ts > stream_time:
-                stream_time = ts
+        for i, ts, position in batch.walk(st):
             side = 1 if jside[i] == 1 else 0
             key = keys[i]
             if key is None:
@@ -131,7 +120,6 @@ class TableJoinProcessor(TaskProcessor):
                     e[_OUT] = None
                 table[hk] = e
                 khash[hk] = hashes[i]
-        st["stream_time"] = stream_time
 
     @staticmethod
     def _emits(mode: str, side: int, new: Any, old: Any, other: Any) -> bool:
