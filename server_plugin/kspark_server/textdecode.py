@@ -70,7 +70,7 @@ def _plain_dataclass(t: TypeSpec) -> type | None:
         return None
     for f in fields:
         spec = declared[f.name]
-        hint = hints.get(f.name)
+        hint: Any = hints.get(f.name)
         if not isinstance(spec, PrimSpec) or spec.spark not in _SPARK_OF.get(hint, ()):
             return None
     return cls
