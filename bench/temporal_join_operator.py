@@ -5,11 +5,10 @@ versioned-table join, called in-process, its values JSON text as the lowering pa
 
 A task of ``temporal_join --rows 500000`` on ``local[2]`` (4 tasks) at 10,000 table keys:
 125,000 payments and 2,500 keys x 50 versions of a rate, the table's changelog in time
-order, into empty state. It runs with the values decoded a column at a time (where the
-value classes are plain dataclasses, :mod:`kspark_server.textdecode`) and record by
-record, ``--repeat`` times each, alternately, and keeps each one's best CPU time of
-:meth:`run_task` (the join, the state writes to the local store and the task's files).
-One core, no JVM.
+order, into empty state. It runs the join as it runs in an app (the as-of lookups a batch
+at a time, then the joiner per payment) and its record-by-record path, ``--repeat`` times
+each, alternately, and keeps each one's best CPU time of ``run_task`` (the join, and the
+state writes to the local store and the task's files). One core, no JVM.
 """
 
 from __future__ import annotations
@@ -117,12 +116,12 @@ def batch(payments: int, keys: int, versions: int) -> pa.Table:
     )
 
 
-def once(table: pa.Table, columns: bool, root: str) -> float:
+def once(table: pa.Table, columnar: bool, root: str) -> float:
     """CPU seconds of one batch into empty state."""
     os.environ["KSPARK_LOCAL_STATE_DIR"] = os.path.join(root, "local")
     proc = JoinProcessor(spec())
-    if not columns:
-        proc.bulk = (None, None)
+    if not columnar:
+        proc._process_asof = lambda *a: False  # type: ignore[method-assign]
     proc.attach(TaskFiles(os.path.join(root, "files"), "rates", 0, None))
     start = time.process_time()
     proc.run_task((placement.task_keys(1)[0],), table)
@@ -142,13 +141,13 @@ def main() -> None:
     table = batch(a.payments, a.keys, a.versions)
     best = {True: float("inf"), False: float("inf")}
     for _ in range(a.repeat):
-        for columns in (True, False):
+        for columnar in (True, False):
             with tempfile.TemporaryDirectory(prefix="kspark-bench-") as root:
-                best[columns] = min(best[columns], once(table, columns, root))
+                best[columnar] = min(best[columnar], once(table, columnar, root))
     n = a.payments + a.keys * a.versions
     print(f"{a.payments:,} payments, {a.keys:,} keys x {a.versions} versions ({n:,} records)")
-    for columns, name in ((True, "values decoded a column at a time"), (False, "record by record")):
-        print(f"{name:35s} {best[columns]:6.2f} s CPU  {n / best[columns]:>10,.0f} records/s")
+    for columnar, name in ((True, "as-of lookups a batch at a time"), (False, "record by record")):
+        print(f"{name:35s} {best[columnar]:6.2f} s CPU  {n / best[columnar]:>10,.0f} records/s")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,7 @@ processing order (:func:`kspark_server.operators.arrow.order`). A latest-value t
 ``{key: value}``; a versioned table keeps, per key, the sorted version timestamps and their
 values and joins as of the stream record's time (KIP-889/914), buffering stream records
 for the grace period (KIP-923). Without grace, a versioned table's batch is joined
-columnar (:func:`asof_lookup`). Values that are plain dataclasses are decoded from their
-JSON text a column at a time (:mod:`kspark_server.textdecode`): the stream's, and in the
-columnar join the table's too; the joiner still runs per record.
+columnar (:func:`asof_lookup`).
 
 A stream-global-table join runs here too (``JoinSpec.global_table``): every record's
 table key is then in ``ks_gkey`` (a stream record's from its key selector,
@@ -26,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kspark_server import codec, textdecode
+from kspark_server import codec
 from kspark_server.envelope import SideKind, side_row
 from kspark_server.operators.arrow import ints, runs
 from kspark_server.operators.base import Batch, Emitter, TaskProcessor, identity
@@ -125,17 +123,6 @@ def asof_lookup(
     ]
 
 
-def _decode_cells(decode: textdecode.TextsDecoder, cells: list[Any]) -> list[Any] | None:
-    """``decode`` over the texts among ``cells``, None cells kept (None: a text did not
-    decode)."""
-    texts = [c for c in cells if c is not None]
-    got = decode(texts)
-    if got is None or len(texts) == len(cells):
-        return got
-    it = iter(got)
-    return [None if c is None else next(it) for c in cells]
-
-
 class JoinProcessor(TaskProcessor):
     """Stream-table join. Rows with ``ks_jside == 1`` are table updates, others stream records.
 
@@ -159,10 +146,6 @@ class JoinProcessor(TaskProcessor):
         self.svdec = codec.decoder(s.stream.value, plain=True)
         self.tvdec = codec.decoder(s.table.value, plain=True)
         self.venc = codec.encoder(s.output.value, "value")
-        #: the stream's and the table's JSON-packed records, each column decoded in one call
-        #: (None: record by record); built on first use, as a msgspec decoder does not pickle
-        self.bulk: tuple[textdecode.TextsDecoder | None, textdecode.TextsDecoder | None] | None
-        self.bulk = None
         self.joiner = s.joiner
         self.with_key = s.joiner_with_key
         # a JSON-packed table value is stored as its text, and parsed only when joined
@@ -173,10 +156,6 @@ class JoinProcessor(TaskProcessor):
         # record's from its key selector) and keeps the stream record's own key
         self.global_table = s.global_table
         self.key_column = "ks_gkey" if s.global_table else "key"
-
-    def __getstate__(self) -> dict[str, Any]:
-        # the decoders are built where the operator runs
-        return {**self.__dict__, "bulk": None}
 
     def keys(self, st: Any, batch: Batch) -> list[Any]:
         # the batch's keys (both sides) and those of stream records buffered for grace
@@ -205,19 +184,14 @@ class JoinProcessor(TaskProcessor):
         hk = key if type(key) is str else codec.hashable(key)
         return table.get(hk) if store is None else store.value_at(hk, ts)
 
-    def _join_one(
-        self, row_of: Callable[[int], RecordView], decoded: bool = False
-    ) -> Callable[[int, Any, Any, Any], Any]:
+    def _join_one(self, row_of: Callable[[int], RecordView]) -> Callable[[int, Any, Any, Any], Any]:
         """The join of one stream record (its position, key, value and table value): the
         packed output value, or ``_HANDLED`` where the decoding or the joiner failed and
         the exception handler took the record (``row_of(position)``). One closure per
-        batch, shared by the record-by-record, the columnar and the grace buffer's paths;
-        ``decoded``: the values given are records already (:meth:`_decode_values`)."""
+        batch, shared by the record-by-record, the columnar and the grace buffer's paths."""
         joiner, with_key, guard, processor = self.joiner, self.with_key, self.guard, self.processor
         skdec, svdec, tvdec, venc = self.skdec, self.svdec, self.tvdec, self.venc
         pack, unpack_value, unpack_table = self.pack_out, self.unpack_value, self.unpack_table
-        if decoded:
-            svdec = unpack_value = identity
 
         def join_one(i: int, key: Any, value: Any, tv: Any) -> Any:
             origin = "KEY"
@@ -257,11 +231,7 @@ class JoinProcessor(TaskProcessor):
         stream_time = st["stream_time"]
         hashable, plain, store_plain = codec.hashable, codec.plain, self.store_plain
         left = self.left
-        # the stream records' values, decoded a column at a time where they can be; the
-        # checks below read the cells as they are
-        records = self._decode_values(values)
-        join_one = self._join_one(batch.row, decoded=records is not None)
-        joined = values if records is None else records
+        join_one = self._join_one(batch.row)
         for i in range(batch.n):
             ts = tss[i]
             if stream_time is None or ts > stream_time:
@@ -308,7 +278,7 @@ class JoinProcessor(TaskProcessor):
                         # too old to look up: the inner join drops it, and says so
                         self._drop(task, "expired-stream-record", batch, i)
                     continue
-                res = join_one(i, own[i], joined[i], tv)
+                res = join_one(i, own[i], values[i], tv)
                 if res is not _HANDLED:
                     out.take(i, res)
             if grace > 0 and st["buffer"]:
@@ -422,20 +392,11 @@ class JoinProcessor(TaskProcessor):
         rows = pa.array(batch.pos[stream])
         keys = batch.table.column("key").take(rows).to_pylist()
         values = batch.table.column("value").take(rows).to_pylist()
-        records = self._decode_values(values)
-        tables = None if records is None else self._decode_tables(tvs)
-        if records is not None and tables is not None:
-            self._join_decoded(
-                batch, task, out, stream, keys, values, tvs, too_old, records, tables
-            )
-            return
         left = self.left
-        join_one = self._join_one(batch.row, decoded=records is not None)
-        joined = values if records is None else records
+        join_one = self._join_one(batch.row)
         old = too_old.tolist()
         taken, results = out.idx.append, out.values.append
-        cells = zip(stream.tolist(), keys, values, tvs, old, joined, strict=True)
-        for i, key, value, tv, expired, v in cells:
+        for i, key, value, tv, expired in zip(stream.tolist(), keys, values, tvs, old, strict=True):
             if value is None or (key is None and not left):
                 self._drop(task, "null-value" if value is None else "null-key", batch, i)
                 continue
@@ -443,73 +404,10 @@ class JoinProcessor(TaskProcessor):
                 if expired:
                     self._drop(task, "expired-stream-record", batch, i)
                 continue
-            res = join_one(i, key, v, tv)
+            res = join_one(i, key, value, tv)
             if res is not _HANDLED:
                 taken(i)
                 results(res)
-
-    def _bulk(self) -> tuple[textdecode.TextsDecoder | None, textdecode.TextsDecoder | None]:
-        """The stream's and the table's column decoders (None: record by record)."""
-        if self.bulk is None:
-            s = self.spec
-            self.bulk = (
-                textdecode.texts_decoder(s.stream.value) if s.packed.value else None,
-                textdecode.texts_decoder(s.table.value) if s.packed.tvalue else None,
-            )
-        return self.bulk
-
-    def _decode_values(self, values: list[Any]) -> list[Any] | None:
-        """The stream records' values (JSON text) as records, decoded in one call; None
-        where they are not such, or one does not decode. A None cell stays None."""
-        bulk_value = self._bulk()[0]
-        return None if bulk_value is None else _decode_cells(bulk_value, values)
-
-    def _decode_tables(self, tvs: list[Any]) -> list[Any] | None:
-        """The table values found for the stream records (JSON text) as records, as
-        :meth:`_decode_values` decodes the stream's."""
-        bulk_table = self._bulk()[1]
-        return None if bulk_table is None else _decode_cells(bulk_table, tvs)
-
-    def _join_decoded(
-        self,
-        batch: Batch,
-        task: int,
-        out: Emitter,
-        stream: np.ndarray[Any, Any],
-        keys: list[Any],
-        values: list[Any],
-        tvs: list[Any],
-        too_old: np.ndarray[Any, Any],
-        vs: list[Any],
-        ts: list[Any],
-    ) -> None:
-        """:meth:`_join_stream`'s loop with the values decoded already (``vs``, ``ts``):
-        the same drops, key decoding, joiner calls and exception handling per record."""
-        left, guard, processor = self.left, self.guard, self.processor
-        joiner, with_key, skdec = self.joiner, self.with_key, self.skdec
-        venc, pack = self.venc, self.pack_out
-        taken, results = out.idx.append, out.values.append
-        rows = zip(stream.tolist(), keys, values, tvs, too_old.tolist(), vs, ts, strict=True)
-        for i, key, value, tv, expired, v, t in rows:
-            if value is None or (key is None and not left):
-                self._drop(task, "null-value" if value is None else "null-key", batch, i)
-                continue
-            if tv is None and not left:
-                if expired:
-                    self._drop(task, "expired-stream-record", batch, i)
-                continue
-            try:  # a class's constructor or validator may refuse a stored key
-                k = skdec(key)
-            except Exception as exc:
-                guard.decode_failed(processor, batch.row(i), exc, "KEY")
-                continue
-            try:
-                res = pack(venc(joiner(k, v, t) if with_key else joiner(v, t)))
-            except Exception as exc:
-                guard.on_error(processor, (k, v), batch.row(i), exc)
-                continue
-            taken(i)
-            results(res)
 
     def _flush(self, st: Any, store: VersionedStore | None, out: Emitter, task: int) -> None:
         """Join the buffered stream records that the grace period no longer holds back."""
