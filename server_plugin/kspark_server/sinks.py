@@ -97,7 +97,10 @@ def make_batch_writer(spec: SinksSpec) -> Any:
                     # still written (it replaces what a failed attempt of the batch left),
                     # from no rows: Spark then neither scans the batch nor shuffles it
                     part = part.limit(0)
-                write_topic(part, topic, batch_id, topic.ordered, kafka_format)
+                # rows that all left an operator in its tasks' processing order keep it;
+                # a dynamic sink's rows (parts beyond the group) are sorted
+                emitted = len(parts) == len(group) and all(s.emitted_order for s in group)
+                write_topic(part, topic, batch_id, topic.ordered, kafka_format, emitted)
             if spec.fail_after_internal == batch_id and internal:
                 _fail_once(internal[0], batch_id)
             if dlq:
@@ -196,8 +199,22 @@ def sink_rows(df: DataFrame, s: SinkSpec) -> DataFrame:
 
 
 def write_topic(
-    df: DataFrame, topic: TopicRef, batch_id: int, ordered: bool, kafka_format: str = "kafka"
+    df: DataFrame,
+    topic: TopicRef,
+    batch_id: int,
+    ordered: bool,
+    kafka_format: str = "kafka",
+    emitted: bool = False,
 ) -> None:
+    """Write one batch's rows ``df`` into ``topic``.
+
+    An ``ordered`` topic gets one file, sorted by source position (``ks_seq``,
+    ``ks_sub``). Otherwise each Spark partition writes its own file, sorted by source
+    position, but for rows ``emitted`` in a stateful operator's processing order
+    (:attr:`SinkSpec.emitted_order`): those keep it, as Kafka Streams produces records
+    (a sort by position would change it where a task merges several input partitions,
+    and would cost a sort of every batch).
+    """
     fmt = topic.format
     if fmt == "kafka":
         _write_kafka(df, topic, kafka_format)
@@ -205,7 +222,7 @@ def write_topic(
     if ordered:
         # one sorted file, without orderBy: its sampling job would run the batch twice
         df = df.repartition(1).sortWithinPartitions("ks_seq", "ks_sub")
-    else:
+    elif not emitted:
         df = df.sortWithinPartitions("ks_seq", "ks_sub")
     df = df.drop("ks_seq", "ks_sub")
     if fmt in FILE_FORMATS:

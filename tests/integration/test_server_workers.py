@@ -1,7 +1,7 @@
-"""What the embedded server does to keep fixed costs down (docs/design/server-settings.md): its Python
-workers import pyspark with its cached bytecode, not from ``pyspark.zip``, which Python
-compiles again in every process; its checkpoint files are renamed without forking the
-JVM."""
+"""What the embedded server does to keep fixed costs down (docs/design/server-settings.md):
+its Python workers import pyspark and py4j with their cached bytecode, not from
+``pyspark.zip`` and py4j's zip, which Python compiles again in every process; its
+checkpoint files are renamed without forking the JVM."""
 
 from __future__ import annotations
 
@@ -25,14 +25,18 @@ def test_workers_import_pyspark_from_site_packages(spark: Any, spark_server: Any
     # defined here, so that it travels by value: the test server's workers cannot import
     # the tests' modules
     def _where_pyspark_is(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import py4j
         import pyspark
 
         for _ in batches:
-            yield pa.RecordBatch.from_pylist([{"path": pyspark.__file__}])
+            yield pa.RecordBatch.from_pylist([{"path": pyspark.__file__, "py4j": py4j.__file__}])
 
-    (row,) = spark.range(1).mapInArrow(_where_pyspark_is, "path string").collect()
+    (row,) = spark.range(1).mapInArrow(_where_pyspark_is, "path string, py4j string").collect()
     assert ".zip" not in row.path, row.path
     assert row.path.endswith("/pyspark/__init__.py")
+    # py4j too, which pyspark imports in every worker
+    assert ".zip" not in row.py4j, row.py4j
+    assert row.py4j.endswith("/py4j/__init__.py")
 
 
 def test_checkpoint_files_are_renamed_without_a_child_process(

@@ -1,5 +1,5 @@
-"""The ``SPARK_HOME`` a server kspark starts gets: the installed pyspark without the zip
-that made every Python worker compile pyspark again (``workers_spark_home``)."""
+"""The ``SPARK_HOME`` a server kspark starts gets: the installed pyspark without the zips
+that made every Python worker compile pyspark and py4j again (``workers_spark_home``)."""
 
 from __future__ import annotations
 
@@ -22,13 +22,31 @@ def test_a_copy_of_links_without_the_zip(tmp_path: Path) -> None:
     assert os.path.isfile(os.path.join(home, "bin", "spark-submit"))
     lib = os.listdir(os.path.join(home, "python", "lib"))
     assert "pyspark.zip" not in lib
-    # py4j's zip stays: Spark puts it on the path too, and it holds no pyspark
+    # py4j's zip goes too: site-packages holds the same py4j, with its bytecode
+    zips = os.listdir(os.path.join(INSTALLED, "python", "lib"))
+    assert any(n.startswith("py4j-") for n in zips)
     assert sorted(lib) == sorted(
-        n for n in os.listdir(os.path.join(INSTALLED, "python", "lib")) if n != "pyspark.zip"
+        n for n in zips if n != "pyspark.zip" and not n.startswith("py4j-")
     )
     # a second start of the same server (kspark server start) reuses it
     assert workers_spark_home(INSTALLED, sys.executable, str(tmp_path)) == home
     assert [p.name for p in tmp_path.iterdir()] == ["spark-home"]
+
+
+def test_py4j_of_another_version_keeps_its_zip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kspark.runtime import server
+
+    lib = os.path.join(INSTALLED, "python", "lib")
+    py4j_zip = [n for n in os.listdir(lib) if n.startswith("py4j-")]
+    monkeypatch.setattr(server, "_site_py4j_version", lambda: "0.0.0")
+    home = workers_spark_home(INSTALLED, sys.executable, str(tmp_path))
+    assert sorted(os.listdir(os.path.join(home, "python", "lib"))) == py4j_zip
+    # a copy made with other zips is made again, not reused
+    monkeypatch.undo()
+    assert workers_spark_home(INSTALLED, sys.executable, str(tmp_path)) == home
+    assert os.listdir(os.path.join(home, "python", "lib")) == []
 
 
 def test_home_itself_where_the_workers_pyspark_may_differ(tmp_path: Path) -> None:

@@ -75,7 +75,14 @@ class _Compiler(StatelessRules, JoinRules, StatefulRules):
             stage = self.sink_stage(sink, topic)
             parts.append(st.SinkPart(index=i, processor=sink.name, topic=topic, stage=stage))
             ref = topic_ref(topic)
-            sink_specs.append(sp.SinkSpec(index=i, topic=ref, num_partitions=partitions))
+            sink_specs.append(
+                sp.SinkSpec(
+                    index=i,
+                    topic=ref,
+                    num_partitions=partitions,
+                    emitted_order=st.in_emitted_order(stage),
+                )
+            )
         dynamic_parts, dynamic = self.dynamic_sinks(len(parts))
         dlq = self.config.dead_letter_queue_topic
         dlq_ref = topic_ref(dlq) if dlq is not None else None

@@ -16,6 +16,7 @@ from kspark.plan.types import TypeDesc
 from kspark_server.spec import (
     ChainSpec,
     DedupIdSpec,
+    DedupSpec,
     JoinKeySpec,
     SinksSpec,
     StatefulSpec,
@@ -204,3 +205,33 @@ class Output:
 
 def _inputs(stage: Stage) -> tuple[Stage, ...]:
     return stage.inputs
+
+
+#: Stages that keep the order of their input's rows within each Spark partition: one pass
+#: per record (``mapInArrow``, a filter, added columns), no shuffle.
+_PER_RECORD = (Chain, SqlFilter, IdStage, JoinKeyStage, TopicNameStage)
+
+
+def in_emitted_order(stage: Stage) -> bool:
+    """Whether ``stage``'s rows reach the writer in the order a stateful operator's task
+    processed them, which the writer then keeps: they leave deduplication, which forwards
+    its task's records in processing order, through per-record stages only (a
+    :class:`Union` of such stages keeps each part's Spark partitions apart).
+
+    Other rows are sorted by source position: rows read from a topic (or shuffled) come in
+    a Spark task's read order, which is not the topic's, and the other operators place
+    their outputs by the positions they give them (``ks_seq``, ``ks_sub``).
+
+    Examples
+    --------
+    >>> from kspark.plan.types import describe_type
+    >>> t = describe_type(str)
+    >>> read = Stage(key_type=t, value_type=t)
+    >>> in_emitted_order(Shuffle(key_type=t, value_type=t, input=read, num_partitions=2))
+    False
+    """
+    while isinstance(stage, _PER_RECORD):
+        stage = stage.input
+    if isinstance(stage, Union):
+        return all(in_emitted_order(p) for p in stage.parts)
+    return isinstance(stage, Stateful) and isinstance(stage.spec, DedupSpec)

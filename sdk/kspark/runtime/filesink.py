@@ -158,9 +158,9 @@ def spark_writer(df: Any, output: st.Output) -> Any:
     assert topic.path is not None
     rows = functools.reduce(lambda a, b: a.unionByName(b), [sink_rows(df, s) for s in spec.sinks])
     # records leave in the order each partition processed them: Spark cannot sort a
-    # stream, and the batch-folder writer's sort is only a normalisation of that order;
-    # a topic that must be read in that order (the test driver's) keeps the sort columns
-    # for its reader
+    # stream (the batch-folder writer sorts by source position all but deduplication's
+    # output); a topic that must be read in source order (the test driver's) keeps the
+    # sort columns for its reader
     if not topic.ordered:
         rows = rows.drop("ks_seq", "ks_sub")
     writer = rows.writeStream.format(FILE_FORMATS[topic.format]).option("path", topic.path)

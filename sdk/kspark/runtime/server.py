@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -118,24 +119,29 @@ def server_environment(
 #: The file in ``$SPARK_HOME/python/lib`` that Spark puts first on every Python worker's
 #: path (``PythonUtils.sparkPythonPath``).
 _PYSPARK_ZIP = "pyspark.zip"
+#: py4j's sources in ``$SPARK_HOME/python/lib``, which Spark puts on the path next: every
+#: worker imports py4j (pyspark does, at its own import)
+_PY4J_ZIP = re.compile(r"py4j-(?P<version>.+)-src\.zip")
 
 
 def workers_spark_home(home: str, python: str, workdir: str) -> str:
     """The ``SPARK_HOME`` of a server kspark starts: ``home``, or a copy of it made of
-    symbolic links, without ``python/lib/pyspark.zip``, in ``workdir/spark-home``.
+    symbolic links, without ``python/lib/pyspark.zip`` (and py4j's zip, where the workers
+    import the same py4j without it), in ``workdir/spark-home``.
 
-    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on the path of every Python
-    process it starts, and Python cannot cache the bytecode of modules imported from a
-    zip file: each process compiled pyspark again, about 0.8 s of CPU here, and a query
-    start waits for them (the ``foreachBatch`` runner's among them;
-    docs/design/server-settings.md). Without the zip the workers
-    import the same pyspark from ``python``'s site-packages, with its cached bytecode.
+    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` and py4j's zip first on the path of
+    every Python process it starts, and Python cannot cache the bytecode of modules
+    imported from a zip file: each process compiled pyspark again (about 0.8 s of CPU
+    here) and py4j (0.03 s), and a query start waits for them (the ``foreachBatch`` runner's among them;
+    docs/design/server-settings.md). Without the zips the workers import the same pyspark
+    and py4j from ``python``'s site-packages, with their cached bytecode.
 
     The copy is made only when the workers find that same pyspark without the zip:
     ``home`` is the pyspark package installed in this Python's site-packages (not a Spark
     distribution that ``SPARK_HOME`` names, nor a pyspark found through ``PYTHONPATH``,
     which the server's environment leaves out) and the workers run this Python.
-    Otherwise, or where links cannot be made, ``home``.
+    Otherwise, or where links cannot be made, ``home``. py4j's zip is left out too where
+    this Python's site-packages holds py4j of the zip's version.
 
     Examples
     --------
@@ -152,9 +158,17 @@ def workers_spark_home(home: str, python: str, workdir: str) -> str:
         return home
     if not any(_same_dir(os.path.dirname(installed), d) for d in _site_dirs()):
         return home
+    lib = os.path.join(home, "python", "lib")
+    names = sorted(os.listdir(lib)) if os.path.isdir(lib) else []
+    left_out = _left_out(names)
+    kept = [name for name in names if name not in left_out]
     mirror = os.path.join(workdir, "spark-home")
-    if os.path.isdir(mirror) and _same_dir(
-        os.path.join(mirror, "jars"), os.path.join(home, "jars")
+    mirror_lib = os.path.join(mirror, "python", "lib")
+    if (
+        os.path.isdir(mirror)
+        and _same_dir(os.path.join(mirror, "jars"), os.path.join(home, "jars"))
+        and os.path.isdir(mirror_lib)
+        and sorted(os.listdir(mirror_lib)) == kept
     ):
         return mirror  # made by an earlier start of this server (``kspark server start``)
     building = tempfile.mkdtemp(prefix=".spark-home-", dir=workdir)
@@ -162,17 +176,50 @@ def workers_spark_home(home: str, python: str, workdir: str) -> str:
         for name in os.listdir(home):
             if name != "python":
                 os.symlink(os.path.join(home, name), os.path.join(building, name))
-        lib = os.path.join(home, "python", "lib")
         os.makedirs(os.path.join(building, "python", "lib"))
-        for name in os.listdir(lib) if os.path.isdir(lib) else ():
-            if name != _PYSPARK_ZIP:
-                os.symlink(os.path.join(lib, name), os.path.join(building, "python", "lib", name))
+        for name in kept:
+            os.symlink(os.path.join(lib, name), os.path.join(building, "python", "lib", name))
         shutil.rmtree(mirror, ignore_errors=True)
         os.rename(building, mirror)
     except OSError:
         shutil.rmtree(building, ignore_errors=True)
         return home
     return mirror
+
+
+def _left_out(names: list[str]) -> set[str]:
+    """Which of the files ``names`` of ``$SPARK_HOME/python/lib`` the workers import from
+    site-packages instead: pyspark's zip, and py4j's where this Python's site-packages
+    holds py4j of the zip's version.
+
+    Examples
+    --------
+    >>> sorted(_left_out(["pyspark.zip", "py4j-0.0.0-src.zip"]))
+    ['pyspark.zip']
+    """
+    site_py4j = _site_py4j_version()
+    out = {_PYSPARK_ZIP}
+    for name in names:
+        found = _PY4J_ZIP.fullmatch(name)
+        if found is not None and found.group("version") == site_py4j:
+            out.add(name)
+    return out
+
+
+def _site_py4j_version() -> str | None:
+    """The version of the py4j that this Python imports from its site-packages; None where
+    it has none there (or imports another, through ``PYTHONPATH``)."""
+    import importlib
+
+    try:
+        module = importlib.import_module("py4j.version")
+    except ImportError:
+        return None
+    package = os.path.dirname(os.path.abspath(module.__file__ or ""))
+    if not any(_same_dir(os.path.dirname(package), d) for d in _site_dirs()):
+        return None
+    version = getattr(module, "__version__", None)
+    return version if isinstance(version, str) else None
 
 
 def _site_dirs() -> list[str]:

@@ -22,6 +22,10 @@ class SinkSpec:
     index: int
     topic: TopicRef
     num_partitions: int
+    #: the sink's rows reach the writer in the order a stateful operator's task processed
+    #: them (deduplication's), which the writer keeps, as Kafka Streams produces records;
+    #: otherwise the writer sorts them by source position
+    emitted_order: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
