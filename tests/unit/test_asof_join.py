@@ -9,14 +9,13 @@ import dataclasses
 import itertools
 from typing import Any
 
-import pandas as pd
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from support.taskharness import TaskState, close_local_stores
+from support.asofharness import Rec, Runner, run_both
+from support.taskharness import close_local_stores
 
 from kspark_server import envelope as env
-from kspark_server import placement, taskstate
 from kspark_server.operators.stream_table_join import JoinProcessor, asof_lookup
 from kspark_server.spec import JoinSpec, KeyValue, Packed, PrimSpec, StateOptions
 
@@ -44,61 +43,6 @@ def make_spec(left: bool, retention: int) -> JoinSpec:
         output_schema=env.envelope_json("string", "string"),
         packed=Packed(),
     )
-
-
-#: (table?, key, value, timestamp, partition)
-Rec = tuple[int, str | None, str | None, int, int]
-
-
-def frame(batch: list[tuple[int, Rec]]) -> pd.DataFrame:
-    rows = []
-    for seq, (side, key, value, ts, part) in batch:
-        rows.append(
-            {
-                "key": key,
-                "value": None if side else value,
-                "timestamp": ts,
-                "headers": [],
-                "topic": "rates" if side else "payments",
-                "partition": part,
-                "offset": seq,
-                "ks_seq": seq,
-                "ks_sub": 0,
-                "ks_side": None,
-                "ks_tvalue": value if side else None,
-                "ks_jside": side,
-                "ks_hash": 7 if key is None else ord(key[0]),
-                "ks_task": 0,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-class Runner:
-    """One task of the join across batches, with the columnar path on or off."""
-
-    def __init__(self, spec: JoinSpec, columnar: bool, tmp: Any, mp: pytest.MonkeyPatch) -> None:
-        self.spec, self.columnar, self.tmp, self.mp = spec, columnar, tmp, mp
-        self.durable = TaskState(tmp / f"checkpoint-{columnar}")
-        self.executors = itertools.count()
-        self.restart()
-
-    def restart(self) -> None:
-        self.mp.setenv(
-            "KSPARK_LOCAL_STATE_DIR", str(self.tmp / f"{self.columnar}-{next(self.executors)}")
-        )
-        self.proc = JoinProcessor(self.spec)
-        if not self.columnar:
-            self.proc._process_asof = lambda *a: False  # type: ignore[method-assign]
-
-    def run(self, batch: list[tuple[int, Rec]]) -> list[dict[str, Any]]:
-        key = (placement.task_keys(1)[0],)
-        table = self.durable.run(self.proc, key, frame(batch))
-        return [] if table is None else table.to_pylist()
-
-    def state(self) -> Any:
-        log = self.durable.log("rates")
-        return taskstate.materialize("join", True, self.durable.chunks("rates"), log)
 
 
 records = st.lists(
@@ -149,21 +93,7 @@ def test_the_columnar_join_matches_the_record_by_record_join(
             data[a:b] = [(s, k, v, next(times) if s else t, p) for s, k, v, t, p in part]
     # every logged change is checked against the state it stands for
     spec = dataclasses.replace(make_spec(left, retention), state=StateOptions(check_log=True))
-    tmp = tmp_path_factory.mktemp("asof")
-    numbered = list(enumerate(data))
-    batches = [numbered[a:b] for a, b in itertools.pairwise(bounds) if b > a]
-    with pytest.MonkeyPatch.context() as mp:
-        fast, slow = Runner(spec, True, tmp, mp), Runner(spec, False, tmp, mp)
-        try:
-            for batch, restart in zip(batches, restarts, strict=False):
-                assert fast.run(batch) == slow.run(batch)
-                assert fast.state() == slow.state()
-                if restart:
-                    close_local_stores()
-                    fast.restart()
-                    slow.restart()
-        finally:
-            close_local_stores()
+    run_both(tmp_path_factory.mktemp("asof"), data, cuts, restarts, spec)
 
 
 def test_asof_lookup_takes_the_newest_version_put_before_the_record() -> None:
