@@ -132,8 +132,8 @@ def workers_spark_home(home: str, python: str, workdir: str) -> str:
     Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` and py4j's zip first on the path of
     every Python process it starts, and Python cannot cache the bytecode of modules
     imported from a zip file: each process compiled pyspark again (about 0.8 s of CPU
-    here) and py4j (0.03 s), and a query start waits for them (the ``foreachBatch`` runner's among them;
-    docs/design/server-settings.md). Without the zips the workers import the same pyspark
+    here) and py4j (0.03 s), and a query start waits for them (the ``foreachBatch``
+    runner's among them; docs/design/server-settings.md). Without the zips the workers import the same pyspark
     and py4j from ``python``'s site-packages, with their cached bytecode.
 
     The copy is made only when the workers find that same pyspark without the zip:
