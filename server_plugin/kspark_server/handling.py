@@ -427,10 +427,13 @@ class Guard:
         """A record's key and value as ``processor`` takes them; None where a class's
         constructor or validator refused a stored one (:meth:`decode_failed` has had the
         record)."""
+        origin = "KEY"
         try:
-            return kdec(row["key"]), vdec(row["value"])
+            key = kdec(row["key"])
+            origin = "VALUE"
+            return key, vdec(row["value"])
         except Exception as exc:
-            self.decode_failed(processor, row, exc, "VALUE")
+            self.decode_failed(processor, row, exc, origin)
             return None
 
 

@@ -18,6 +18,7 @@ from kspark.errors import (
 )
 from kspark_server.envelope import SideKind
 from kspark_server.handling import (
+    DeserializationFailed,
     Guard,
     HandlerFailed,
     ProcessingFailed,
@@ -160,3 +161,17 @@ def test_a_task_id_names_the_task_not_its_task_key() -> None:
     for operator in range(3):
         key = placement.task_keys(4, operator)[2]
         assert guard.task_id({**ROW, "ks_task": key}) == "0_2"
+
+
+def _refuse(text: Any) -> Any:
+    raise ValueError(f"refused {text!r}")
+
+
+@pytest.mark.parametrize(
+    ("kdec", "vdec", "origin"), [(_refuse, str, "key"), (str, _refuse, "value")]
+)
+def test_a_refused_decode_names_the_part_that_failed(kdec: Any, vdec: Any, origin: str) -> None:
+    """The error names the key when the key's class refused it, the value otherwise."""
+    guard = Guard(Handling(subtopology=0))
+    with pytest.raises(DeserializationFailed, match=f"as its declared {origin} type"):
+        guard.decode("P", kdec, vdec, ROW)

@@ -84,10 +84,13 @@ class DedupProcessor(TaskProcessor):
         values = batch.col("value")
         out: list[tuple[bool, Any]] = []
         for i, key in enumerate(batch.keys):
-            try:  # a class's constructor or validator may refuse a stored value
-                args = (self.kdec(key), self.vdec(self.unpack_value(values[i])))
+            origin = "KEY"
+            try:  # a class's constructor or validator may refuse a stored key or value
+                k = self.kdec(key)
+                origin = "VALUE"
+                args = (k, self.vdec(self.unpack_value(values[i])))
             except Exception as exc:
-                self.guard.decode_failed(self.processor, batch.row(i), exc, "VALUE")
+                self.guard.decode_failed(self.processor, batch.row(i), exc, origin)
                 out.append((False, None))
                 continue
             ok, ident = self.guard.call(self.processor, self.id_selector, args, batch.row(i))
