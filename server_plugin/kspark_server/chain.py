@@ -11,6 +11,7 @@ processing exception handler with the record's context (see :mod:`kspark_server.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import json
@@ -73,10 +74,8 @@ def _unfit(values: list[Any], type_: pa.DataType, what: str) -> pa.Array | dict[
     2**63 or more, a ``Decimal`` beyond (38, 18), a string with a lone surrogate), the
     positions of the values it refuses, each with the error the production handler gets.
     Only a failed batch pays for the search."""
-    try:
+    with contextlib.suppress(pa.ArrowException, OverflowError, TypeError, ValueError):
         return pa.array(values, type=type_)
-    except (pa.ArrowException, OverflowError, TypeError, ValueError):
-        pass
     bad: dict[int, Exception] = {}
     for j, v in enumerate(values):
         try:
@@ -663,10 +662,8 @@ def _run_vectorized(
     def call(a: pa.Array) -> pa.Array:
         return _vector_result(name, fn(a), len(a), type_)
 
-    try:
+    with contextlib.suppress(Exception):  # found again, record by record, below
         return call(arr)
-    except Exception:  # found again, record by record, below
-        pass
     parts: list[pa.Array] = []
     keep: list[bool] = []
     for j in range(len(arr)):

@@ -5,6 +5,7 @@ when a step reads them, and the guarded loop that calls a user function on each.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -107,10 +108,8 @@ class Live:
         """``col`` decoded; if a class's constructor or validator refuses a stored value,
         each refused record goes to the deserialization handler and :class:`Undecodable`
         asks the caller to run its step again on the others."""
-        try:
+        with contextlib.suppress(Exception):
             return dec(col)
-        except Exception:
-            pass
         keep = []
         for j in range(len(col)):
             try:

@@ -172,28 +172,23 @@ def _hash_bytes_now(data: bytes, seed: int) -> int:
     return _fmix(h1, n)
 
 
-def _hash_double(value: float, seed: int) -> int:
+def _ieee_bits(value: float, fmt: str, nan: int) -> int:
+    """The bits of ``value`` as Java's ``doubleToLongBits`` (``fmt`` ``"d"``) or
+    ``floatToIntBits`` (``"f"``) gives them: every NaN as Java's canonical one (``nan``),
+    and -0.0 as 0.0, which hashes alike."""
     import struct
 
-    if value == 0.0:  # -0.0 hashes as 0.0
-        value = 0.0
-    if value != value:  # every NaN as Java's canonical one
-        bits = 0x7FF8000000000000
-    else:
-        bits = struct.unpack("<q", struct.pack("<d", value))[0]
-    return _hash_long(bits, seed)
+    if value != value:
+        return nan
+    return int.from_bytes(struct.pack("<" + fmt, value or 0.0), "little", signed=True)
+
+
+def _hash_double(value: float, seed: int) -> int:
+    return _hash_long(_ieee_bits(value, "d", 0x7FF8000000000000), seed)
 
 
 def _hash_float(value: float, seed: int) -> int:
-    import struct
-
-    if value == 0.0:
-        value = 0.0
-    if value != value:
-        bits = 0x7FC00000
-    else:
-        bits = struct.unpack("<i", struct.pack("<f", value))[0]
-    return murmur3_int(bits, seed)
+    return murmur3_int(_ieee_bits(value, "f", 0x7FC00000), seed)
 
 
 SparkHash = Callable[[Any, int], int]

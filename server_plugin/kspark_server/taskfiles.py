@@ -403,11 +403,9 @@ class TaskFiles:
             if n is None or name in self._named:
                 continue
             if n <= self._committed_batches:
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     os.remove(os.path.join(self.folder, name))
                     gone += 1
-                except FileNotFoundError:
-                    pass
                 listing.discard(name)
         return gone
 

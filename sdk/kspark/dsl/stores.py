@@ -147,14 +147,6 @@ class StoreBuilder(Generic[S]):
         )
 
 
-def _ms(d: timedelta, what: str) -> int:
-    if not isinstance(d, timedelta):
-        raise InvalidArgumentError(
-            f"{what} must be a datetime.timedelta, got {type(d).__name__}", parameter=what
-        )
-    return to_ms(d, what)
-
-
 class Stores:
     """Factories of stores, as Kafka Streams' ``Stores``.
 
@@ -183,7 +175,7 @@ class Stores:
     ) -> VersionedBytesStoreSupplier:
         """A versioned store keeping each key's versions for ``history_retention``."""
         return VersionedBytesStoreSupplier(
-            name, "versioned", history_retention_ms=_ms(history_retention, "history_retention")
+            name, "versioned", history_retention_ms=to_ms(history_retention, "history_retention")
         )
 
     @staticmethod
@@ -195,8 +187,8 @@ class Stores:
         return WindowBytesStoreSupplier(
             name,
             "window",
-            retention_ms=_ms(retention, "retention"),
-            window_size_ms=_ms(window_size, "window_size"),
+            retention_ms=to_ms(retention, "retention"),
+            window_size_ms=to_ms(window_size, "window_size"),
             retain_duplicates=bool(retain_duplicates),
         )
 

@@ -109,10 +109,6 @@ class RescaleReport:
         return "\n".join(lines)
 
 
-def _stateful_stages(output: st.Output) -> list[st.Stateful]:
-    return [s for s in output.stages() if isinstance(s, st.Stateful)]
-
-
 def _refuse_unsupported_sources(output: st.Output) -> None:
     for s in output.stages():
         if isinstance(s, st.Read) and s.topic.format == "table":

@@ -113,7 +113,6 @@ class AggregateProcessor(TaskProcessor):
 
     def setup(self) -> None:
         s = self.spec
-        self.processor = s.processor
         self.op = s.op
         self.size = s.window_size_ms
         self.advance = s.window_advance_ms

@@ -306,6 +306,7 @@ class TaskProcessor:
 
     def __init__(self, spec: StatefulSpec, constants_json: str = "") -> None:
         self.spec = check_spec(spec)
+        self.processor = spec.processor
         self.columns = [f["name"] for f in _schema_fields(spec.output_schema)]
         #: the output records' Arrow schema (as :func:`transport.operator_schema` declares)
         self.out_schema = transport.operator_arrow_schema(spec.output_schema, spec.packed.out)

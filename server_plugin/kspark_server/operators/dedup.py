@@ -32,7 +32,6 @@ class DedupProcessor(TaskProcessor):
         s = self.spec
         self.mode = s.mode
         self.interval = s.interval_ms
-        self.processor = s.processor
         self.id_selector = s.id_selector
         self.kdec = codec.decoder(s.input.key)
         self.vdec = codec.decoder(s.input.value)

@@ -136,7 +136,6 @@ class JoinProcessor(TaskProcessor):
 
     def setup(self) -> None:
         s = self.spec
-        self.processor = s.processor
         self.left = s.left
         self.versioned = s.versioned
         self.retention = s.history_retention_ms

@@ -90,7 +90,6 @@ class SuppressProcessor(TaskProcessor):
 
     def setup(self) -> None:
         s = self.spec
-        self.processor = s.processor
         self.limit = s.time_limit_ms
         self.max_records = s.max_records
         self.max_bytes = s.max_bytes

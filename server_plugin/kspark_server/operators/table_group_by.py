@@ -54,7 +54,6 @@ class TableGroupByProcessor(TaskProcessor):
 
     def setup(self) -> None:
         s = self.spec
-        self.processor = s.processor
         self.kdec = codec.decoder(s.input.key, plain=True)
         self.vdec = codec.decoder(s.input.value, plain=True)
         self.gkenc = codec.encoder(s.selected.key, "group key")

@@ -55,7 +55,6 @@ class TableJoinProcessor(TaskProcessor):
 
     def setup(self) -> None:
         s = self.spec
-        self.processor = s.processor
         self.mode = s.mode
         self.kdec = codec.decoder(s.left.key, plain=True)
         self.lvdec = codec.decoder(s.left.value, plain=True)

@@ -59,7 +59,6 @@ class WindowJoinProcessor(TaskProcessor):
 
     def setup(self) -> None:
         s = self.spec
-        self.processor = s.processor
         self.before, self.after, self.grace = s.before_ms, s.after_ms, s.grace_ms
         #: how far after its own timestamp a record's window ends, per side
         self.look = (s.after_ms, s.before_ms)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
@@ -138,11 +139,7 @@ def _lower(
     if isinstance(stage, st.TopicNameStage):
         return topic_name_stage(df_of(stage.input), stage)
     if isinstance(stage, st.Union):
-        parts = [df_of(p) for p in stage.parts]
-        df = parts[0]
-        for p in parts[1:]:
-            df = df.unionByName(p)
-        return df
+        return functools.reduce(lambda a, b: a.unionByName(b), [df_of(p) for p in stage.parts])
     if isinstance(stage, st.Cogroup):
         return cogroup(stage, df_of)
     if isinstance(stage, st.Shuffle):

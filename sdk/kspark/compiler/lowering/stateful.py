@@ -10,6 +10,7 @@ envelope's schema; the state lives in kspark's own files in the checkpoint
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -121,7 +122,7 @@ def cogroup(stage: st.Cogroup, df_of: Callable[[st.Stage], DataFrame]) -> DataFr
     other value columns null (each input keeps its own value type)."""
     names = [name for name, _ in env.ENVELOPE]
     types = [dtype(p.value_type.spark_json()) for p in stage.parts]
-    out: DataFrame | None = None
+    frames = []
     for i, part in enumerate(stage.parts):
         cols = [
             F.lit(None).cast(types[0]).alias("value") if c == "value" and i else F.col(c)
@@ -132,10 +133,8 @@ def cogroup(stage: st.Cogroup, df_of: Callable[[st.Stage], DataFrame]) -> DataFr
             (F.col("value") if j == i else F.lit(None).cast(types[j])).alias(f"ks_value{j}")
             for j in range(1, len(stage.parts))
         ]
-        df = df_of(part).select(*cols)
-        out = df if out is None else out.unionByName(df)
-    assert out is not None
-    return out
+        frames.append(df_of(part).select(*cols))
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
 def _json_values(stream: DataFrame, packed: Packed) -> DataFrame:

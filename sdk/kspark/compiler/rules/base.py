@@ -10,7 +10,7 @@ operator: :mod:`.stateless`, :mod:`.joins`, :mod:`.stateful`), each a class that
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import attrs
 
@@ -31,7 +31,7 @@ from kspark.plan.topology import Topology
 from kspark.plan.types import Dynamic, TypeDesc
 from kspark_server import spec as sp
 
-__all__ = ["CompilerBase", "Pending", "resolve_handler"]
+__all__ = ["CompilerBase", "Pending", "StatefulFields", "resolve_handler"]
 
 
 @attrs.frozen(kw_only=True)
@@ -45,6 +45,16 @@ class Pending:
     key_origin: str
     value_origin: str
     subtopology: int
+
+
+class StatefulFields(TypedDict):
+    """The fields of a stateful operator's spec that the compiler fills alike for all."""
+
+    processor: str
+    store: str
+    output_schema: str
+    handling: sp.Handling
+    state: sp.StateOptions
 
 
 def resolve_handler(value: Any, config: StreamsConfig) -> Any:
@@ -182,6 +192,25 @@ class CompilerBase:
 
     def handling_at(self, node: n.Node) -> sp.Handling:
         return self.handling(self.subtopology_of.get(node.name, 0))
+
+    def stateful_fields(
+        self,
+        node: n.Node,
+        store: str,
+        key: TypeDesc,
+        value: TypeDesc,
+        handling: sp.Handling | None = None,
+    ) -> StatefulFields:
+        """A stateful spec's :class:`StatefulFields`: ``node``'s processor and handling
+        (else ``handling``), its task state ``store``, the state options, and the schema of
+        its output, keyed ``key`` with values ``value``."""
+        return StatefulFields(
+            processor=node.name,
+            store=store,
+            output_schema=envelope_json(key, value),
+            handling=self.handling_at(node) if handling is None else handling,
+            state=self.state_options,
+        )
 
     def _stateful(
         self,

@@ -5,10 +5,8 @@ two inputs are brought to one key type first.
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 from kspark.compiler import stages as st
-from kspark.compiler.rules.base import CompilerBase, Pending
+from kspark.compiler.rules.base import CompilerBase, Pending, StatefulFields
 from kspark.compiler.specs import (
     envelope_json,
     key_value,
@@ -24,18 +22,13 @@ from kspark_server import spec as sp
 __all__ = ["JoinRules"]
 
 
-class _JoinFields(TypedDict):
+class _JoinFields(StatefulFields):
     """The fields of a same-key join's spec that every such join has."""
 
-    processor: str
-    store: str
     joiner: sp.Fn
     joiner_with_key: bool
     output: sp.KeyValue
-    output_schema: str
     packed: sp.Packed
-    handling: sp.Handling
-    state: sp.StateOptions
 
 
 class JoinRules(CompilerBase):
@@ -166,15 +159,11 @@ class JoinRules(CompilerBase):
             out=json_packable(out_value),
         )
         return out_value, _JoinFields(
-            processor=node.name,
-            store=node.store_name,
             joiner=node.joiner,
             joiner_with_key=node.joiner_with_key,
             output=key_value(first.key_type, out_value),
-            output_schema=envelope_json(first.key_type, out_value),
             packed=packed,
-            handling=self.handling_at(node),
-            state=self.state_options,
+            **self.stateful_fields(node, node.store_name, first.key_type, out_value),
         )
 
     def visit_ForeignKeyJoin(self, node: n.ForeignKeyJoin) -> Pending:
@@ -249,17 +238,13 @@ class JoinRules(CompilerBase):
         """The first stage: ``left``'s updates, their subscriptions keyed by the foreign
         key ``fk`` (the right table's key type)."""
         spec = sp.FkSubscribeSpec(
-            processor=node.name,
-            store=node.store_name,
             extractor=node.extractor,
             extractor_with_key=node.extractor_with_key,
             left=key_value(left.key_type, left.value_type),
             fk=fk.spec(),
             output=key_value(fk, fkjoin.MESSAGE),
-            output_schema=envelope_json(fk, fkjoin.MESSAGE),
             packed=sp.Packed(value=json_packable(left.value_type)),
-            handling=handling,
-            state=self.state_options,
+            **self.stateful_fields(node, node.store_name, fk, fkjoin.MESSAGE, handling),
         )
         return self._fk_stage(spec, left, None, fk)
 
@@ -274,15 +259,11 @@ class JoinRules(CompilerBase):
         """The second stage: the subscriptions and ``right``'s updates, keyed by the
         foreign key; the responses keyed by the left key (``left_key``)."""
         spec = sp.FkMatchSpec(
-            processor=node.name,
-            store=node.store_name,
             stream=key_value(subscriptions.key_type, fkjoin.MESSAGE),
             right=key_value(right.key_type, right.value_type),
             output=key_value(left_key, fkjoin.MESSAGE),
-            output_schema=envelope_json(left_key, fkjoin.MESSAGE),
             packed=sp.Packed(tvalue=json_packable(right.value_type)),
-            handling=handling,
-            state=self.state_options,
+            **self.stateful_fields(node, node.store_name, left_key, fkjoin.MESSAGE, handling),
         )
         return self._fk_stage(spec, subscriptions, right, left_key)
 
@@ -298,8 +279,6 @@ class JoinRules(CompilerBase):
         key = responses.key_type
         out_value = known_type(node.value_type)
         spec = sp.FkResolveSpec(
-            processor=node.name,
-            store=node.store_name,
             mode=node.mode,
             joiner=node.joiner,
             joiner_with_key=node.joiner_with_key,
@@ -310,10 +289,8 @@ class JoinRules(CompilerBase):
             right_packed=json_packable(right_value),
             input=key_value(key, fkjoin.MESSAGE),
             output=key_value(key, out_value),
-            output_schema=envelope_json(key, out_value),
             packed=sp.Packed(out=json_packable(out_value)),
-            handling=handling,
-            state=self.state_options,
+            **self.stateful_fields(node, node.store_name, key, out_value, handling),
         )
         return self._fk_stage(spec, responses, None, key, out_value)
 

@@ -62,18 +62,14 @@ class StatefulRules(CompilerBase):
             task_column = "ks_id"
         reads_value = node.mode is n.DedupMode.BY_KEY_VALUE and json_packable(stream.value_type)
         dedup = sp.DedupSpec(
-            processor=node.name,
             mode=node.mode.value,
             interval_ms=node.interval_ms,
             id_selector=node.id_selector,
-            store=node.store_name,
             input=key_value(stream.key_type, stream.value_type),
-            output_schema=envelope_json(stream.key_type, stream.value_type),
             # which values travel as JSON text through the operator (see json_packable);
             # one it does not read stays a column of Arrow, carried by reference
             packed=sp.Packed(value=reads_value, out=reads_value),
-            handling=self.handling_at(node),
-            state=self.state_options,
+            **self.stateful_fields(node, node.store_name, stream.key_type, stream.value_type),
         )
         return self._stateful(
             node,
@@ -103,23 +99,19 @@ class StatefulRules(CompilerBase):
                 source=source.name,
             )
         spec = sp.ProcessorSpec(
-            processor=node.name,
-            store=node.name,
             supplier=node.supplier,
             fixed_key=isinstance(node, ProcessValues),
             stores=tuple(store_spec(d) for d in node.store_defs),
             application_id=self.config.application_id,
             input=key_value(stream.key_type, stream.value_type),
             output=key_value(key_type, value_type),
-            output_schema=envelope_json(key_type, value_type),
             packed=sp.Packed(
                 value=json_packable(stream.value_type),
                 tvalue=table is not None and json_packable(table.value_type),
                 out=json_packable(value_type),
             ),
-            handling=self.handling_at(node),
-            state=self.state_options,
             global_store=global_store,
+            **self.stateful_fields(node, node.name, key_type, value_type),
         )
         return self._stateful(
             node,
@@ -161,18 +153,14 @@ class StatefulRules(CompilerBase):
         table = self.stage_of(node.parent, node)
         packed = json_packable(table.value_type)
         spec = sp.SuppressSpec(
-            processor=node.name,
-            store=node.store_name,
             time_limit_ms=node.time_limit_ms,
             max_records=node.max_records,
             max_bytes=node.max_bytes,
             when_full=node.when_full,
             input=key_value(table.key_type, table.value_type),
             output=key_value(table.key_type, table.value_type),
-            output_schema=envelope_json(table.key_type, table.value_type),
             packed=sp.Packed(value=packed, out=packed),
-            handling=self.handling_at(node),
-            state=self.state_options,
+            **self.stateful_fields(node, node.store_name, table.key_type, table.value_type),
         )
         return self._stateful(
             node, spec, table, key_type=table.key_type, value_type=table.value_type
@@ -191,16 +179,12 @@ class StatefulRules(CompilerBase):
         key_type, value_type = known_type(node.key_type), known_type(node.value_type)
         changes = change_type(value_type)
         spec = sp.TableGroupBySpec(
-            processor=node.name,
-            store=node.store_name,
             selector=node.selector,
             input=key_value(table.key_type, table.value_type),
             selected=key_value(key_type, value_type),
             output=key_value(key_type, changes),
-            output_schema=envelope_json(key_type, changes),
             packed=sp.Packed(value=json_packable(table.value_type), out=json_packable(changes)),
-            handling=self.handling_at(node),
-            state=self.state_options,
+            **self.stateful_fields(node, node.store_name, key_type, changes),
         )
         return self._stateful(node, spec, table, key_type=key_type, value_type=changes)
 
@@ -252,8 +236,6 @@ class StatefulRules(CompilerBase):
         sl = windows if isinstance(windows, SlidingWindowsDef) else None
         out_key = windowed_type(key_type) if windows is not None else key_type
         spec = sp.AggregateSpec(
-            processor=node.name,
-            store=node.store_name,
             op=node.op,
             reducer=node.reducer,
             initializer=node.initializer,
@@ -264,15 +246,7 @@ class StatefulRules(CompilerBase):
             window_advance_ms=(
                 w.advance_ms if w is not None else sl.size_ms if sl is not None else 0
             ),
-            grace_ms=(
-                w.grace_ms
-                if w is not None
-                else sw.grace_ms
-                if sw is not None
-                else sl.grace_ms
-                if sl is not None
-                else 0
-            ),
+            grace_ms=windows.grace_ms if windows is not None else 0,
             session_gap_ms=sw.gap_ms if sw is not None else 0,
             merger=node.merger,
             # EmitStrategy.on_window_close() is the suppression fused into the operator
@@ -287,13 +261,11 @@ class StatefulRules(CompilerBase):
             )
             if isinstance(node, CogroupAggregate) and isinstance(stream, st.Cogroup)
             else (),
-            output_schema=envelope_json(out_key, out_value),
             packed=sp.Packed(
                 # a cogroup's values cross in their own columns, as Arrow values
                 value=not cogrouped and json_packable(stream.value_type),
                 out=json_packable(out_value),
             ),
-            handling=self.handling_at(node),
-            state=self.state_options,
+            **self.stateful_fields(node, node.store_name, out_key, out_value),
         )
         return self._stateful(node, spec, stream, key_type=out_key, value_type=out_value)
