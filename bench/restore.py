@@ -2,6 +2,7 @@
 of micro-batches since the state's last snapshot.
 
     ./run bench restore [--sizes 10000,100000,1000000] [--small 1000] [--since 1,50]
+                        [--idle SECONDS] [--conf KEY=VALUE]
 
 For each state size N it loads N distinct keys in one micro-batch, with a snapshot taken
 at that commit, and waits until the state store's maintenance has uploaded the snapshot.
@@ -14,6 +15,11 @@ files it replayed.
 kspark's app keeps its executor-local stores in a ``state_dir`` of its own, which outlives
 each run, so a restart finds them at the committed version; the bench prints each restart's
 restore report (local stores reused, caught up or rebuilt, and the entries that took).
+
+``--idle`` waits before each restart: after a minute, Spark has closed the last run's idle
+Python workers and the restart's batch starts new ones, as a restart some time later
+does. ``--conf spark.python.daemon.module=pyspark.daemon`` runs the server with pyspark's
+own Python daemon instead of kspark's, to compare.
 
 The baseline is a Spark user's own state on the same keys: ``dropDuplicatesWithinWatermark``
 on the RocksDB store, with the same snapshot and changelog settings, in the same session.
@@ -253,11 +259,29 @@ def main() -> None:
     p.add_argument("--small", type=int, default=1000, help="new keys per small micro-batch")
     p.add_argument("--since", default="1,50", help="micro-batches since the snapshot")
     p.add_argument("--cases", default="kspark,spark", help="which of kspark,spark to run")
+    p.add_argument(
+        "--idle",
+        type=float,
+        default=0.0,
+        help="seconds to wait before each restart; over 60, Spark has closed the idle "
+        "Python workers and the restart's batch starts new ones, as a later restart does",
+    )
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a server setting over the bench's (repeatable)",
+    )
     a = p.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
     since = sorted(int(s) for s in a.since.split(","))
     server = EmbeddedServer(
-        conf={"spark.sql.shuffle.partitions": str(PARTITIONS), SS + "maintenanceInterval": "1s"}
+        conf={
+            "spark.sql.shuffle.partitions": str(PARTITIONS),
+            SS + "maintenanceInterval": "1s",
+            **dict(c.split("=", 1) for c in a.conf),
+        }
     ).start()
     rows: list[tuple[str, int, int, float, dict[str, float]]] = []
     try:
@@ -309,6 +333,8 @@ def main() -> None:
                     )
                     nxt += a.small
                     done += 1
+                    if a.idle:
+                        time.sleep(a.idle)  # a restart a while after the last run
                     t0 = time.perf_counter()
                     progress = case.run()
                     wall = time.perf_counter() - t0

@@ -140,12 +140,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         ):
             item.add_marker(pytest.mark.extended)
     # integration tests share one server: run the fast plan-only tests first, and the
-    # crash tests (which kill and restart the server) last. The standalone-server tests
-    # come first among them, before the session's server starts: one Spark JVM at a time.
+    # crash tests (which kill and restart the server) last. The tests that start servers of
+    # their own (a standalone one, one whose workers import kspark) come first among them,
+    # before the session's server starts: one Spark JVM at a time.
     items.sort(
         key=lambda item: (
             "integration" in str(item.fspath),
-            "test_standalone_server" not in str(item.fspath),
+            not str(item.fspath).endswith(("test_standalone_server.py", "test_server_daemon.py")),
             "test_crash" in str(item.fspath),
         )
     )

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 from kspark._deps import has_spark_jars, pyspark_distribution
 from kspark._paths import kspark_home, local_state_dir, resolve_path
 from kspark.errors import ServerError
+from kspark.runtime.serverdaemon import daemon_conf
 from kspark.runtime.urls import redact
 
 __all__ = [
@@ -587,6 +588,12 @@ class EmbeddedServer:
         STARTED_LOCAL_STATE.add(self.local_state_dir)
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
         env.update(self.extra_env)
+        conf = {
+            **daemon_conf(
+                master=self.master, python=self.python, env=env, cwd=self._workdir, conf=self.conf
+            ),
+            **self.conf,
+        }
         cmd = [
             os.path.join(home, "bin", "spark-submit"),
             "--class",
@@ -597,7 +604,7 @@ class EmbeddedServer:
                 master=self.master,
                 port=self.port,
                 workdir=self._workdir,
-                conf=self.conf,
+                conf=conf,
                 home=self.home,
                 python=self.python,
                 executor_env={k: env[k] for k in ("KSPARK_LOCAL_STATE_DIR", *self.extra_env)},

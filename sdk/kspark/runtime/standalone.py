@@ -38,6 +38,7 @@ from kspark.runtime.server import (
     server_environment,
     spark_home,
 )
+from kspark.runtime.serverdaemon import daemon_conf
 
 __all__ = ["ServerState", "start", "state_dir", "status", "stop"]
 
@@ -228,6 +229,11 @@ def start(
         "spark.connect.grpc.binding.address": host,
         **(conf or {}),
     }
+    env = _script_env(directory, home, python, token)
+    settings = {
+        **daemon_conf(master=master, python=python, env=env, cwd=directory, conf=settings),
+        **settings,
+    }
     cmd = [
         "bash",  # a wheel's scripts may have lost their exec bit
         os.path.join(home, "sbin", "start-connect-server.sh"),
@@ -241,7 +247,6 @@ def start(
             executor_env={"KSPARK_LOCAL_STATE_DIR": local_state_dir()},
         ),
     ]
-    env = _script_env(directory, home, python, token)
     if master.startswith("local") and host == "127.0.0.1":
         # as the embedded server: a driver on loopback needs no resolvable host name
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
