@@ -16,54 +16,22 @@ which turns off Spark's per-row size check of Arrow batches (docs/design/statele
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
 import time
-import urllib.request
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 import _common as common
+from _sparkui import SparkUI
 
 import kspark
 from kspark import StreamsBuilder, Topic
 from kspark.runtime.metrics import progress_as_dict
 from kspark.runtime.server import EmbeddedServer
 
-UI = "http://127.0.0.1:4077/api/v1"
-
-
-def get(path: str) -> Any:
-    with urllib.request.urlopen(UI + path) as r:
-        return json.load(r)
-
-
-def app_id() -> str:
-    return get("/applications")[0]["id"]
-
-
-def stages() -> dict[int, dict[str, Any]]:
-    return {(s["stageId"], s["attemptId"]): s for s in get(f"/applications/{app_id()}/stages")}
-
-
-def sql_ids() -> set[int]:
-    return {e["id"] for e in get(f"/applications/{app_id()}/sql?details=false&length=10000")}
-
-
-def sql_dump(before: set[int]) -> None:
-    for e in get(f"/applications/{app_id()}/sql?details=true&planDescription=false&length=10000"):
-        if e["id"] in before:
-            continue
-        print(f"   sql {e['id']} dur {e.get('duration')} {e.get('description', '')[:50]}")
-        for n in e.get("nodes", []):
-            ms = {m["name"]: m["value"] for m in n.get("metrics", [])}
-            if ms:
-                print(
-                    f"      {n['nodeId']} {n['nodeName']}: "
-                    + "; ".join(f"{k}={v}" for k, v in ms.items()).replace(chr(10), " ")[:1500]
-                )
+UI = SparkUI(4077)
 
 
 def cpu_by_kind(root: int) -> dict[str, float]:
@@ -166,8 +134,8 @@ def main() -> None:
         }
         for rep in range(a.repeat):
             for name in a.variants.split(","):
-                before = stages()
-                sb = sql_ids()
+                before = UI.stages()
+                sb = UI.sql_ids()
                 c0 = cpu_by_kind(srv.pid)
                 t0 = time.perf_counter()
                 vname, _, knock = name.partition(":")
@@ -204,9 +172,9 @@ def main() -> None:
                     f"   CPU jvm {c1['jvm'] - c0['jvm']:.2f}s python {c1['python'] - c0['python']:.2f}s (dead workers missed)"
                 )
                 time.sleep(1.0)  # let the UI's listener catch up
-                summarize(f"{name} (run {rep})", wall, prog, before, stages())
+                summarize(f"{name} (run {rep})", wall, prog, before, UI.stages())
                 if rep == a.repeat - 1:
-                    sql_dump(sb)
+                    UI.sql_dump(sb)
     finally:
         srv.stop()
 

@@ -133,13 +133,17 @@ def once(table: pa.Table, columnar: bool, root: str) -> float:
     return took
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
+def batch_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of one task's batch, shared with ``temporal_join_worker``."""
     p.add_argument("--payments", type=int, default=125_000)
     p.add_argument("--keys", type=int, default=2_500)
     p.add_argument("--versions", type=int, default=50)
     p.add_argument("--repeat", type=int, default=3)
-    a = p.parse_args()
+    return p
+
+
+def main() -> None:
+    a = batch_arguments(argparse.ArgumentParser(description=__doc__)).parse_args()
     table = batch(a.payments, a.keys, a.versions)
     best = {True: float("inf"), False: float("inf")}
     for _ in range(a.repeat):

@@ -12,55 +12,22 @@ records, Python and GC time), the last run's SQL metrics per operator, and with
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
 import time
-import urllib.request
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 import _common as common
 import temporal_join as tj
+from _sparkui import SparkUI
 
 import kspark
 from kspark import Materialized, StreamsBuilder, Topic
 from kspark.runtime.server import EmbeddedServer
 
-UI = "http://127.0.0.1:4078/api/v1"
-
-
-def get(path: str) -> Any:
-    with urllib.request.urlopen(UI + path) as r:
-        return json.load(r)
-
-
-def app_id() -> str:
-    return str(get("/applications")[0]["id"])
-
-
-def stages() -> dict[tuple[int, int], dict[str, Any]]:
-    return {(s["stageId"], s["attemptId"]): s for s in get(f"/applications/{app_id()}/stages")}
-
-
-def sql_ids() -> set[int]:
-    return {e["id"] for e in get(f"/applications/{app_id()}/sql?details=false&length=10000")}
-
-
-def sql_dump(before: set[int]) -> None:
-    q = "/sql?details=true&planDescription=true&length=10000"
-    for e in get(f"/applications/{app_id()}{q}"):
-        if e["id"] in before:
-            continue
-        print(f"   sql {e['id']} dur {e.get('duration')} {e.get('description', '')[:50]}")
-        for n in e.get("nodes", []):
-            ms = {m["name"]: m["value"] for m in n.get("metrics", [])}
-            if ms:
-                text = "; ".join(f"{k}={v}" for k, v in ms.items()).replace("\n", " ")
-                print(f"      {n['nodeId']} {n['nodeName']}: {text[:1500]}")
-        if os.environ.get("PLAN"):
-            print(e.get("planDescription", "")[:20000])
+UI = SparkUI(4078)
 
 
 def summarize(name: str, wall: float, before: dict[Any, Any], after: dict[Any, Any]) -> None:
@@ -132,14 +99,14 @@ def main() -> None:
 
         for rep in range(a.repeat):
             for name, fn in (("passthrough", passthrough), ("kspark", ks)):
-                before, sb = stages(), sql_ids()
+                before, sb = UI.stages(), UI.sql_ids()
                 t0 = time.perf_counter()
                 fn()
                 wall = time.perf_counter() - t0
                 time.sleep(1.0)  # the UI's listener catches up (not a timing)
-                summarize(f"{name} (run {rep})", wall, before, stages())
+                summarize(f"{name} (run {rep})", wall, before, UI.stages())
                 if rep == a.repeat - 1:
-                    sql_dump(sb)
+                    UI.sql_dump(sb, plan=bool(os.environ.get("PLAN")))
     finally:
         srv.stop()
 

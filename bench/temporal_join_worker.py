@@ -72,11 +72,7 @@ def main() -> None:
     from kspark_server.operators.grouped import GroupedOperator, output_struct
     from kspark_server.transport import operator_schema
 
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--payments", type=int, default=125_000)
-    p.add_argument("--keys", type=int, default=2_500)
-    p.add_argument("--versions", type=int, default=50)
-    p.add_argument("--repeat", type=int, default=3)
+    p = tjo.batch_arguments(argparse.ArgumentParser(description=__doc__))
     p.add_argument("--batch-rows", type=int, default=10_000)
     a = p.parse_args()
     full = tjo.batch(a.payments, a.keys, a.versions)
